@@ -1,0 +1,12 @@
+"""rune: NumPy-like arrays, composable transformations, host callbacks and explicit placement."""
+from . import nx, tree
+from .devices import Device, default_device, devices
+from .errors import (CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
+                     DTypeError, IndexingError, NotDifferentiableError, RuneError, ShapeError,
+                     TreeError)
+from .stats import reset_stats, stats
+
+
+def place(tree_, device):
+    """Every array leaf of `tree_` placed on `device`."""
+    return tree.map(lambda x: nx.place(x, device), tree_)

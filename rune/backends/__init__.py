@@ -1,0 +1,14 @@
+"""Backends: one per device platform. A backend knows nothing of traces."""
+from ..errors import DeviceError
+
+
+def backend_for(device):
+    """The backend module that holds arrays on `device`."""
+    if device.platform == "cpu":
+        from .cpu import backend
+        return backend
+    try:
+        from .cuda import backend
+    except ImportError as e:
+        raise DeviceError(f"device {device} needs CuPy (pip install 'rune[cuda]'): {e}") from e
+    return backend

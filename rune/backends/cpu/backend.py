@@ -1,0 +1,224 @@
+"""The host backend: NumPy arrays and an eager implementation per primitive.
+
+`IMPLS` maps primitive names to functions of raw NumPy values. They are also
+what the plan interpreter runs for stretches on the host.
+"""
+import numpy as np
+from scipy import special
+
+from . import threefry
+
+
+def to_host(raw):
+    return raw
+
+
+def from_host(host, device):
+    # A move between distinct host devices is a real copy, so that no two
+    # devices ever share a buffer.
+    return np.array(host, copy=True)
+
+
+def _quiet(fn):
+    """Run `fn` without NumPy's floating-point warnings: inf and nan are values here."""
+    def run(*args, **params):
+        with np.errstate(all="ignore"):
+            return fn(*args, **params)
+    return run
+
+
+def _rsqrt(x):
+    return 1 / np.sqrt(x)
+
+
+def _logistic(x):
+    return special.expit(x)
+
+
+def _round(x):
+    # rune rounds half away from zero on every device (C's round()).
+    return np.where(np.abs(x - np.trunc(x)) == 0.5, np.trunc(x) + np.sign(x), np.round(x)).astype(x.dtype)
+
+
+def _floordiv(x, y):
+    return np.floor_divide(x, y)
+
+
+def _shift_right(x, y):
+    return np.right_shift(x, y)
+
+
+def _as_result(dtype, fn):
+    """NumPy scalar results become 0-d arrays of the operand's dtype."""
+    def run(*args, **params):
+        return np.asarray(fn(*args, **params), dtype)
+    return run
+
+
+_NUMPY_UNARY = {
+    "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+    "sqrt": np.sqrt, "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "erf": special.erf, "logistic": _logistic, "floor": np.floor,
+    "ceil": np.ceil, "round": _round, "sign": np.sign, "abs": np.abs, "not": np.invert,
+    "isnan": np.isnan, "isfinite": np.isfinite,
+}
+_NUMPY_BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": _floordiv, "rem": np.remainder, "pow": np.power, "max": np.maximum,
+    "min": np.minimum, "atan2": np.arctan2, "and": np.bitwise_and, "or": np.bitwise_or,
+    "xor": np.bitwise_xor, "shift_left": np.left_shift, "shift_right": _shift_right,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+}
+# Ops that never raise floating-point flags skip the errstate guard (it costs ~1 us).
+_SAFE = {"neg", "add", "sub", "max", "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
+         "gt", "ge", "isnan", "isfinite", "abs", "sign", "floor", "ceil", "shift_left",
+         "shift_right"}
+
+
+def _elementwise(name, fn):
+    def run(*args):
+        out = fn(*args)
+        # ufuncs on 0-d inputs return NumPy scalars; keep arrays everywhere.
+        return out if type(out) is np.ndarray else np.asarray(out)
+    return run if name in _SAFE else _quiet(run)
+
+
+def _stop_gradient(x):
+    return x
+
+
+def _select(pred, on_true, on_false):
+    return np.asarray(np.where(pred, on_true, on_false))
+
+
+def _convert(x, *, dtype):
+    if dtype.kind in "iu" and x.dtype.kind == "f":
+        with np.errstate(all="ignore"):  # nan/inf to int is undefined; do not warn
+            return np.asarray(x).astype(dtype)
+    return np.asarray(x).astype(dtype)
+
+
+def _reducer(fn):
+    def run(x, *, axes):
+        # dtype= keeps int32 sums int32 (NumPy would widen them to int64).
+        return np.asarray(fn(x, axis=axes, dtype=x.dtype))
+    return run
+
+
+def _extremum(fn):
+    def run(x, *, axes):
+        return np.asarray(fn(x, axis=axes))
+    return run
+
+
+def _arg(fn):
+    def run(x, *, axis, index_dtype):
+        return np.asarray(fn(x, axis=axis)).astype(index_dtype)
+    return run
+
+
+def _broadcast_to(x, *, shape):
+    return np.broadcast_to(x, shape)
+
+
+def _reshape(x, *, shape):
+    return np.reshape(x, shape)
+
+
+def _transpose(x, *, perm):
+    return np.transpose(x, perm)
+
+
+def _slice(x, *, starts, limits, strides):
+    return x[tuple(slice(s, l, st) for s, l, st in zip(starts, limits, strides))]
+
+
+def _rev(x, *, axes):
+    return np.flip(x, axes)
+
+
+def _pad(x, value, *, config):
+    return np.pad(x, config, constant_values=value)
+
+
+def _concatenate(*xs, axis):
+    return np.concatenate(xs, axis)
+
+
+def _clamped(idx, n):
+    """Indices as gathers see them: negative counts from the end, then clamped."""
+    idx = np.asarray(idx)
+    idx = np.where(idx < 0, idx + n, idx)
+    return np.clip(idx, 0, max(n - 1, 0))
+
+
+def _gather(x, idx, *, axis):
+    return np.take(x, _clamped(idx, x.shape[axis]), axis=axis)
+
+
+def _scatter(x, idx, updates, *, axis, mode):
+    out = np.array(x, copy=True)
+    idx = _clamped(idx, x.shape[axis])
+    index = (slice(None),) * axis + (idx,)
+    if mode == "add":
+        np.add.at(out, index, updates)
+    else:
+        out[index] = updates
+    return out
+
+
+def _starts(x, starts, sizes):
+    return tuple(int(min(max(int(s), 0), d - z)) for s, d, z in zip(starts, x.shape, sizes))
+
+
+def _dynamic_slice(x, *starts, sizes):
+    st = _starts(x, starts, sizes)
+    return x[tuple(slice(s, s + z) for s, z in zip(st, sizes))]
+
+
+def _dynamic_update_slice(x, update, *starts):
+    st = _starts(x, starts, update.shape)
+    out = np.array(x, copy=True)
+    out[tuple(slice(s, s + z) for s, z in zip(st, update.shape))] = update
+    return out
+
+
+def _dot_general(x, y, *, dims):
+    (lc, rc), (lb, rb) = dims
+    lfree = [i for i in range(x.ndim) if i not in lc and i not in lb]
+    rfree = [i for i in range(y.ndim) if i not in rc and i not in rb]
+    # (batch, free, contract) @ (batch, contract, free) is one BLAS-backed matmul.
+    xt = np.transpose(x, list(lb) + lfree + list(lc))
+    yt = np.transpose(y, list(rb) + list(rc) + rfree)
+    nb = len(lb)
+    bshape = xt.shape[:nb]
+    lshape, rshape = xt.shape[nb:nb + len(lfree)], yt.shape[nb + len(rc):]
+    k = int(np.prod(xt.shape[nb + len(lfree):], dtype=np.int64))
+    m, n = int(np.prod(lshape, dtype=np.int64)), int(np.prod(rshape, dtype=np.int64))
+    out = np.matmul(xt.reshape(bshape + (m, k)), yt.reshape(bshape + (k, n)))
+    return out.reshape(bshape + lshape + rshape)
+
+
+def _random_bits(key, *, shape, width):
+    return threefry.random_bits(np.asarray(key, np.uint32), shape, width)
+
+
+def _place(x, *, src, device):
+    from ...devices import transfer
+    return transfer(x, src, device)
+
+
+IMPLS = {name: _elementwise(name, fn) for name, fn in {**_NUMPY_UNARY, **_NUMPY_BINARY}.items()}
+IMPLS.update({
+    "stop_gradient": _stop_gradient, "select": _select, "convert": _convert,
+    "reduce_sum": _reducer(np.sum), "reduce_max": _extremum(np.max),
+    "reduce_min": _extremum(np.min), "reduce_prod": _reducer(np.prod),
+    "argmax": _arg(np.argmax), "argmin": _arg(np.argmin),
+    "broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
+    "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate,
+    "gather": _gather, "scatter": _scatter, "dynamic_slice": _dynamic_slice,
+    "dynamic_update_slice": _dynamic_update_slice, "dot_general": _dot_general,
+    "random_bits": _random_bits, "place": _place,
+})

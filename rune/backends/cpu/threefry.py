@@ -1,0 +1,165 @@
+"""Threefry-2x32 counter-based random bits, vectorized in NumPy.
+
+The cipher
+----------
+``threefry2x32(k0, k1, x0, x1)`` is Threefry-2x32 with 20 rounds, exactly as in
+Random123 and JAX.  All arithmetic is uint32 with wraparound.
+
+* Key schedule: ``ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)``.
+* Start: ``x0 += ks[0]; x1 += ks[1]``.
+* One round with rotation ``r``: ``x0 += x1; x1 = rotl32(x1, r); x1 ^= x0``.
+* Five groups of four rounds.  Groups use the rotations ``(13, 15, 26, 6)``
+  and ``(17, 29, 16, 24)`` alternately, starting with the first.  After group
+  ``g`` (g = 1..5) the key is injected:
+  ``x0 += ks[g % 3]; x1 += ks[(g + 1) % 3] + g``.
+* The output is ``(y0, y1) = (x0, x1)``.
+
+Keys
+----
+A key is a uint32 array of shape ``(2,)``: ``(k0, k1)``.
+
+* ``key(seed)``: ``(uint32((seed >> 32) & 0xffffffff), uint32(seed & 0xffffffff))``
+  for any Python int ``seed`` (negative seeds use two's complement; bits above
+  64 are ignored after the shift's mask).
+* ``split(key, num)``: for ``j`` in ``0..num-1``,
+  ``(y0, y1) = threefry2x32(k0, k1, 0, j)`` and new key ``j`` is ``(y0, y1)``.
+* ``fold_in(key, data)``: ``(y0, y1) = threefry2x32(k0, k1, 0, data & 0xffffffff)``
+  and the new key is ``(y0, y1)``.
+
+Random bits (element-local)
+---------------------------
+``random_bits(key, shape, width)`` returns an array of ``shape`` (C order) whose
+element with flat index ``i`` depends only on ``key`` and ``i``:
+
+    (y0, y1) = threefry2x32(k0, k1, x0 = uint32(i >> 32), x1 = uint32(i & 0xffffffff))
+
+* width 32: ``y0``.
+* width 64: ``(uint64(y0) << 32) | uint64(y1)``.
+* width 16: ``y0 & 0xffff`` (low 16 bits of ``y0``).
+* width 8:  ``y0 & 0xff`` (low 8 bits of ``y0``).
+
+So the bits of a smaller draw are a prefix of the flat bits of a larger draw
+with the same key and width, and a GPU kernel can compute every element on
+its own from ``(k0, k1, i)``.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from rune.errors import DTypeError, ShapeError
+
+__all__ = ["threefry2x32", "random_bits", "split", "fold_in", "key"]
+
+_MASK32 = 0xFFFFFFFF
+_PARITY = np.uint32(0x1BD11BDA)
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+_UINT_BY_WIDTH = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
+
+
+def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
+
+
+def _as_u32_scalar(v, name: str) -> np.uint32:
+    a = np.asarray(v)
+    if a.shape != ():
+        raise ShapeError(f"threefry2x32: {name} must be a scalar, got shape {a.shape}")
+    if a.dtype != np.uint32:
+        if a.dtype.kind not in "ui":
+            raise DTypeError(f"threefry2x32: {name} must be an integer, got {a.dtype}")
+        return np.uint32(int(a) & _MASK32)
+    return np.uint32(a)
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """Threefry-2x32, 20 rounds.  Returns ``(y0, y1)`` as uint32 arrays of x's shape."""
+    k0 = _as_u32_scalar(k0, "k0")
+    k1 = _as_u32_scalar(k1, "k1")
+    x0 = np.asarray(x0)
+    x1 = np.asarray(x1)
+    if x0.shape != x1.shape:
+        raise ShapeError(f"threefry2x32: x0 and x1 shapes differ: {x0.shape} vs {x1.shape}")
+    for name, x in (("x0", x0), ("x1", x1)):
+        if x.dtype != np.uint32:
+            raise DTypeError(f"threefry2x32: {name} must be uint32, got {x.dtype}")
+    shape = x0.shape
+    # Work on 1-d arrays (never NumPy scalars) so uint32 addition wraps silently;
+    # errstate covers the scalar key-schedule arithmetic as well.
+    with np.errstate(over="ignore"):
+        ks = (k0, k1, np.uint32(k0 ^ k1 ^ _PARITY))
+        a = x0.reshape(-1) + ks[0]
+        b = x1.reshape(-1) + ks[1]
+        for g in range(1, 6):
+            for r in _ROTATIONS[(g - 1) % 2]:
+                a += b
+                b = _rotl32(b, r)
+                b ^= a
+            a += ks[g % 3]
+            b += np.uint32((int(ks[(g + 1) % 3]) + g) & _MASK32)
+    return a.reshape(shape), b.reshape(shape)
+
+
+def _check_key(k) -> tuple[np.uint32, np.uint32]:
+    a = np.asarray(k)
+    if a.shape != (2,):
+        raise ShapeError(f"a threefry key has shape (2,), got {a.shape}")
+    if a.dtype != np.uint32:
+        raise DTypeError(f"a threefry key has dtype uint32, got {a.dtype}")
+    return a[0], a[1]
+
+
+def _normalize_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"random_bits: shape must be a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"random_bits: negative dimension in shape {shape}")
+    return shape
+
+
+def random_bits(key, shape, width: int = 32) -> np.ndarray:
+    """Random unsigned integers of ``width`` bits; see the module docstring for the scheme."""
+    k0, k1 = _check_key(key)
+    shape = _normalize_shape(shape)
+    if width not in _UINT_BY_WIDTH:
+        raise DTypeError(f"random_bits: width must be 8, 16, 32 or 64, got {width!r}")
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    i = np.arange(n, dtype=np.uint64)
+    hi = (i >> np.uint64(32)).astype(np.uint32)
+    lo = (i & np.uint64(_MASK32)).astype(np.uint32)
+    y0, y1 = threefry2x32(k0, k1, hi, lo)
+    if width == 64:
+        out = (y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
+    else:
+        out = y0.astype(_UINT_BY_WIDTH[width])  # truncation keeps the low bits
+    return out.reshape(shape)
+
+
+def split(key, num: int = 2) -> np.ndarray:
+    """``num`` new keys, shape ``(num, 2)``: key j is threefry2x32(key, (0, j))."""
+    k0, k1 = _check_key(key)
+    num = operator.index(num)
+    if num < 0:
+        raise ShapeError(f"split: num must be >= 0, got {num}")
+    y0, y1 = threefry2x32(k0, k1, np.zeros(num, np.uint32), np.arange(num, dtype=np.uint32))
+    return np.stack([y0, y1], axis=1)
+
+
+def fold_in(key, data) -> np.ndarray:
+    """A new key, threefry2x32(key, (0, data & 0xffffffff))."""
+    k0, k1 = _check_key(key)
+    d = np.uint32(operator.index(data) & _MASK32)
+    y0, y1 = threefry2x32(k0, k1, np.zeros(1, np.uint32), np.array([d], np.uint32))
+    return np.array([y0[0], y1[0]], dtype=np.uint32)
+
+
+def key(seed) -> np.ndarray:
+    """A key from an int seed: (high 32 bits, low 32 bits) of the seed."""
+    seed = operator.index(seed)
+    return np.array([(seed >> 32) & _MASK32, seed & _MASK32], dtype=np.uint32)

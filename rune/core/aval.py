@@ -1,0 +1,58 @@
+"""Abstract values: what a transformation knows about an array.
+
+An aval is shape, dtype, device and whether the value is a weak Python scalar.
+A device of None means "placed with whatever it meets" (Python scalars).
+"""
+import numpy as np
+
+
+class Aval:
+    __slots__ = ("shape", "dtype", "device", "weak", "_hash")
+
+    def __init__(self, shape, dtype, device=None, weak=False):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.device = device
+        self.weak = weak
+        self._hash = hash((self.shape, dtype, device, weak))
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def update(self, shape=None, dtype=None, device=None, weak=None):
+        return Aval(self.shape if shape is None else shape,
+                    self.dtype if dtype is None else dtype,
+                    self.device if device is None else device,
+                    self.weak if weak is None else weak)
+
+    def strong(self):
+        return self if not self.weak else Aval(self.shape, self.dtype, self.device, False)
+
+    def __eq__(self, other):
+        return (isinstance(other, Aval) and self._hash == other._hash and self.shape == other.shape
+                and self.dtype == other.dtype and self.device == other.device
+                and self.weak == other.weak)
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        return f"{short_dtype(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def describe(self):
+        where = f" on {self.device}" if self.device is not None else ""
+        return f"{self.dtype.name}{list(self.shape)}{where}"
+
+
+_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+          "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
+          "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "bool"}
+
+
+def short_dtype(dtype):
+    return _SHORT.get(dtype.name, dtype.name)

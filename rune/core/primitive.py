@@ -1,0 +1,48 @@
+"""Primitives and the rule tables keyed by them.
+
+A primitive is a name and a few flags; everything it means lives in tables:
+its abstract rule here, its eager implementations in the backends (keyed by
+name, since backends know nothing of the core), and its JVP, VJP and batching
+rules next to the transformations.
+"""
+
+
+class Primitive:
+    __slots__ = ("name", "multiple_results", "effectful", "impls")
+
+    def __init__(self, name, multiple_results=False, effectful=False):
+        self.name = name
+        self.multiple_results = multiple_results
+        # An effectful primitive (a callback, or a loop whose body holds one)
+        # is never removed or duplicated by an optimization.
+        self.effectful = effectful
+        self.impls = {}  # platform -> eager implementation, filled on first use
+
+    def __repr__(self):
+        return self.name
+
+    def bind(self, *args, **params):
+        from .trace import bind
+        return bind(self, *args, **params)
+
+
+# primitive -> fn(*avals, **params) -> aval (or list of avals)
+abstract_rules = {}
+
+PRIMITIVES = {}
+
+
+def primitive(name, multiple_results=False, effectful=False):
+    p = Primitive(name, multiple_results, effectful)
+    PRIMITIVES[name] = p
+    return p
+
+
+def is_effectful(prim, params):
+    """Whether an equation must be kept and run exactly once, in order."""
+    if prim.effectful:
+        return True
+    for value in params.values():
+        if getattr(value, "effectful", False):   # a nested Program with effects
+            return True
+    return False

@@ -1,0 +1,175 @@
+"""The primitive set (in the spirit of JAX's lax) and its abstract rules.
+
+Elementwise primitives broadcast their operands NumPy-style; operands already
+share one dtype (the `nx` layer promotes). Every public `nx` function is a bind
+of one of these or a composite of them, so the JVP, VJP, batching and kernel
+tables only ever cover this list.
+"""
+import functools
+
+import numpy as np
+
+from ..errors import ShapeError
+from .aval import Aval
+from .primitive import abstract_rules, primitive
+from .trace import common_device
+
+BOOL = np.dtype(bool)
+
+UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+         "sinh", "cosh", "asin", "acos", "atan", "erf", "logistic", "floor", "ceil", "round",
+         "sign", "abs", "not", "stop_gradient")
+BINARY = ("add", "sub", "mul", "div", "floordiv", "rem", "pow", "max", "min", "atan2",
+          "and", "or", "xor", "shift_left", "shift_right")
+COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+PREDICATE = ("isnan", "isfinite")
+REDUCE = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+
+P = {}  # name -> Primitive, for `from .prims import P` users
+for _name in UNARY + BINARY + COMPARE + PREDICATE + REDUCE + (
+        "select", "convert", "argmax", "argmin", "broadcast_to", "reshape", "transpose", "slice",
+        "rev", "pad", "concatenate", "gather", "scatter", "dynamic_slice",
+        "dynamic_update_slice", "dot_general", "random_bits", "place"):
+    P[_name] = primitive(_name)
+
+ELEMENTWISE = frozenset(UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert"))
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_shapes(name, *shapes):
+    """The NumPy broadcast of `shapes`, or a ShapeError naming the operation."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        dims = {s[i - ndim + len(s)] for s in shapes if i - ndim + len(s) >= 0} - {1}
+        if len(dims) > 1:
+            raise ShapeError(f"{name}: shapes {' and '.join(str(tuple(s)) for s in shapes)} "
+                             f"do not broadcast together")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def _elementwise(out_dtype):
+    def rule(*avals, _prim):
+        shape = broadcast_shapes(_prim.name, *(a.shape for a in avals))
+        dtype = out_dtype or avals[-1].dtype
+        weak = all(a.weak for a in avals) and out_dtype is None
+        return Aval(shape, dtype, common_device(_prim, avals), weak)
+    return rule
+
+
+def _register_elementwise(names, out_dtype=None):
+    rule = _elementwise(out_dtype)
+    for n in names:
+        prim = P[n]
+        abstract_rules[prim] = functools.partial(rule, _prim=prim)
+
+
+_register_elementwise(UNARY + BINARY + ("select",))
+_register_elementwise(COMPARE + PREDICATE, BOOL)
+
+
+def _rule(name):
+    def register(fn):
+        abstract_rules[P[name]] = fn
+        return fn
+    return register
+
+
+@_rule("convert")
+def _convert(x, *, dtype):
+    return Aval(x.shape, dtype, x.device, False)
+
+
+def _reduced(x, axes):
+    return tuple(d for i, d in enumerate(x.shape) if i not in axes)
+
+
+for _name in REDUCE:
+    abstract_rules[P[_name]] = lambda x, *, axes: Aval(_reduced(x, axes), x.dtype, x.device, x.weak)
+
+
+@_rule("argmax")
+def _argmax(x, *, axis, index_dtype):
+    return Aval(_reduced(x, (axis,)), index_dtype, x.device)
+
+
+abstract_rules[P["argmin"]] = _argmax
+
+
+@_rule("broadcast_to")
+def _broadcast_to(x, *, shape):
+    return x.update(shape=shape)
+
+
+@_rule("reshape")
+def _reshape(x, *, shape):
+    return x.update(shape=shape)
+
+
+@_rule("transpose")
+def _transpose(x, *, perm):
+    return x.update(shape=tuple(x.shape[p] for p in perm))
+
+
+@_rule("slice")
+def _slice(x, *, starts, limits, strides):
+    return x.update(shape=tuple(len(range(s, l, st)) for s, l, st in zip(starts, limits, strides)))
+
+
+@_rule("rev")
+def _rev(x, *, axes):
+    return x
+
+
+@_rule("pad")
+def _pad(x, value, *, config):
+    common_device(P["pad"], (x, value))
+    return x.update(shape=tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, config)))
+
+
+@_rule("concatenate")
+def _concatenate(*xs, axis):
+    shape = list(xs[0].shape)
+    shape[axis] = sum(x.shape[axis] for x in xs)
+    return Aval(shape, xs[0].dtype, common_device(P["concatenate"], xs), all(x.weak for x in xs))
+
+
+@_rule("gather")
+def _gather(x, idx, *, axis):
+    device = common_device(P["gather"], (x, idx))
+    return Aval(x.shape[:axis] + idx.shape + x.shape[axis + 1:], x.dtype, device, x.weak)
+
+
+@_rule("scatter")
+def _scatter(x, idx, updates, *, axis, mode):
+    return x.update(device=common_device(P["scatter"], (x, idx, updates)))
+
+
+@_rule("dynamic_slice")
+def _dynamic_slice(x, *starts, sizes):
+    return x.update(shape=sizes, device=common_device(P["dynamic_slice"], (x,) + starts))
+
+
+@_rule("dynamic_update_slice")
+def _dynamic_update_slice(x, update, *starts):
+    return x.update(device=common_device(P["dynamic_update_slice"], (x, update) + starts))
+
+
+@_rule("dot_general")
+def _dot_general(x, y, *, dims):
+    (lc, rc), (lb, rb) = dims
+    batch = tuple(x.shape[i] for i in lb)
+    lfree = tuple(d for i, d in enumerate(x.shape) if i not in lc and i not in lb)
+    rfree = tuple(d for i, d in enumerate(y.shape) if i not in rc and i not in rb)
+    return Aval(batch + lfree + rfree, x.dtype, common_device(P["dot_general"], (x, y)))
+
+
+@_rule("random_bits")
+def _random_bits(key, *, shape, width):
+    return Aval(shape, np.dtype(f"uint{width}"), key.device)
+
+
+@_rule("place")
+def _place(x, *, src, device):
+    return x.update(device=device)

@@ -1,0 +1,166 @@
+"""The interpreter stack under `bind`.
+
+Every operation is `bind(prim, *args, **params)`, handed to the current
+interpreter (Autodidax2 style). An interpreter that is not the eval one wraps
+values in its own tracers and, for work on the values underneath, asks its
+parent. Each interpreter treats only its own tracers as its own; anything else
+(a concrete array, another interpreter's tracer) is a constant to it, which is
+what prevents perturbation confusion in `grad(grad(f))`.
+"""
+import contextlib
+
+from ..errors import ConcretizationError, DeviceMismatchError
+from .arraylike import ArrayLike
+from .aval import Aval
+
+
+class Interpreter:
+    """Base of every interpreter: it processes primitives."""
+    parent = None
+
+    def process(self, prim, args, params):
+        raise NotImplementedError
+
+
+class Tracer(ArrayLike):
+    """A value owned by one interpreter, standing in for an array."""
+    __slots__ = ("interp", "aval")
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    device = property(lambda self: self.aval.device)
+    weak = property(lambda self: self.aval.weak)
+
+    def concrete(self):
+        """The concrete value under this tracer, or None when it is staged."""
+        return None
+
+    def _concrete_or_raise(self, what):
+        value = self.concrete()
+        if value is None:
+            raise ConcretizationError(
+                f"{what} needs a concrete value, but this is a traced {self.aval.describe()} "
+                f"(inside jit, a scan/cond/while body or rune.trace). Use rune.cond / "
+                f"rune.while_loop for control flow on traced values, mark the argument static "
+                f"with jit(static_argnums=...), or read it in host code with rune.callback.")
+        return value
+
+    def __bool__(self): return bool(self._concrete_or_raise("bool() / an `if` on an array"))
+    def __float__(self): return float(self._concrete_or_raise("float()"))
+    def __int__(self): return int(self._concrete_or_raise("int()"))
+    def __index__(self): return self._concrete_or_raise("using an array as an index").__index__()
+    def __complex__(self): return complex(self._concrete_or_raise("complex()"))
+    def item(self): return self._concrete_or_raise(".item()").item()
+    def tolist(self): return self._concrete_or_raise(".tolist()").tolist()
+    def __array__(self, dtype=None, copy=None):
+        return self._concrete_or_raise("converting to a NumPy array").__array__(dtype)
+
+    def __repr__(self):
+        return f"Tracer<{self.aval}>"
+
+
+class _Current:
+    __slots__ = ("interp",)
+
+
+_current = _Current()
+
+
+def current():
+    return _current.interp
+
+
+def bind(prim, *args, **params):
+    """Apply primitive `prim` to `args` in the current interpreter."""
+    return _current.interp.process(prim, args, params)
+
+
+@contextlib.contextmanager
+def using(interp):
+    """Make `interp` current within the block; restored even if user code raises."""
+    saved = _current.interp
+    _current.interp = interp
+    try:
+        yield interp
+    finally:
+        _current.interp = saved
+
+
+def aval_of(x):
+    """The aval of an array, a tracer or a (weak) scalar literal."""
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval
+    from ..nx.dtypes import dtype as to_dtype, weak_dtype_of
+    dt = x.dtype if hasattr(x, "dtype") else weak_dtype_of(x)
+    return Aval((), to_dtype(dt), None, True)
+
+
+def common_device(prim, avals):
+    """The one device the operands lie on (None when all are scalars)."""
+    device = None
+    for a in avals:
+        d = a.device
+        if d is not None and d != device:
+            if device is not None:
+                raise DeviceMismatchError(
+                    f"{prim.name}: operands are on different devices, {device} and {d}; "
+                    f"move one with nx.place(x, {str(device)!r}) first")
+            device = d
+    return device
+
+
+class EvalInterpreter(Interpreter):
+    """Runs each primitive right away on the backend of its operands' device."""
+
+    def process(self, prim, args, params):
+        from ..nx.array import Array, wrap_outputs
+        device = None
+        raws = []
+        weak = True
+        for a in args:
+            if type(a) is Array:
+                d = a.device
+                if d is not device:
+                    if device is not None and d != device:
+                        raise DeviceMismatchError(
+                            f"{prim.name}: operands are on different devices, {device} and {d}; "
+                            f"move one with nx.place(x, {str(device)!r}) first")
+                    device = d
+                raws.append(a._raw)
+                weak = weak and a.weak
+            elif isinstance(a, Tracer):
+                raise escaped_tracer(a, prim)
+            else:
+                raws.append(a)
+        if device is None:
+            from ..devices import current_default
+            device = current_default()
+        impl = prim.impls.get(device.platform)
+        if impl is None:
+            impl = _load_impl(prim, device)
+        out = impl(*raws, **params)
+        # `place` is the one primitive whose result lies elsewhere than its operand.
+        return wrap_outputs(prim, out, params["device"] if prim.name == "place" else device, weak)
+
+
+def _load_impl(prim, device):
+    from ..backends import backend_for
+    from ..errors import RuneError
+    table = backend_for(device).IMPLS
+    if prim.name not in table:
+        raise RuneError(f"{prim.name} has no implementation on {device.platform}")
+    prim.impls[device.platform] = table[prim.name]
+    return table[prim.name]
+
+
+def escaped_tracer(tracer, prim):
+    from ..errors import RuneError
+    return RuneError(
+        f"{prim.name} received a tracer ({tracer.aval}) of a transformation that has already "
+        f"finished: a traced value escaped (stored in a global or returned through a side "
+        f"channel). Return it from the transformed function instead.")
+
+
+EVAL = EvalInterpreter()
+_current.interp = EVAL

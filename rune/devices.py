@@ -1,0 +1,130 @@
+"""Devices, the default device, and moving raw buffers between devices.
+
+Host devices hold NumPy arrays; CUDA devices hold CuPy arrays. With
+RUNE_HOST_DEVICES=N the host shows up as N distinct devices cpu:0..cpu:N-1, so
+placement logic is exercised without a GPU.
+"""
+import contextlib
+import os
+import threading
+
+from .errors import DeviceError
+from .stats import COUNTERS
+
+
+class Device:
+    """One place an array can live: `cpu:N` or `cuda:N`."""
+    __slots__ = ("platform", "index", "name", "_hash")
+
+    def __init__(self, platform, index):
+        self.platform = platform
+        self.index = index
+        self.name = f"{platform}:{index}"
+        self._hash = hash(self.name)
+
+    def __repr__(self):
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Device) and other.name == self.name)
+
+    def __hash__(self):
+        return self._hash
+
+    def __reduce__(self):
+        return (get_device, (self.name,))
+
+
+def _host_count():
+    raw = os.environ.get("RUNE_HOST_DEVICES", "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise DeviceError(f"RUNE_HOST_DEVICES must be a positive integer, got {raw!r}")
+    return n
+
+
+def _cuda_count():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver, or no GPU: the host is all there is
+        return 0
+
+
+_HOST = [Device("cpu", i) for i in range(_host_count())]
+_CUDA = None  # probed on first use: importing rune never touches CUDA
+
+
+def _cuda_devices():
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = [Device("cuda", i) for i in range(_cuda_count())]
+    return _CUDA
+
+
+def devices(platform=None):
+    """Every device rune can use: the host devices, then each GPU CuPy sees."""
+    found = list(_HOST) + list(_cuda_devices())
+    return [d for d in found if platform is None or d.platform == platform]
+
+
+def get_device(spec):
+    """The Device named by `spec`: a Device, "cpu", "cuda", "cpu:1", "cuda:0"."""
+    if isinstance(spec, Device):
+        return spec
+    if not isinstance(spec, str):
+        raise DeviceError(f"expected a Device or a name like 'cpu' or 'cuda:0', got {spec!r}")
+    platform, _, index = spec.partition(":")
+    if platform not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise DeviceError(f"unknown device {spec!r}; expected 'cpu', 'cuda', 'cpu:N' or 'cuda:N'")
+    pool = _HOST if platform == "cpu" else _cuda_devices()
+    i = int(index) if index else 0
+    if i >= len(pool):
+        if platform == "cuda":
+            why = "no GPU is visible (CuPy is missing or finds no device)" if not pool else \
+                f"only {len(pool)} GPU(s) are visible"
+        else:
+            why = f"only {len(pool)} host device(s) exist (set RUNE_HOST_DEVICES to have more)"
+        raise DeviceError(f"device {spec!r} is not available: {why}")
+    return pool[i]
+
+
+class _DefaultDevice(threading.local):
+    def __init__(self):
+        env = os.environ.get("RUNE_DEFAULT_DEVICE")
+        self.stack = [get_device(env) if env else _HOST[0]]
+
+
+_default = _DefaultDevice()
+
+
+def current_default():
+    return _default.stack[-1]
+
+
+@contextlib.contextmanager
+def default_device(device):
+    """Within the block, arrays are created on `device` unless told otherwise."""
+    _default.stack.append(get_device(device))
+    try:
+        yield _default.stack[-1]
+    finally:
+        _default.stack.pop()
+
+
+def transfer(raw, src, dst):
+    """Copy a raw buffer from device `src` to device `dst` and count it."""
+    from .backends import backend_for
+    COUNTERS["transfers"] += 1
+    COUNTERS["bytes_transferred"] += raw.nbytes
+    if src.platform == "cpu" and dst.platform != "cpu":
+        COUNTERS["host_to_device"] += 1
+    elif src.platform != "cpu" and dst.platform == "cpu":
+        COUNTERS["device_to_host"] += 1
+    host = backend_for(src).to_host(raw)
+    return backend_for(dst).from_host(host, dst)

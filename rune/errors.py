@@ -1,0 +1,41 @@
+"""Every error rune raises: a RuneError, and also the matching built-in."""
+
+
+class RuneError(Exception):
+    """Base class of all rune errors."""
+
+
+class ShapeError(RuneError, ValueError):
+    """Shapes that do not fit the operation (broadcasting, reshape, axes)."""
+
+
+class DTypeError(RuneError, TypeError):
+    """A dtype the operation does not accept."""
+
+
+class DeviceError(RuneError, ValueError):
+    """An unknown or unavailable device."""
+
+
+class DeviceMismatchError(RuneError, ValueError):
+    """Operands of one operation placed on different devices."""
+
+
+class TreeError(RuneError, ValueError):
+    """Pytrees whose structures do not match, or leaves of an unknown type."""
+
+
+class ConcretizationError(RuneError, TypeError):
+    """A traced value was read as a Python value while tracing."""
+
+
+class NotDifferentiableError(RuneError, TypeError):
+    """A derivative was asked of something that has none."""
+
+
+class CallbackError(RuneError, RuntimeError):
+    """The host function of a callback raised, or returned the wrong thing."""
+
+
+class IndexingError(RuneError, IndexError):
+    """An index that does not fit the array."""

@@ -1,0 +1,42 @@
+"""rune.nx: NumPy-like arrays and the functions on them."""
+from ..core import arraylike as _arraylike
+from . import ops as _ops
+from . import indexing as _indexing
+from . import random
+from .array import Array
+from .creation import (arange, create, eye, full, full_like, identity, linspace, ones, ones_like,
+                       scalar, zeros, zeros_like)
+from .dtypes import (bfloat16, bool_, dtype, float16, float32, float64, int8, int16, int32, int64,
+                     uint8, uint16, uint32, uint64)
+from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin, array, asarray, asin,
+                  astype, atan, atan2, bitwise_and, bitwise_or, bitwise_xor, broadcast_arrays,
+                  broadcast_to, cast, ceil, clip, concatenate, cos, cosh, divide, dot, dot_general,
+                  dynamic_slice, dynamic_update_slice, einsum, equal, erf, exp, expand_dims, expm1,
+                  flip, floor, floor_divide, greater, greater_equal, inner, invert, isfinite, isnan,
+                  left_shift, less, less_equal, log, log1p, log_softmax, logical_and, logical_not,
+                  logical_or, logical_xor, logsumexp, matmul, max, maximum, mean, min, minimum,
+                  moveaxis, multiply, negative, not_equal, outer, pad, power, prod, ravel, reciprocal,
+                  remainder, reshape, right_shift, round, rsqrt, sigmoid, sign, sin, sinh, softmax,
+                  split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
+                  take, tan, tanh, tensordot, transpose, var, vdot, where)
+from .placement import place
+
+bool = bool_
+_ops.getitem = _indexing.getitem
+_ops.IndexUpdater = _indexing.IndexUpdater
+_arraylike.ops = _ops
+
+
+def from_dlpack(x, device=None):
+    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it can."""
+    import numpy as np
+    from .array import Array as _A
+    from ..devices import get_device
+    kind, index = x.__dlpack_device__()
+    if kind == 1:  # kDLCPU
+        host = np.from_dlpack(x)
+        return _A(host, get_device("cpu") if device is None else get_device(device))
+    if kind == 2:  # kDLCUDA
+        import cupy
+        return _A(cupy.from_dlpack(x), get_device(f"cuda:{index}"))
+    raise TypeError(f"from_dlpack: unsupported DLPack device type {kind}")

@@ -1,0 +1,102 @@
+"""`nx.Array`: an immutable n-d array on one device."""
+import numpy as np
+
+from ..core.arraylike import ArrayLike
+from ..core.aval import Aval
+from ..devices import current_default, get_device, transfer
+
+
+class Array(ArrayLike):
+    """A concrete array. `_raw` is the backend buffer (NumPy on the host)."""
+    __slots__ = ("_raw", "device", "weak", "_aval")
+
+    def __init__(self, raw, device, weak=False):
+        self._raw = raw
+        self.device = device
+        self.weak = weak
+        self._aval = None
+
+    shape = property(lambda self: self._raw.shape)
+    dtype = property(lambda self: self._raw.dtype)
+
+    @property
+    def aval(self):
+        if self._aval is None:
+            self._aval = Aval(self._raw.shape, self._raw.dtype, self.device, self.weak)
+        return self._aval
+
+    def _host(self):
+        raw = self._raw
+        return raw if isinstance(raw, np.ndarray) else transfer(raw, self.device, get_device("cpu"))
+
+    def item(self):
+        if self._raw.size != 1:
+            raise ValueError(f"item() needs an array of one element, got shape {self.shape}")
+        return self._host().item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def concrete(self):
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        host = self._host()
+        return host if dtype is None else host.astype(dtype)
+
+    def __bool__(self): return bool(self.item())
+    def __float__(self): return float(self.item())
+    def __int__(self): return int(self.item())
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.ndim:
+            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.aval.describe()}")
+        return int(self.item())
+    def __complex__(self): return complex(self.item())
+
+    def __repr__(self):
+        body = np.array2string(self._host(), separator=", ", prefix="Array(")
+        where = "" if self.device == _HOST0 else f", device={self.device}"
+        return f"Array({body}, dtype={self.dtype.name}{where})"
+
+    def __format__(self, spec):
+        if self._raw.ndim == 0:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._raw.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._raw.__dlpack_device__()
+
+    def block_until_ready(self):
+        return self
+
+    def __reduce__(self):
+        return (_rebuild, (self._host(), self.device.name))
+
+
+def _rebuild(host, device_name):
+    return place_raw(host, get_device("cpu"), get_device(device_name))
+
+
+_HOST0 = get_device("cpu")
+
+
+def wrap_outputs(prim, out, device, weak):
+    """Wrap raw backend outputs of `prim` as Arrays on `device`."""
+    if prim.multiple_results:
+        return [Array(o, device, False) for o in out]
+    return Array(out, device, weak)
+
+
+def place_raw(raw, src, dst):
+    return raw if src == dst else transfer(raw, src, dst)
+
+
+def from_host(host, device=None):
+    """An Array on `device` (the default device) holding the NumPy array `host`."""
+    device = current_default() if device is None else get_device(device)
+    if device.platform == "cpu":
+        return Array(host, device)
+    return Array(transfer(host, _HOST0, device), device)

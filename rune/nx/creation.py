@@ -1,0 +1,94 @@
+"""Creation functions: concrete arrays built on the host, then placed.
+
+Under a transformation they are constants of the program being traced.
+"""
+import numpy as np
+
+from ..core.trace import Tracer
+from ..errors import ShapeError
+from . import dtypes as dt
+from . import ops
+from .array import Array, from_host
+
+
+def _shape(shape):
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"negative dimensions are not allowed, got shape {shape}")
+    return shape
+
+
+def _dtype(dtype, default=dt.float32):
+    return default if dtype is None else dt.dtype(dtype)
+
+
+def zeros(shape, dtype=None, device=None):
+    return from_host(np.zeros(_shape(shape), _dtype(dtype)), device)
+
+
+def ones(shape, dtype=None, device=None):
+    return from_host(np.ones(_shape(shape), _dtype(dtype)), device)
+
+
+def full(shape, fill_value, dtype=None, device=None):
+    if isinstance(fill_value, (Array, Tracer)):
+        fill = fill_value if dtype is None else ops.astype(fill_value, dtype)
+        return ops.broadcast_to(fill, _shape(shape))
+    dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float))
+                   else np.asarray(fill_value).dtype)
+    return from_host(np.full(_shape(shape), fill_value, dtype), device)
+
+
+def _like(x, dtype, device):
+    x = ops.asarray(x) if not isinstance(x, (Array, Tracer)) else x
+    return x.shape, (x.dtype if dtype is None else dt.dtype(dtype)), (x.device if device is None else device)
+
+
+def zeros_like(x, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return zeros(shape, dtype, device)
+
+
+def ones_like(x, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return ones(shape, dtype, device)
+
+
+def full_like(x, fill_value, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return full(shape, fill_value, dtype, device)
+
+
+def scalar(value, dtype=None, device=None):
+    """A 0-d array holding `value` (rune's default dtype for its kind if `dtype` is None)."""
+    return ops.asarray(value, dtype, device) if dtype is not None else ops.asarray(value, device=device)
+
+
+def create(dtype, shape, data, device=None):
+    """An array of `shape` and `dtype` filled from the flat sequence `data` (row-major)."""
+    shape = _shape(shape)
+    flat = np.asarray(data, dt.dtype(dtype)).reshape(-1)
+    if flat.size != int(np.prod(shape, dtype=np.int64)):
+        raise ShapeError(f"create: shape {shape} needs {int(np.prod(shape))} elements, got {flat.size}")
+    return from_host(flat.reshape(shape), device)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        is_float = any(isinstance(v, float) for v in (start, stop, step))
+        dtype = dt.float32 if is_float else dt.int32
+    return from_host(np.arange(start, stop, step).astype(dt.dtype(dtype)), device)
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
+    return from_host(np.linspace(start, stop, num, endpoint=endpoint).astype(_dtype(dtype)), device)
+
+
+def eye(n, m=None, k=0, dtype=None, device=None):
+    return from_host(np.eye(n, m, k, dtype=_dtype(dtype)), device)
+
+
+def identity(n, dtype=None, device=None):
+    return eye(n, dtype=dtype, device=device)

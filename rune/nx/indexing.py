@@ -1,0 +1,181 @@
+"""NumPy indexing (`x[idx]`) and functional updates (`x.at[idx].set(v)`).
+
+An index becomes one static `slice` (plus `rev` for negative steps), one
+`gather` for the integer-array part, and a final reshape that drops integer
+axes and inserts `None` axes. Integer-array indices are clamped after
+negative ones count from the end, as in JAX (no bounds error can be raised on
+traced indices); static integer indices are bounds-checked.
+"""
+import numpy as np
+
+from ..core.trace import Tracer
+from ..errors import IndexingError
+from . import dtypes as dt
+from . import ops
+from .array import Array
+
+
+def _is_array_index(item):
+    return isinstance(item, (Array, Tracer, np.ndarray, list)) or (
+        isinstance(item, np.generic) and item.dtype.kind in "iub")
+
+
+def _normalize(x, idx):
+    """The index as a tuple with its Ellipsis expanded and trailing axes filled in."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    consumed = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if consumed > x.ndim:
+        raise IndexingError(f"too many indices for an array of shape {x.shape}: {len(idx)} given")
+    if sum(i is Ellipsis for i in idx) > 1:
+        raise IndexingError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in [i for i in idx if not _is_array_index(i)]:
+        at = next(k for k, i in enumerate(idx) if i is Ellipsis)
+        idx = idx[:at] + (slice(None),) * (x.ndim - consumed) + idx[at + 1:]
+    else:
+        idx = idx + (slice(None),) * (x.ndim - consumed)
+    return idx
+
+
+def getitem(x, idx):
+    x = ops.asarray(x)
+    idx = _normalize(x, idx)
+    starts, limits, strides, flips = [], [], [], []
+    entries = []  # ("int" | "slice" | "adv" | "none", payload)
+    axis = 0
+    for item in idx:
+        if item is None:
+            entries.append(("none", None))
+            continue
+        n = x.shape[axis]
+        if isinstance(item, (bool, np.bool_)):
+            raise IndexingError("boolean scalars are not supported as indices")
+        if isinstance(item, (int, np.integer)) and not isinstance(item, np.bool_):
+            i = int(item)
+            if not -n <= i < n:
+                raise IndexingError(f"index {i} is out of bounds for axis {axis} of size {n}")
+            i %= n
+            starts.append(i), limits.append(i + 1), strides.append(1)
+            entries.append(("int", None))
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(n)
+            if step < 0:
+                count = len(range(start, stop, step))
+                first = start + step * (count - 1) if count else 0
+                starts.append(first), limits.append(first + (count - 1) * -step + 1 if count else 0)
+                strides.append(-step)
+                flips.append(axis)
+            else:
+                starts.append(start), limits.append(max(stop, start)), strides.append(step)
+            entries.append(("slice", None))
+        elif _is_array_index(item):
+            index = ops.asarray(item)
+            if index.dtype == dt.bool_:
+                raise IndexingError("boolean mask indexing gives a data-dependent shape; use nx.where")
+            if index.dtype.kind not in "iu":
+                raise IndexingError(f"array indices must be integers, got {index.dtype.name}")
+            starts.append(0), limits.append(n), strides.append(1)
+            entries.append(("adv", index))
+        else:
+            raise IndexingError(f"unsupported index {item!r} of type {type(item).__name__}")
+        axis += 1
+    out = ops._slice(x, starts, limits, strides)
+    if flips:
+        out = ops.flip(out, flips)
+    return _finish(out, entries)
+
+
+def _finish(out, entries):
+    """Gather the integer-array axes, then drop integer axes and add None axes."""
+    axes = [e for e in entries if e[0] != "none"]
+    adv_axes = [k for k, e in enumerate(axes) if e[0] == "adv"]
+    block_shape = ()
+    if adv_axes:
+        index = ops.broadcast_arrays(*(axes[k][1] for k in adv_axes))
+        adjacent = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
+        if not adjacent:  # NumPy puts the gathered axes first
+            rest = [k for k in range(len(axes)) if k not in adv_axes]
+            out = ops.transpose(out, adv_axes + rest)
+            axes = [axes[k] for k in adv_axes] + [axes[k] for k in rest]
+            adv_axes = list(range(len(adv_axes)))
+        first = adv_axes[0]
+        dims = [out.shape[k] for k in adv_axes]
+        linear = None
+        for i, d in zip(index, dims):
+            i = ops.astype(i, dt.int32) if i.dtype != dt.int32 else i
+            i = ops.clip(ops.where(ops.less(i, 0), ops.add(i, d), i), 0, max(d - 1, 0))
+            linear = i if linear is None else ops.add(ops.multiply(linear, d), i)
+        merged = out.shape[:first] + (int(np.prod(dims)),) + out.shape[adv_axes[-1] + 1:]
+        out = ops.bind(ops.P["gather"], ops.reshape(out, merged), ops._on(linear, out), axis=first)
+        block_shape = linear.shape
+        if not adjacent:
+            entries = [("block", None)] + [e for e in entries if e[0] != "adv"]
+        else:
+            at = next(k for k, e in enumerate(entries) if e[0] == "adv")
+            entries = entries[:at] + [("block", None)] + [e for e in entries[at:] if e[0] != "adv"]
+        shape_iter = iter(out.shape[:first] + out.shape[first + len(block_shape):])
+    else:
+        shape_iter = iter(out.shape)
+    final = []
+    for kind, _ in entries:
+        if kind == "none":
+            final.append(1)
+        elif kind == "block":
+            final.extend(block_shape)
+        elif kind == "int":
+            next(shape_iter)
+        else:
+            final.append(next(shape_iter))
+    return ops.reshape(out, tuple(final))
+
+
+class IndexUpdater:
+    """`x.at[idx]`: functional updates that return a new array."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, idx):
+        return _Updates(self.array, idx)
+
+
+class _Updates:
+    __slots__ = ("array", "idx")
+
+    def __init__(self, array, idx):
+        self.array, self.idx = array, idx
+
+    def get(self):
+        return getitem(self.array, self.idx)
+
+    def set(self, values):
+        return self._scatter(values, "set")
+
+    def add(self, values):
+        return self._scatter(values, "add")
+
+    def multiply(self, values):
+        return self.set(ops.multiply(self.get(), values))
+
+    def min(self, values):
+        return self.set(ops.minimum(self.get(), values))
+
+    def max(self, values):
+        return self.set(ops.maximum(self.get(), values))
+
+    def _scatter(self, values, mode):
+        x = ops.asarray(self.array)
+        # The flat positions the index selects: an index into arange(size).
+        positions = getitem(ops._on(ops.asarray(np.arange(x.size, dtype=np.int32).reshape(x.shape)), x),
+                            self.idx)
+        values = ops.astype(values, x.dtype) if isinstance(values, (Array, Tracer)) else \
+            ops._on(ops.asarray(np.asarray(values, x.dtype)), x)
+        try:
+            values = ops.broadcast_to(values, positions.shape)
+        except Exception as e:
+            raise IndexingError(f"at[...].{mode}: values of shape {values.shape} do not fit the "
+                                f"selected shape {positions.shape}") from e
+        flat = ops.bind(ops.P["scatter"], ops.reshape(x, (-1,)), ops.reshape(positions, (-1,)),
+                        ops.reshape(values, (-1,)), axis=0, mode=mode)
+        return ops.reshape(flat, x.shape)

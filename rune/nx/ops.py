@@ -1,0 +1,728 @@
+"""The array functions users call.
+
+Each function validates its arguments, promotes dtypes and binds primitives
+(`rune.core.prims`); composites (mean, var, softmax, einsum, ...) are written
+with other functions here, so transformations only ever see primitives.
+"""
+import builtins
+import math
+
+import numpy as np
+
+from ..core.prims import P, broadcast_shapes
+from ..core.trace import Tracer, bind
+from ..errors import DTypeError, IndexingError, ShapeError
+from . import dtypes as dt
+from .array import Array, from_host
+
+_SCALARS = (bool, int, float)
+
+
+# ---------------------------------------------------------------- conversion
+
+def asarray(x, dtype=None, device=None):
+    """`x` as an Array or tracer; NumPy arrays keep their dtype, Python scalars take rune's."""
+    if isinstance(x, (Array, Tracer)):
+        if dtype is not None and dt.dtype(dtype) != x.dtype:
+            return astype(x, dtype)
+        if device is not None:
+            from .placement import place
+            return place(x, device)
+        return x
+    if dtype is not None:
+        dtype = dt.dtype(dtype)
+    if isinstance(x, _SCALARS):
+        host = np.asarray(x, dtype or dt.weak_dtype_of(x))
+    elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
+        host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
+        host = host if dtype is None else host.astype(dtype)
+    else:
+        host = np.asarray(x)
+        if dtype is not None:
+            host = host.astype(dtype)
+        elif not isinstance(x, (np.ndarray, np.generic)) or host.dtype not in dt.ALL:
+            host = host.astype(_default_for_kind(host.dtype, x))
+    return from_host(np.array(host, copy=True) if host is x else host, device)
+
+
+def _is_host_dlpack(x):
+    try:
+        return x.__dlpack_device__()[0] == 1  # kDLCPU
+    except Exception:
+        return False
+
+
+def _default_for_kind(np_dtype, source):
+    """Lists of Python numbers take rune's defaults (float32, int32), as in JAX."""
+    kinds = {"f": dt.float32, "i": dt.int32, "u": dt.uint32, "b": dt.bool_}
+    if isinstance(source, (np.ndarray, np.generic)) and np_dtype in dt.ALL:
+        return np_dtype
+    if np_dtype.kind in kinds:
+        return kinds[np_dtype.kind]
+    raise DTypeError(f"cannot make an array of {type(source).__name__} with NumPy dtype {np_dtype}")
+
+
+def array(x, dtype=None, device=None):
+    """A new Array holding `x` (a list, a NumPy array, a scalar, an Array)."""
+    if isinstance(x, Array):
+        out = astype(x, dtype) if dtype is not None else x
+        if device is not None:
+            from .placement import place
+            out = place(out, device)
+        return out
+    if isinstance(x, Tracer):
+        return asarray(x, dtype)
+    if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, (Array, Tracer)) for e in _flat(x)):
+        return stack([array(e, dtype) for e in x]) if dtype is None else stack([array(e, dtype) for e in x])
+    return asarray(x, dtype, device)
+
+
+def _flat(xs):
+    for e in xs:
+        if isinstance(e, (list, tuple)):
+            yield from _flat(e)
+        else:
+            yield e
+
+
+def _operand(x):
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, _SCALARS):
+        return x
+    return asarray(x)
+
+
+def promote(name, *xs):
+    """Operands with one common dtype (NEP 50; Python scalars are weak literals)."""
+    xs = [_operand(x) for x in xs]
+    keys = []
+    for x in xs:
+        if type(x) in _SCALARS:
+            keys.append((dt.weak_dtype_of(x), True))
+        else:
+            keys.append((x.dtype, x.weak))
+    target, _ = dt.promote(keys)
+    out = []
+    for x, (d, _) in zip(xs, keys):
+        if type(x) in _SCALARS:
+            out.append(_literal(name, x, target))
+        elif d != target:
+            out.append(bind(P["convert"], x, dtype=target))
+        else:
+            out.append(x)
+    return out
+
+
+def _literal(name, value, dtype):
+    try:
+        return dtype.type(value)
+    except OverflowError:
+        raise DTypeError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
+
+
+def _dtype_of(x):
+    return x.dtype if hasattr(x, "dtype") else dt.weak_dtype_of(x)
+
+
+# ---------------------------------------------------------------- elementwise
+
+def _float_unary(prim_name):
+    prim = P[prim_name]
+
+    def op(x):
+        x = _operand(x)
+        if type(x) in _SCALARS:
+            x = asarray(x)
+        if not dt.is_float(x.dtype):
+            x = bind(P["convert"], x, dtype=dt.default_float)
+        return bind(prim, x)
+    op.__name__ = prim_name
+    return op
+
+
+def _any_unary(prim_name, allowed=None):
+    prim = P[prim_name]
+
+    def op(x):
+        x = _operand(x)
+        if type(x) in _SCALARS:
+            x = asarray(x)
+        if allowed is not None and x.dtype.kind not in allowed:
+            raise DTypeError(f"{op.__name__}: expected an array of kind {allowed!r}, got {x.dtype.name}")
+        return bind(prim, x)
+    op.__name__ = prim_name
+    return op
+
+
+def _binary(prim_name, kinds=None, to_float=False):
+    prim = P[prim_name]
+
+    def op(x, y):
+        x, y = promote(op.__name__, x, y)
+        d = _dtype_of(x)
+        if kinds is not None and d.kind not in kinds:
+            raise DTypeError(f"{op.__name__}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
+        if to_float and not dt.is_float(d):
+            x, y = astype(x, dt.default_float), astype(y, dt.default_float)
+        if type(x) is not Array and type(y) is not Array and not isinstance(x, Tracer) \
+                and not isinstance(y, Tracer):
+            x = asarray(x)
+        return bind(prim, x, y)
+    op.__name__ = prim_name
+    return op
+
+
+_KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float"}
+
+exp, log, log1p, expm1 = (_float_unary(n) for n in ("exp", "log", "log1p", "expm1"))
+sqrt, rsqrt, sin, cos, tan = (_float_unary(n) for n in ("sqrt", "rsqrt", "sin", "cos", "tan"))
+tanh, sinh, cosh, asin, acos, atan = (_float_unary(n) for n in ("tanh", "sinh", "cosh", "asin", "acos", "atan"))
+erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
+floor, ceil, round = _float_unary("floor"), _float_unary("ceil"), _float_unary("round")
+negative, sign, abs = _any_unary("neg"), _any_unary("sign"), _any_unary("abs")
+invert = _any_unary("not", "biu")
+isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
+stop_gradient_ = _any_unary("stop_gradient")
+add, subtract, multiply = _binary("add"), _binary("sub"), _binary("mul")
+divide = _binary("div", to_float=True)
+floor_divide, remainder = _binary("floordiv"), _binary("rem")
+power = _binary("pow")
+maximum, minimum = _binary("max"), _binary("min")
+atan2 = _binary("atan2", to_float=True)
+bitwise_and, bitwise_or, bitwise_xor = (_binary(n, "biu") for n in ("and", "or", "xor"))
+left_shift, right_shift = _binary("shift_left", "iu"), _binary("shift_right", "iu")
+equal, not_equal, less = _binary("eq"), _binary("ne"), _binary("lt")
+less_equal, greater, greater_equal = _binary("le"), _binary("gt"), _binary("ge")
+for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtract, "subtract"),
+               (multiply, "multiply"), (divide, "divide"), (floor_divide, "floor_divide"),
+               (remainder, "remainder"), (power, "power"), (maximum, "maximum"),
+               (minimum, "minimum"), (bitwise_and, "bitwise_and"), (bitwise_or, "bitwise_or"),
+               (bitwise_xor, "bitwise_xor"), (equal, "equal"), (not_equal, "not_equal"),
+               (less, "less"), (less_equal, "less_equal"), (greater, "greater"),
+               (greater_equal, "greater_equal"), (sigmoid, "sigmoid"), (left_shift, "left_shift"),
+               (right_shift, "right_shift"), (stop_gradient_, "stop_gradient")):
+    _f.__name__ = _n
+arctan2 = atan2
+
+
+def logical_not(x):
+    return invert(astype(x, dt.bool_))
+
+
+def logical_and(x, y):
+    return bitwise_and(astype(x, dt.bool_), astype(y, dt.bool_))
+
+
+def logical_or(x, y):
+    return bitwise_or(astype(x, dt.bool_), astype(y, dt.bool_))
+
+
+def logical_xor(x, y):
+    return bitwise_xor(astype(x, dt.bool_), astype(y, dt.bool_))
+
+
+def square(x):
+    return multiply(x, x)
+
+
+def reciprocal(x):
+    return divide(1, x)
+
+
+def where(cond, x, y):
+    """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
+    cond = _operand(cond)
+    if type(cond) in _SCALARS:
+        cond = asarray(cond)
+    if cond.dtype != dt.bool_:
+        cond = astype(cond, dt.bool_)
+    x, y = promote("where", x, y)
+    return bind(P["select"], cond, x, y)
+
+
+def clip(x, min=None, max=None):
+    x = _operand(x)
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x
+
+
+def astype(x, dtype):
+    """`x` converted to `dtype` (a strong dtype from then on)."""
+    dtype = dt.dtype(dtype)
+    x = _operand(x)
+    if type(x) in _SCALARS:
+        return asarray(x, dtype)
+    if x.dtype == dtype and not x.weak:
+        return x
+    return bind(P["convert"], x, dtype=dtype)
+
+
+cast = astype
+
+
+def stop_gradient(x):
+    """`x`, through which no derivative flows."""
+    return stop_gradient_(x)
+
+
+# ---------------------------------------------------------------- reductions
+
+def normalize_axis(name, axis, ndim):
+    if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ShapeError(f"{name}: axis {axis} is out of range for an array of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def _axes(name, axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    axes = tuple(normalize_axis(name, a, ndim) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"{name}: repeated axis in {axis}")
+    return axes
+
+
+def _keep(x, out, axes, keepdims):
+    if not keepdims:
+        return out
+    return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+
+
+def _reduction(prim_name, accumulate_as=None):
+    prim = P[prim_name]
+
+    def op(x, axis=None, keepdims=False):
+        x = asarray(x)
+        axes = _axes(op.__name__, axis, x.ndim)
+        if accumulate_as is not None and x.dtype in (dt.bool_, dt.int8, dt.int16, dt.uint8):
+            x = astype(x, accumulate_as)
+        if prim_name in ("reduce_max", "reduce_min") and builtins.any(x.shape[a] == 0 for a in axes):
+            raise ShapeError(f"{op.__name__}: reduction over an empty axis of shape {x.shape} has no identity")
+        return _keep(x, bind(prim, x, axes=axes), axes, keepdims)
+    return op
+
+
+sum = _reduction("reduce_sum", dt.int32)
+prod = _reduction("reduce_prod", dt.int32)
+max = _reduction("reduce_max")
+min = _reduction("reduce_min")
+sum.__name__, prod.__name__, max.__name__, min.__name__ = "sum", "prod", "max", "min"
+amax, amin = max, min
+
+
+def any(x, axis=None, keepdims=False):
+    return max(astype(x, dt.bool_), axis, keepdims)
+
+
+def all(x, axis=None, keepdims=False):
+    return min(astype(x, dt.bool_), axis, keepdims)
+
+
+def _arg_reduction(prim_name):
+    prim = P[prim_name]
+
+    def op(x, axis=None, keepdims=False):
+        x = asarray(x)
+        if axis is None:
+            flat = reshape(x, (-1,))
+            out = bind(prim, flat, axis=0, index_dtype=dt.int32)
+            return reshape(out, (1,) * x.ndim) if keepdims else out
+        a = normalize_axis(prim_name, axis, x.ndim)
+        if x.shape[a] == 0:
+            raise ShapeError(f"{prim_name}: empty axis {axis} of shape {x.shape}")
+        return _keep(x, bind(prim, x, axis=a, index_dtype=dt.int32), (a,), keepdims)
+    op.__name__ = prim_name
+    return op
+
+
+argmax, argmin = _arg_reduction("argmax"), _arg_reduction("argmin")
+
+
+def mean(x, axis=None, keepdims=False):
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        x = astype(x, dt.default_float)
+    axes = _axes("mean", axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)
+    return divide(sum(x, axes, keepdims), n)
+
+
+def var(x, axis=None, keepdims=False, ddof=0):
+    x = asarray(x)
+    if not dt.is_float(x.dtype):
+        x = astype(x, dt.default_float)
+    axes = _axes("var", axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)
+    centered = subtract(x, mean(x, axes, keepdims=True))
+    return divide(sum(multiply(centered, centered), axes, keepdims), n - ddof)
+
+
+def std(x, axis=None, keepdims=False, ddof=0):
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    x = asarray(x)
+    axes = _axes("logsumexp", axis, x.ndim)
+    top = stop_gradient(max(x, axes, keepdims=True))
+    top = where(isfinite(top), top, 0)
+    out = add(log(sum(exp(subtract(x, top)), axes, keepdims=True)), top)
+    return out if keepdims else squeeze(out, axes)
+
+
+def softmax(x, axis=-1):
+    x = asarray(x)
+    unnormalized = exp(subtract(x, stop_gradient(max(x, axis, keepdims=True))))
+    return divide(unnormalized, sum(unnormalized, axis, keepdims=True))
+
+
+def log_softmax(x, axis=-1):
+    x = asarray(x)
+    shifted = subtract(x, stop_gradient(max(x, axis, keepdims=True)))
+    return subtract(shifted, log(sum(exp(shifted), axis, keepdims=True)))
+
+
+# ---------------------------------------------------------------- shapes
+
+def reshape(x, shape):
+    x = asarray(x)
+    shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
+    size = x.size
+    if shape.count(-1) > 1:
+        raise ShapeError(f"reshape: at most one -1 in the new shape, got {shape}")
+    if -1 in shape:
+        rest = math.prod(d for d in shape if d != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"reshape: cannot reshape {x.shape} into {shape}")
+        shape = tuple(size // rest if d == -1 else d for d in shape)
+    if math.prod(shape) != size or builtins.any(d < 0 for d in shape):
+        raise ShapeError(f"reshape: cannot reshape an array of shape {x.shape} ({size} elements) into {shape}")
+    if shape == x.shape:
+        return x
+    return bind(P["reshape"], x, shape=shape)
+
+
+def transpose(x, axes=None):
+    x = asarray(x)
+    perm = tuple(reversed(range(x.ndim))) if axes is None else tuple(
+        normalize_axis("transpose", a, x.ndim) for a in axes)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes")
+    if perm == tuple(range(x.ndim)):
+        return x
+    return bind(P["transpose"], x, perm=perm)
+
+
+def moveaxis(x, source, destination):
+    x = asarray(x)
+    s = normalize_axis("moveaxis", source, x.ndim)
+    d = normalize_axis("moveaxis", destination, x.ndim)
+    perm = [i for i in range(x.ndim) if i != s]
+    perm.insert(d, s)
+    return transpose(x, perm)
+
+
+def swapaxes(x, a, b):
+    x = asarray(x)
+    perm = list(range(x.ndim))
+    a, b = normalize_axis("swapaxes", a, x.ndim), normalize_axis("swapaxes", b, x.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def expand_dims(x, axis):
+    x = asarray(x)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    ndim = x.ndim + len(axes)
+    axes = sorted(normalize_axis("expand_dims", a, ndim) for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, shape)
+
+
+def squeeze(x, axis=None):
+    x = asarray(x)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        axes = _axes("squeeze", axis, x.ndim)
+        bad = [a for a in axes if x.shape[a] != 1]
+        if bad:
+            raise ShapeError(f"squeeze: axis {bad[0]} of shape {x.shape} has size {x.shape[bad[0]]}, not 1")
+    return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def broadcast_to(x, shape):
+    x = _operand(x)
+    if type(x) in _SCALARS:
+        x = asarray(x)
+    shape = tuple(shape)
+    if len(shape) < x.ndim or broadcast_shapes("broadcast_to", x.shape, shape) != shape:
+        raise ShapeError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    if shape == x.shape:
+        return x
+    return bind(P["broadcast_to"], x, shape=shape)
+
+
+def broadcast_arrays(*xs):
+    xs = [asarray(x) for x in xs]
+    shape = broadcast_shapes("broadcast_arrays", *(x.shape for x in xs))
+    return [broadcast_to(x, shape) for x in xs]
+
+
+def ravel(x):
+    return reshape(x, (-1,))
+
+
+def concatenate(xs, axis=0):
+    xs = promote("concatenate", *xs)
+    xs = [asarray(x) for x in xs]
+    if not xs:
+        raise ShapeError("concatenate: needs at least one array")
+    nd = xs[0].ndim
+    if nd == 0:
+        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")
+    a = normalize_axis("concatenate", axis, nd)
+    for x in xs[1:]:
+        if x.ndim != nd or builtins.any(x.shape[i] != xs[0].shape[i] for i in range(nd) if i != a):
+            raise ShapeError(f"concatenate: shapes {xs[0].shape} and {x.shape} differ off axis {axis}")
+    if len(xs) == 1:
+        return xs[0]
+    return bind(P["concatenate"], *xs, axis=a)
+
+
+def stack(xs, axis=0):
+    xs = [asarray(x) for x in xs]
+    if not xs:
+        raise ShapeError("stack: needs at least one array")
+    shapes = {x.shape for x in xs}
+    if len(shapes) > 1:
+        raise ShapeError(f"stack: every array must have the same shape, got {sorted(shapes)}")
+    a = normalize_axis("stack", axis, xs[0].ndim + 1)
+    return concatenate([expand_dims(x, a) for x in xs], a)
+
+
+def split(x, indices_or_sections, axis=0):
+    x = asarray(x)
+    a = normalize_axis("split", axis, x.ndim)
+    n = x.shape[a]
+    if isinstance(indices_or_sections, int):
+        if indices_or_sections <= 0 or n % indices_or_sections:
+            raise ShapeError(f"split: axis {axis} of size {n} does not split into {indices_or_sections} equal parts")
+        step = n // indices_or_sections
+        bounds = list(range(0, n + 1, step)) if step else [0] * (indices_or_sections + 1)
+    else:
+        bounds = [0] + [builtins.min(builtins.max(int(i), 0), n) for i in indices_or_sections] + [n]
+    return [slice_in_dim(x, lo, hi, axis=a) for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def slice_in_dim(x, start, limit, stride=1, axis=0):
+    starts = [0] * x.ndim
+    limits = list(x.shape)
+    strides = [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, builtins.max(limit, start), stride
+    return _slice(x, starts, limits, strides)
+
+
+def _slice(x, starts, limits, strides):
+    if tuple(starts) == (0,) * x.ndim and tuple(limits) == x.shape and builtins.all(s == 1 for s in strides):
+        return x
+    return bind(P["slice"], x, starts=tuple(starts), limits=tuple(limits), strides=tuple(strides))
+
+
+def flip(x, axis=None):
+    x = asarray(x)
+    axes = _axes("flip", axis, x.ndim)
+    return bind(P["rev"], x, axes=axes) if axes else x
+
+
+def pad(x, pad_width, constant_values=0):
+    x = asarray(x)
+    if isinstance(pad_width, int):
+        config = ((pad_width, pad_width),) * x.ndim
+    else:
+        pw = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in pad_width]
+        config = tuple(pw * x.ndim) if len(pw) == 1 else tuple(pw)
+    if len(config) != x.ndim or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
+        raise ShapeError(f"pad: expected {x.ndim} non-negative (before, after) pairs, got {pad_width}")
+    value = asarray(_literal("pad", constant_values, x.dtype) if type(constant_values) in _SCALARS
+                    else constant_values, x.dtype)
+    value = _on(value, x)
+    return bind(P["pad"], x, value, config=tuple((int(lo), int(hi)) for lo, hi in config))
+
+
+def _on(value, like):
+    """A concrete constant placed with the array it meets (like a Python scalar)."""
+    if isinstance(value, Array) and isinstance(like, (Array, Tracer)) and like.device is not None \
+            and value.device != like.device:
+        from .placement import place
+        return place(value, like.device)
+    return value
+
+
+def take(x, indices, axis=None):
+    x = asarray(x)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    axis = normalize_axis("take", axis, x.ndim)
+    idx = _on(asarray(indices), x)
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"take: indices must be integers, got {idx.dtype.name}")
+    return bind(P["gather"], x, idx, axis=axis)
+
+
+def dynamic_slice(x, start_indices, slice_sizes):
+    x = asarray(x)
+    starts = [_on(astype(s, dt.int32), x) for s in start_indices]
+    sizes = tuple(int(s) for s in slice_sizes)
+    if len(starts) != x.ndim or len(sizes) != x.ndim:
+        raise ShapeError(f"dynamic_slice: expected {x.ndim} start indices and sizes for shape {x.shape}, "
+                         f"got {len(starts)} and {len(sizes)}")
+    if builtins.any(not 0 <= z <= d for z, d in zip(sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice sizes {sizes} do not fit in shape {x.shape}")
+    return bind(P["dynamic_slice"], x, *starts, sizes=sizes)
+
+
+def dynamic_update_slice(x, update, start_indices):
+    x = asarray(x)
+    update = astype(asarray(update), x.dtype)
+    starts = [_on(astype(s, dt.int32), x) for s in start_indices]
+    if len(starts) != x.ndim or update.ndim != x.ndim:
+        raise ShapeError(f"dynamic_update_slice: expected rank-{x.ndim} update and {x.ndim} starts, "
+                         f"got update shape {update.shape} and {len(starts)} starts")
+    if builtins.any(u > d for u, d in zip(update.shape, x.shape)):
+        raise ShapeError(f"dynamic_update_slice: update of shape {update.shape} does not fit in {x.shape}")
+    return bind(P["dynamic_update_slice"], x, update, *starts)
+
+
+# ---------------------------------------------------------------- linear algebra
+
+def dot_general(x, y, dimension_numbers):
+    x, y = promote("dot_general", x, y)
+    x, y = asarray(x), asarray(y)
+    (lc, rc), (lb, rb) = dimension_numbers
+    dims = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    for a, b in zip(dims[0][0] + dims[1][0], dims[0][1] + dims[1][1]):
+        if x.shape[a] != y.shape[b]:
+            raise ShapeError(f"dot_general: axis {a} of {x.shape} and axis {b} of {y.shape} differ")
+    return bind(P["dot_general"], x, y, dims=dims)
+
+
+def matmul(x, y):
+    x, y = promote("matmul", x, y)
+    x, y = asarray(x), asarray(y)
+    if x.ndim == 0 or y.ndim == 0:
+        raise ShapeError("matmul: operands must have at least one dimension; use * for scalars")
+    vx, vy = x.ndim == 1, y.ndim == 1
+    if vx:
+        x = reshape(x, (1, x.shape[0]))
+    if vy:
+        y = reshape(y, (y.shape[0], 1))
+    if x.shape[-1] != y.shape[-2]:
+        raise ShapeError(f"matmul: contracting dimensions differ: {x.shape} @ {y.shape} "
+                         f"({x.shape[-1]} vs {y.shape[-2]})")
+    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    if x.ndim > 2 or y.ndim > 2:
+        x = broadcast_to(x, batch + x.shape[-2:])
+        y = broadcast_to(y, batch + y.shape[-2:])
+    nb = len(batch)
+    out = bind(P["dot_general"], x, y, dims=(((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+    if vx:
+        out = squeeze(out, -2)
+    if vy:
+        out = squeeze(out, -1)
+    return out
+
+
+def dot(x, y):
+    x, y = asarray(x), asarray(y)
+    if x.ndim == 0 or y.ndim == 0:
+        return multiply(x, y)
+    if y.ndim <= 2:
+        return matmul(x, y)
+    return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 2,)), ((), ())))
+
+
+def vdot(x, y):
+    return sum(multiply(ravel(x), ravel(y)))
+
+
+def outer(x, y):
+    return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
+
+
+def inner(x, y):
+    x, y = asarray(x), asarray(y)
+    return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
+
+
+def tensordot(x, y, axes=2):
+    x, y = asarray(x), asarray(y)
+    if isinstance(axes, int):
+        lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
+    else:
+        lc, rc = (tuple(a) if not isinstance(a, int) else (a,) for a in axes)
+    return dot_general(x, y, ((lc, rc), ((), ())))
+
+
+def einsum(spec, *operands):
+    """Einstein summation over two or more operands, as pairwise dot_generals."""
+    spec = spec.replace(" ", "")
+    if "->" in spec:
+        lhs, out = spec.split("->")
+    else:
+        lhs = spec
+        counts = {}
+        for c in lhs.replace(",", ""):
+            counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(c for c, k in counts.items() if k == 1))
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise ShapeError(f"einsum: {spec!r} names {len(terms)} operands, got {len(operands)}")
+    if "." in spec:
+        raise ShapeError("einsum: ellipsis is not supported; name every axis")
+    operands = [asarray(o) for o in operands]
+    for t, o in zip(terms, operands):
+        if len(t) != o.ndim:
+            raise ShapeError(f"einsum: term {t!r} names {len(t)} axes, operand has shape {o.shape}")
+        if len(set(t)) != len(t):
+            raise ShapeError(f"einsum: repeated index in {t!r} (diagonals) is not supported")
+    acc, acc_t = operands[0], terms[0]
+    for i in range(1, len(operands)):
+        later = "".join(terms[i + 1:]) + out
+        acc, acc_t = _einsum_pair(acc, acc_t, operands[i], terms[i], later)
+    keep = [c for c in acc_t if c in out]
+    drop = tuple(i for i, c in enumerate(acc_t) if c not in out)
+    if drop:
+        acc = sum(acc, drop)
+    return transpose(acc, [keep.index(c) for c in out]) if keep else acc
+
+
+def _einsum_pair(x, xt, y, yt, later):
+    # Indices in neither the other operand nor later terms are summed right away.
+    x, xt = _einsum_sum_private(x, xt, yt + later)
+    y, yt = _einsum_sum_private(y, yt, xt + later)
+    batch = [c for c in xt if c in yt and c in later]
+    contract = [c for c in xt if c in yt and c not in later]
+    dims = ((tuple(xt.index(c) for c in contract), tuple(yt.index(c) for c in contract)),
+            (tuple(xt.index(c) for c in batch), tuple(yt.index(c) for c in batch)))
+    out = dot_general(x, y, dims)
+    out_t = "".join(batch) + "".join(c for c in xt if c not in batch and c not in contract) + \
+        "".join(c for c in yt if c not in batch and c not in contract)
+    return out, out_t
+
+
+def _einsum_sum_private(x, xt, others):
+    private = tuple(i for i, c in enumerate(xt) if c not in others)
+    if not private:
+        return x, xt
+    return sum(x, private), "".join(c for i, c in enumerate(xt) if i not in private)
+
+

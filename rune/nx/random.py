@@ -1,0 +1,102 @@
+"""Counter-based random numbers from explicit keys (Threefry-2x32, JAX's argument order).
+
+A key is a uint32 array of shape (2,). Bits are a pure function of the key and
+each element's position, so every device draws the same numbers.
+"""
+import math
+
+import numpy as np
+
+from ..backends.cpu import threefry
+from ..core.prims import P
+from ..core.trace import Tracer, bind
+from ..errors import ShapeError
+from . import dtypes as dt
+from . import ops
+from .array import Array, from_host
+
+_MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
+
+
+def key(seed, device=None):
+    """A key made from an integer seed."""
+    return from_host(threefry.key(int(seed)), device)
+
+
+def _check_key(k, name):
+    k = ops.asarray(k)
+    if k.shape != (2,) or k.dtype != dt.uint32:
+        raise ShapeError(f"random.{name}: expected a key (uint32 array of shape (2,)), got {k.aval.describe()}")
+    return k
+
+
+def _bits(k, shape, width):
+    return bind(P["random_bits"], k, shape=tuple(shape), width=width)
+
+
+def split(key, num=2):
+    """`num` new independent keys, stacked into shape (num, 2)."""
+    key = _check_key(key, "split")
+    words = _bits(key, (num, 2), 32)
+    return words
+
+
+def fold_in(key, data):
+    """A new key derived from `key` and the integer `data`."""
+    key = _check_key(key, "fold_in")
+    data = ops.astype(data, dt.uint32)
+    mixed = ops.bitwise_xor(key, ops.stack([data, ops.multiply(data, np.uint32(0x9E3779B9))]))
+    return _bits(mixed, (2,), 32)
+
+
+def _shape(shape):
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
+    """Floats uniform in [minval, maxval)."""
+    key = _check_key(key, "uniform")
+    dtype = dt.dtype(dtype)
+    if not dt.is_float(dtype):
+        raise ShapeError(f"random.uniform: dtype must be a float, got {dtype.name}")
+    width = 64 if dtype == dt.float64 else 32
+    m = _MANTISSA[dtype]
+    bits = ops.right_shift(_bits(key, _shape(shape), width), np.dtype(f"uint{width}").type(width - m))
+    unit = ops.multiply(ops.astype(bits, dtype), dtype.type(2.0 ** -m))
+    return ops.add(ops.multiply(unit, ops.subtract(maxval, minval) if _traced(minval, maxval)
+                                else dtype.type(maxval - minval)), minval)
+
+
+def _traced(*xs):
+    return any(isinstance(x, (Array, Tracer)) for x in xs)
+
+
+def normal(key, shape=(), dtype=dt.float32):
+    """Standard normal floats (Box-Muller on two uniform draws)."""
+    key = _check_key(key, "normal")
+    dtype = dt.dtype(dtype)
+    shape = _shape(shape)
+    work = dt.float64 if dtype == dt.float64 else dt.float32
+    u = uniform(key, (2,) + shape, work)
+    u1 = ops.subtract(work.type(1.0), ops.getitem(u, 0))  # in (0, 1]: log is finite
+    radius = ops.sqrt(ops.multiply(work.type(-2.0), ops.log(u1)))
+    angle = ops.multiply(work.type(2 * math.pi), ops.getitem(u, 1))
+    return ops.astype(ops.multiply(radius, ops.cos(angle)), dtype)
+
+
+def bernoulli(key, p=0.5, shape=None):
+    """Booleans that are True with probability `p`."""
+    key = _check_key(key, "bernoulli")
+    if shape is None:
+        shape = ops.asarray(p).shape if isinstance(p, (Array, Tracer, np.ndarray)) else ()
+    return ops.less(uniform(key, shape), p)
+
+
+def randint(key, shape, minval, maxval, dtype=dt.int32):
+    """Integers uniform in [minval, maxval)."""
+    key = _check_key(key, "randint")
+    dtype = dt.dtype(dtype)
+    span = ops.astype(ops.subtract(maxval, minval), dt.uint32)
+    bits = _bits(key, _shape(shape), 32)
+    offset = ops.remainder(bits, ops.maximum(span, np.uint32(1)))
+    return ops.add(ops.astype(offset, dtype), ops.astype(minval, dtype))

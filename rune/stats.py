@@ -1,0 +1,26 @@
+"""Process-wide counters: what rune compiled, ran and moved.
+
+`rune.stats()` returns a copy; `rune.reset_stats()` zeroes them.
+"""
+COUNTERS = dict.fromkeys((
+    "traces",            # programs staged by jit (one per cache miss)
+    "cache_hits",        # jit calls served by a cached plan
+    "compiles",          # plans built
+    "stretches_run",     # compiled stretches evaluated
+    "callbacks_run",     # host callbacks executed
+    "transfers",         # array copies between devices
+    "host_to_device",    # of those, host -> accelerator
+    "device_to_host",    # of those, accelerator -> host
+    "bytes_transferred",
+), 0)
+
+
+def stats():
+    """A snapshot of rune's counters (a plain dict)."""
+    return dict(COUNTERS)
+
+
+def reset_stats():
+    """Zero every counter."""
+    for k in COUNTERS:
+        COUNTERS[k] = 0
