@@ -10,3 +10,8 @@ from .stats import reset_stats, stats
 def place(tree_, device):
     """Every array leaf of `tree_` placed on `device`."""
     return tree.map(lambda x: nx.place(x, device), tree_)
+from .autodiff.api import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, remat, value_and_grad,
+                           vjp)
+from .core.staging import trace
+from .core.program import Program
+from .nx.ops import stop_gradient

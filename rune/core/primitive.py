@@ -29,6 +29,10 @@ class Primitive:
 # primitive -> fn(*avals, **params) -> aval (or list of avals)
 abstract_rules = {}
 
+# Higher-order primitives evaluate themselves on concrete arrays (their bodies are
+# programs): primitive -> fn(*arrays, **params). Backends never see these.
+eval_rules = {}
+
 PRIMITIVES = {}
 
 

@@ -86,9 +86,7 @@ def _flat(xs):
 
 
 def _operand(x):
-    if isinstance(x, (Array, Tracer)):
-        return x
-    if isinstance(x, _SCALARS):
+    if isinstance(x, (Array, Tracer, np.generic)) or type(x) in _SCALARS:
         return x
     return asarray(x)
 
@@ -100,12 +98,14 @@ def promote(name, *xs):
     for x in xs:
         if type(x) in _SCALARS:
             keys.append((dt.weak_dtype_of(x), True))
+        elif isinstance(x, np.generic):  # a literal: weak, like the Python scalar it came from
+            keys.append((x.dtype, True))
         else:
             keys.append((x.dtype, x.weak))
     target, _ = dt.promote(keys)
     out = []
     for x, (d, _) in zip(xs, keys):
-        if type(x) in _SCALARS:
+        if type(x) in _SCALARS or isinstance(x, np.generic):
             out.append(_literal(name, x, target))
         elif d != target:
             out.append(bind(P["convert"], x, dtype=target))
@@ -132,7 +132,7 @@ def _float_unary(prim_name):
 
     def op(x):
         x = _operand(x)
-        if type(x) in _SCALARS:
+        if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
         if not dt.is_float(x.dtype):
             x = bind(P["convert"], x, dtype=dt.default_float)
@@ -146,7 +146,7 @@ def _any_unary(prim_name, allowed=None):
 
     def op(x):
         x = _operand(x)
-        if type(x) in _SCALARS:
+        if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
         if allowed is not None and x.dtype.kind not in allowed:
             raise DTypeError(f"{op.__name__}: expected an array of kind {allowed!r}, got {x.dtype.name}")
@@ -165,8 +165,7 @@ def _binary(prim_name, kinds=None, to_float=False):
             raise DTypeError(f"{op.__name__}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
         if to_float and not dt.is_float(d):
             x, y = astype(x, dt.default_float), astype(y, dt.default_float)
-        if type(x) is not Array and type(y) is not Array and not isinstance(x, Tracer) \
-                and not isinstance(y, Tracer):
+        if not isinstance(x, (Array, Tracer)) and not isinstance(y, (Array, Tracer)):
             x = asarray(x)
         return bind(prim, x, y)
     op.__name__ = prim_name
@@ -233,7 +232,7 @@ def reciprocal(x):
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
     cond = _operand(cond)
-    if type(cond) in _SCALARS:
+    if not isinstance(cond, (Array, Tracer)):
         cond = asarray(cond)
     if cond.dtype != dt.bool_:
         cond = astype(cond, dt.bool_)
@@ -254,7 +253,7 @@ def astype(x, dtype):
     """`x` converted to `dtype` (a strong dtype from then on)."""
     dtype = dt.dtype(dtype)
     x = _operand(x)
-    if type(x) in _SCALARS:
+    if not isinstance(x, (Array, Tracer)):
         return asarray(x, dtype)
     if x.dtype == dtype and not x.weak:
         return x
@@ -461,7 +460,7 @@ def squeeze(x, axis=None):
 
 def broadcast_to(x, shape):
     x = _operand(x)
-    if type(x) in _SCALARS:
+    if not isinstance(x, (Array, Tracer)):
         x = asarray(x)
     shape = tuple(shape)
     if len(shape) < x.ndim or broadcast_shapes("broadcast_to", x.shape, shape) != shape:

@@ -1,0 +1,95 @@
+"""Forward mode: dual numbers on the interpreter stack.
+
+A JVPTracer holds a primal (a value of the parent interpreter) and a tangent;
+a tangent of None is a symbolic zero, so work on constants costs nothing.
+Rules (`jvp_rules`) are plain `nx` code run in the parent interpreter.
+"""
+from ..core import trace as _trace
+from ..core.staging import stage
+from ..core.trace import Interpreter, Tracer
+from ..errors import NotDifferentiableError
+
+# primitive -> fn(primals, tangents, **params) -> (primal_out, tangent_out);
+# tangents may be None (zero). Multiple-result primitives return lists.
+jvp_rules = {}
+
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, interp, primal, tangent):
+        self.interp = interp
+        self.aval = primal.aval if hasattr(primal, "aval") else _trace.aval_of(primal)
+        self.primal = primal
+        self.tangent = tangent
+
+    def concrete(self):
+        return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
+
+
+class JVPInterpreter(Interpreter):
+    def __init__(self):
+        self.parent = _trace.current()
+
+    def lift(self, x, tangent):
+        return JVPTracer(self, x, tangent)
+
+    def process(self, prim, args, params):
+        primals, tangents = [], []
+        for a in args:
+            if isinstance(a, JVPTracer) and a.interp is self:
+                primals.append(a.primal)
+                tangents.append(a.tangent)
+            else:
+                primals.append(a)
+                tangents.append(None)
+        saved = _trace._current.interp
+        _trace._current.interp = self.parent
+        try:
+            if all(t is None for t in tangents):
+                return _trace.bind(prim, *primals, **params)
+            rule = jvp_rules.get(prim)
+            if rule is None:
+                raise NotDifferentiableError(f"{prim.name} has no forward-mode (JVP) rule")
+            out, tangent = rule(primals, tangents, **params)
+        finally:
+            _trace._current.interp = saved
+        if prim.multiple_results:
+            return [JVPTracer(self, o, t) if t is not None else o for o, t in zip(out, tangent)]
+        return JVPTracer(self, out, tangent) if tangent is not None else out
+
+    def unwrap(self, x):
+        """(primal, tangent-or-None) of an output of the differentiated function."""
+        if isinstance(x, JVPTracer) and x.interp is self:
+            return x.primal, x.tangent
+        return x, None
+
+
+def jvp_flat(f, primals, tangents):
+    """Push `tangents` (None = zero) through the flat function `f`."""
+    interp = JVPInterpreter()
+    ins = [interp.lift(p, t) if t is not None else p for p, t in zip(primals, tangents)]
+    with _trace.using(interp):
+        outs = f(*ins)
+    pairs = [interp.unwrap(o) for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+def jvp_program(program, nonzero):
+    """A program taking (primals..., tangents of the `nonzero` inputs...) and returning
+    (outputs..., tangents of the outputs that can be nonzero), and that output mask.
+    """
+    n = len(program.invars)
+    in_avals = program.in_avals
+    tangent_avals = [a.strong() for a, nz in zip(in_avals, nonzero) if nz]
+    out_mask = []
+
+    def f(*args):
+        primals, given = args[:n], iter(args[n:])
+        tangents = [next(given) if nz else None for nz in nonzero]
+        outs, touts = jvp_flat(lambda *xs: program(*xs), primals, tangents)
+        out_mask.extend(t is not None for t in touts)
+        return list(outs) + [t for t in touts if t is not None]
+
+    prog = stage(f, in_avals + tangent_avals)
+    return prog, out_mask

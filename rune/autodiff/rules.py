@@ -1,0 +1,444 @@
+"""JVP and VJP rules for every differentiable primitive.
+
+Elementwise primitives share one table of partial derivatives: forward mode
+multiplies tangents by them, reverse mode multiplies cotangents and sums over
+broadcast axes. Structural primitives have linear rules written once each.
+"""
+import math
+
+import numpy as np
+
+from ..core.prims import P
+from ..core.trace import bind
+from ..nx import ops as nx
+from ..nx.creation import ones, ones_like, zeros
+from .jvp import jvp_rules
+from .vjp import vjp_rules
+
+
+def _zeros_like(x):
+    return zeros(x.shape, x.dtype, x.device)
+
+
+def unbroadcast(ct, shape):
+    """Sum `ct` down to `shape` (undoing NumPy broadcasting)."""
+    if ct.shape == tuple(shape):
+        return ct
+    lead = ct.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and ct.shape[lead + i] != 1)
+    out = nx.sum(ct, axes) if axes else ct
+    return nx.reshape(out, shape)
+
+
+def _shape(x):
+    return x.shape if hasattr(x, "shape") else ()
+
+
+# ---------------------------------------------------------------- elementwise
+
+def _one(dtype):
+    return dtype.type(1)
+
+
+# name -> partial derivative d out / d x as a function of (x, out)
+UNARY_PARTIALS = {
+    "exp": lambda x, out: out,
+    "log": lambda x, out: nx.reciprocal(x),
+    "log1p": lambda x, out: nx.reciprocal(nx.add(x, 1)),
+    "expm1": lambda x, out: nx.add(out, 1),
+    "sqrt": lambda x, out: nx.divide(0.5, out),
+    "rsqrt": lambda x, out: nx.multiply(nx.divide(out, x), -0.5),
+    "sin": lambda x, out: nx.cos(x),
+    "cos": lambda x, out: nx.negative(nx.sin(x)),
+    "tan": lambda x, out: nx.add(nx.multiply(out, out), 1),
+    "tanh": lambda x, out: nx.subtract(1, nx.multiply(out, out)),
+    "sinh": lambda x, out: nx.cosh(x),
+    "cosh": lambda x, out: nx.sinh(x),
+    "asin": lambda x, out: nx.rsqrt(nx.subtract(1, nx.multiply(x, x))),
+    "acos": lambda x, out: nx.negative(nx.rsqrt(nx.subtract(1, nx.multiply(x, x)))),
+    "atan": lambda x, out: nx.reciprocal(nx.add(nx.multiply(x, x), 1)),
+    "erf": lambda x, out: nx.multiply(nx.exp(nx.negative(nx.multiply(x, x))), 2 / math.sqrt(math.pi)),
+    "logistic": lambda x, out: nx.multiply(out, nx.subtract(1, out)),
+    "abs": lambda x, out: nx.sign(x),
+}
+# name -> (d out / d x, d out / d y) as functions of (x, y, out); None = zero
+BINARY_PARTIALS = {
+    "mul": (lambda x, y, out: y, lambda x, y, out: x),
+    "div": (lambda x, y, out: nx.reciprocal(y), lambda x, y, out: nx.negative(nx.divide(out, y))),
+    "pow": (lambda x, y, out: nx.multiply(y, nx.power(x, nx.subtract(y, 1))),
+            lambda x, y, out: nx.multiply(nx.log(nx.where(nx.equal(x, 0), 1, x)), out)),
+    "max": (lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), x),
+            lambda x, y, out: _tie_split(nx.less(x, y), nx.equal(x, y), y)),
+    "min": (lambda x, y, out: _tie_split(nx.less(x, y), nx.equal(x, y), x),
+            lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), y)),
+    "atan2": (lambda x, y, out: nx.divide(y, nx.add(nx.multiply(x, x), nx.multiply(y, y))),
+              lambda x, y, out: nx.negative(nx.divide(x, nx.add(nx.multiply(x, x), nx.multiply(y, y))))),
+    "rem": (None, lambda x, y, out: nx.negative(nx.floor(nx.divide(x, y)))),
+}
+# Linear elementwise primitives: sign of each operand's contribution.
+LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,), "stop_gradient": None}
+ZERO = ("floor", "ceil", "round", "sign", "floordiv")
+
+
+def _tie_split(wins, ties, like):
+    """1 where this operand wins, 0.5 on ties (as JAX), 0 elsewhere."""
+    dtype = like.dtype
+    return nx.where(wins, dtype.type(1), nx.where(ties, dtype.type(0.5), dtype.type(0)))
+
+
+def _scale(t, d):
+    return t if d is None else nx.multiply(t, d)
+
+
+def _unary_rules(name, partial):
+    prim = P[name]
+
+    def jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        out = bind(prim, x)
+        return out, nx.multiply(t, partial(x, out))
+
+    def vjp(ct, ins, out):
+        return (nx.multiply(ct, partial(ins[0], out)),)
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+def _binary_rules(name, partials):
+    prim = P[name]
+    dx, dy = partials
+
+    def jvp(primals, tangents):
+        x, y = primals
+        out = bind(prim, x, y)
+        terms = [nx.multiply(t, d(x, y, out)) for t, d in zip(tangents, (dx, dy))
+                 if t is not None and d is not None]
+        if not terms:
+            return out, None
+        total = terms[0] if len(terms) == 1 else nx.add(terms[0], terms[1])
+        return out, nx.broadcast_to(total, _shape(out))
+
+    def vjp(ct, ins, out):
+        x, y = ins
+        return tuple(None if d is None else unbroadcast(nx.multiply(ct, d(x, y, out)), _shape(v))
+                     for v, d in zip(ins, (dx, dy)))
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+def _linear_rules(name, signs):
+    prim = P[name]
+
+    def jvp(primals, tangents):
+        out = bind(prim, *primals)
+        if signs is None:
+            return out, None
+        terms = [t if s == 1 else nx.negative(t) for t, s in zip(tangents, signs) if t is not None]
+        total = terms[0] if len(terms) == 1 else nx.add(*terms)
+        return out, nx.broadcast_to(total, _shape(out))
+
+    def vjp(ct, ins, out):
+        if signs is None:
+            return (None,)
+        return tuple(unbroadcast(ct if s == 1 else nx.negative(ct), _shape(v)) for v, s in zip(ins, signs))
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+def _zero_rules(name):
+    prim = P[name]
+    jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
+    vjp_rules[prim] = lambda ct, ins, out, **params: (None,) * len(ins)
+
+
+for _n, _f in UNARY_PARTIALS.items():
+    _unary_rules(_n, _f)
+for _n, _f in BINARY_PARTIALS.items():
+    _binary_rules(_n, _f)
+for _n, _s in LINEAR.items():
+    _linear_rules(_n, _s)
+for _n in ZERO:
+    _zero_rules(_n)
+
+
+def _instantiate(t, like):
+    return t if t is not None else _zeros_like(like)
+
+
+def _rule(name, table):
+    def register(fn):
+        table[P[name]] = fn
+        return fn
+    return register
+
+
+@_rule("select", jvp_rules)
+def _select_jvp(primals, tangents):
+    pred, a, b = primals
+    out = bind(P["select"], pred, a, b)
+    _, ta, tb = tangents
+    if ta is None and tb is None:
+        return out, None
+    return out, nx.where(pred, _instantiate(ta, a) if ta is not None else _zeros_like(out),
+                         _instantiate(tb, b) if tb is not None else _zeros_like(out))
+
+
+@_rule("select", vjp_rules)
+def _select_vjp(ct, ins, out):
+    pred, a, b = ins
+    zero = ct.dtype.type(0)
+    return (None, unbroadcast(nx.where(pred, ct, zero), _shape(a)),
+            unbroadcast(nx.where(pred, zero, ct), _shape(b)))
+
+
+def _float(dtype):
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+@_rule("convert", jvp_rules)
+def _convert_jvp(primals, tangents, *, dtype):
+    out = bind(P["convert"], primals[0], dtype=dtype)
+    return out, (bind(P["convert"], tangents[0], dtype=dtype) if _float(dtype) else None)
+
+
+@_rule("convert", vjp_rules)
+def _convert_vjp(ct, ins, out, *, dtype):
+    x = ins[0]
+    src = x.dtype if hasattr(x, "dtype") else None
+    if src is None or not _float(src):
+        return (None,)
+    return (bind(P["convert"], ct, dtype=src),)
+
+
+# ---------------------------------------------------------------- reductions
+
+def _keepdims_shape(shape, axes):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def _expand_back(ct, x, axes):
+    return nx.broadcast_to(nx.reshape(ct, _keepdims_shape(x.shape, axes)), x.shape)
+
+
+@_rule("reduce_sum", jvp_rules)
+def _sum_jvp(primals, tangents, *, axes):
+    return bind(P["reduce_sum"], primals[0], axes=axes), bind(P["reduce_sum"], tangents[0], axes=axes)
+
+
+@_rule("reduce_sum", vjp_rules)
+def _sum_vjp(ct, ins, out, *, axes):
+    return (_expand_back(ct, ins[0], axes),)
+
+
+def _extremum_weights(x, out, axes):
+    hit = nx.astype(nx.equal(x, _expand_back(out, x, axes)), x.dtype)
+    return nx.divide(hit, _expand_back(bind(P["reduce_sum"], hit, axes=axes), x, axes))
+
+
+def _extremum(name):
+    prim = P[name]
+
+    def jvp(primals, tangents, *, axes):
+        out = bind(prim, primals[0], axes=axes)
+        w = _extremum_weights(primals[0], out, axes)
+        return out, bind(P["reduce_sum"], nx.multiply(tangents[0], w), axes=axes)
+
+    def vjp(ct, ins, out, *, axes):
+        return (nx.multiply(_expand_back(ct, ins[0], axes), _extremum_weights(ins[0], out, axes)),)
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+_extremum("reduce_max")
+_extremum("reduce_min")
+
+
+@_rule("reduce_prod", jvp_rules)
+def _prod_jvp(primals, tangents, *, axes):
+    x = primals[0]
+    out = bind(P["reduce_prod"], x, axes=axes)
+    ct = _prod_vjp(ones_like(out), [x], out, axes=axes)[0]
+    return out, bind(P["reduce_sum"], nx.multiply(tangents[0], ct), axes=axes)
+
+
+@_rule("reduce_prod", vjp_rules)
+def _prod_vjp(ct, ins, out, *, axes):
+    # d prod / d x_i = prod of the others; computed without dividing by x_i so
+    # zeros are exact: move the reduced axes last, flatten them, and multiply
+    # exclusive prefix and suffix products.
+    x = ins[0]
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = nx.transpose(x, perm)
+    lead = xt.shape[:len(keep)]
+    n = math.prod(xt.shape[len(keep):])
+    flat = nx.reshape(xt, lead + (n,))
+    prefix = _cumprod_exclusive(flat)
+    suffix = nx.flip(_cumprod_exclusive(nx.flip(flat, -1)), -1)
+    others = nx.reshape(nx.multiply(prefix, suffix), xt.shape)
+    inv = [perm.index(i) for i in range(x.ndim)]
+    return (nx.multiply(_expand_back(ct, x, axes), nx.transpose(others, inv)),)
+
+
+def _cumprod_exclusive(x):
+    n = x.shape[-1]
+    one = ones(x.shape[:-1] + (1,), x.dtype, x.device)
+    outs = [one]
+    acc = one
+    for i in range(n - 1):
+        acc = nx.multiply(acc, nx.slice_in_dim(x, i, i + 1, axis=x.ndim - 1))
+        outs.append(acc)
+    return nx.concatenate(outs, -1) if n else x
+
+
+for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
+           "isfinite", "and", "or", "xor", "not", "shift_left", "shift_right"):
+    _zero_rules(_n)
+
+
+# ---------------------------------------------------------------- structure
+
+def _linear(name, transpose):
+    """A primitive linear in its first operand: the JVP applies it to the tangent."""
+    prim = P[name]
+
+    def jvp(primals, tangents, **params):
+        out = bind(prim, *primals, **params)
+        return out, bind(prim, tangents[0], *primals[1:], **params)
+
+    def vjp(ct, ins, out, **params):
+        return (transpose(ct, *ins, **params),) + (None,) * (len(ins) - 1)
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+_linear("broadcast_to", lambda ct, x, shape: unbroadcast(ct, x.shape))
+_linear("reshape", lambda ct, x, shape: nx.reshape(ct, x.shape))
+_linear("transpose", lambda ct, x, perm: nx.transpose(ct, [perm.index(i) for i in range(len(perm))]))
+_linear("rev", lambda ct, x, axes: nx.flip(ct, axes))
+_linear("place", lambda ct, x, src, device: bind(P["place"], ct, src=device, device=src))
+_linear("gather", lambda ct, x, idx, axis: bind(P["scatter"], _zeros_like(x), idx, ct, axis=axis, mode="add"))
+_linear("dynamic_slice", lambda ct, x, *starts, sizes: bind(P["dynamic_update_slice"], _zeros_like(x), ct, *starts))
+
+
+def _unslice(ct, x, starts, limits, strides):
+    """Transpose of `slice`: put `ct` back where it was taken, zeros elsewhere."""
+    for axis, (s, l, st) in enumerate(zip(starts, limits, strides)):
+        if st > 1:  # spread every element out to its stride
+            m = ct.shape[axis]
+            ct = nx.pad(nx.expand_dims(ct, axis + 1),
+                        [(0, 0)] * (axis + 1) + [(0, st - 1)] + [(0, 0)] * (ct.ndim - axis - 1))
+            shape = list(ct.shape)
+            ct = nx.reshape(ct, shape[:axis] + [m * st] + shape[axis + 2:])
+            ct = nx.slice_in_dim(ct, 0, (m - 1) * st + 1 if m else 0, axis=axis)
+        after = x.shape[axis] - s - ct.shape[axis]
+        ct = nx.pad(ct, [(0, 0)] * axis + [(s, after)] + [(0, 0)] * (ct.ndim - axis - 1))
+    return ct
+
+
+_linear("slice", _unslice)
+
+
+@_rule("pad", jvp_rules)
+def _pad_jvp(primals, tangents, *, config):
+    x, value = primals
+    tx, tv = tangents
+    out = bind(P["pad"], x, value, config=config)
+    return out, bind(P["pad"], _instantiate(tx, x), _instantiate(tv, nx.asarray(value)), config=config)
+
+
+@_rule("pad", vjp_rules)
+def _pad_vjp(ct, ins, out, *, config):
+    x = ins[0]
+    inner = nx._slice(ct, [lo for lo, _ in config], [lo + d for (lo, _), d in zip(config, x.shape)],
+                      [1] * x.ndim)
+    return inner, nx.subtract(nx.sum(ct), nx.sum(inner))
+
+
+@_rule("concatenate", jvp_rules)
+def _concat_jvp(primals, tangents, *, axis):
+    out = bind(P["concatenate"], *primals, axis=axis)
+    return out, bind(P["concatenate"], *[_instantiate(t, p) for p, t in zip(primals, tangents)], axis=axis)
+
+
+@_rule("concatenate", vjp_rules)
+def _concat_vjp(ct, ins, out, *, axis):
+    bounds = np.cumsum([0] + [x.shape[axis] for x in ins])
+    return tuple(nx.slice_in_dim(ct, int(lo), int(hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+
+@_rule("scatter", jvp_rules)
+def _scatter_jvp(primals, tangents, *, axis, mode):
+    x, idx, upd = primals
+    out = bind(P["scatter"], x, idx, upd, axis=axis, mode=mode)
+    return out, bind(P["scatter"], _instantiate(tangents[0], x), idx, _instantiate(tangents[2], upd),
+                     axis=axis, mode=mode)
+
+
+@_rule("scatter", vjp_rules)
+def _scatter_vjp(ct, ins, out, *, axis, mode):
+    x, idx, upd = ins
+    ct_upd = bind(P["gather"], ct, idx, axis=axis)
+    ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, _zeros_like(upd), axis=axis, mode="set")
+    return ct_x, None, ct_upd
+
+
+@_rule("dynamic_update_slice", jvp_rules)
+def _dus_jvp(primals, tangents):
+    x, upd, *starts = primals
+    out = bind(P["dynamic_update_slice"], x, upd, *starts)
+    return out, bind(P["dynamic_update_slice"], _instantiate(tangents[0], x),
+                     _instantiate(tangents[1], upd), *starts)
+
+
+@_rule("dynamic_update_slice", vjp_rules)
+def _dus_vjp(ct, ins, out):
+    x, upd, *starts = ins
+    ct_x = bind(P["dynamic_update_slice"], ct, _zeros_like(upd), *starts)
+    ct_upd = bind(P["dynamic_slice"], ct, *starts, sizes=upd.shape)
+    return (ct_x, ct_upd) + (None,) * len(starts)
+
+
+# ---------------------------------------------------------------- dot_general
+
+@_rule("dot_general", jvp_rules)
+def _dot_jvp(primals, tangents, *, dims):
+    x, y = primals
+    tx, ty = tangents
+    out = bind(P["dot_general"], x, y, dims=dims)
+    terms = []
+    if tx is not None:
+        terms.append(bind(P["dot_general"], tx, y, dims=dims))
+    if ty is not None:
+        terms.append(bind(P["dot_general"], x, ty, dims=dims))
+    return out, terms[0] if len(terms) == 1 else nx.add(*terms)
+
+
+def _dot_transpose(ct, other, dims, ndim, this_side):
+    """Cotangent of one dot_general operand: contract `ct` with the other operand."""
+    (lc, rc), (lb, rb) = dims
+    if this_side == 1:  # the cotangent of y: swap roles
+        lc, rc, lb, rb = rc, lc, rb, lb
+    nb = len(lb)
+    this_free = [i for i in range(ndim) if i not in lc and i not in lb]
+    other_free = [i for i in range(other.ndim) if i not in rc and i not in rb]
+    nthis = len(this_free)
+    ct_other_axes = (tuple(range(nb + nthis, nb + nthis + len(other_free))) if this_side == 0
+                     else tuple(range(nb, nb + len(other_free))))
+    ct_this_axes = (tuple(range(nb, nb + nthis)) if this_side == 0
+                    else tuple(range(nb + len(other_free), nb + len(other_free) + nthis)))
+    # Bring ct to (batch, this_free, other_free) order.
+    ct = nx.transpose(ct, list(range(nb)) + list(ct_this_axes) + list(ct_other_axes)) \
+        if this_side == 1 else ct
+    result = bind(P["dot_general"], ct, other,
+                  dims=((tuple(range(nb + nthis, nb + nthis + len(other_free))), tuple(other_free)),
+                        (tuple(range(nb)), tuple(rb))))
+    src = list(lb) + this_free + [lc[rc.index(j)] for j in sorted(rc)]
+    return nx.transpose(result, [src.index(k) for k in range(ndim)])
+
+
+@_rule("dot_general", vjp_rules)
+def _dot_vjp(ct, ins, out, *, dims):
+    x, y = ins
+    return _dot_transpose(ct, y, dims, x.ndim, 0), _dot_transpose(ct, x, dims, y.ndim, 1)

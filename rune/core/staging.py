@@ -1,0 +1,128 @@
+"""Staging: record a function's primitives into a Program.
+
+Any value the staging interpreter meets that is not its own tracer (a concrete
+array, another interpreter's tracer) is captured as a constant of the program
+and reported, so a caller can pass it explicitly (closure conversion: this is
+how a scan step's closed-over weights become operands that `grad` reaches).
+"""
+import numpy as np
+
+from .. import tree
+from .aval import Aval
+from .primitive import abstract_rules
+from .program import Eqn, Literal, Program, Var
+from .trace import Interpreter, Tracer, aval_of, current, using
+
+
+class StagedTracer(Tracer):
+    __slots__ = ("var",)
+
+    def __init__(self, interp, var):
+        self.interp = interp
+        self.aval = var.aval
+        self.var = var
+
+
+class StagingInterpreter(Interpreter):
+    def __init__(self):
+        self.parent = current()
+        self.invars = []
+        self.eqns = []
+        self.constvars = []
+        self.consts = []
+        self._captured = {}  # id(value) -> Var
+
+    def new_input(self, aval):
+        var = Var(aval)
+        self.invars.append(var)
+        return StagedTracer(self, var)
+
+    def atom(self, x):
+        if isinstance(x, StagedTracer) and x.interp is self:
+            return x.var
+        if isinstance(x, np.generic):
+            return Literal(x)
+        var = self._captured.get(id(x))
+        if var is None:
+            aval = aval_of(x)
+            var = Var(aval)
+            self._captured[id(x)] = var
+            self.constvars.append(var)
+            self.consts.append(x)  # keeps x alive, so its id stays unique
+        return var
+
+    def process(self, prim, args, params):
+        inputs = [self.atom(a) for a in args]
+        out = abstract_rules[prim](*[a.aval for a in inputs], **params)
+        if prim.multiple_results:
+            outvars = [Var(a) for a in out]
+            self.eqns.append(Eqn(prim, inputs, outvars, params))
+            return [StagedTracer(self, v) for v in outvars]
+        var = Var(out)
+        self.eqns.append(Eqn(prim, inputs, [var], params))
+        return StagedTracer(self, var)
+
+    def build(self, outs):
+        outvars = [self.atom(o) if not isinstance(o, (int, float, bool)) else
+                   self.atom(_as_array(o)) for o in outs]
+        return Program(self.invars, outvars, self.eqns, self.constvars, self.consts)
+
+
+def _as_array(x):
+    from ..nx.ops import asarray
+    return asarray(x)
+
+
+def stage(f, in_avals):
+    """Stage `f` on flat inputs of `in_avals`; returns (Program, flat outputs' structure).
+
+    `f` takes and returns flat lists. The program's constants are the outer
+    values `f` captured.
+    """
+    interp = StagingInterpreter()
+    args = [interp.new_input(a) for a in in_avals]
+    with using(interp):
+        outs = f(*args)
+    return interp.build(outs)
+
+
+def stage_tree(f, args, kwargs=None):
+    """Stage `f(*args, **kwargs)` at the avals of the pytree `args`.
+
+    Returns (program, out_structure): the program takes the flat leaves of
+    `(args, kwargs)` and returns the flat leaves of the result.
+    """
+    kwargs = kwargs or {}
+    leaves, in_struct = tree.flatten((args, kwargs))
+    out_struct = []
+
+    def flat_f(*flat):
+        a, k = tree.unflatten(in_struct, flat)
+        out_leaves, s = tree.flatten(f(*a, **k))
+        out_struct.append(s)
+        return out_leaves
+
+    program = stage(flat_f, [abstract(x) for x in leaves])
+    return program, out_struct[0]
+
+
+def abstract(x):
+    """The aval a staged input takes for example value `x`."""
+    if isinstance(x, Aval):
+        return x
+    if isinstance(x, (bool, int, float)):
+        from ..nx.ops import asarray
+        return asarray(x).aval.update(weak=True)
+    spec = getattr(x, "aval", None)
+    if spec is None:
+        from ..nx.ops import asarray
+        return asarray(x).aval
+    return spec
+
+
+def trace(f):
+    """`trace(f)(*args)` returns the Program `f` stages at the avals of `args` (like make_jaxpr)."""
+    def traced(*args, **kwargs):
+        program, _ = stage_tree(f, args, kwargs)
+        return program
+    return traced
