@@ -15,3 +15,7 @@ from .autodiff.api import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, remat
 from .core.staging import trace
 from .core.program import Program
 from .nx.ops import stop_gradient
+from .autodiff.custom import custom_jvp, custom_vjp
+from .callback import Spec, callback
+from .control import cond, fori_loop, scan, switch, while_loop
+from .jit.api import jit

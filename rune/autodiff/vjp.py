@@ -6,7 +6,8 @@ runs (and is itself differentiated, staged or batched) in whatever interpreter
 is current when the pullback is called.
 """
 from ..core import trace as _trace
-from ..core.staging import StagedTracer, StagingInterpreter, stage
+from ..core.closure import split_residuals
+from ..core.staging import StagingInterpreter
 from ..core.trace import Interpreter, Tracer
 from ..errors import NotDifferentiableError
 
@@ -144,6 +145,7 @@ def vjp_program(program, tracked):
     forward: inputs -> outputs + residuals.
     backward: residuals + one cotangent per output -> one cotangent per
     tracked input (zeros where nothing flowed).
+    Returns (forward, backward, number of residuals, which outputs are tracked).
     The forward pass is staged under a tape; the backward pass is staged from
     the tape, and the forward values it reads are captured: those are the
     residuals.
@@ -162,16 +164,7 @@ def vjp_program(program, tracked):
         in_cts = [c if c is not None else creation.zeros(a.shape, a.dtype, a.device)
                   for c, a, t in zip(in_cts, program.in_avals, tracked) if t]
     bwd_program = bwd.build(in_cts)
-    # Captured forward tracers are residuals; other captures stay constants.
-    res_vars, res_values, const_vars, const_values = [], [], [], []
-    for v, value in zip(bwd_program.constvars, bwd_program.consts):
-        if isinstance(value, StagedTracer) and value.interp is fwd:
-            res_vars.append(v)
-            res_values.append(value)
-        else:
-            const_vars.append(v)
-            const_values.append(value)
-    bwd_program.invars = res_vars + bwd_program.invars
-    bwd_program.constvars, bwd_program.consts = const_vars, const_values
+    res_values = split_residuals(fwd, bwd_program)
+    out_tracked = [s is not None for s in out_slots]
     fwd_program = fwd.build(list(outs) + res_values)
-    return fwd_program, bwd_program, len(res_values)
+    return fwd_program, bwd_program, len(res_values), out_tracked

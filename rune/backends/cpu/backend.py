@@ -19,6 +19,16 @@ def from_host(host, device):
     return np.array(host, copy=True)
 
 
+def stack(rows, aval):
+    """Rows of a loop's output stacked along a new leading axis."""
+    return np.stack(rows)
+
+
+def empty(aval):
+    """The stacked output of a loop that ran zero times."""
+    return np.empty((0,) + aval.shape[1:], aval.dtype)
+
+
 def _quiet(fn):
     """Run `fn` without NumPy's floating-point warnings: inf and nan are values here."""
     def run(*args, **params):

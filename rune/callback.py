@@ -1,0 +1,142 @@
+"""Host callbacks: Python code run on concrete values inside traced and compiled code.
+
+A callback is an effect: it never runs while tracing, runs exactly once per
+evaluation in program order, and no optimization removes or duplicates it.
+"""
+import numpy as np
+
+from . import tree
+from .autodiff.jvp import jvp_rules
+from .autodiff.vjp import vjp_rules
+from .core.aval import Aval
+from .core.primitive import abstract_rules, eval_rules, primitive
+from .core.trace import bind
+from .devices import current_default, get_device
+from .errors import CallbackError, NotDifferentiableError, RuneError
+from .nx import dtypes as dt
+from .nx import ops as nx
+from .nx.array import Array
+from .nx.placement import place
+from .stats import COUNTERS
+
+callback_p = primitive("callback", multiple_results=True, effectful=True)
+
+VMAP_METHODS = ("sequential", "batched")
+
+
+class Spec:
+    """The shape, dtype and placement of one callback result."""
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape, dtype, device=None):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dt.dtype(dtype)
+        self.device = None if device is None else get_device(device)
+
+    def __repr__(self):
+        return f"Spec({self.shape}, {self.dtype.name}, device={self.device})"
+
+
+tree.register(Spec, lambda s: ((), (s.shape, s.dtype, s.device)), lambda aux, _: Spec(*aux))
+
+
+class HostFunction:
+    """What a callback equation runs: the function and the declared result layout."""
+    __slots__ = ("fn", "name", "in_struct", "out_struct", "out_avals", "host")
+
+    def __init__(self, fn, in_struct, out_struct, out_avals, host):
+        self.fn, self.in_struct, self.out_struct = fn, in_struct, out_struct
+        self.out_avals, self.host = out_avals, host
+        self.name = getattr(fn, "__name__", type(fn).__name__)
+
+    def __repr__(self):
+        return self.name
+
+    def __call__(self, arrays):
+        """Run on concrete Arrays; returns the validated result leaves as Arrays."""
+        if self.host:
+            arrays = [place(a, _HOST) if isinstance(a, Array) else a for a in arrays]
+        args = tree.unflatten(self.in_struct, arrays)
+        COUNTERS["callbacks_run"] += 1
+        try:
+            result = self.fn(*args)
+        except Exception as e:
+            raise CallbackError(f"callback {self.name} raised {type(e).__name__}: {e}") from e
+        return self.check(result)
+
+    def check(self, result):
+        try:
+            leaves, struct = tree.flatten(result)
+        except RuneError as e:
+            raise CallbackError(f"callback {self.name} returned {type(result).__name__}: {e}") from e
+        if struct != self.out_struct:
+            raise CallbackError(f"callback {self.name} returned structure {struct}, but like= "
+                                f"declares {self.out_struct}")
+        out = []
+        for i, (leaf, aval) in enumerate(zip(leaves, self.out_avals)):
+            out.append(_conform(self.name, i, leaf, aval))
+        return out
+
+
+_HOST = get_device("cpu")
+
+
+def _conform(name, i, leaf, aval):
+    """A result leaf checked against its declared aval and placed where it belongs."""
+    where = f"callback {name} result {i}"
+    if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, np.generic):
+        value = nx.asarray(leaf, aval.dtype)
+    elif isinstance(leaf, (Array, np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
+        value = leaf if isinstance(leaf, Array) else nx.asarray(np.asarray(leaf))
+        if value.dtype != aval.dtype:
+            raise CallbackError(f"{where}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
+    else:
+        raise CallbackError(f"{where}: expected an array, got {type(leaf).__name__}")
+    if value.shape != aval.shape:
+        raise CallbackError(f"{where}: expected shape {aval.shape}, got {value.shape}")
+    return place(value, aval.device or current_default())
+
+
+def _aval_of_like(leaf):
+    if isinstance(leaf, Spec):
+        return Aval(leaf.shape, leaf.dtype, leaf.device)
+    a = leaf.aval if hasattr(leaf, "aval") else nx.asarray(leaf).aval
+    return a.strong()
+
+
+def callback(fn, *args, like, host=True, vmap_method="sequential"):
+    """Call the host function `fn(*args)` on concrete values; `like` declares its results."""
+    if vmap_method not in VMAP_METHODS:
+        raise ValueError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
+    if not callable(fn):
+        raise TypeError(f"callback: expected a callable, got {type(fn).__name__}")
+    leaves, in_struct = tree.flatten(args)
+    leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
+    like_leaves, out_struct = tree.flatten(like, is_leaf=lambda x: isinstance(x, Spec))
+    out_avals = [_aval_of_like(l) for l in like_leaves]
+    host_fn = HostFunction(fn, in_struct, out_struct, out_avals, host)
+    outs = bind(callback_p, *leaves, fn=host_fn, vmap_method=vmap_method)
+    return tree.unflatten(out_struct, outs)
+
+
+abstract_rules[callback_p] = lambda *avals, fn, vmap_method: list(fn.out_avals)
+eval_rules[callback_p] = lambda *args, fn, vmap_method: fn(list(args))
+
+
+def _not_differentiable(fn, mode):
+    return NotDifferentiableError(
+        f"callback {fn.name} has no derivative, but a {mode} flows through it. Wrap the code "
+        f"that calls it in rune.custom_vjp (reverse mode) or rune.custom_jvp (forward mode) "
+        f"and supply the derivative yourself")
+
+
+def _callback_jvp(primals, tangents, *, fn, vmap_method):
+    raise _not_differentiable(fn, "tangent")
+
+
+def _callback_vjp(cts, ins, outs, *, fn, vmap_method):
+    raise _not_differentiable(fn, "cotangent")
+
+
+jvp_rules[callback_p] = _callback_jvp
+vjp_rules[callback_p] = _callback_vjp

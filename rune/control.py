@@ -1,0 +1,466 @@
+"""Staged control flow: scan, cond, while_loop, fori_loop.
+
+Each body is staged once at abstract values; what it closes over is captured
+and passed as explicit operands (so `grad` reaches closed-over weights).
+Differentiation goes through the program-level transforms: the VJP of a scan
+is a forward scan that also stacks each row's residuals, then a reverse scan of
+the backward step.
+"""
+import numpy as np
+
+from . import tree
+from .autodiff.jvp import jvp_program, jvp_rules
+from .autodiff.vjp import differentiable, vjp_forward, vjp_program
+from .core.closure import reorder
+from .core.primitive import abstract_rules, eval_rules, primitive
+from .core.staging import abstract, stage
+from .core.trace import Tracer, bind
+from .errors import NotDifferentiableError, ShapeError, TreeError
+from .nx import ops as nx
+from .nx.creation import zeros
+
+scan_p = primitive("scan", multiple_results=True)
+cond_p = primitive("cond", multiple_results=True)
+while_p = primitive("while_loop", multiple_results=True)
+
+
+def _zeros(aval):
+    return zeros(aval.shape, aval.dtype, aval.device)
+
+
+def _leaves(x):
+    leaves, struct = tree.flatten(x)
+    return [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves], struct
+
+
+def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
+    if struct_in != struct_out:
+        raise TreeError(f"{where}: the carry changed structure from {struct_in} to {struct_out}")
+    for path, a, b in zip(paths, avals_in, avals_out):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ShapeError(f"{where}: the carry leaf {path or '(root)'} went in as "
+                             f"{a.describe()} and came out as {b.describe()}; a loop carry must "
+                             f"keep its shape and dtype")
+
+
+# ---------------------------------------------------------------- scan
+
+def scan(f, init, xs, length=None, reverse=False):
+    """Loop `f(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (carry, ys)."""
+    init_leaves, carry_struct = _leaves(init)
+    x_leaves, xs_struct = _leaves(xs)
+    lengths = {x.shape[0] for x in x_leaves if x.ndim}
+    if any(x.ndim == 0 for x in x_leaves):
+        raise ShapeError("scan: every leaf of xs needs a leading axis to scan over; got a scalar")
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) != 1:
+        raise ShapeError(f"scan: xs leaves and length disagree on the number of rows: {sorted(lengths)}"
+                         if lengths else "scan: no xs given; pass length=")
+    n = lengths.pop()
+    carry_avals = [abstract(c).strong() for c in init_leaves]
+    row_avals = [x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves]
+    paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
+    ys_box = []
+
+    def step(*args):
+        carry = tree.unflatten(carry_struct, args[:len(carry_avals)])
+        x = tree.unflatten(xs_struct, args[len(carry_avals):])
+        result = f(carry, x)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TreeError("scan: the step function must return a pair (carry, y)")
+        new_carry, y = result
+        c_leaves, c_struct = _leaves(new_carry)
+        _check_carry("scan", carry_struct, c_struct, carry_avals, [c.aval for c in c_leaves], paths)
+        c_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(c_leaves, carry_avals)]
+        y_leaves, y_struct = _leaves(y)
+        ys_box.append(y_struct)
+        return c_leaves + y_leaves
+
+    body, consts = stage(step, carry_avals + row_avals).closed()
+    init_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(init_leaves, carry_avals)]
+    outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
+                num_carry=len(carry_avals), length=n, reverse=bool(reverse))
+    nc = len(carry_avals)
+    return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_box[0], outs[nc:])
+
+
+def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
+    outs = body.out_avals
+    return outs[:num_carry] + [a.update(shape=(length,) + a.shape) for a in outs[num_carry:]]
+
+
+def _scan_eval(*args, body, num_consts, num_carry, length, reverse):
+    from .jit.plan import program_plan, run_scan_arrays
+    return run_scan_arrays(program_plan(body), args, num_consts, num_carry, length, reverse)
+
+
+abstract_rules[scan_p] = _scan_abstract
+eval_rules[scan_p] = _scan_eval
+
+
+def scan_flat(step, consts, init, xs, length, reverse):
+    """Scan a flat step `step(*consts, *carry, *x_row) -> carry + ys` (internal, for rules)."""
+    in_avals = [abstract(v).strong() for v in consts] + [abstract(v).strong() for v in init] + \
+        [abstract(v).update(shape=abstract(v).shape[1:]).strong() for v in xs]
+    body, extra = stage(step, in_avals).closed()
+    return bind(scan_p, *extra, *consts, *init, *xs, body=body, num_consts=len(extra) + len(consts),
+                num_carry=len(init), length=length, reverse=reverse)
+
+
+def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    nonzero = [t is not None for t in tangents]
+    while True:  # carries whose tangents can be nonzero: a fixpoint over the body
+        prog, out_mask = jvp_program(body, nonzero)
+        grown = [a or b for a, b in zip(nonzero[nc:nc + nk], out_mask[:nk])]
+        if grown == nonzero[nc:nc + nk]:
+            break
+        nonzero[nc:nc + nk] = grown
+    # jvp_program orders inputs (primals, tangents): regroup as consts, carry, xs.
+    n = len(primals)
+    t_index = {i: n + k for k, i in enumerate(i for i in range(n) if nonzero[i])}
+    groups = [range(0, nc), range(nc, nc + nk), range(nc + nk, n)]
+    in_order = [j for g in groups for j in list(g) + [t_index[i] for i in g if nonzero[i]]]
+    n_out = len(body.outvars)
+    t_out = {i: n_out + k for k, i in enumerate(i for i in range(n_out) if out_mask[i])}
+    out_groups = [range(0, nk), range(nk, n_out)]
+    out_order = [j for g in out_groups for j in list(g) + [t_out[i] for i in g if out_mask[i]]]
+    prog = reorder(prog, in_order, out_order)
+    body2, consts2 = prog.closed()
+    ts = [t if t is not None else _zeros(abstract(p)) for p, t in zip(primals, tangents)]
+    operands = list(consts2)
+    for g in groups:
+        operands += [primals[i] for i in g] + [ts[i] for i in g if nonzero[i]]
+    outs = bind(scan_p, *operands, body=body2,
+                num_consts=len(consts2) + nc + sum(nonzero[:nc]),
+                num_carry=nk + sum(nonzero[nc:nc + nk]), length=length, reverse=reverse)
+    it = iter(outs)
+    primal_out, tangent_out = [], []
+    for g in out_groups:
+        ps = [next(it) for _ in g]
+        tm = {i: next(it) for i in g if out_mask[i]}
+        primal_out += ps
+        tangent_out += [tm.get(i) for i in g]
+    return primal_out, tangent_out
+
+
+jvp_rules[scan_p] = _scan_jvp
+
+
+def _scan_vjp_fwd(primals, tracked, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    tracked = list(tracked)
+    while True:
+        fwd, bwd, num_res, out_tracked = vjp_program(body, tracked)
+        grown = [a or b for a, b in zip(tracked[nc:nc + nk], out_tracked[:nk])]
+        if grown == tracked[nc:nc + nk]:
+            break
+        tracked[nc:nc + nk] = grown
+    fwd_body, fwd_consts = fwd.closed()
+    outs = bind(scan_p, *fwd_consts, *primals, body=fwd_body, num_consts=len(fwd_consts) + nc,
+                num_carry=nk, length=length, reverse=reverse)
+    n_out = len(body.outvars)
+    res = dict(stacked=outs[n_out:], bwd=bwd, tracked=tracked, out_avals=body.out_avals)
+    return outs[:n_out], res
+
+
+def _scan_vjp_bwd(cts, res, tracked_in, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    tracked, bwd, stacked = res["tracked"], res["bwd"], res["stacked"]
+    avals = body.in_avals
+    out_avals = res["out_avals"]
+    cts = [c if c is not None else _zeros(a if i < nk else a.update(shape=(length,) + a.shape))
+           for i, (c, a) in enumerate(zip(cts, out_avals))]
+    t_consts = [i for i in range(nc) if tracked[i]]
+    t_carry = [i for i in range(nc, nc + nk) if tracked[i]]
+    t_xs = [i for i in range(nc + nk, len(avals)) if tracked[i]]
+    n_res = len(stacked)
+    carry_zeros = [_zeros(out_avals[i]) for i in range(nk)]
+
+    def step(*args):
+        # carry: (const cts so far, carry cts); xs: (residual row, ys cts row)
+        acc = list(args[:len(t_consts)])
+        ct_carry_t = args[len(t_consts):len(t_consts) + len(t_carry)]
+        rest = args[len(t_consts) + len(t_carry):]
+        res_row, ct_y = rest[:n_res], rest[n_res:]
+        ct_carry = list(carry_zeros)
+        for k, i in enumerate(t_carry):
+            ct_carry[i - nc] = ct_carry_t[k]
+        in_cts = bwd(*res_row, *ct_carry, *ct_y)
+        got = dict(zip([i for i in range(len(avals)) if tracked[i]], in_cts))
+        new_acc = [nx.add(a, got[i]) for a, i in zip(acc, t_consts)]
+        return new_acc + [got[i] for i in t_carry] + [got[i] for i in t_xs]
+
+    init = [_zeros(avals[i]) for i in t_consts] + [cts[i - nc] for i in t_carry]
+    outs = scan_flat(step, [], init, list(stacked) + list(cts[nk:]), length, not reverse)
+    got = dict(zip(t_consts + t_carry + t_xs, outs))
+    return [got.get(i) if tracked_in[i] else None for i in range(len(avals))]
+
+
+vjp_forward[scan_p] = (_scan_vjp_fwd, _scan_vjp_bwd)
+
+
+# ---------------------------------------------------------------- cond
+
+def cond(pred, true_fn, false_fn, *operands):
+    """`true_fn(*operands)` if `pred` else `false_fn(*operands)`; both are staged."""
+    return switch(nx.astype(_pred(pred), np.int32), (false_fn, true_fn), *operands)
+
+
+def _pred(pred):
+    p = pred if hasattr(pred, "aval") else nx.asarray(pred)
+    if p.shape != ():
+        raise ShapeError(f"cond: the predicate must be a scalar, got shape {p.shape}")
+    return p
+
+
+def switch(index, branches, *operands):
+    """`branches[index](*operands)`, index clamped into range; every branch is staged."""
+    index = nx.asarray(index) if not hasattr(index, "aval") else index
+    if index.shape != () or index.dtype.kind not in "iub":
+        raise ShapeError(f"switch: the index must be an integer scalar, got {index.aval.describe()}")
+    index = nx.clip(nx.astype(index, np.int32), 0, len(branches) - 1)
+    leaves, in_struct = _leaves(operands)
+    avals = [abstract(x) for x in leaves]
+    programs, consts, structs = [], [], []
+    for fn in branches:
+        box = []
+
+        def flat(*xs, fn=fn, box=box):
+            out_leaves, s = _leaves(fn(*tree.unflatten(in_struct, xs)))
+            box.append(s)
+            return out_leaves
+
+        prog, c = stage(flat, avals).closed()
+        programs.append(prog)
+        consts.append(c)
+        structs.append(box[0])
+    for s, p in zip(structs[1:], programs[1:]):
+        if s != structs[0]:
+            raise TreeError(f"cond: branches return different structures: {structs[0]} and {s}")
+        for a, b in zip(programs[0].out_avals, p.out_avals):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                raise ShapeError(f"cond: branches return different values: {a.describe()} and "
+                                 f"{b.describe()}")
+    branches_, all_consts = _share_consts(programs, consts)
+    outs = bind(cond_p, index, *all_consts, *leaves, branches=tuple(branches_),
+                num_consts=len(all_consts))
+    return tree.unflatten(structs[0], outs)
+
+
+def _share_consts(programs, consts):
+    """Branch programs that all take every branch's constants, and those constants."""
+    all_consts = [c for cs in consts for c in cs]
+    out, offset = [], 0
+    for prog, cs in zip(programs, consts):
+        before, after = offset, len(all_consts) - offset - len(cs)
+        in_avals = [abstract(c).strong() for c in all_consts] + prog.in_avals[len(cs):]
+
+        def take(*args, prog=prog, lo=before, k=len(cs)):
+            return prog(*args[lo:lo + k], *args[len(all_consts):])
+
+        out.append(stage(take, in_avals))
+        offset += len(cs)
+        del after
+    return out, all_consts
+
+
+def _cond_abstract(index, *avals, branches, num_consts):
+    return [a.strong() if a.weak else a for a in branches[0].out_avals]
+
+
+def _cond_eval(index, *args, branches, num_consts):
+    return branches[int(index.item())](*args)
+
+
+abstract_rules[cond_p] = _cond_abstract
+eval_rules[cond_p] = _cond_eval
+
+
+def _cond_jvp(primals, tangents, *, branches, num_consts):
+    index, args = primals[0], primals[1:]
+    nonzero = [t is not None for t in tangents[1:]]
+    progs = []
+    for b in branches:
+        prog, out_mask = jvp_program(b, nonzero)
+        progs.append(_instantiate_tangents(prog, out_mask, b.out_avals))
+    ts = [t for t in tangents[1:] if t is not None]
+    outs = bind(cond_p, index, *args, *ts, branches=tuple(progs), num_consts=num_consts)
+    n = len(branches[0].outvars)
+    touts = [t if differentiable(a) else None for t, a in zip(outs[n:], branches[0].out_avals)]
+    return outs[:n], touts
+
+
+def _instantiate_tangents(prog, out_mask, out_avals):
+    """`prog` changed to output one tangent per output (zeros where none can flow)."""
+    n = len(out_avals)
+
+    def full(*args):
+        outs = prog(*args)
+        given = iter(outs[n:])
+        return list(outs[:n]) + [next(given) if m else _zeros(a.strong())
+                                 for m, a in zip(out_mask, out_avals)]
+
+    return stage(full, prog.in_avals)
+
+
+jvp_rules[cond_p] = _cond_jvp
+
+
+def _cond_vjp_fwd(primals, tracked, *, branches, num_consts):
+    index, args = primals[0], primals[1:]
+    mask = list(tracked[1:])
+    splits = [vjp_program(b, mask) for b in branches]
+    res_avals = [[v.aval for v in f.outvars[len(b.outvars):]] for (f, _, _, _), b in zip(splits, branches)]
+    n = len(branches[0].outvars)
+    fwds, bwds = [], []
+    offsets = np.cumsum([0] + [len(r) for r in res_avals])
+    total = int(offsets[-1])
+    all_res_avals = [a for r in res_avals for a in r]
+    for k, (f, b, _, _) in enumerate(splits):
+        fwds.append(_widen_residuals(f, n, all_res_avals, int(offsets[k])))
+        bwds.append(_narrow_residuals(b, all_res_avals, int(offsets[k]), len(res_avals[k])))
+    fwd_progs, consts = zip(*[p.closed() for p in fwds])
+    fwd_shared, extra = _share_consts(list(fwd_progs), list(consts))
+    outs = bind(cond_p, index, *extra, *args, branches=tuple(fwd_shared), num_consts=len(extra))
+    return outs[:n], dict(index=index, res=outs[n:n + total], bwds=bwds, tracked=mask,
+                          out_avals=branches[0].out_avals)
+
+
+def _widen_residuals(fwd, n, all_res_avals, offset):
+    """Forward branch that outputs every branch's residual slots (zeros for the others')."""
+    def wide(*args):
+        outs = fwd(*args)
+        mine = outs[n:]
+        res = [_zeros(a) for a in all_res_avals]
+        res[offset:offset + len(mine)] = mine
+        return list(outs[:n]) + res
+    return stage(wide, fwd.in_avals)
+
+
+def _narrow_residuals(bwd, all_res_avals, offset, count):
+    n_all = len(all_res_avals)
+
+    def narrow(*args):
+        return bwd(*args[offset:offset + count], *args[n_all:])
+    return stage(narrow, all_res_avals + bwd.in_avals[count:])
+
+
+def _cond_vjp_bwd(cts, res, tracked_in, *, branches, num_consts):
+    out_avals = res["out_avals"]
+    cts = [c if c is not None else _zeros(a.strong()) for c, a in zip(cts, out_avals)]
+    progs, consts = zip(*[b.closed() for b in res["bwds"]])
+    shared, extra = _share_consts(list(progs), list(consts))
+    in_cts = bind(cond_p, res["index"], *extra, *res["res"], *cts, branches=tuple(shared),
+                  num_consts=len(extra))
+    it = iter(in_cts)
+    return [None] + [next(it) if t else None for t in res["tracked"]]
+
+
+vjp_forward[cond_p] = (_cond_vjp_fwd, _cond_vjp_bwd)
+
+
+# ---------------------------------------------------------------- while
+
+def while_loop(cond_fun, body_fun, init_val):
+    """Repeat `body_fun` on the carry while `cond_fun(carry)` holds."""
+    leaves, struct = _leaves(init_val)
+    avals = [abstract(x).strong() for x in leaves]
+    paths = [p for p, _ in tree.flatten_with_paths(init_val)[0]]
+
+    def flat_cond(*xs):
+        p = cond_fun(tree.unflatten(struct, xs))
+        p = p if hasattr(p, "aval") else nx.asarray(p)
+        if p.shape != () or p.dtype.kind not in "biu":
+            raise ShapeError(f"while_loop: cond_fun must return a boolean scalar, got {p.aval.describe()}")
+        return [nx.astype(p, np.bool_)]
+
+    def flat_body(*xs):
+        out_leaves, s = _leaves(body_fun(tree.unflatten(struct, xs)))
+        _check_carry("while_loop", struct, s, avals, [o.aval for o in out_leaves], paths)
+        return [nx.astype(o, a.dtype) if o.weak else o for o, a in zip(out_leaves, avals)]
+
+    cond_prog, cc = stage(flat_cond, avals).closed()
+    body_prog, bc = stage(flat_body, avals).closed()
+    leaves = [nx.astype(x, a.dtype) if x.weak else x for x, a in zip(leaves, avals)]
+    outs = bind(while_p, *cc, *bc, *leaves, cond=cond_prog, body=body_prog,
+                num_cond_consts=len(cc), num_body_consts=len(bc))
+    return tree.unflatten(struct, outs)
+
+
+def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
+    return body.out_avals
+
+
+def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
+    from .jit.plan import program_plan, run_while_arrays
+    return run_while_arrays(program_plan(cond), program_plan(body), args, num_cond_consts,
+                            num_body_consts)
+
+
+abstract_rules[while_p] = _while_abstract
+eval_rules[while_p] = _while_eval
+
+
+def _while_jvp(primals, tangents, *, cond, body, num_cond_consts, num_body_consts):
+    ncc, nbc = num_cond_consts, num_body_consts
+    nk = len(primals) - ncc - nbc
+    body_nonzero = [t is not None for t in tangents[ncc:]]
+    while True:
+        prog, out_mask = jvp_program(body, body_nonzero)
+        grown = [a or b for a, b in zip(body_nonzero[nbc:], out_mask)]
+        if grown == body_nonzero[nbc:]:
+            break
+        body_nonzero[nbc:] = grown
+    carry_mask = body_nonzero[nbc:]
+    n_ct = sum(body_nonzero[:nbc])
+    # body': (consts, const tangents, carry, carry tangents) in that order
+    n = nbc + nk
+    t_index = {i: n + k for k, i in enumerate(i for i in range(n) if body_nonzero[i])}
+    in_order = list(range(nbc)) + [t_index[i] for i in range(nbc) if body_nonzero[i]] + \
+        list(range(nbc, n)) + [t_index[i] for i in range(nbc, n) if body_nonzero[i]]
+    body2 = reorder(prog, in_order)
+    body2, bconsts = body2.closed()
+    carry_avals = body.out_avals
+    tangent_avals = [a for a, m in zip(carry_avals, carry_mask) if m]
+
+    def cond2(*args):
+        return cond(*args[:ncc + nk])
+    cond_prog, cconsts = stage(cond2, cond.in_avals + tangent_avals).closed()
+    cts = [t for t in tangents[ncc:ncc + nbc] if t is not None]
+    carry = list(primals[ncc + nbc:])
+    carry_t = [t if t is not None else _zeros(abstract(p).strong())
+               for p, t, m in zip(carry, tangents[ncc + nbc:], carry_mask) if m]
+    outs = bind(while_p, *cconsts, *primals[:ncc], *bconsts, *primals[ncc:ncc + nbc], *cts,
+                *carry, *carry_t, cond=cond_prog, body=body2,
+                num_cond_consts=len(cconsts) + ncc, num_body_consts=len(bconsts) + nbc + n_ct)
+    it = iter(outs[nk:])
+    return outs[:nk], [next(it) if m else None for m in carry_mask]
+
+
+jvp_rules[while_p] = _while_jvp
+
+
+def _while_vjp_fwd(primals, tracked, **params):
+    raise NotDifferentiableError(
+        "reverse-mode differentiation of while_loop is not supported: its trip count is only known "
+        "at run time. Use rune.scan or rune.fori_loop with static bounds, or forward mode (jvp)")
+
+
+vjp_forward[while_p] = (_while_vjp_fwd, None)
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """`body_fun(i, carry)` for i in [lower, upper). Static bounds lower to scan (differentiable)."""
+    static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
+    if static:
+        lo, hi = int(lower), int(upper)
+        carry, _ = scan(lambda c, i: (body_fun(i, c), None), init_val,
+                        nx.arange(lo, max(hi, lo), dtype=np.int32))
+        return carry
+    lower = nx.astype(lower, np.int32)
+    upper = nx.astype(upper, np.int32)
+    _, out = while_loop(lambda s: nx.less(s[0], upper),
+                        lambda s: (nx.add(s[0], 1), body_fun(s[0], s[1])), (lower, init_val))
+    return out

@@ -1,0 +1,284 @@
+"""Plans: how a Program is evaluated (DESIGN 2.4).
+
+A plan is a list of steps over a flat environment of raw backend arrays:
+`Stretch` (a run of first-order primitives: one compiled call; here run by a
+NumPy interpreter), `Callback`, `Loop` (scan / while, with a nested plan for
+the body), `Branch` (cond) and `Transfer`. Calls to custom rules and
+checkpoints are inlined: a plan evaluates only their forward computation.
+Every stretch without a callback is one unit, so a kernel compiler can later
+replace `Stretch.run` without touching anything else.
+"""
+from ..core.program import Literal
+from ..devices import current_default
+from ..nx.array import Array
+from ..stats import COUNTERS
+
+# Higher-order primitives a plan inlines: name -> (program param, number of outputs kept).
+INLINED = {
+    "custom_vjp_call": lambda p: (p["fwd"], p["num_out"]),
+    "custom_jvp_call": lambda p: (p["fun"], None),
+    "checkpoint": lambda p: (p["program"], None),
+}
+
+
+class Plan:
+    def __init__(self, program):
+        self.program = program
+        self.slots = 0
+        self.constants = {}   # slot -> raw value
+        self.steps = []
+        self._ops = []        # the stretch being filled
+        consts = [self._new_const(_raw(c)) for c in program.consts]
+        self.in_slots = [self._new() for _ in program.invars]
+        self.out_slots = self._emit(program, consts + self.in_slots)
+        self._close_stretch()
+        self.out_avals = program.out_avals
+        self.template = [None] * self.slots
+        for s, v in self.constants.items():
+            self.template[s] = v
+
+    def _new(self):
+        self.slots += 1
+        return self.slots - 1
+
+    def _new_const(self, value):
+        s = self._new()
+        self.constants[s] = value
+        return s
+
+    def _emit(self, program, in_slots):
+        """Add `program`'s equations reading from `in_slots`; returns its output slots."""
+        where = dict(zip(program.constvars + program.invars, in_slots))
+
+        def slot(atom):
+            if type(atom) is Literal:
+                return self._new_const(atom.value)
+            return where[atom]
+
+        for eqn in program.eqns:
+            ins = [slot(a) for a in eqn.inputs]
+            name = eqn.prim.name
+            if name in INLINED:
+                inner, keep = INLINED[name](eqn.params)
+                outs = self._emit(inner, ins)
+                outs = outs if keep is None else outs[:keep]
+            elif name in STEP_KINDS:
+                self._close_stretch()
+                outs = [self._new() for _ in eqn.outputs]
+                self.steps.append(STEP_KINDS[name](eqn, ins, outs))
+            else:
+                outs = [self._new() for _ in eqn.outputs]
+                self._ops.append((eqn, ins, outs))
+            where.update(zip(eqn.outputs, outs))
+        return [slot(a) for a in program.outvars]
+
+    def _close_stretch(self):
+        if self._ops:
+            self.steps.append(Stretch(self._ops))
+            self._ops = []
+
+    def run(self, args):
+        """Evaluate on raw arrays (constants first as the program orders them)."""
+        env = list(self.template)
+        for s, a in zip(self.in_slots, args):
+            env[s] = a
+        for step in self.steps:
+            step.run(env)
+        return [env[s] for s in self.out_slots]
+
+    def __repr__(self):
+        lines = [f"Plan: {len(self.in_slots)} inputs, {len(self.out_slots)} outputs, "
+                 f"{len(self.steps)} steps"]
+        for i, step in enumerate(self.steps):
+            lines.append(_indent(f"[{i}] {step.describe()}", 2))
+        return "\n".join(lines)
+
+
+def _indent(text, n):
+    return "\n".join(" " * n + line for line in text.splitlines())
+
+
+def _raw(value):
+    return value._raw if isinstance(value, Array) else value
+
+
+def _device(aval):
+    return aval.device if aval.device is not None else current_default()
+
+
+def _impl(eqn):
+    from ..backends import backend_for
+    device = next((a.aval.device for a in eqn.inputs if a.aval.device is not None), None)
+    return backend_for(device or current_default()).IMPLS[eqn.prim.name]
+
+
+class Stretch:
+    """A run of first-order primitives evaluated as one unit."""
+
+    def __init__(self, ops):
+        self.eqns = [eqn for eqn, _, _ in ops]
+        self.ops = [(_impl(eqn), ins, outs[0] if not eqn.prim.multiple_results else outs,
+                     eqn.params, eqn.prim.multiple_results) for eqn, ins, outs in ops]
+
+    def run(self, env):
+        COUNTERS["stretches_run"] += 1
+        for impl, ins, out, params, many in self.ops:
+            result = impl(*[env[i] for i in ins], **params)
+            if many:
+                for o, r in zip(out, result):
+                    env[o] = r
+            else:
+                env[out] = result
+
+    def describe(self):
+        names = " ".join(e.prim.name for e in self.eqns)
+        return f"stretch of {len(self.eqns)} ops: {names}"
+
+
+class CallbackStep:
+    def __init__(self, eqn, ins, outs):
+        self.fn = eqn.params["fn"]
+        self.in_devices = [_device(a.aval) for a in eqn.inputs]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        arrays = [Array(env[i], d) for i, d in zip(self.ins, self.in_devices)]
+        for o, r in zip(self.outs, self.fn(arrays)):
+            env[o] = r._raw
+
+    def describe(self):
+        return f"callback {self.fn.name} ({len(self.ins)} in, {len(self.outs)} out)"
+
+
+class ScanStep:
+    def __init__(self, eqn, ins, outs):
+        p = eqn.params
+        self.body = program_plan(p["body"])
+        self.params = (p["num_consts"], p["num_carry"], p["length"], p["reverse"])
+        self.out_avals = [v.aval for v in eqn.outputs]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        result = run_scan(self.body, [env[i] for i in self.ins], *self.params, self.out_avals)
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        nc, nk, length, reverse = self.params
+        return (f"loop scan (length {length}{', reverse' if reverse else ''}, {nk} carries), "
+                f"step:\n{_indent(repr(self.body), 2)}")
+
+
+class WhileStep:
+    def __init__(self, eqn, ins, outs):
+        p = eqn.params
+        self.cond, self.body = program_plan(p["cond"]), program_plan(p["body"])
+        self.counts = (p["num_cond_consts"], p["num_body_consts"])
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        result = run_while(self.cond, self.body, [env[i] for i in self.ins], *self.counts)
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        return (f"loop while, cond:\n{_indent(repr(self.cond), 2)}\n  body:\n"
+                f"{_indent(repr(self.body), 2)}")
+
+
+class BranchStep:
+    def __init__(self, eqn, ins, outs):
+        self.branches = [program_plan(b) for b in eqn.params["branches"]]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        index = int(env[self.ins[0]])
+        result = self.branches[index].run([env[i] for i in self.ins[1:]])
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        return "branch cond:\n" + "\n".join(_indent(f"branch {k}: {b!r}", 2)
+                                            for k, b in enumerate(self.branches))
+
+
+class TransferStep:
+    def __init__(self, eqn, ins, outs):
+        from ..devices import transfer
+        self.transfer = transfer
+        self.src, self.dst = eqn.params["src"], eqn.params["device"]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        env[self.outs[0]] = self.transfer(env[self.ins[0]], self.src, self.dst)
+
+    def describe(self):
+        return f"transfer {self.src} -> {self.dst}"
+
+
+STEP_KINDS = {"callback": CallbackStep, "scan": ScanStep, "while_loop": WhileStep,
+              "cond": BranchStep, "place": TransferStep}
+
+
+def program_plan(program):
+    """The plan of `program`, built once and kept with it."""
+    plan = program._plan
+    if plan is None:
+        plan = program._plan = Plan(program)
+        COUNTERS["compiles"] += 1
+    return plan
+
+
+def _xp(aval):
+    from ..backends import backend_for
+    return backend_for(_device(aval))
+
+
+def run_scan(body, args, num_consts, num_carry, length, reverse, out_avals):
+    """Run a scan on raw arrays: the body plan once per row."""
+    consts = args[:num_consts]
+    carry = args[num_consts:num_consts + num_carry]
+    xs = args[num_consts + num_carry:]
+    n_ys = len(out_avals) - num_carry
+    rows = [[] for _ in range(n_ys)]
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    run = body.run
+    for i in order:
+        outs = run(consts + carry + [x[i] for x in xs])
+        carry = outs[:num_carry]
+        for r, y in zip(rows, outs[num_carry:]):
+            r.append(y)
+    ys = []
+    for r, aval in zip(rows, out_avals[num_carry:]):
+        if reverse:
+            r.reverse()
+        ys.append(_xp(aval).stack(r, aval) if r else _xp(aval).empty(aval))
+    return list(carry) + ys
+
+
+def run_while(cond, body, args, num_cond_consts, num_body_consts):
+    cc = args[:num_cond_consts]
+    bc = args[num_cond_consts:num_cond_consts + num_body_consts]
+    carry = args[num_cond_consts + num_body_consts:]
+    while bool(cond.run(cc + carry)[0]):
+        carry = body.run(bc + carry)
+    return carry
+
+
+def _wrap(raws, avals):
+    return [Array(r, _device(a)) for r, a in zip(raws, avals)]
+
+
+def run_scan_arrays(body, args, num_consts, num_carry, length, reverse):
+    """Eager scan: the same plan as under jit, on concrete Arrays."""
+    from ..control import _scan_abstract
+    out_avals = _scan_abstract(body=body.program, num_consts=num_consts, num_carry=num_carry,
+                               length=length, reverse=reverse)
+    raws = run_scan(body, [_raw(a) for a in args], num_consts, num_carry, length, reverse, out_avals)
+    return _wrap(raws, out_avals)
+
+
+def run_while_arrays(cond, body, args, num_cond_consts, num_body_consts):
+    raws = run_while(cond, body, [_raw(a) for a in args], num_cond_consts, num_body_consts)
+    return _wrap(raws, body.out_avals)
+
