@@ -19,3 +19,4 @@ from .autodiff.custom import custom_jvp, custom_vjp
 from .callback import Spec, callback
 from .control import cond, fori_loop, scan, switch, while_loop
 from .jit.api import jit
+from .batching import vmap

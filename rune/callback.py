@@ -42,12 +42,13 @@ tree.register(Spec, lambda s: ((), (s.shape, s.dtype, s.device)), lambda aux, _:
 
 class HostFunction:
     """What a callback equation runs: the function and the declared result layout."""
-    __slots__ = ("fn", "name", "in_struct", "out_struct", "out_avals", "host")
+    __slots__ = ("fn", "name", "in_struct", "out_struct", "out_avals", "host", "counts")
 
-    def __init__(self, fn, in_struct, out_struct, out_avals, host):
+    def __init__(self, fn, in_struct, out_struct, out_avals, host, name=None, counts=True):
         self.fn, self.in_struct, self.out_struct = fn, in_struct, out_struct
         self.out_avals, self.host = out_avals, host
-        self.name = getattr(fn, "__name__", type(fn).__name__)
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.counts = counts  # a vmap wrapper's lanes count themselves
 
     def __repr__(self):
         return self.name
@@ -57,9 +58,11 @@ class HostFunction:
         if self.host:
             arrays = [place(a, _HOST) if isinstance(a, Array) else a for a in arrays]
         args = tree.unflatten(self.in_struct, arrays)
-        COUNTERS["callbacks_run"] += 1
+        COUNTERS["callbacks_run"] += self.counts
         try:
             result = self.fn(*args)
+        except CallbackError:
+            raise
         except Exception as e:
             raise CallbackError(f"callback {self.name} raised {type(e).__name__}: {e}") from e
         return self.check(result)
@@ -76,6 +79,23 @@ class HostFunction:
         for i, (leaf, aval) in enumerate(zip(leaves, self.out_avals)):
             out.append(_conform(self.name, i, leaf, aval))
         return out
+
+
+    def over_lanes(self, batched, size):
+        """This function under vmap, "sequential": called once per lane, in lane order."""
+        def lanes(*leaves):
+            results = [self([x[b] if m else x for x, m in zip(leaves, batched)]) for b in range(size)]
+            return [nx.stack([r[k] for r in results]) for k in range(len(self.out_avals))]
+        return self._batched(lanes, tree.structure(tuple(batched)), size, counts=False)
+
+    def over_batch(self, size):
+        """This function under vmap, "batched": called once, the batch axis leading everywhere."""
+        return self._batched(self.fn, self.in_struct, size, counts=True)
+
+    def _batched(self, fn, in_struct, size, counts):
+        out_avals = [a.update(shape=(size,) + a.shape) for a in self.out_avals]
+        out_struct = self.out_struct if counts else tree.structure([0] * len(out_avals))
+        return HostFunction(fn, in_struct, out_struct, out_avals, self.host, self.name, counts)
 
 
 _HOST = get_device("cpu")

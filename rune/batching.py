@@ -1,0 +1,456 @@
+"""vmap: a batch interpreter on the same stack, and a batching rule per primitive.
+
+A BatchTracer holds a value of the parent interpreter and the axis along which
+it is batched (None: the same for every lane). Rules receive values and batch
+axes and return batched results; most first move the batch axis to the front.
+Primitives without a rule fall back to a loop over lanes (correct, slower).
+"""
+import functools
+
+import numpy as np
+
+from . import tree
+from .core import trace as _trace
+from .core.prims import BINARY, COMPARE, PREDICATE, P, REDUCE, UNARY
+from .core.staging import stage
+from .core.trace import Interpreter, Tracer, bind
+from .errors import ShapeError, TreeError
+from .nx import ops as nx
+
+# primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
+batch_rules = {}
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("value", "bdim")
+
+    def __init__(self, interp, value, bdim):
+        self.interp = interp
+        self.value = value
+        self.bdim = bdim
+        a = value.aval if hasattr(value, "aval") else _trace.aval_of(value)
+        self.aval = a.update(shape=a.shape[:bdim] + a.shape[bdim + 1:])
+
+
+class BatchInterpreter(Interpreter):
+    def __init__(self, size):
+        self.parent = _trace.current()
+        self.size = size
+
+    def process(self, prim, args, params):
+        values, dims = [], []
+        for a in args:
+            if isinstance(a, BatchTracer) and a.interp is self:
+                values.append(a.value)
+                dims.append(a.bdim)
+            else:
+                values.append(a)
+                dims.append(None)
+        saved = _trace._current.interp
+        _trace._current.interp = self.parent
+        try:
+            if all(d is None for d in dims):
+                return bind(prim, *values, **params)
+            rule = batch_rules.get(prim, functools.partial(_loop_rule, prim))
+            outs, out_dims = rule(values, dims, self.size, **params)
+        finally:
+            _trace._current.interp = saved
+        if prim.multiple_results:
+            return [BatchTracer(self, o, d) if d is not None else o for o, d in zip(outs, out_dims)]
+        return BatchTracer(self, outs, out_dims) if out_dims is not None else outs
+
+    def unwrap(self, x):
+        if isinstance(x, BatchTracer) and x.interp is self:
+            return x.value, x.bdim
+        return x, None
+
+
+# ---------------------------------------------------------------- helpers
+
+def _ndim(x):
+    return x.ndim if hasattr(x, "ndim") else 0
+
+
+def to_front(x, d):
+    """`x` with batch axis `d` moved to axis 0."""
+    return x if d == 0 else nx.moveaxis(x, d, 0)
+
+
+def materialize(x, d, size):
+    """`x` batched at axis 0 (broadcast if it was the same for every lane)."""
+    if d is not None:
+        return to_front(x, d)
+    x = x if hasattr(x, "shape") else nx.asarray(x)
+    return nx.broadcast_to(nx.expand_dims(x, 0), (size,) + tuple(x.shape))
+
+
+def lane(x, d, b):
+    return x if d is None else nx.squeeze(nx.slice_in_dim(x, b, b + 1, axis=d), d)
+
+
+def _loop_rule(prim, values, dims, size, **params):
+    """Any primitive, batched by running it once per lane and stacking."""
+    results = [bind(prim, *[lane(v, d, b) for v, d in zip(values, dims)], **params)
+               for b in range(size)]
+    if prim.multiple_results:
+        outs = [nx.stack([r[k] for r in results]) for k in range(len(results[0]))]
+        return outs, [0] * len(outs)
+    return nx.stack(results), 0
+
+
+# ---------------------------------------------------------------- elementwise
+
+def _elementwise_rule(prim):
+    def rule(values, dims, size, **params):
+        rank = max(_ndim(v) - (d is not None) for v, d in zip(values, dims))
+        aligned = []
+        for v, d in zip(values, dims):
+            if d is None:
+                aligned.append(v)
+            else:
+                v = to_front(v, d)
+                aligned.append(nx.reshape(v, (size,) + (1,) * (rank - v.ndim + 1) + tuple(v.shape[1:])))
+        return bind(prim, *aligned, **params), 0
+    return rule
+
+
+for _name in UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert", "place"):
+    batch_rules[P[_name]] = _elementwise_rule(P[_name])
+
+
+def _front_rule(prim, shift_params):
+    """Unary structural primitives: move the batch axis first, then adjust params."""
+    def rule(values, dims, size, **params):
+        x = to_front(values[0], dims[0])
+        return bind(prim, x, *values[1:], **shift_params(params, size)), 0
+    batch_rules[prim] = rule
+
+
+def _shift_axes(params, size):
+    return {**params, "axes": tuple(a + 1 for a in params["axes"])}
+
+
+for _name in REDUCE + ("rev",):
+    _front_rule(P[_name], _shift_axes)
+_front_rule(P["argmax"], lambda p, size: {**p, "axis": p["axis"] + 1})
+_front_rule(P["argmin"], lambda p, size: {**p, "axis": p["axis"] + 1})
+_front_rule(P["reshape"], lambda p, size: {"shape": (size,) + tuple(p["shape"])})
+_front_rule(P["transpose"], lambda p, size: {"perm": (0,) + tuple(a + 1 for a in p["perm"])})
+_front_rule(P["slice"], lambda p, size: {"starts": (0,) + p["starts"], "limits": (size,) + p["limits"],
+                                         "strides": (1,) + p["strides"]})
+
+
+def _broadcast_rule(values, dims, size, *, shape):
+    x = to_front(values[0], dims[0])
+    x = nx.reshape(x, (size,) + (1,) * (len(shape) - x.ndim + 1) + tuple(x.shape[1:]))
+    return bind(P["broadcast_to"], x, shape=(size,) + tuple(shape)), 0
+
+
+batch_rules[P["broadcast_to"]] = _broadcast_rule
+
+
+def _pad_rule(values, dims, size, *, config):
+    if dims[1] is not None:
+        return _loop_rule(P["pad"], values, dims, size, config=config)
+    x = to_front(values[0], dims[0])
+    return bind(P["pad"], x, values[1], config=((0, 0),) + tuple(config)), 0
+
+
+batch_rules[P["pad"]] = _pad_rule
+
+
+def _concat_rule(values, dims, size, *, axis):
+    xs = [materialize(v, d, size) for v, d in zip(values, dims)]
+    return bind(P["concatenate"], *xs, axis=axis + 1), 0
+
+
+batch_rules[P["concatenate"]] = _concat_rule
+
+
+def _gather_rule(values, dims, size, *, axis):
+    (x, idx), (dx, di) = values, dims
+    if di is None:
+        return bind(P["gather"], to_front(x, dx), idx, axis=axis + 1), 0
+    if dx is None:
+        return bind(P["gather"], x, idx, axis=axis), axis + di
+    # Both batched: fold the batch into the gathered axis, offsetting each lane's indices.
+    x = nx.moveaxis(to_front(x, dx), axis + 1, 1)
+    n = x.shape[1]
+    idx = to_front(idx, di)
+    idx = nx.clip(nx.where(nx.less(idx, 0), nx.add(idx, n), idx), 0, max(n - 1, 0))
+    offsets = nx.reshape(nx.arange(size, dtype=idx.dtype, device=idx.device) * n,
+                         (size,) + (1,) * (idx.ndim - 1))
+    flat = nx.reshape(x, (size * n,) + tuple(x.shape[2:]))
+    out = bind(P["gather"], flat, nx.add(idx, offsets), axis=0)
+    # out: (B, idx..., rest...) where rest = pre-axis dims then post-axis dims
+    k = idx.ndim - 1
+    perm = [0] + list(range(1 + k, 1 + k + axis)) + list(range(1, 1 + k)) + \
+        list(range(1 + k + axis, out.ndim))
+    return nx.transpose(out, perm), 0
+
+
+batch_rules[P["gather"]] = _gather_rule
+
+
+def _scatter_rule(values, dims, size, *, axis, mode):
+    (x, idx, upd), (dx, di, du) = values, dims
+    if di is not None:
+        return _loop_rule(P["scatter"], values, dims, size, axis=axis, mode=mode)
+    x, upd = materialize(x, dx, size), materialize(upd, du, size)
+    return bind(P["scatter"], x, idx, upd, axis=axis + 1, mode=mode), 0
+
+
+batch_rules[P["scatter"]] = _scatter_rule
+
+
+def _dynamic_slice_rule(values, dims, size, *, sizes):
+    if any(d is not None for d in dims[1:]):
+        return _loop_rule(P["dynamic_slice"], values, dims, size, sizes=sizes)
+    x = to_front(values[0], dims[0])
+    zero = np.int32(0)
+    return bind(P["dynamic_slice"], x, zero, *values[1:], sizes=(size,) + tuple(sizes)), 0
+
+
+def _dus_rule(values, dims, size):
+    if any(d is not None for d in dims[2:]):
+        return _loop_rule(P["dynamic_update_slice"], values, dims, size)
+    x, upd = materialize(values[0], dims[0], size), materialize(values[1], dims[1], size)
+    return bind(P["dynamic_update_slice"], x, upd, np.int32(0), *values[2:]), 0
+
+
+batch_rules[P["dynamic_slice"]] = _dynamic_slice_rule
+batch_rules[P["dynamic_update_slice"]] = _dus_rule
+
+
+
+
+def _dot_general_rule(values, bdims, size, *, dims):
+    (x, y), (dx, dy) = values, bdims
+    (lc, rc), (lb, rb) = dims
+    up = lambda axes: tuple(a + 1 for a in axes)  # noqa: E731
+    if dx is not None and dy is not None:
+        x, y = to_front(x, dx), to_front(y, dy)
+        new = ((up(lc), up(rc)), ((0,) + up(lb), (0,) + up(rb)))
+        return bind(P["dot_general"], x, y, dims=new), 0
+    if dx is not None:
+        x = to_front(x, dx)
+        new = ((up(lc), rc), (up(lb), rb))
+        return bind(P["dot_general"], x, y, dims=new), len(lb)
+    y = to_front(y, dy)
+    new = ((lc, up(rc)), (lb, up(rb)))
+    x_free = x.ndim - len(lc) - len(lb)
+    return bind(P["dot_general"], x, y, dims=new), len(lb) + x_free
+
+
+batch_rules[P["dot_general"]] = _dot_general_rule
+
+
+# ---------------------------------------------------------------- programs
+
+def batch_program(program, batched, size):
+    """`program` over a batch: inputs marked in `batched` carry a leading batch
+    axis; every output is batched at axis 0."""
+    in_avals = [a.update(shape=(size,) + a.shape) if b else a
+                for a, b in zip(program.in_avals, batched)]
+
+    def f(*args):
+        interp = BatchInterpreter(size)
+        ins = [BatchTracer(interp, a, 0) if b else a for a, b in zip(args, batched)]
+        with _trace.using(interp):
+            outs = program(*ins)
+        return [materialize(*interp.unwrap(o), size) for o in outs]
+
+    return stage(f, in_avals)
+
+
+# ---------------------------------------------------------------- vmap
+
+def _normalize_axis(axis, x, where):
+    nd = _ndim(x)
+    if axis is None:
+        return None
+    if not isinstance(axis, int):
+        raise TreeError(f"vmap: {where} must be an int or None, got {axis!r}")
+    if nd == 0:
+        raise ShapeError(f"vmap: cannot map over axis {axis} of a scalar ({where})")
+    if not -nd <= axis < nd:
+        raise ShapeError(f"vmap: axis {axis} is out of range for {where} of rank {nd}")
+    return axis % nd
+
+
+def vmap(f, in_axes=0, out_axes=0):
+    """Map `f` over an axis of its arguments (JAX semantics for in_axes/out_axes)."""
+    @functools.wraps(f)
+    def mapped(*args):
+        axes_prefix = tuple(in_axes) if isinstance(in_axes, list) else in_axes
+        if isinstance(axes_prefix, tuple) and len(axes_prefix) != len(args):
+            raise TreeError(f"vmap: in_axes has {len(axes_prefix)} entries for {len(args)} arguments")
+        leaves, struct = tree.flatten(args)
+        leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
+        paths = [p for p, _ in tree.flatten_with_paths(args)[0]]
+        axes = tree.prefix_broadcast(axes_prefix, args, "vmap in_axes")
+        axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
+        sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
+        if not sizes:
+            raise ShapeError("vmap: in_axes maps no argument; at least one must have an axis to map over")
+        if len({s for _, s in sizes}) > 1:
+            listing = ", ".join(f"{p or '(root)'}: {s}" for p, s in sorted(sizes))
+            raise ShapeError(f"vmap: mapped axes have different sizes ({listing})")
+        size = sizes.pop()[1]
+        interp = BatchInterpreter(size)
+        ins = [BatchTracer(interp, x, a) if a is not None else x for x, a in zip(leaves, axes)]
+        with _trace.using(interp):
+            out = f(*tree.unflatten(struct, ins))
+        out_leaves, out_struct = tree.flatten(out)
+        o_axes = tree.prefix_broadcast(out_axes, out, "vmap out_axes")
+        results = []
+        for o, a in zip(out_leaves, o_axes):
+            value, d = interp.unwrap(o)
+            if a is None:
+                if d is not None:
+                    raise ShapeError("vmap: out_axes is None for an output that depends on the mapped axis")
+                results.append(value)
+                continue
+            v = materialize(value, d, size)
+            results.append(nx.moveaxis(v, 0, a % v.ndim) if v.ndim > 1 else v)
+        return tree.unflatten(out_struct, results)
+
+    return mapped
+
+
+# ---------------------------------------------------------------- higher-order primitives
+
+from .autodiff.api import checkpoint_p  # noqa: E402
+from .autodiff.custom import custom_jvp_p, custom_vjp_p  # noqa: E402
+from .callback import callback_p  # noqa: E402
+from .control import cond_p, scan_p, while_p  # noqa: E402
+
+
+def _rule(prim):
+    def register(fn):
+        batch_rules[prim] = fn
+        return fn
+    return register
+
+
+def _closed_batched(program, batched, size):
+    return batch_program(program, batched, size).closed()
+
+
+@_rule(scan_p)
+def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    # Every carry is batched (simplest fixpoint); xs keep the scanned axis first.
+    mask = [d is not None for d in dims[:nc]] + [True] * nk + [d is not None for d in dims[nc + nk:]]
+    consts = [to_front(v, d) if d is not None else v for v, d in zip(values[:nc], dims[:nc])]
+    init = [materialize(v, d, size) for v, d in zip(values[nc:nc + nk], dims[nc:nc + nk])]
+    xs = [v if d is None else nx.moveaxis(v, d, 1) for v, d in zip(values[nc + nk:], dims[nc + nk:])]
+    body_b, extra = _closed_batched(body, mask, size)
+    outs = bind(scan_p, *extra, *consts, *init, *xs, body=body_b, num_consts=len(extra) + nc,
+                num_carry=nk, length=length, reverse=reverse)
+    return outs, [0] * nk + [1] * (len(outs) - nk)
+
+
+@_rule(cond_p)
+def _cond_batch(values, dims, size, *, branches, num_consts):
+    index, args = values[0], values[1:]
+    mask = [d is not None for d in dims[1:]]
+    args = [to_front(v, d) if d is not None else v for v, d in zip(args, dims[1:])]
+    batched = [batch_program(b, mask, size) for b in branches]
+    if dims[0] is None:
+        progs, consts = zip(*[b.closed() for b in batched])
+        from .control import _share_consts
+        shared, extra = _share_consts(list(progs), list(consts))
+        outs = bind(cond_p, index, *extra, *args, branches=tuple(shared), num_consts=len(extra))
+        return outs, [0] * len(outs)
+    # A batched predicate: every branch runs, and each lane selects its own result.
+    index = to_front(index, dims[0])
+    results = [b(*args) for b in batched]
+    chosen = results[0]
+    for k, outs in enumerate(results[1:], start=1):
+        chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)
+                  for o, c in zip(outs, chosen)]
+    return chosen, [0] * len(chosen)
+
+
+@_rule(while_p)
+def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_consts):
+    ncc, nbc = num_cond_consts, num_body_consts
+    front = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    cc, bc = front[:ncc], front[ncc:ncc + nbc]
+    carry = [materialize(v, d, size) for v, d in zip(values[ncc + nbc:], dims[ncc + nbc:])]
+    nk = len(carry)
+    cond_b = batch_program(cond, [d is not None for d in dims[:ncc]] + [True] * nk, size)
+    body_b = batch_program(body, [d is not None for d in dims[ncc:ncc + nbc]] + [True] * nk, size)
+    carry_avals = [c.aval for c in carry]
+
+    def any_lane(*args):
+        return [nx.any(cond_b(*args)[0])]
+
+    def step(*args):
+        # Lanes whose condition no longer holds keep their carry: they are done.
+        ccv, bcv, old = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+        live = cond_b(*ccv, *old)[0]
+        new = body_b(*bcv, *old)
+        return [nx.where(nx.reshape(live, (size,) + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+
+    cond2, c_extra = stage(any_lane, [a for a in cond_b.in_avals]).closed()
+    body2, b_extra = stage(step, [x.aval for x in cc] + [x.aval for x in bc] + carry_avals).closed()
+    outs = bind(while_p, *c_extra, *cc, *b_extra, *cc, *bc, *carry, cond=cond2, body=body2,
+                num_cond_consts=len(c_extra) + ncc, num_body_consts=len(b_extra) + ncc + nbc)
+    return outs, [0] * nk
+
+
+@_rule(callback_p)
+def _callback_batch(values, dims, size, *, fn, vmap_method):
+    if vmap_method == "sequential":
+        args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+        host_fn = fn.over_lanes([d is not None for d in dims], size)
+    else:
+        args = [materialize(v, d, size) for v, d in zip(values, dims)]
+        host_fn = fn.over_batch(size)
+    outs = bind(callback_p, *args, fn=host_fn, vmap_method=vmap_method)
+    return outs, [0] * len(outs)
+
+
+@_rule(custom_vjp_p)
+def _custom_vjp_batch(values, dims, size, *, fwd, bwd, num_consts, num_out, name):
+    batched = [d is not None for d in dims]
+    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    fwd_b, extra = _closed_batched(fwd, batched, size)
+    bwd_b = batch_program(bwd, [True] * len(bwd.invars), size)
+    arg_batched = batched[num_consts:]
+
+    def pullback(*a):
+        # An argument shared by every lane gets the sum of the lanes' cotangents.
+        return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
+
+    bwd2 = stage(pullback, bwd_b.in_avals)
+    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, bwd=bwd2, num_consts=len(extra) + num_consts,
+                num_out=num_out, name=name)
+    return outs, [0] * len(outs)
+
+
+@_rule(custom_jvp_p)
+def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, out_struct, name):
+    batched = [d is not None for d in dims]
+    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    fun_b, extra = _closed_batched(fun, batched, size)
+    axes = [0 if m else None for m in batched[num_consts:]]
+
+    def rule_b(primals, tangents):
+        def lane_rule(p, t):
+            return rule(tuple(tree.unflatten(in_struct, p)), tuple(tree.unflatten(in_struct, t)))
+        return vmap(lane_rule, in_axes=(axes, axes))(list(tree.leaves(primals)), list(tree.leaves(tangents)))
+
+    outs = bind(custom_jvp_p, *extra, *args, fun=fun_b, rule=rule_b,
+                num_consts=len(extra) + num_consts, in_struct=in_struct, out_struct=out_struct, name=name)
+    return outs, [0] * len(outs)
+
+
+@_rule(checkpoint_p)
+def _checkpoint_batch(values, dims, size, *, program):
+    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    prog, extra = _closed_batched(program, [d is not None for d in dims], size)
+    outs = bind(checkpoint_p, *extra, *args, program=prog)
+    return outs, [0] * len(outs)

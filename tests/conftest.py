@@ -1,0 +1,27 @@
+import os
+
+import pytest
+
+
+def _have_gpu():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if _have_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _clean_stats():
+    import rune
+    rune.reset_stats()
+    yield
