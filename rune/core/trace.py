@@ -143,9 +143,21 @@ class EvalInterpreter(Interpreter):
         impl = prim.impls.get(device.platform)
         if impl is None:
             impl = _load_impl(prim, device)
-        out = impl(*raws, **params)
+        try:
+            out = impl(*raws, **params)
+        except Exception:
+            raise_user_error(prim, args, params)
+            raise
         # `place` is the one primitive whose result lies elsewhere than its operand.
         return wrap_outputs(prim, out, params["device"] if prim.name == "place" else device, weak)
+
+
+def raise_user_error(prim, args, params):
+    """After a backend failed: the abstract rule names the operation and what was wrong."""
+    from .primitive import abstract_rules
+    rule = abstract_rules.get(prim)
+    if rule is not None:
+        rule(*[aval_of(a) for a in args], **params)
 
 
 def _load_impl(prim, device):

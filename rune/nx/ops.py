@@ -10,7 +10,8 @@ import math
 import numpy as np
 
 from ..core.prims import P, broadcast_shapes
-from ..core.trace import Tracer, bind
+from ..core import trace as _trace
+from ..core.trace import EVAL, Tracer, bind
 from ..errors import DTypeError, IndexingError, ShapeError
 from . import dtypes as dt
 from .array import Array, from_host
@@ -127,10 +128,17 @@ def _dtype_of(x):
 
 # ---------------------------------------------------------------- elementwise
 
+_FLOATS = frozenset(d for d in dt.ALL if dt.is_float(d))
+
+
 def _float_unary(prim_name):
     prim = P[prim_name]
 
     def op(x):
+        if type(x) is Array and _trace._current.interp is EVAL and x._raw.dtype in _FLOATS:
+            out = _eager(prim, x.device, x._raw)
+            if out is not None:
+                return Array(out, x.device, x.weak)
         x = _operand(x)
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
@@ -155,10 +163,41 @@ def _any_unary(prim_name, allowed=None):
     return op
 
 
+def _fast_dtypes(kinds, to_float):
+    """Dtypes for which `array op array-of-same-dtype` needs no promotion or check."""
+    return frozenset(d for d in dt.ALL if (kinds is None or d.kind in kinds)
+                     and (not to_float or dt.is_float(d)))
+
+
 def _binary(prim_name, kinds=None, to_float=False):
     prim = P[prim_name]
+    same = _fast_dtypes(kinds, to_float)
+    with_float = frozenset(d for d in same if dt.is_float(d))
+    with_int = frozenset(d for d in same if d.kind in "iuf" or d == dt.bfloat16)
+    scalar_ok = {float: with_float, int: with_int}
 
     def op(x, y):
+        # Eager fast path: an Array meeting a same-dtype Array or a Python scalar
+        # that cannot widen it goes straight to the backend (dispatch is most of
+        # the cost of small ops).
+        if _trace._current.interp is EVAL:
+            tx, ty = type(x), type(y)
+            if tx is Array:
+                d = x._raw.dtype
+                if ty is Array:
+                    if y._raw.dtype == d and d in same and y.device is x.device:
+                        out = _eager(prim, x.device, x._raw, y._raw)
+                        if out is not None:
+                            return Array(out, x.device, x.weak and y.weak)
+                elif d in scalar_ok.get(ty, ()):
+                    out = _eager(prim, x.device, x._raw, d.type(y))
+                    if out is not None:
+                        return Array(out, x.device, x.weak)
+            elif ty is Array and y._raw.dtype in scalar_ok.get(tx, ()):
+                d = y._raw.dtype
+                out = _eager(prim, y.device, d.type(x), y._raw)
+                if out is not None:
+                    return Array(out, y.device, y.weak)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
@@ -170,6 +209,17 @@ def _binary(prim_name, kinds=None, to_float=False):
         return bind(prim, x, y)
     op.__name__ = prim_name
     return op
+
+
+def _eager(prim, device, *raws):
+    """The backend result, or None to take the general path (which reports errors well)."""
+    impl = prim.impls.get(device.platform)
+    if impl is None:
+        return None
+    try:
+        return impl(*raws)
+    except Exception:
+        return None
 
 
 _KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float"}

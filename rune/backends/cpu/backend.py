@@ -82,7 +82,8 @@ _NUMPY_BINARY = {
     "gt": np.greater, "ge": np.greater_equal,
 }
 # Ops that never raise floating-point flags skip the errstate guard (it costs ~1 us).
-_SAFE = {"neg", "add", "sub", "max", "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
+# Multiplication can overflow to inf, but guarding every product is too costly.
+_SAFE = {"neg", "add", "sub", "mul", "max", "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
          "gt", "ge", "isnan", "isfinite", "abs", "sign", "floor", "ceil", "shift_left",
          "shift_right"}
 
