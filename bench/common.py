@@ -11,6 +11,9 @@ import time
 # JAX must see the platform choice before it is first imported.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+COLUMN_ORDER = ("rune", "numpy", "jax", "jax.jit", "torch")
+
+
 def optional(name):
     """The module `name`, or None when it is not installed (its column is skipped)."""
     try:
@@ -71,12 +74,12 @@ def _fmt(value, suffix=""):
 def print_table(title, rows, note=None):
     """The rows side by side: one time column per library, then ratios rune/other.
 
-    Columns are the libraries the rows name, in the order they first appear
-    (a column may be a variant such as "jax.jit").
+    Columns are the libraries the rows name (a column may be a variant such as
+    "jax.jit"), known ones in COLUMN_ORDER, others after them.
     """
-    libs = ["rune"]
-    for r in rows:
-        libs += [lib for lib in r.us if lib not in libs]
+    named = {lib for r in rows for lib in r.us} | {"rune"}
+    libs = sorted(named, key=lambda lib: (COLUMN_ORDER.index(lib) if lib in COLUMN_ORDER
+                                          else len(COLUMN_ORDER), lib))
     others = libs[1:]
     head = ["case", "unit"] + [f"{lib} us" for lib in libs] + [f"rune/{lib}" for lib in others]
     body = [[r.case, r.unit] + [_fmt(r.us.get(lib)) for lib in libs]
