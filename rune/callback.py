@@ -58,13 +58,13 @@ class HostFunction:
         if self.host:
             arrays = [place(a, _HOST) if isinstance(a, Array) else a for a in arrays]
         args = tree.unflatten(self.in_struct, arrays)
-        COUNTERS["callbacks_run"] += self.counts
         try:
             result = self.fn(*args)
         except CallbackError:
             raise
         except Exception as e:
             raise CallbackError(f"callback {self.name} raised {type(e).__name__}: {e}") from e
+        COUNTERS["callbacks_run"] += self.counts
         return self.check(result)
 
     def check(self, result):

@@ -363,21 +363,21 @@ vjp_forward[cond_p] = (_cond_vjp_fwd, _cond_vjp_bwd)
 
 # ---------------------------------------------------------------- while
 
-def while_loop(cond_fun, body_fun, init_val):
-    """Repeat `body_fun` on the carry while `cond_fun(carry)` holds."""
-    leaves, struct = _leaves(init_val)
+def while_loop(cond_fn, body_fn, init):
+    """Repeat `body_fn` on the carry while `cond_fn(carry)` holds."""
+    leaves, struct = _leaves(init)
     avals = [abstract(x).strong() for x in leaves]
-    paths = [p for p, _ in tree.flatten_with_paths(init_val)[0]]
+    paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
 
     def flat_cond(*xs):
-        p = cond_fun(tree.unflatten(struct, xs))
+        p = cond_fn(tree.unflatten(struct, xs))
         p = p if hasattr(p, "aval") else nx.asarray(p)
         if p.shape != () or p.dtype.kind not in "biu":
-            raise ShapeError(f"while_loop: cond_fun must return a boolean scalar, got {p.aval.describe()}")
+            raise ShapeError(f"while_loop: cond_fn must return a boolean scalar, got {p.aval.describe()}")
         return [nx.astype(p, np.bool_)]
 
     def flat_body(*xs):
-        out_leaves, s = _leaves(body_fun(tree.unflatten(struct, xs)))
+        out_leaves, s = _leaves(body_fn(tree.unflatten(struct, xs)))
         _check_carry("while_loop", struct, s, avals, [o.aval for o in out_leaves], paths)
         return [nx.astype(o, a.dtype) if o.weak else o for o, a in zip(out_leaves, avals)]
 
@@ -451,16 +451,16 @@ def _while_vjp_fwd(primals, tracked, **params):
 vjp_forward[while_p] = (_while_vjp_fwd, None)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
-    """`body_fun(i, carry)` for i in [lower, upper). Static bounds lower to scan (differentiable)."""
+def fori_loop(lower, upper, body_fn, init):
+    """`body_fn(i, carry)` for i in [lower, upper). Static bounds lower to scan (differentiable)."""
     static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
     if static:
         lo, hi = int(lower), int(upper)
-        carry, _ = scan(lambda c, i: (body_fun(i, c), None), init_val,
+        carry, _ = scan(lambda c, i: (body_fn(i, c), None), init,
                         nx.arange(lo, max(hi, lo), dtype=np.int32))
         return carry
     lower = nx.astype(lower, np.int32)
     upper = nx.astype(upper, np.int32)
     _, out = while_loop(lambda s: nx.less(s[0], upper),
-                        lambda s: (nx.add(s[0], 1), body_fun(s[0], s[1])), (lower, init_val))
+                        lambda s: (nx.add(s[0], 1), body_fn(s[0], s[1])), (lower, init))
     return out

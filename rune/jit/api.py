@@ -97,9 +97,12 @@ class Jitted:
         return x
 
     def _compile(self, leaves, args, kwargs):
-        COUNTERS["traces"] += 1
         program, out_struct = self._stage(leaves, args, kwargs)
-        return _Entry(program, Plan(program), out_struct)
+        plan = Plan(program)
+        # Counted once both succeeded: a failed trace leaves the counters as they were.
+        COUNTERS["traces"] += 1
+        COUNTERS["compiles"] += 1
+        return _Entry(program, plan, out_struct)
 
     def _stage(self, leaves, args, kwargs):
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
@@ -142,7 +145,7 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
-def jit(f=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), device=None):
+def jit(f=None, static_argnums=(), static_argnames=(), donate_argnums=(), device=None):
     """Compile `f`: traced once per signature, planned, cached and replayed."""
     if f is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
