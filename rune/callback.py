@@ -154,7 +154,7 @@ def _callback_jvp(primals, tangents, *, fn, vmap_method):
     raise _not_differentiable(fn, "tangent")
 
 
-def _callback_vjp(cts, ins, outs, *, fn, vmap_method):
+def _callback_vjp(cts, ins, outs, wants, *, fn, vmap_method):
     raise _not_differentiable(fn, "cotangent")
 
 

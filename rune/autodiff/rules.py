@@ -99,7 +99,7 @@ def _unary_rules(name, partial):
         out = bind(prim, x)
         return out, nx.multiply(t, partial(x, out))
 
-    def vjp(ct, ins, out):
+    def vjp(ct, ins, out, wants):
         return (nx.multiply(ct, partial(ins[0], out)),)
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
@@ -119,10 +119,10 @@ def _binary_rules(name, partials):
         total = terms[0] if len(terms) == 1 else nx.add(terms[0], terms[1])
         return out, nx.broadcast_to(total, _shape(out))
 
-    def vjp(ct, ins, out):
+    def vjp(ct, ins, out, wants):
         x, y = ins
-        return tuple(None if d is None else unbroadcast(nx.multiply(ct, d(x, y, out)), _shape(v))
-                     for v, d in zip(ins, (dx, dy)))
+        return tuple(None if d is None or not w else unbroadcast(nx.multiply(ct, d(x, y, out)), _shape(v))
+                     for v, d, w in zip(ins, (dx, dy), wants))
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
 
@@ -138,10 +138,11 @@ def _linear_rules(name, signs):
         total = terms[0] if len(terms) == 1 else nx.add(*terms)
         return out, nx.broadcast_to(total, _shape(out))
 
-    def vjp(ct, ins, out):
+    def vjp(ct, ins, out, wants):
         if signs is None:
             return (None,)
-        return tuple(unbroadcast(ct if s == 1 else nx.negative(ct), _shape(v)) for v, s in zip(ins, signs))
+        return tuple(unbroadcast(ct if s == 1 else nx.negative(ct), _shape(v)) if w else None
+                     for v, s, w in zip(ins, signs, wants))
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
 
@@ -149,7 +150,7 @@ def _linear_rules(name, signs):
 def _zero_rules(name):
     prim = P[name]
     jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
-    vjp_rules[prim] = lambda ct, ins, out, **params: (None,) * len(ins)
+    vjp_rules[prim] = lambda ct, ins, out, wants, **params: (None,) * len(ins)
 
 
 for _n, _f in UNARY_PARTIALS.items():
@@ -185,11 +186,11 @@ def _select_jvp(primals, tangents):
 
 
 @_rule("select", vjp_rules)
-def _select_vjp(ct, ins, out):
+def _select_vjp(ct, ins, out, wants):
     pred, a, b = ins
     zero = ct.dtype.type(0)
-    return (None, unbroadcast(nx.where(pred, ct, zero), _shape(a)),
-            unbroadcast(nx.where(pred, zero, ct), _shape(b)))
+    return (None, unbroadcast(nx.where(pred, ct, zero), _shape(a)) if wants[1] else None,
+            unbroadcast(nx.where(pred, zero, ct), _shape(b)) if wants[2] else None)
 
 
 def _float(dtype):
@@ -203,7 +204,7 @@ def _convert_jvp(primals, tangents, *, dtype):
 
 
 @_rule("convert", vjp_rules)
-def _convert_vjp(ct, ins, out, *, dtype):
+def _convert_vjp(ct, ins, out, wants, *, dtype):
     x = ins[0]
     src = x.dtype if hasattr(x, "dtype") else None
     if src is None or not _float(src):
@@ -227,7 +228,7 @@ def _sum_jvp(primals, tangents, *, axes):
 
 
 @_rule("reduce_sum", vjp_rules)
-def _sum_vjp(ct, ins, out, *, axes):
+def _sum_vjp(ct, ins, out, wants, *, axes):
     return (_expand_back(ct, ins[0], axes),)
 
 
@@ -244,7 +245,7 @@ def _extremum(name):
         w = _extremum_weights(primals[0], out, axes)
         return out, bind(P["reduce_sum"], nx.multiply(tangents[0], w), axes=axes)
 
-    def vjp(ct, ins, out, *, axes):
+    def vjp(ct, ins, out, wants, *, axes):
         return (nx.multiply(_expand_back(ct, ins[0], axes), _extremum_weights(ins[0], out, axes)),)
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
@@ -258,12 +259,12 @@ _extremum("reduce_min")
 def _prod_jvp(primals, tangents, *, axes):
     x = primals[0]
     out = bind(P["reduce_prod"], x, axes=axes)
-    ct = _prod_vjp(ones_like(out), [x], out, axes=axes)[0]
+    ct = _prod_vjp(ones_like(out), [x], out, [True], axes=axes)[0]
     return out, bind(P["reduce_sum"], nx.multiply(tangents[0], ct), axes=axes)
 
 
 @_rule("reduce_prod", vjp_rules)
-def _prod_vjp(ct, ins, out, *, axes):
+def _prod_vjp(ct, ins, out, wants, *, axes):
     # d prod / d x_i = prod of the others; computed without dividing by x_i so
     # zeros are exact: move the reduced axes last, flatten them, and multiply
     # exclusive prefix and suffix products.
@@ -307,7 +308,7 @@ def _linear(name, transpose):
         out = bind(prim, *primals, **params)
         return out, bind(prim, tangents[0], *primals[1:], **params)
 
-    def vjp(ct, ins, out, **params):
+    def vjp(ct, ins, out, wants, **params):
         return (transpose(ct, *ins, **params),) + (None,) * (len(ins) - 1)
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
@@ -349,7 +350,7 @@ def _pad_jvp(primals, tangents, *, config):
 
 
 @_rule("pad", vjp_rules)
-def _pad_vjp(ct, ins, out, *, config):
+def _pad_vjp(ct, ins, out, wants, *, config):
     x = ins[0]
     inner = nx._slice(ct, [lo for lo, _ in config], [lo + d for (lo, _), d in zip(config, x.shape)],
                       [1] * x.ndim)
@@ -363,7 +364,7 @@ def _concat_jvp(primals, tangents, *, axis):
 
 
 @_rule("concatenate", vjp_rules)
-def _concat_vjp(ct, ins, out, *, axis):
+def _concat_vjp(ct, ins, out, wants, *, axis):
     bounds = np.cumsum([0] + [x.shape[axis] for x in ins])
     return tuple(nx.slice_in_dim(ct, int(lo), int(hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
@@ -377,7 +378,7 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
 
 
 @_rule("scatter", vjp_rules)
-def _scatter_vjp(ct, ins, out, *, axis, mode):
+def _scatter_vjp(ct, ins, out, wants, *, axis, mode):
     x, idx, upd = ins
     ct_upd = bind(P["gather"], ct, idx, axis=axis)
     ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, _zeros_like(upd), axis=axis, mode="set")
@@ -393,7 +394,7 @@ def _dus_jvp(primals, tangents):
 
 
 @_rule("dynamic_update_slice", vjp_rules)
-def _dus_vjp(ct, ins, out):
+def _dus_vjp(ct, ins, out, wants):
     x, upd, *starts = ins
     ct_x = bind(P["dynamic_update_slice"], ct, _zeros_like(upd), *starts)
     ct_upd = bind(P["dynamic_slice"], ct, *starts, sizes=upd.shape)
@@ -439,6 +440,7 @@ def _dot_transpose(ct, other, dims, ndim, this_side):
 
 
 @_rule("dot_general", vjp_rules)
-def _dot_vjp(ct, ins, out, *, dims):
+def _dot_vjp(ct, ins, out, wants, *, dims):
     x, y = ins
-    return _dot_transpose(ct, y, dims, x.ndim, 0), _dot_transpose(ct, x, dims, y.ndim, 1)
+    return (_dot_transpose(ct, y, dims, x.ndim, 0) if wants[0] else None,
+            _dot_transpose(ct, x, dims, y.ndim, 1) if wants[1] else None)

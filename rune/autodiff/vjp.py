@@ -11,8 +11,9 @@ from ..core.staging import StagingInterpreter
 from ..core.trace import Interpreter, Tracer
 from ..errors import NotDifferentiableError
 
-# primitive -> fn(ct, ins, out, **params) -> cotangent per input (None = zero).
-# Multiple-result primitives get and return lists.
+# primitive -> fn(ct, ins, out, wants, **params) -> cotangent per input (None =
+# zero); `wants` marks the inputs whose cotangents are needed, so rules skip the
+# rest. Multiple-result primitives get and return lists.
 vjp_rules = {}
 # Higher-order primitives change their forward pass to emit residuals:
 # primitive -> (fwd(primals, tracked, **params) -> (outs, res),
@@ -108,10 +109,10 @@ class VJPInterpreter(Interpreter):
             if forward is not None:
                 tracked = [s is not None for s in node.in_slots]
                 in_cts = forward[1](node_cts, node.res, tracked, **node.params)
-            elif node.prim.multiple_results:
-                in_cts = vjp_rules[node.prim](node_cts, node.ins, node.outs, **node.params)
             else:
-                in_cts = vjp_rules[node.prim](node_cts[0], node.ins, node.outs, **node.params)
+                wants = [s is not None for s in node.in_slots]
+                ct = node_cts if node.prim.multiple_results else node_cts[0]
+                in_cts = vjp_rules[node.prim](ct, node.ins, node.outs, wants, **node.params)
             for s, c in zip(node.in_slots, in_cts):
                 if s is not None and c is not None:
                     acc[s] = c if s not in acc else ops.add(acc[s], c)
