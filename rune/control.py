@@ -17,7 +17,7 @@ from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
 from .errors import NotDifferentiableError, ShapeError, TreeError
 from .nx import ops as nx
-from .nx.creation import zeros
+from .nx.creation import arange, zeros
 
 scan_p = primitive("scan", multiple_results=True)
 cond_p = primitive("cond", multiple_results=True)
@@ -457,7 +457,7 @@ def fori_loop(lower, upper, body_fn, init):
     if static:
         lo, hi = int(lower), int(upper)
         carry, _ = scan(lambda c, i: (body_fn(i, c), None), init,
-                        nx.arange(lo, max(hi, lo), dtype=np.int32))
+                        arange(lo, max(hi, lo), dtype=np.int32))
         return carry
     lower = nx.astype(lower, np.int32)
     upper = nx.astype(upper, np.int32)
