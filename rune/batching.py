@@ -28,8 +28,11 @@ class BatchTracer(Tracer):
         self.interp = interp
         self.value = value
         self.bdim = bdim
-        a = value.aval if hasattr(value, "aval") else _trace.aval_of(value)
+        a = _trace.aval_of(value)
         self.aval = a.update(shape=a.shape[:bdim] + a.shape[bdim + 1:])
+
+    def parts(self):
+        return self.value, self.bdim
 
 
 class BatchInterpreter(Interpreter):
@@ -38,31 +41,14 @@ class BatchInterpreter(Interpreter):
         self.size = size
 
     def process(self, prim, args, params):
-        values, dims = [], []
-        for a in args:
-            if isinstance(a, BatchTracer) and a.interp is self:
-                values.append(a.value)
-                dims.append(a.bdim)
-            else:
-                values.append(a)
-                dims.append(None)
-        saved = _trace._current.interp
-        _trace._current.interp = self.parent
-        try:
-            if all(d is None for d in dims):
-                return bind(prim, *values, **params)
-            rule = batch_rules.get(prim, functools.partial(_loop_rule, prim))
-            outs, out_dims = rule(values, dims, self.size, **params)
-        finally:
-            _trace._current.interp = saved
+        values, dims = self.unpack(args)
+        if all(d is None for d in dims):
+            return self.in_parent(bind, prim, *values, **params)
+        rule = batch_rules.get(prim, functools.partial(_loop_rule, prim))
+        outs, out_dims = self.in_parent(rule, values, dims, self.size, **params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) if d is not None else o for o, d in zip(outs, out_dims)]
         return BatchTracer(self, outs, out_dims) if out_dims is not None else outs
-
-    def unwrap(self, x):
-        if isinstance(x, BatchTracer) and x.interp is self:
-            return x.value, x.bdim
-        return x, None
 
 
 # ---------------------------------------------------------------- helpers
@@ -258,7 +244,7 @@ def batch_program(program, batched, size):
         ins = [BatchTracer(interp, a, 0) if b else a for a, b in zip(args, batched)]
         with _trace.using(interp):
             outs = program(*ins)
-        return [materialize(*interp.unwrap(o), size) for o in outs]
+        return [materialize(*interp.part(o), size) for o in outs]
 
     return stage(f, in_avals)
 
@@ -305,7 +291,7 @@ def vmap(f, in_axes=0, out_axes=0):
         o_axes = tree.prefix_broadcast(out_axes, out, "vmap out_axes")
         results = []
         for o, a in zip(out_leaves, o_axes):
-            value, d = interp.unwrap(o)
+            value, d = interp.part(o)
             if a is None:
                 if d is not None:
                     raise ShapeError("vmap: out_axes is None for an output that depends on the mapped axis")

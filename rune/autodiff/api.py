@@ -154,16 +154,19 @@ def _basis(x):
     return [nx.asarray(eye[i], device=x.device) for i in range(n)]
 
 
+def _of_one_argument(f, args, argnums):
+    """`f` as a function of `args[argnums]` alone, and that argument."""
+    def g(v):
+        full = list(args)
+        full[argnums] = v
+        return f(*full)
+    return g, nx.asarray(args[argnums])
+
+
 def jacfwd(f, argnums=0):
     """The Jacobian by forward mode: shape out.shape + arg.shape."""
     def jac(*args):
-        x = nx.asarray(args[argnums])
-
-        def g(v):
-            full = list(args)
-            full[argnums] = v
-            return f(*full)
-
+        g, x = _of_one_argument(f, args, argnums)
         cols = [jvp(g, (x,), (e,))[1] for e in _basis(x)]
         out_shape = cols[0].shape if cols else nx.asarray(g(x)).shape
         stacked = nx.stack(cols, -1) if cols else zeros(out_shape + (0,), x.dtype, x.device)
@@ -174,13 +177,7 @@ def jacfwd(f, argnums=0):
 def jacrev(f, argnums=0):
     """The Jacobian by reverse mode: shape out.shape + arg.shape."""
     def jac(*args):
-        x = nx.asarray(args[argnums])
-
-        def g(v):
-            full = list(args)
-            full[argnums] = v
-            return f(*full)
-
+        g, x = _of_one_argument(f, args, argnums)
         out, pullback = vjp(g, x)
         rows = [pullback(e)[0] for e in _basis(nx.asarray(out))]
         stacked = nx.stack(rows) if rows else zeros((0,) + x.shape, x.dtype, x.device)

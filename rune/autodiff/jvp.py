@@ -6,7 +6,7 @@ Rules (`jvp_rules`) are plain `nx` code run in the parent interpreter.
 """
 from ..core import trace as _trace
 from ..core.staging import stage
-from ..core.trace import Interpreter, Tracer
+from ..core.trace import Interpreter, PrimalTracer
 from ..errors import NotDifferentiableError
 
 # primitive -> fn(primals, tangents, **params) -> (primal_out, tangent_out);
@@ -14,17 +14,17 @@ from ..errors import NotDifferentiableError
 jvp_rules = {}
 
 
-class JVPTracer(Tracer):
+class JVPTracer(PrimalTracer):
     __slots__ = ("primal", "tangent")
 
     def __init__(self, interp, primal, tangent):
         self.interp = interp
-        self.aval = primal.aval if hasattr(primal, "aval") else _trace.aval_of(primal)
+        self.aval = _trace.aval_of(primal)
         self.primal = primal
         self.tangent = tangent
 
-    def concrete(self):
-        return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
+    def parts(self):
+        return self.primal, self.tangent
 
 
 class JVPInterpreter(Interpreter):
@@ -35,34 +35,16 @@ class JVPInterpreter(Interpreter):
         return JVPTracer(self, x, tangent)
 
     def process(self, prim, args, params):
-        primals, tangents = [], []
-        for a in args:
-            if isinstance(a, JVPTracer) and a.interp is self:
-                primals.append(a.primal)
-                tangents.append(a.tangent)
-            else:
-                primals.append(a)
-                tangents.append(None)
-        saved = _trace._current.interp
-        _trace._current.interp = self.parent
-        try:
-            if all(t is None for t in tangents):
-                return _trace.bind(prim, *primals, **params)
-            rule = jvp_rules.get(prim)
-            if rule is None:
-                raise NotDifferentiableError(f"{prim.name} has no forward-mode (JVP) rule")
-            out, tangent = rule(primals, tangents, **params)
-        finally:
-            _trace._current.interp = saved
+        primals, tangents = self.unpack(args)
+        if all(t is None for t in tangents):
+            return self.in_parent(_trace.bind, prim, *primals, **params)
+        rule = jvp_rules.get(prim)
+        if rule is None:
+            raise NotDifferentiableError(f"{prim.name} has no forward-mode (JVP) rule")
+        out, tangent = self.in_parent(rule, primals, tangents, **params)
         if prim.multiple_results:
             return [JVPTracer(self, o, t) if t is not None else o for o, t in zip(out, tangent)]
         return JVPTracer(self, out, tangent) if tangent is not None else out
-
-    def unwrap(self, x):
-        """(primal, tangent-or-None) of an output of the differentiated function."""
-        if isinstance(x, JVPTracer) and x.interp is self:
-            return x.primal, x.tangent
-        return x, None
 
 
 def jvp_flat(f, primals, tangents):
@@ -71,7 +53,7 @@ def jvp_flat(f, primals, tangents):
     ins = [interp.lift(p, t) if t is not None else p for p, t in zip(primals, tangents)]
     with _trace.using(interp):
         outs = f(*ins)
-    pairs = [interp.unwrap(o) for o in outs]
+    pairs = [interp.part(o) for o in outs]
     return [p for p, _ in pairs], [t for _, t in pairs]
 
 

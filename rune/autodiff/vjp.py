@@ -8,7 +8,7 @@ is current when the pullback is called.
 from ..core import trace as _trace
 from ..core.closure import split_residuals
 from ..core.staging import StagingInterpreter
-from ..core.trace import Interpreter, Tracer
+from ..core.trace import Interpreter, PrimalTracer
 from ..errors import NotDifferentiableError
 
 # primitive -> fn(ct, ins, out, wants, **params) -> cotangent per input (None =
@@ -25,17 +25,17 @@ def differentiable(aval):
     return aval.dtype.kind == "f" or aval.dtype.name == "bfloat16"
 
 
-class VJPTracer(Tracer):
+class VJPTracer(PrimalTracer):
     __slots__ = ("primal", "slot")
 
     def __init__(self, interp, primal, slot):
         self.interp = interp
-        self.aval = primal.aval if hasattr(primal, "aval") else _trace.aval_of(primal)
+        self.aval = _trace.aval_of(primal)
         self.primal = primal
         self.slot = slot
 
-    def concrete(self):
-        return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
+    def parts(self):
+        return self.primal, self.slot
 
 
 class Node:
@@ -57,29 +57,17 @@ class VJPInterpreter(Interpreter):
         return VJPTracer(self, primal, self.slots)
 
     def process(self, prim, args, params):
-        ins, in_slots = [], []
-        for a in args:
-            if isinstance(a, VJPTracer) and a.interp is self:
-                ins.append(a.primal)
-                in_slots.append(a.slot)
-            else:
-                ins.append(a)
-                in_slots.append(None)
-        saved = _trace._current.interp
-        _trace._current.interp = self.parent
-        try:
-            if all(s is None for s in in_slots):
-                return _trace.bind(prim, *ins, **params)
-            forward = vjp_forward.get(prim)
-            if forward is not None:
-                tracked = [s is not None for s in in_slots]
-                outs, res = forward[0](ins, tracked, **params)
-            else:
-                if prim not in vjp_rules:
-                    raise NotDifferentiableError(f"{prim.name} has no reverse-mode (VJP) rule")
-                outs, res = _trace.bind(prim, *ins, **params), None
-        finally:
-            _trace._current.interp = saved
+        ins, in_slots = self.unpack(args)
+        if all(s is None for s in in_slots):
+            return self.in_parent(_trace.bind, prim, *ins, **params)
+        forward = vjp_forward.get(prim)
+        if forward is not None:
+            tracked = [s is not None for s in in_slots]
+            outs, res = self.in_parent(forward[0], ins, tracked, **params)
+        else:
+            if prim not in vjp_rules:
+                raise NotDifferentiableError(f"{prim.name} has no reverse-mode (VJP) rule")
+            outs, res = self.in_parent(_trace.bind, prim, *ins, **params), None
         many = prim.multiple_results
         out_list = outs if many else [outs]
         out_slots, wrapped = [], []
@@ -118,11 +106,6 @@ class VJPInterpreter(Interpreter):
                     acc[s] = c if s not in acc else ops.add(acc[s], c)
         return [acc.get(s) for s in in_slots]
 
-    def unwrap(self, x):
-        if isinstance(x, VJPTracer) and x.interp is self:
-            return x.primal, x.slot
-        return x, None
-
 
 def vjp_flat(f, primals, tracked):
     """Run flat `f` recording a tape; returns (outs, pullback(cts) -> in cts or None)."""
@@ -131,7 +114,7 @@ def vjp_flat(f, primals, tracked):
     in_slots = [x.slot if t else None for x, t in zip(ins, tracked)]
     with _trace.using(interp):
         outs = f(*ins)
-    pairs = [interp.unwrap(o) for o in outs]
+    pairs = [interp.part(o) for o in outs]
     out_slots = [s for _, s in pairs]
 
     def pullback(cts):

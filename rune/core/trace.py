@@ -22,6 +22,25 @@ class Interpreter:
     def process(self, prim, args, params):
         raise NotImplementedError
 
+    def part(self, x):
+        """(value underneath, this interpreter's data) for `x`; (x, None) if `x` is not ours."""
+        if isinstance(x, Tracer) and x.interp is self:
+            return x.parts()
+        return x, None
+
+    def unpack(self, args):
+        pairs = [self.part(a) for a in args]
+        return [v for v, _ in pairs], [e for _, e in pairs]
+
+    def in_parent(self, fn, /, *args, **kwargs):
+        """Run `fn` with the parent interpreter current (for work on values underneath)."""
+        saved = _current.interp
+        _current.interp = self.parent
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _current.interp = saved
+
 
 class Tracer(ArrayLike):
     """A value owned by one interpreter, standing in for an array."""
@@ -35,6 +54,10 @@ class Tracer(ArrayLike):
     def concrete(self):
         """The concrete value under this tracer, or None when it is staged."""
         return None
+
+    def parts(self):
+        """(the value underneath, the interpreter's own data about it)."""
+        raise NotImplementedError
 
     def _concrete_or_raise(self, what):
         value = self.concrete()
@@ -58,6 +81,15 @@ class Tracer(ArrayLike):
 
     def __repr__(self):
         return f"Tracer<{self.aval}>"
+
+
+class PrimalTracer(Tracer):
+    """A tracer over one parent value (its primal): concrete when the primal is."""
+    __slots__ = ()
+
+    def concrete(self):
+        primal = self.parts()[0]
+        return primal.concrete() if hasattr(primal, "concrete") else primal
 
 
 class _Current:
