@@ -1,4 +1,9 @@
-"""`python -m bench`: every bench in one process, then a summary of the ratios."""
+"""`python -m bench`: every bench in one process, then a summary of the ratios.
+
+BLAS-bound rows (the MLP) swing widely when other processes share the cores,
+so the load average is printed first: compare runs made on a quiet machine.
+"""
+import os
 import time
 
 from . import callbacks, eager, grad, vmap
@@ -8,6 +13,7 @@ BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", 
 
 
 def main():
+    print("load average at start: " + " ".join(f"{v:.2f}" for v in os.getloadavg()))
     rows = []
     for name, bench in BENCHES:
         start = time.perf_counter()

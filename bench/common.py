@@ -24,8 +24,6 @@ def optional(name):
 
 jax = optional("jax")
 torch = optional("torch")
-if jax is not None:
-    jax.config.update("jax_enable_x64", False)
 
 
 def per_call(fn, *, budget=0.25, repeat=5, number=None):

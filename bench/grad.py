@@ -86,6 +86,10 @@ def check_mlp_agrees():
     np.testing.assert_allclose(float(loss), ref_loss, rtol=1e-4)
     for g, r in zip(grads, ref_grads):
         np.testing.assert_allclose(np.asarray(g), r, rtol=1e-3, atol=1e-5)
+    wrong = sorted({g.dtype.name for g in grads} - {"float32"})
+    if wrong:
+        print(f"warning: rune's float32 MLP gives {', '.join(wrong)} gradients "
+              f"(the timings below include that wider arithmetic)")
 
 
 def run():

@@ -101,11 +101,21 @@ class HostFunction:
 _HOST = get_device("cpu")
 
 
+# A Python scalar result may stand for an array of these dtype kinds (no lossy casts).
+_PY_SCALAR_KINDS = {bool: "biuf", int: "iuf", float: "fV"}
+
+
 def _conform(name, i, leaf, aval):
     """A result leaf checked against its declared aval and placed where it belongs."""
     where = f"callback {name} result {i}"
-    if isinstance(leaf, (bool, int, float)) and not isinstance(leaf, np.generic):
-        value = nx.asarray(leaf, aval.dtype)
+    if type(leaf) in _PY_SCALAR_KINDS:
+        if aval.dtype.kind not in _PY_SCALAR_KINDS[type(leaf)]:
+            raise CallbackError(f"{where}: expected {aval.dtype.name}, got the Python "
+                                f"{type(leaf).__name__} {leaf!r}")
+        try:
+            value = nx.asarray(leaf, aval.dtype)
+        except (OverflowError, ValueError) as e:
+            raise CallbackError(f"{where}: {leaf!r} does not fit in {aval.dtype.name}") from e
     elif isinstance(leaf, (Array, np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
         value = leaf if isinstance(leaf, Array) else nx.asarray(np.asarray(leaf))
         if value.dtype != aval.dtype:

@@ -15,7 +15,7 @@ from .core.closure import reorder
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
-from .errors import NotDifferentiableError, ShapeError, TreeError
+from .errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
 from .nx import ops as nx
 from .nx.creation import arange, zeros
 
@@ -209,10 +209,14 @@ def cond(pred, true_fn, false_fn, *operands):
 
 
 def _pred(pred):
+    """The predicate as a boolean scalar: any nonzero integer is true, as in Python."""
     p = pred if hasattr(pred, "aval") else nx.asarray(pred)
     if p.shape != ():
         raise ShapeError(f"cond: the predicate must be a scalar, got shape {p.shape}")
-    return p
+    if p.dtype.kind not in "biu":
+        raise DTypeError(f"cond: the predicate must be a boolean or integer scalar, got "
+                         f"{p.dtype.name}; compare it explicitly (e.g. x > 0)")
+    return nx.not_equal(p, 0) if p.dtype.kind != "b" else p
 
 
 def switch(index, branches, *operands):

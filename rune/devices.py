@@ -49,6 +49,9 @@ def _host_count():
 
 
 def _cuda_count():
+    from .backends import has_cuda_backend
+    if not has_cuda_backend():
+        return 0  # a GPU rune cannot compute on is not listed as a device
     try:
         import cupy
         return cupy.cuda.runtime.getDeviceCount()
@@ -86,8 +89,10 @@ def get_device(spec):
     i = int(index) if index else 0
     if i >= len(pool):
         if platform == "cuda":
-            why = "no GPU is visible (CuPy is missing or finds no device)" if not pool else \
-                f"only {len(pool)} GPU(s) are visible"
+            from .backends import has_cuda_backend
+            why = ("this build of rune has no CUDA backend yet" if not has_cuda_backend() else
+                   "no GPU is visible (CuPy is missing or finds no device)" if not pool else
+                   f"only {len(pool)} GPU(s) are visible")
         else:
             why = f"only {len(pool)} host device(s) exist (set RUNE_HOST_DEVICES to have more)"
         raise DeviceError(f"device {spec!r} is not available: {why}")

@@ -197,10 +197,16 @@ eval_rules[checkpoint_p] = lambda *args, program: program(*args)
 
 
 def _checkpoint_fwd(primals, tracked, *, program):
+    if program.effectful:
+        # Recomputing would run its callbacks again: keep the tape instead.
+        outs, pullback, _ = vjp_flat(lambda *xs: program(*xs), primals, tracked)
+        return outs, pullback
     return bind(checkpoint_p, *primals, program=program), list(primals)
 
 
 def _checkpoint_bwd(cts, res, tracked, *, program):
+    if program.effectful:
+        return res(cts)
     # Recompute the forward pass now, on the saved inputs, and pull back through it.
     _, pullback, _ = vjp_flat(lambda *xs: program(*xs), res, tracked)
     return pullback(cts)

@@ -32,7 +32,7 @@ class custom_vjp:
 
     def __init__(self, f):
         self.f = f
-        functools.update_wrapper(self, f)
+        functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
     def __call__(self, *args):
         leaves, in_struct = _flat_args(args)
@@ -138,7 +138,7 @@ class custom_jvp:
     def __init__(self, f, jvp=None):
         self.f = f
         self.rule = jvp
-        functools.update_wrapper(self, f)
+        functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
     def defjvp(self, rule):
         self.rule = rule

@@ -13,7 +13,7 @@ from ..core.trace import bind
 from ..nx import ops as nx
 from ..nx.creation import ones, ones_like, zeros
 from .jvp import jvp_rules
-from .vjp import vjp_rules
+from .vjp import no_derivative, vjp_rules
 
 
 def _zeros_like(x):
@@ -77,8 +77,8 @@ BINARY_PARTIALS = {
     "rem": (None, lambda x, y, out: nx.negative(nx.floor(nx.divide(x, y)))),
 }
 # Linear elementwise primitives: sign of each operand's contribution.
-LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,), "stop_gradient": None}
-ZERO = ("floor", "ceil", "round", "sign", "floordiv")
+LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,)}
+ZERO = ("floor", "ceil", "round", "sign", "floordiv", "stop_gradient")
 
 
 def _tie_split(wins, ties, like):
@@ -132,15 +132,11 @@ def _linear_rules(name, signs):
 
     def jvp(primals, tangents):
         out = bind(prim, *primals)
-        if signs is None:
-            return out, None
         terms = [t if s == 1 else nx.negative(t) for t, s in zip(tangents, signs) if t is not None]
         total = terms[0] if len(terms) == 1 else nx.add(*terms)
         return out, nx.broadcast_to(total, _shape(out))
 
     def vjp(ct, ins, out, wants):
-        if signs is None:
-            return (None,)
         return tuple(unbroadcast(ct if s == 1 else nx.negative(ct), _shape(v)) if w else None
                      for v, s, w in zip(ins, signs, wants))
 
@@ -149,6 +145,7 @@ def _linear_rules(name, signs):
 
 def _zero_rules(name):
     prim = P[name]
+    no_derivative.add(prim)
     jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
     vjp_rules[prim] = lambda ct, ins, out, wants, **params: (None,) * len(ins)
 

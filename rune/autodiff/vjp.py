@@ -19,6 +19,10 @@ vjp_rules = {}
 # primitive -> (fwd(primals, tracked, **params) -> (outs, res),
 #               bwd(cts, res, tracked, **params) -> cotangent per input)
 vjp_forward = {}
+# Primitives whose outputs carry no derivative at all (stop_gradient, floor, ...):
+# their results are constants to the tape, so no cotangent ever reaches what
+# consumes them.
+no_derivative = set()
 
 
 def differentiable(aval):
@@ -58,7 +62,7 @@ class VJPInterpreter(Interpreter):
 
     def process(self, prim, args, params):
         ins, in_slots = self.unpack(args)
-        if all(s is None for s in in_slots):
+        if prim in no_derivative or all(s is None for s in in_slots):
             return self.in_parent(_trace.bind, prim, *ins, **params)
         forward = vjp_forward.get(prim)
         if forward is not None:

@@ -2,6 +2,12 @@
 from ..errors import DeviceError
 
 
+def has_cuda_backend():
+    """Whether rune ships a CUDA backend module (CuPy itself is checked separately)."""
+    import importlib.util
+    return importlib.util.find_spec(__name__ + ".cuda.backend") is not None
+
+
 def backend_for(device):
     """The backend module that holds arrays on `device`."""
     if device.platform == "cpu":

@@ -135,7 +135,7 @@ def _params(params, indent):
         if isinstance(v, Program):
             parts.append(f"{k}=\n{render(v, indent + 2)}\n{' ' * indent}")
         elif callable(v) and not isinstance(v, type):
-            parts.append(f"{k}={getattr(v, '__name__', type(v).__name__)}")
+            parts.append(f"{k}={getattr(v, '__name__', None) or repr(v)}")
         else:
             parts.append(f"{k}={v}")
     return "[" + ", ".join(parts) + "]"

@@ -41,7 +41,7 @@ class Jitted:
             self.signature = inspect.signature(f)
         except (TypeError, ValueError):
             self.signature = None
-        functools.update_wrapper(self, f)
+        functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
     def __call__(self, *args, **kwargs):
         if _trace._current.interp is not _trace.EVAL:

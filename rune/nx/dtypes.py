@@ -115,8 +115,12 @@ def promote(dtypes_and_weak):
             if kind_rank(d) > kind_rank(result):
                 result = _WEAK_BY_RANK[kind_rank(d)]
     else:
-        result = weak[0]
-        for d in weak[1:]:
+        # Only weak operands: the highest kind wins, widened only within that kind
+        # (a weak int meeting a weak float gives float32, not NumPy's float64).
+        top = max(kind_rank(d) for d in weak)
+        same_kind = [d for d in weak if kind_rank(d) == top]
+        result = same_kind[0]
+        for d in same_kind[1:]:
             result = _promote_pair(result, d)
     _promote_cache[key] = (result, not strong)
     return result, not strong

@@ -32,7 +32,7 @@ def asarray(x, dtype=None, device=None):
         return x
     if dtype is not None:
         dtype = dt.dtype(dtype)
-    if isinstance(x, _SCALARS):
+    if type(x) in _SCALARS:  # exact types: np.float64 subclasses float but keeps its dtype
         host = np.asarray(x, dtype or dt.weak_dtype_of(x))
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
         host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
