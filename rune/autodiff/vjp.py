@@ -10,6 +10,7 @@ from ..core.closure import split_residuals
 from ..core.staging import StagingInterpreter
 from ..core.trace import Interpreter, PrimalTracer
 from ..errors import NotDifferentiableError
+from ..nx import ops
 
 # primitive -> fn(ct, ins, out, wants, **params) -> cotangent per input (None =
 # zero); `wants` marks the inputs whose cotangents are needed, so rules skip the
@@ -88,7 +89,6 @@ class VJPInterpreter(Interpreter):
 
     def backward(self, out_slots, cts, in_slots):
         """Cotangents of the tape inputs `in_slots` given `cts` of `out_slots`."""
-        from ..nx import ops
         acc = {}
         for s, ct in zip(out_slots, cts):
             if s is not None and ct is not None:

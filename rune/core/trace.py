@@ -143,11 +143,19 @@ def common_device(prim, avals):
     return device
 
 
+class _Concrete:
+    """The concrete array type, registered by rune.nx (which is built on this module)."""
+    Array = None
+    wrap = None
+
+
+_concrete = _Concrete()
+
+
 class EvalInterpreter(Interpreter):
     """Runs each primitive right away on the backend of its operands' device."""
 
     def process(self, prim, args, params):
-        from ..nx.array import Array, wrap_outputs
         rule = eval_rules.get(prim)
         if rule is not None:
             return rule(*args, **params)
@@ -155,7 +163,7 @@ class EvalInterpreter(Interpreter):
         raws = []
         weak = True
         for a in args:
-            if type(a) is Array:
+            if type(a) is _concrete.Array:
                 d = a.device
                 if d is not device:
                     if device is not None and d != device:
@@ -181,7 +189,7 @@ class EvalInterpreter(Interpreter):
             raise_user_error(prim, args, params)
             raise
         # `place` is the one primitive whose result lies elsewhere than its operand.
-        return wrap_outputs(prim, out, params["device"] if prim.name == "place" else device, weak)
+        return _concrete.wrap(prim, out, params["device"] if prim.name == "place" else device, weak)
 
 
 def raise_user_error(prim, args, params):

@@ -46,15 +46,35 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if _trace._current.interp is not _trace.EVAL:
             return self.f(*args, **kwargs)
-        key, leaves, static_args, static_kwargs = self._key(args, kwargs)
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self._compile(leaves, args, kwargs)
-            self.cache[key] = entry
-        else:
+        fast = self._fast_key(args, kwargs)
+        entry = self.cache.get(fast) if fast is not None else None
+        if entry is not None:
             COUNTERS["cache_hits"] += 1
+            leaves = args
+        else:
+            key, leaves, _, _ = self._key(args, kwargs)
+            entry = self.cache.get(key)
+            if entry is None:
+                entry = self._compile(leaves, args, kwargs)
+                self.cache[key] = entry
+            else:
+                COUNTERS["cache_hits"] += 1
+            if fast is not None:
+                self.cache[fast] = entry
         raws = entry.plan.run([x._raw for x in leaves])
         return tree.unflatten(entry.out_struct, _wrap(raws, entry.plan.out_avals))
+
+    def _fast_key(self, args, kwargs):
+        """For the common call (distinct Arrays, no keywords, statics or placement):
+        the avals alone, which skips flattening; None otherwise."""
+        if kwargs or self.static_argnums or self.device is not None:
+            return None
+        for a in args:
+            if type(a) is not Array:
+                return None
+        if len({id(a) for a in args}) != len(args):
+            return None
+        return tuple(a.aval for a in args)
 
     def _split(self, args, kwargs):
         """(dynamic args with statics replaced by None, dynamic kwargs, static values)."""

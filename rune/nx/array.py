@@ -1,6 +1,7 @@
 """`nx.Array`: an immutable n-d array on one device."""
 import numpy as np
 
+from ..core import trace as _trace
 from ..core.arraylike import ArrayLike
 from ..core.aval import Aval
 from ..devices import current_default, get_device, transfer
@@ -100,3 +101,7 @@ def from_host(host, device=None):
     if device.platform == "cpu":
         return Array(host, device)
     return Array(transfer(host, _HOST0, device), device)
+
+
+_trace._concrete.Array = Array
+_trace._concrete.wrap = wrap_outputs

@@ -81,9 +81,10 @@ _NUMPY_BINARY = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal,
 }
-# Ops that never raise floating-point flags skip the errstate guard (it costs ~1 us).
-# Multiplication can overflow to inf, but guarding every product is too costly.
-_SAFE = {"neg", "add", "sub", "mul", "max", "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
+# Ops that never raise floating-point flags on finite inputs skip the errstate
+# guard (it costs ~1 us a call). Multiplication can overflow to inf, but guarding
+# every product costs too much.
+_SAFE = {"neg", "add", "sub", "mul", "sin", "cos", "tan", "tanh", "atan", "erf", "logistic", "max", "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
          "gt", "ge", "isnan", "isfinite", "abs", "sign", "floor", "ceil", "shift_left",
          "shift_right"}
 
