@@ -74,7 +74,7 @@ BINARY_PARTIALS = {
             lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), y)),
     "atan2": (lambda x, y, out: nx.divide(y, nx.add(nx.multiply(x, x), nx.multiply(y, y))),
               lambda x, y, out: nx.negative(nx.divide(x, nx.add(nx.multiply(x, x), nx.multiply(y, y))))),
-    "rem": (None, lambda x, y, out: nx.negative(nx.floor(nx.divide(x, y)))),
+    "rem": (lambda x, y, out: x.dtype.type(1), lambda x, y, out: nx.negative(nx.floor(nx.divide(x, y)))),
 }
 # Linear elementwise primitives: sign of each operand's contribution.
 LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,)}

@@ -1,0 +1,191 @@
+"""Every op of the op table (tests/op_table.py) under jit, vmap, jvp and vjp.
+
+- jit: the compiled plan gives the eager result (same dtype, same values).
+- vmap: mapping over a stacked batch gives the per-lane results of a Python loop.
+- jvp: the tangent matches central finite differences along random directions
+  (float64 samples of differentiable ops).
+- vjp: <v, J u> computed by the pullback equals the one computed by jvp, for a
+  non-uniform cotangent v: reverse mode agrees with forward mode and so with
+  the finite differences.
+- second order: Hessian-vector products (jvp of grad) against finite
+  differences of the gradient, for a representative subset.
+"""
+import zlib
+
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+
+from op_table import F64, TABLE, is_float
+
+
+def to_rune(args):
+    return [nx.asarray(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
+
+
+def _rng(*parts):
+    return np.random.default_rng(zlib.crc32("/".join(parts).encode()))
+
+
+def _samples(select=lambda case, sample: True):
+    return [pytest.param(c, s, id=f"{c.name}:{s.id}") for c in TABLE for s in c.samples
+            if not s.bug and select(c, s)]
+
+
+def _close(case, got, want):
+    if isinstance(want, (list, tuple)):  # split, broadcast_arrays
+        assert isinstance(got, (list, tuple)) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _close(case, g, w)
+        return
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    if is_float(want.dtype):
+        rtol, atol = case.tolerance(want.dtype)
+        np.testing.assert_allclose(got.astype(F64), want.astype(F64), rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------- jit
+
+@pytest.mark.parametrize("case,sample", _samples())
+def test_jit_matches_eager(case, sample):
+    args = to_rune(sample.args)
+    eager = case.fn(*args, **sample.kwargs)
+    compiled = rune.jit(lambda *a: case.fn(*a, **sample.kwargs))(*args)
+    _close(case, compiled, eager)
+
+
+# ---------------------------------------------------------------- vmap
+
+def _has_array(case, sample):
+    return any(isinstance(a, np.ndarray) for a in sample.args)
+
+
+def _lanes(a):
+    """Three lanes made of `a`'s own values (so index arguments stay in range)."""
+    return [a, np.flip(a).copy(), np.roll(a, 1)]
+
+
+@pytest.mark.parametrize("case,sample", _samples(_has_array))
+def test_vmap_matches_a_loop(case, sample):
+    args = list(sample.args)
+    k = next(i for i, a in enumerate(args) if isinstance(a, np.ndarray))
+    lanes = _lanes(args[k])
+
+    def f(x):
+        full = to_rune(args)
+        full[k] = x
+        return case.fn(*full, **sample.kwargs)
+
+    want = _stack([f(nx.asarray(lane)) for lane in lanes])
+    batch = np.stack(lanes)
+    _close(case, rune.vmap(f)(nx.asarray(batch)), want)
+    if batch.ndim > 1:  # the mapped axis last, results mapped to the last axis
+        moved = np.moveaxis(batch, 0, -1)
+        got = rune.vmap(f, in_axes=-1, out_axes=-1)(nx.asarray(moved))
+        _close(case, got, rune.tree.map(lambda w: np.moveaxis(w, 0, -1) if w.ndim > 1 else w, want))
+
+
+def _stack(results):
+    """Per-lane results (arrays, or lists of arrays) stacked along a new leading axis."""
+    if isinstance(results[0], (list, tuple)):
+        return [np.stack([np.asarray(r[j]) for r in results]) for j in range(len(results[0]))]
+    return np.stack([np.asarray(r) for r in results])
+
+
+# ---------------------------------------------------------------- derivatives
+
+def _differentiable(case, sample):
+    if case.name == "std" and sample.args[0].size == 1:
+        return False  # the std of one element is sqrt(0): no derivative (nan, as in JAX)
+    return case.grad and all(i < len(sample.args) and isinstance(sample.args[i], np.ndarray)
+                             and sample.args[i].dtype == F64
+                             for i in case.diff_argnums)
+
+
+def _as_function(case, sample):
+    args = to_rune(sample.args)
+
+    def f(*diff):
+        full = list(args)
+        for i, d in zip(case.diff_argnums, diff):
+            full[i] = d
+        return case.fn(*full, **sample.kwargs)
+
+    return f, [args[i] for i in case.diff_argnums]
+
+
+def _float_output(f, primals):
+    out = f(*primals)
+    return isinstance(out, nx.Array) and is_float(out.dtype)
+
+
+# Finite-difference step and tolerance by output dtype (the output's precision
+# bounds how well a difference quotient can be computed).
+FD = {"float64": (1e-6, 1e-5), "float32": (1e-3, 2e-3), "float16": (0.1, 0.1), "bfloat16": (0.1, 0.1)}
+
+
+def _finite_difference(f, primals, us, eps):
+    plus = f(*[p + eps * u for p, u in zip(primals, us)])
+    minus = f(*[p - eps * u for p, u in zip(primals, us)])
+    return (np.asarray(plus).astype(F64) - np.asarray(minus).astype(F64)) / (2 * eps)
+
+
+@pytest.mark.parametrize("case,sample", _samples(_differentiable))
+def test_jvp_and_vjp_match_finite_differences(case, sample):
+    f, primals = _as_function(case, sample)
+    if not _float_output(f, primals):
+        pytest.skip("integer-valued output: no derivative to check")
+    out = f(*primals)
+    if not all(np.isfinite(np.asarray(p)).all() for p in primals) or not np.isfinite(np.asarray(out)).all():
+        pytest.skip("inf or nan at this sample: no derivative to check")
+    rng = _rng(case.name, sample.id)
+    eps, tol = FD[out.dtype.name]
+    for _ in range(2):
+        us = [nx.asarray(rng.standard_normal(p.shape)) for p in primals]
+        _, tangent = rune.jvp(f, primals, us)
+        fd = _finite_difference(f, primals, us, eps)
+        if not np.allclose(fd, _finite_difference(f, primals, us, eps / 2), rtol=tol, atol=tol):
+            pytest.skip("the op jumps at this sample (difference quotients disagree)")
+        np.testing.assert_allclose(np.asarray(tangent).astype(F64), fd, rtol=tol, atol=tol)
+
+        v = nx.asarray(rng.standard_normal(out.shape))
+        _, pullback = rune.vjp(f, *primals)
+        cts = pullback(v)
+        assert len(cts) == len(primals)
+        for c, p in zip(cts, primals):
+            assert c.shape == p.shape and c.dtype == p.dtype
+        forward = float(np.sum(np.asarray(v) * np.asarray(tangent)))
+        reverse = sum(float(np.sum(np.asarray(c) * np.asarray(u))) for c, u in zip(cts, us))
+        agree = 1e-9 if out.dtype == F64 else tol  # rounding of lower-precision outputs
+        assert reverse == pytest.approx(forward, rel=agree, abs=agree)
+
+
+SECOND_ORDER = {"exp", "log", "sin", "tanh", "sqrt", "sigmoid", "multiply", "divide", "power",
+                "logsumexp", "softmax", "matmul", "prod", "max", "var", "einsum"}
+
+
+def _second_order(case, sample):
+    return case.name in SECOND_ORDER and _differentiable(case, sample)
+
+
+@pytest.mark.parametrize("case,sample", _samples(_second_order))
+def test_hessian_vector_products_match_finite_differences(case, sample):
+    f, primals = _as_function(case, sample)
+    rng = _rng("hvp", case.name, sample.id)
+    out = f(*primals)
+    w = nx.asarray(rng.standard_normal(out.shape))
+    scalar = lambda *p: nx.sum(f(*p) * w)  # noqa: E731
+    grad = rune.grad(scalar, argnums=tuple(range(len(primals))))
+    us = [nx.asarray(rng.standard_normal(p.shape)) for p in primals]
+    _, hvp = rune.jvp(grad, primals, us)
+    eps = 1e-5
+    plus = grad(*[p + eps * u for p, u in zip(primals, us)])
+    minus = grad(*[p - eps * u for p, u in zip(primals, us)])
+    for h, a, b in zip(hvp, plus, minus):
+        np.testing.assert_allclose(np.asarray(h), (np.asarray(a) - np.asarray(b)) / (2 * eps),
+                                   rtol=1e-5, atol=1e-6)
