@@ -5,7 +5,10 @@ from ..errors import DeviceError
 def has_cuda_backend():
     """Whether rune ships a CUDA backend module (CuPy itself is checked separately)."""
     import importlib.util
-    return importlib.util.find_spec(__name__ + ".cuda.backend") is not None
+    try:
+        return importlib.util.find_spec(__name__ + ".cuda.backend") is not None
+    except ModuleNotFoundError:  # no rune.backends.cuda package at all
+        return False
 
 
 def backend_for(device):

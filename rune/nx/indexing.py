@@ -69,7 +69,7 @@ def getitem(x, idx):
                 starts.append(start), limits.append(max(stop, start)), strides.append(step)
             entries.append(("slice", None))
         elif _is_array_index(item):
-            index = ops.asarray(item)
+            index = ops.constant_like(item, x)
             if index.dtype == dt.bool_:
                 raise IndexingError("boolean mask indexing gives a data-dependent shape; use nx.where")
             if index.dtype.kind not in "iu":
@@ -82,6 +82,12 @@ def getitem(x, idx):
     out = ops._slice(x, starts, limits, strides)
     if flips:
         out = ops.flip(out, flips)
+    if any(kind == "adv" for kind, _ in entries):
+        # Beside an integer array, NumPy counts integer indices as advanced too
+        # (that decides where the gathered axes go): each picks element 0 of
+        # the length-1 axis its slice left.
+        zero = ops.constant_like(np.zeros((), np.int32), x)
+        entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
     return _finish(out, entries)
 
 
@@ -106,7 +112,7 @@ def _finish(out, entries):
             i = ops.clip(ops.where(ops.less(i, 0), ops.add(i, d), i), 0, max(d - 1, 0))
             linear = i if linear is None else ops.add(ops.multiply(linear, d), i)
         merged = out.shape[:first] + (int(np.prod(dims)),) + out.shape[adv_axes[-1] + 1:]
-        out = ops.bind(ops.P["gather"], ops.reshape(out, merged), ops._on(linear, out), axis=first)
+        out = ops.bind(ops.P["gather"], ops.reshape(out, merged), linear, axis=first)
         block_shape = linear.shape
         if not adjacent:
             entries = [("block", None)] + [e for e in entries if e[0] != "adv"]
@@ -167,10 +173,9 @@ class _Updates:
     def _scatter(self, values, mode):
         x = ops.asarray(self.array)
         # The flat positions the index selects: an index into arange(size).
-        positions = getitem(ops._on(ops.asarray(np.arange(x.size, dtype=np.int32).reshape(x.shape)), x),
+        positions = getitem(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
                             self.idx)
-        values = ops.astype(values, x.dtype) if isinstance(values, (Array, Tracer)) else \
-            ops._on(ops.asarray(np.asarray(values, x.dtype)), x)
+        values = ops.constant_like(values, x, x.dtype)
         try:
             values = ops.broadcast_to(values, positions.shape)
         except Exception as e:

@@ -157,7 +157,7 @@ def _any_unary(prim_name, allowed=None):
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
         if allowed is not None and x.dtype.kind not in allowed:
-            raise DTypeError(f"{op.__name__}: expected an array of kind {allowed!r}, got {x.dtype.name}")
+            raise DTypeError(f"{op.__name__}: expected {_KIND_WORDS[allowed]} operands, got {x.dtype.name}")
         return bind(prim, x)
     op.__name__ = prim_name
     return op
@@ -189,11 +189,11 @@ def _binary(prim_name, kinds=None, to_float=False):
                         out = _eager(prim, x.device, x._raw, y._raw)
                         if out is not None:
                             return Array(out, x.device, x.weak and y.weak)
-                elif d in scalar_ok.get(ty, ()):
+                elif d in scalar_ok.get(ty, ()) and _fits(d, y):
                     out = _eager(prim, x.device, x._raw, d.type(y))
                     if out is not None:
                         return Array(out, x.device, x.weak)
-            elif ty is Array and y._raw.dtype in scalar_ok.get(tx, ()):
+            elif ty is Array and y._raw.dtype in scalar_ok.get(tx, ()) and _fits(y._raw.dtype, x):
                 d = y._raw.dtype
                 out = _eager(prim, y.device, d.type(x), y._raw)
                 if out is not None:
@@ -211,6 +211,19 @@ def _binary(prim_name, kinds=None, to_float=False):
     return op
 
 
+def _fits(dtype, value):
+    """Whether a Python scalar converts to `dtype` without overflow (else the general path reports it)."""
+    if type(value) is float or dtype.kind == "f" or dtype == dt.bfloat16:
+        return True
+    info = _IINFO.get(dtype)
+    if info is None:
+        info = _IINFO[dtype] = np.iinfo(dtype)
+    return info.min <= value <= info.max
+
+
+_IINFO = {}
+
+
 def _eager(prim, device, *raws):
     """The backend result, or None to take the general path (which reports errors well)."""
     impl = prim.impls.get(device.platform)
@@ -222,18 +235,19 @@ def _eager(prim, device, *raws):
         return None
 
 
-_KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float"}
+_KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float", "iufV": "numeric (not bool)"}
 
 exp, log, log1p, expm1 = (_float_unary(n) for n in ("exp", "log", "log1p", "expm1"))
 sqrt, rsqrt, sin, cos, tan = (_float_unary(n) for n in ("sqrt", "rsqrt", "sin", "cos", "tan"))
 tanh, sinh, cosh, asin, acos, atan = (_float_unary(n) for n in ("tanh", "sinh", "cosh", "asin", "acos", "atan"))
 erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
 floor, ceil, round = _float_unary("floor"), _float_unary("ceil"), _float_unary("round")
-negative, sign, abs = _any_unary("neg"), _any_unary("sign"), _any_unary("abs")
+negative = _any_unary("neg", "iufV")
+sign, abs = _any_unary("sign"), _any_unary("abs")
 invert = _any_unary("not", "biu")
 isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
 stop_gradient_ = _any_unary("stop_gradient")
-add, subtract, multiply = _binary("add"), _binary("sub"), _binary("mul")
+add, subtract, multiply = _binary("add"), _binary("sub", "iufV"), _binary("mul")
 divide = _binary("div", to_float=True)
 floor_divide, remainder = _binary("floordiv"), _binary("rem")
 power = _binary("pow")
@@ -366,11 +380,13 @@ amax, amin = max, min
 
 
 def any(x, axis=None, keepdims=False):
-    return max(astype(x, dt.bool_), axis, keepdims)
+    """Whether any element is true (False over an empty axis)."""
+    return not_equal(sum(astype(x, dt.bool_), axis, keepdims), 0)
 
 
 def all(x, axis=None, keepdims=False):
-    return min(astype(x, dt.bool_), axis, keepdims)
+    """Whether every element is true (True over an empty axis)."""
+    return equal(sum(logical_not(x), axis, keepdims), 0)
 
 
 def _arg_reduction(prim_name):
@@ -379,6 +395,8 @@ def _arg_reduction(prim_name):
     def op(x, axis=None, keepdims=False):
         x = asarray(x)
         if axis is None:
+            if x.size == 0:
+                raise ShapeError(f"{prim_name}: the array is empty, so it has no {prim_name[3:]}imum")
             flat = reshape(x, (-1,))
             out = bind(prim, flat, axis=0, index_dtype=dt.int32)
             return reshape(out, (1,) * x.ndim) if keepdims else out
@@ -416,9 +434,18 @@ def std(x, axis=None, keepdims=False, ddof=0):
     return sqrt(var(x, axis, keepdims, ddof))
 
 
-def logsumexp(x, axis=None, keepdims=False):
+def _floating(x):
     x = asarray(x)
+    return x if dt.is_float(x.dtype) else astype(x, dt.default_float)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    x = _floating(x)
     axes = _axes("logsumexp", axis, x.ndim)
+    if builtins.any(x.shape[a] == 0 for a in axes):  # the log of an empty sum
+        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return broadcast_to(constant_like(-np.inf, x, x.dtype), shape)
     top = stop_gradient(max(x, axes, keepdims=True))
     top = where(isfinite(top), top, 0)
     out = add(log(sum(exp(subtract(x, top)), axes, keepdims=True)), top)
@@ -426,13 +453,13 @@ def logsumexp(x, axis=None, keepdims=False):
 
 
 def softmax(x, axis=-1):
-    x = asarray(x)
+    x = _floating(x)
     unnormalized = exp(subtract(x, stop_gradient(max(x, axis, keepdims=True))))
     return divide(unnormalized, sum(unnormalized, axis, keepdims=True))
 
 
 def log_softmax(x, axis=-1):
-    x = asarray(x)
+    x = _floating(x)
     shifted = subtract(x, stop_gradient(max(x, axis, keepdims=True)))
     return subtract(shifted, log(sum(exp(shifted), axis, keepdims=True)))
 
@@ -601,19 +628,19 @@ def pad(x, pad_width, constant_values=0):
         config = tuple(pw * x.ndim) if len(pw) == 1 else tuple(pw)
     if len(config) != x.ndim or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
         raise ShapeError(f"pad: expected {x.ndim} non-negative (before, after) pairs, got {pad_width}")
-    value = asarray(_literal("pad", constant_values, x.dtype) if type(constant_values) in _SCALARS
-                    else constant_values, x.dtype)
-    value = _on(value, x)
+    if type(constant_values) in _SCALARS:
+        constant_values = _literal("pad", constant_values, x.dtype)
+    value = constant_like(constant_values, x, x.dtype)
     return bind(P["pad"], x, value, config=tuple((int(lo), int(hi)) for lo, hi in config))
 
 
-def _on(value, like):
-    """A concrete constant placed with the array it meets (like a Python scalar)."""
-    if isinstance(value, Array) and isinstance(like, (Array, Tracer)) and like.device is not None \
-            and value.device != like.device:
-        from .placement import place
-        return place(value, like.device)
-    return value
+def constant_like(value, like, dtype=None):
+    """`value` as an array operand of `like`: a rune array stays as it is (so a
+    device mismatch is reported, never fixed silently); a Python or NumPy value
+    becomes a constant placed with `like`, as a Python scalar would be."""
+    if isinstance(value, (Array, Tracer)):
+        return value if dtype is None else astype(value, dtype)
+    return asarray(value, dtype, like.device)
 
 
 def take(x, indices, axis=None):
@@ -621,7 +648,7 @@ def take(x, indices, axis=None):
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     axis = normalize_axis("take", axis, x.ndim)
-    idx = _on(asarray(indices), x)
+    idx = constant_like(indices, x)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"take: indices must be integers, got {idx.dtype.name}")
     return bind(P["gather"], x, idx, axis=axis)
@@ -629,7 +656,7 @@ def take(x, indices, axis=None):
 
 def dynamic_slice(x, start_indices, slice_sizes):
     x = asarray(x)
-    starts = [_on(astype(s, dt.int32), x) for s in start_indices]
+    starts = [constant_like(s, x, dt.int32) for s in start_indices]
     sizes = tuple(int(s) for s in slice_sizes)
     if len(starts) != x.ndim or len(sizes) != x.ndim:
         raise ShapeError(f"dynamic_slice: expected {x.ndim} start indices and sizes for shape {x.shape}, "
@@ -642,7 +669,7 @@ def dynamic_slice(x, start_indices, slice_sizes):
 def dynamic_update_slice(x, update, start_indices):
     x = asarray(x)
     update = astype(asarray(update), x.dtype)
-    starts = [_on(astype(s, dt.int32), x) for s in start_indices]
+    starts = [constant_like(s, x, dt.int32) for s in start_indices]
     if len(starts) != x.ndim or update.ndim != x.ndim:
         raise ShapeError(f"dynamic_update_slice: expected rank-{x.ndim} update and {x.ndim} starts, "
                          f"got update shape {update.shape} and {len(starts)} starts")

@@ -44,8 +44,12 @@ def split(key, num=2):
 def fold_in(key, data):
     """A new key derived from `key` and the integer `data`."""
     key = _check_key(key, "fold_in")
-    data = ops.astype(data, dt.uint32)
-    mixed = ops.bitwise_xor(key, ops.stack([data, ops.multiply(data, np.uint32(0x9E3779B9))]))
+    data = ops.constant_like(data, key, dt.uint32) if not isinstance(data, int) else \
+        ops.constant_like(np.uint32(data & 0xFFFFFFFF), key)
+    # The constants keep fold_in's keys apart from split's (fold_in(k, 0) != split(k)[0]).
+    mixed = ops.bitwise_xor(key, ops.stack([ops.bitwise_xor(data, np.uint32(0x5BD1E995)),
+                                            ops.add(ops.multiply(data, np.uint32(0x9E3779B9)),
+                                                    np.uint32(0x7F4A7C15))]))
     return _bits(mixed, (2,), 32)
 
 
@@ -96,7 +100,9 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     """Integers uniform in [minval, maxval)."""
     key = _check_key(key, "randint")
     dtype = dt.dtype(dtype)
+    minval = ops.constant_like(minval, key, dtype)
+    maxval = ops.constant_like(maxval, key, dtype)
     span = ops.astype(ops.subtract(maxval, minval), dt.uint32)
     bits = _bits(key, _shape(shape), 32)
     offset = ops.remainder(bits, ops.maximum(span, np.uint32(1)))
-    return ops.add(ops.astype(offset, dtype), ops.astype(minval, dtype))
+    return ops.add(ops.astype(offset, dtype), minval)

@@ -42,7 +42,11 @@ def _rsqrt(x):
 
 
 def _logistic(x):
-    return special.expit(x)
+    return special.expit(x).astype(x.dtype)  # SciPy computes float16/bfloat16 in float64
+
+
+def _erf(x):
+    return special.erf(x).astype(x.dtype)
 
 
 def _round(x):
@@ -69,7 +73,7 @@ _NUMPY_UNARY = {
     "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
     "sqrt": np.sqrt, "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
-    "atan": np.arctan, "erf": special.erf, "logistic": _logistic, "floor": np.floor,
+    "atan": np.arctan, "erf": _erf, "logistic": _logistic, "floor": np.floor,
     "ceil": np.ceil, "round": _round, "sign": np.sign, "abs": np.abs, "not": np.invert,
     "isnan": np.isnan, "isfinite": np.isfinite,
 }

@@ -1,0 +1,1052 @@
+"""The op table: every public `nx` function, with a NumPy/SciPy reference and sample arguments.
+
+One entry (`OpCase`) per function. Other test files reuse the same table:
+`test_ops.py` checks eager results against the reference; gradient, jit and
+vmap tests can walk the same entries (`grad`, `diff_argnums`, `domain`,
+`draw`) instead of writing tests op by op.
+
+Conventions
+- `case.fn(*args, **kwargs)` is the rune call, `case.ref(*args, **kwargs)`
+  the NumPy one. `Sample.args` holds NumPy arrays (convert each with
+  `nx.asarray`; NumPy arrays keep their dtype, so they are *strong* operands)
+  or Python scalars (pass them unchanged: they are rune's *weak* literals).
+  `Sample.kwargs` are static Python values (axes, shapes, index expressions).
+- An index expression may hold `Arg(k)`: "positional argument k of this
+  sample", so integer-array indices are real (traceable, batchable) arguments.
+- `grad`: the op is differentiable in `diff_argnums` at the sample points
+  (the samples keep away from kinks, ties and discontinuities: see `domain`).
+  Piecewise-constant ops (floor, sign, ...) are marked differentiable with a
+  zero derivative, as in JAX; finite differences away from their jumps are 0.
+- `domain` names how float (and int) inputs are drawn (`DOMAINS`); use
+  `draw(rng, shape, dtype, domain)` to make more inputs (e.g. vmap batches).
+- `Sample.bug`: a known rune bug on this sample (the eager test marks it
+  strict-xfail; other suites should skip such samples). `Sample.fd` is False
+  where finite differences do not apply (a sample on a jump, a kink such as
+  std of one element, or with infinities).
+- Result dtypes follow NumPy 2 except where rune documents otherwise; see
+  `expected_dtype` and each case's `dtype_note`.
+
+Everything is deterministic: each case draws from `np.random.default_rng`
+seeded by the crc32 of its name, so adding a case does not move the others.
+"""
+import dataclasses
+import math
+import warnings
+import zlib
+from typing import Any, Callable, Optional
+
+import ml_dtypes
+import numpy as np
+import scipy.special
+
+from rune import nx
+
+# ---------------------------------------------------------------- dtypes
+
+BOOL = np.dtype(np.bool_)
+I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+SIGNED = (I8, I16, I32, I64)
+UNSIGNED = (U8, U16, U32, U64)
+INTS = SIGNED + UNSIGNED
+FLOATS = (F32, F64)
+LOW_FLOATS = (F16, BF16)
+ALL_DTYPES = (BOOL,) + INTS + LOW_FLOATS + FLOATS
+
+SHORT = {BOOL: "b", I8: "i8", I16: "i16", I32: "i32", I64: "i64", U8: "u8", U16: "u16",
+         U32: "u32", U64: "u64", F16: "f16", BF16: "bf16", F32: "f32", F64: "f64"}
+
+
+def is_float(d):
+    d = np.dtype(d)
+    return d.kind == "f" or d == BF16
+
+
+def is_int(d):
+    return np.dtype(d).kind in "iu"
+
+
+# Tolerances (rtol, atol) by result dtype; integer and bool results are exact.
+TOL = {F16: (2e-3, 2e-3), BF16: (1.6e-2, 1.6e-2), F32: (1e-5, 1e-6), F64: (1e-12, 1e-12)}
+
+
+# ---------------------------------------------------------------- table entries
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """Inside an index expression: positional argument `index` of the sample."""
+    index: int
+
+
+@dataclasses.dataclass
+class Sample:
+    args: tuple
+    kwargs: dict
+    id: str
+    bug: Optional[str] = None
+    fd: bool = True    # finite differences apply here (False: on a kink, a jump or at infinities)
+
+
+@dataclasses.dataclass
+class OpCase:
+    name: str
+    fn: Callable
+    ref: Callable
+    samples: list
+    grad: bool = False
+    diff_argnums: tuple = (0,)
+    domain: Any = "real"
+    dtype_rule: Optional[Callable] = None   # (sample, numpy_dtype) -> rune's dtype
+    dtype_note: str = ""
+    tol: Optional[dict] = None              # dtype -> (rtol, atol), overriding TOL
+    note: str = ""
+
+    def tolerance(self, dtype):
+        table = dict(TOL)
+        table.update(self.tol or {})
+        return table[np.dtype(dtype)]
+
+
+def _describe(a):
+    if isinstance(a, (np.ndarray, np.generic)):
+        return f"{SHORT[a.dtype]}{list(a.shape)}".replace(" ", "")
+    return f"py{a!r}"
+
+
+def _short(v):
+    if isinstance(v, Arg):
+        return f"a{v.index}"
+    if isinstance(v, slice):
+        return ":".join("" if p is None else str(p) for p in (v.start, v.stop, v.step))
+    if v is Ellipsis:
+        return "..."
+    if v is None:
+        return "None"
+    if isinstance(v, (tuple, list)):
+        return "(" + ",".join(_short(e) for e in v) + ")"
+    if isinstance(v, np.dtype):
+        return SHORT[v]
+    return str(v)
+
+
+def S(*args, bug=None, fd=True, **kwargs):
+    """A sample; its id describes the arguments (shapes, dtypes, static values)."""
+    parts = [_describe(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+    return Sample(tuple(args), kwargs, "-".join(parts).replace(" ", ""), bug, fd)
+
+
+def _uniquify(samples):
+    seen = {}
+    for s in samples:
+        n = seen.get(s.id, 0)
+        seen[s.id] = n + 1
+        if n:
+            s.id = f"{s.id}#{n}"
+    return samples
+
+
+# ---------------------------------------------------------------- drawing inputs
+
+def _float_nonzero(rng, shape):
+    return rng.choice([-1.0, 1.0], size=shape) * rng.uniform(0.5, 3.0, size=shape)
+
+
+def _float_frac(rng, shape):
+    # Away from integers and from halves: floor/ceil/round are constant nearby.
+    whole = rng.integers(-3, 4, size=shape)
+    frac = rng.uniform(0.1, 0.4, size=shape) + rng.choice([0.0, 0.5], size=shape)
+    return whole + frac
+
+
+def _float_special(rng, shape):
+    x = rng.standard_normal(size=shape)
+    flat = x.reshape(-1)
+    specials = [np.nan, np.inf, -np.inf]
+    for i in range(0, flat.size, 3):
+        flat[i] = specials[(i // 3) % 3]
+    return flat.reshape(shape)
+
+
+FLOAT_DOMAINS = {
+    "real": lambda rng, shape: rng.standard_normal(size=shape),
+    "positive": lambda rng, shape: rng.uniform(0.5, 3.0, size=shape),
+    "unit": lambda rng, shape: rng.uniform(-0.9, 0.9, size=shape),
+    "small": lambda rng, shape: rng.uniform(-2.0, 2.0, size=shape),
+    "angle": lambda rng, shape: rng.uniform(-1.2, 1.2, size=shape),
+    "nonzero": _float_nonzero,
+    "frac": _float_frac,
+    "special": _float_special,
+}
+
+
+def _int_range(domain, d):
+    info = np.iinfo(d)
+    table = {"real": (-20, 20), "positive": (1, 10), "unit": (-1, 1), "small": (0, 3),
+             "angle": (-1, 1), "frac": (-3, 3), "special": (-20, 20), "shift": (0, 7),
+             "nonzero": (1, 10)}
+    lo, hi = table[domain]
+    return max(lo, info.min, 0 if d.kind == "u" else info.min), min(hi, info.max)
+
+
+DOMAINS = tuple(FLOAT_DOMAINS) + ("shift",)
+
+
+def draw(rng, shape, dtype, domain="real"):
+    """A NumPy array of `shape` and `dtype` with values from `domain`."""
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    if dtype == BOOL:
+        return np.asarray(rng.random(size=shape) < 0.5)
+    if dtype.kind in "iu":
+        lo, hi = _int_range(domain, dtype)
+        out = rng.integers(lo, hi, size=shape, endpoint=True)
+        if domain == "nonzero" and dtype.kind == "i":
+            out = out * rng.choice([-1, 1], size=shape)
+        return np.asarray(out).astype(dtype)
+    fn = FLOAT_DOMAINS["real" if domain == "shift" else domain]
+    return np.asarray(fn(rng, shape)).astype(dtype)
+
+
+def weak(rng, kind, domain="real", like=I8):
+    """A Python scalar (rune's weak literal) of `kind` (float, int or bool) from `domain`.
+
+    Ints are drawn inside the range of `like` (the dtype of the array they meet):
+    a literal that does not fit raises, in NumPy as in rune.
+    """
+    if kind is bool:
+        return bool(rng.random() < 0.5)
+    if kind is int:
+        return int(draw(rng, (), like if is_int(like) else I8, domain))
+    return round(float(draw(rng, (), F64, domain)), 3) or 0.5
+
+
+def _rng(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+# ---------------------------------------------------------------- dtype rules
+
+def _strong(args):
+    return [a for a in args if isinstance(a, (np.ndarray, np.generic))]
+
+
+def _strong_dtypes(sample):
+    arrays = _strong(sample.args)
+    for v in sample.kwargs.values():  # arrays inside index expressions
+        if isinstance(v, (np.ndarray, np.generic)):
+            arrays.append(v)
+    return [a.dtype for a in arrays]
+
+
+def numpy_rule(sample, np_dtype):
+    """NumPy's dtype, with rune's defaults where no strong operand fixes the kind.
+
+    rune: a float result with no float array among the operands is float32
+    (float ops on ints, float Python scalars meeting int arrays, means of ints);
+    an int result with no int array among them (bool array + Python int) is int32.
+    """
+    np_dtype = np.dtype(np_dtype)
+    strong = _strong_dtypes(sample)
+    if is_float(np_dtype) and not any(is_float(d) for d in strong):
+        return F32
+    if np_dtype.kind in "iu" and not any(d.kind in "iu" or is_float(d) for d in strong):
+        return I32
+    return np_dtype
+
+
+def float_rule(sample, np_dtype):
+    """A float op: float inputs keep their dtype, anything else gives float32."""
+    d = sample.args[0].dtype if isinstance(sample.args[0], np.ndarray) else None
+    return d if d is not None and is_float(d) else F32
+
+
+def accumulate_rule(sample, np_dtype):
+    """sum/prod: bool and narrow ints accumulate in int32; other dtypes keep theirs."""
+    d = sample.args[0].dtype
+    return I32 if d in (BOOL, I8, I16, U8) else d
+
+
+def index_rule(sample, np_dtype):
+    return I32
+
+
+ACCUMULATE_NOTE = ("NumPy sums ints in int64/uint64; rune sums bool/int8/int16/uint8 in int32 and "
+                   "keeps every other dtype (uint16 stays uint16)")
+
+
+# ---------------------------------------------------------------- references
+
+def _errstate(fn):
+    def run(*args, **kwargs):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return fn(*args, **kwargs)
+    return run
+
+
+def _float_like(x):
+    d = np.asarray(x).dtype
+    return d if is_float(d) else F64
+
+
+def _in_f64(fn):
+    """Reference computed in float64, returned in the operand's float dtype (float64 for ints)."""
+    def run(x, *args, **kwargs):
+        out = fn(np.asarray(x, F64), *args, **kwargs)
+        return np.asarray(out).astype(_float_like(x))
+    return run
+
+
+def _round_half_away(x):
+    t = np.trunc(x)
+    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
+
+
+def _fill(idx, args):
+    """An index expression with each `Arg(k)` replaced by args[k]."""
+    if isinstance(idx, Arg):
+        return args[idx.index]
+    if isinstance(idx, tuple):
+        return tuple(_fill(i, args) for i in idx)
+    return idx
+
+
+def _np_dynamic_starts(shape, starts, sizes):
+    # lax.dynamic_slice semantics: each start is clamped so the slice fits.
+    return tuple(int(min(max(int(s), 0), d - z)) for s, d, z in zip(starts, shape, sizes))
+
+
+def _np_dynamic_slice(x, *starts, sizes):
+    st = _np_dynamic_starts(x.shape, starts, sizes)
+    return x[tuple(slice(s, s + z) for s, z in zip(st, sizes))]
+
+
+def _np_dynamic_update_slice(x, update, *starts):
+    st = _np_dynamic_starts(x.shape, starts, update.shape)
+    out = x.copy()
+    out[tuple(slice(s, s + z) for s, z in zip(st, update.shape))] = update.astype(x.dtype)
+    return out
+
+
+def _np_at(x, values, *arrays, idx, mode):
+    out = x.copy()
+    index = _fill(idx, (x, values) + arrays)
+    values = np.asarray(values).astype(x.dtype)
+    if mode == "set":
+        out[index] = values
+    else:
+        np.add.at(out, index, values)
+    return out
+
+
+def _nx_at(x, values, *arrays, idx, mode):
+    return getattr(x.at[_fill(idx, (x, values) + arrays)], mode)(values)
+
+
+def _np_dot_general(x, y, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter("abcdefghijklmnop")
+    xs = [next(letters) for _ in range(x.ndim)]
+    ys = [next(letters) for _ in range(y.ndim)]
+    for a, b in zip(lc + lb, rc + rb):
+        ys[b] = xs[a]
+    batch = [xs[a] for a in lb]
+    out = batch + [xs[i] for i in range(x.ndim) if i not in lc and i not in lb] + \
+        [ys[i] for i in range(y.ndim) if i not in rc and i not in rb]
+    return np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x, y)
+
+
+# ---------------------------------------------------------------- sample generators
+
+SHAPES = [(), (0,), (5,), (3, 4), (2, 3, 4)]
+PAIRS = [((), ()), ((5,), ()), ((), (5,)), ((3, 4), (3, 4)), ((3, 1), (1, 4)),
+         ((4,), (2, 3, 4)), ((2, 1, 4), (3, 1)), ((0, 3), (3,)), ((0,), (1,))]
+
+
+def unary(name, domain, dtypes=FLOATS, extra=(I32, U8, BOOL, F16, BF16)):
+    rng = _rng(name)
+    out = [S(draw(rng, s, d, domain)) for d in dtypes for s in SHAPES]
+    out += [S(draw(rng, (3, 4), d, domain)) for d in extra]
+    return out
+
+
+def binary(name, domains=("real", "real"), dtypes=(F32, F64, I32), mixed=(), low=(F16, BF16),
+           weak_kinds=(float, int), weak_dtypes=(F32, I8, I32, F16, U8), pairs=PAIRS):
+    """Broadcasting pairs per dtype, mixed-dtype pairs, low floats, and weak Python scalars."""
+    rng = _rng(name)
+    dx, dy = domains
+    out = []
+    for d in dtypes:
+        for sx, sy in pairs:
+            out.append(S(draw(rng, sx, d, dx), draw(rng, sy, d, dy)))
+    for a, b in mixed:
+        out.append(S(draw(rng, (3, 4), a, dx), draw(rng, (4,), b, dy)))
+    for d in low:
+        out.append(S(draw(rng, (3, 4), d, dx), draw(rng, (3, 4), d, dy)))
+    for kind in weak_kinds:
+        for d in weak_dtypes:
+            out.append(S(draw(rng, (3,), d, dx), weak(rng, kind, dy, like=d)))
+            out.append(S(weak(rng, kind, dx, like=d), draw(rng, (3,), d, dy)))
+    return out
+
+
+MIXED_NUM = ((I8, I16), (I8, U8), (U8, I32), (I32, F32), (I64, F64), (F32, F64), (BOOL, I8),
+             (BOOL, F32), (U32, I32), (I16, F16), (F16, F32), (U8, U16))
+MIXED_INT = ((I8, I16), (I8, U8), (U8, I32), (BOOL, I8), (U32, I32), (U8, U16), (I64, I32))
+
+REDUCE_AXES = [((), None), ((5,), None), ((5,), 0), ((5,), -1), ((3, 4), None), ((3, 4), 0),
+               ((3, 4), 1), ((3, 4), (0, 1)), ((3, 4), (-1, 0)), ((2, 3, 4), (0, 2)),
+               ((2, 3, 4), -2), ((0, 3), 0), ((0, 3), 1), ((0, 3), None)]
+
+
+def _empty_reduced(shape, axis):
+    axes = range(len(shape)) if axis is None else ((axis,) if isinstance(axis, int) else axis)
+    return any(shape[a] == 0 for a in axes)
+
+
+def reduction(name, dtypes=(F32, F64, I32), extra=(), domain="real", empty=True, empty_bug=None,
+              axes=REDUCE_AXES, fd_scalars=True, **kwargs):
+    rng = _rng(name)
+    out = []
+    for d in dtypes:
+        for shape, axis in axes:
+            if _empty_reduced(shape, axis) and not empty:
+                continue
+            bug = empty_bug if _empty_reduced(shape, axis) else None
+            fd = fd_scalars or math.prod(shape[a] for a in (range(len(shape)) if axis is None else
+                                                            ((axis,) if isinstance(axis, int) else axis))) > 1
+            for keepdims in (False, True):
+                out.append(S(draw(rng, shape, d, domain), axis=axis, keepdims=keepdims, bug=bug, fd=fd, **kwargs))
+    for d in extra:
+        out.append(S(draw(rng, (3, 4), d, domain), axis=1, keepdims=False, **kwargs))
+        out.append(S(draw(rng, (3, 4), d, domain), axis=None, keepdims=False, **kwargs))
+    return out
+
+
+# ---------------------------------------------------------------- the table
+
+TABLE = []
+
+
+def case(name, fn, ref, samples, **kw):
+    TABLE.append(OpCase(name, fn, ref, _uniquify(samples), **kw))
+
+
+# -- elementwise float math: result is a float; ints and bools compute in float32
+
+def _float_unary(name, fn, ref, domain, grad=True, rule=numpy_rule, note=""):
+    case(name, fn, _errstate(ref), unary(name, domain), grad=grad, domain=domain, dtype_rule=rule,
+         dtype_note=note or "float op: int/bool inputs give float32 (NumPy: float16/float64)")
+
+
+_float_unary("exp", nx.exp, np.exp, "small")
+_float_unary("log", nx.log, np.log, "positive")
+_float_unary("log1p", nx.log1p, np.log1p, "positive")
+_float_unary("expm1", nx.expm1, np.expm1, "small")
+_float_unary("sqrt", nx.sqrt, np.sqrt, "positive")
+_float_unary("rsqrt", nx.rsqrt, lambda x: 1 / np.sqrt(x), "positive")
+_float_unary("sin", nx.sin, np.sin, "real")
+_float_unary("cos", nx.cos, np.cos, "real")
+_float_unary("tan", nx.tan, np.tan, "angle")
+_float_unary("tanh", nx.tanh, np.tanh, "real")
+_float_unary("sinh", nx.sinh, np.sinh, "small")
+_float_unary("cosh", nx.cosh, np.cosh, "small")
+_float_unary("asin", nx.asin, np.arcsin, "unit")
+_float_unary("acos", nx.acos, np.arccos, "unit")
+_float_unary("atan", nx.atan, np.arctan, "real")
+_float_unary("erf", nx.erf, _in_f64(np.vectorize(math.erf, otypes=[F64])), "real")
+_float_unary("sigmoid", nx.sigmoid, _in_f64(lambda x: 1 / (1 + np.exp(-x))), "real")
+_float_unary("floor", nx.floor, np.floor, "frac", rule=float_rule,
+             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
+_float_unary("ceil", nx.ceil, np.ceil, "frac", rule=float_rule,
+             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
+# rune rounds halves away from zero on every device (C's round()); np.round and
+# jnp.round round halves to even. The reference follows rune's documented choice.
+case("round", nx.round, _round_half_away,
+     unary("round", "frac", extra=(F16,)) +
+     [S(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], d), fd=False) for d in (F32, F64)],
+     grad=True, domain="frac", dtype_rule=float_rule,
+     dtype_note="ints give float32", note="halves round away from zero (NumPy/JAX: to even)")
+case("isnan", nx.isnan, np.isnan, unary("isnan", "special", extra=(I32, BOOL, F16, BF16)),
+     domain="special")
+case("isfinite", nx.isfinite, np.isfinite, unary("isfinite", "special", extra=(I32, BOOL, F16, BF16)),
+     domain="special")
+
+# -- elementwise on any numeric dtype
+
+_ALL_BUT_BOOL = INTS + LOW_FLOATS + FLOATS
+
+
+def _any_unary_samples(name, domain, dtypes):
+    rng = _rng(name)
+    out = [S(draw(rng, s, d, domain)) for d in FLOATS for s in SHAPES]
+    out += [S(draw(rng, (3, 4), d, domain)) for d in dtypes if d not in FLOATS]
+    return out
+
+
+case("negative", nx.negative, np.negative, _any_unary_samples("negative", "real", _ALL_BUT_BOOL),
+     grad=True)
+case("abs", nx.abs, np.abs, _any_unary_samples("abs", "nonzero", ALL_DTYPES), grad=True,
+     domain="nonzero")
+case("sign", nx.sign, np.sign, _any_unary_samples("sign", "nonzero", _ALL_BUT_BOOL), grad=True,
+     domain="nonzero")
+case("square", nx.square, np.square, _any_unary_samples("square", "real", _ALL_BUT_BOOL), grad=True)
+case("reciprocal", nx.reciprocal, _errstate(lambda x: 1 / x),
+     _any_unary_samples("reciprocal", "nonzero", (I32, I8, F16, BF16)), grad=True, domain="nonzero",
+     dtype_rule=numpy_rule, dtype_note="true division: ints give float32 (np.reciprocal is integer division)")
+case("stop_gradient", nx.stop_gradient, lambda x: x,
+     _any_unary_samples("stop_gradient", "real", (I32, BOOL)),
+     note="identity value; its derivative is zero (finite differences do not apply)")
+case("invert", nx.invert, np.invert,
+     [S(draw(_rng("invert"), s, d)) for d in (BOOL,) + INTS for s in ((3, 4),)] +
+     [S(draw(_rng("invert"), s, I32)) for s in SHAPES])
+
+# -- binary arithmetic
+
+case("add", nx.add, np.add, binary("add", mixed=MIXED_NUM), grad=True, diff_argnums=(0, 1))
+case("subtract", nx.subtract, np.subtract, binary("subtract", mixed=MIXED_NUM), grad=True,
+     diff_argnums=(0, 1))
+case("multiply", nx.multiply, np.multiply, binary("multiply", mixed=MIXED_NUM), grad=True,
+     diff_argnums=(0, 1))
+case("divide", nx.divide, _errstate(np.true_divide),
+     binary("divide", ("real", "nonzero"), mixed=MIXED_NUM), grad=True, diff_argnums=(0, 1),
+     domain=("real", "nonzero"), dtype_note="int / int is float32 (NumPy: float64)")
+_NO_BOOL = tuple((a, b) for a, b in MIXED_NUM if BOOL not in (a, b))
+case("floor_divide", nx.floor_divide, _errstate(np.floor_divide),
+     binary("floor_divide", ("real", "nonzero"), mixed=_NO_BOOL), grad=True, diff_argnums=(0, 1),
+     domain=("real", "nonzero"), note="derivative zero (piecewise constant)")
+case("remainder", nx.remainder, _errstate(np.remainder),
+     binary("remainder", ("real", "nonzero"), mixed=_NO_BOOL), grad=True, diff_argnums=(0, 1),
+     domain=("real", "nonzero"))
+case("power", nx.power, _errstate(np.power),
+     binary("power", ("positive", "small"), mixed=tuple((a, b) for a, b in _NO_BOOL if is_float(b) or
+                                                        (is_int(a) and is_int(b)))),
+     grad=True, diff_argnums=(0, 1), domain=("positive", "small"),
+     note="float base kept positive; integer exponents kept non-negative")
+case("maximum", nx.maximum, np.maximum, binary("maximum", mixed=MIXED_NUM), grad=True,
+     diff_argnums=(0, 1), note="float samples have no ties")
+case("minimum", nx.minimum, np.minimum, binary("minimum", mixed=MIXED_NUM), grad=True,
+     diff_argnums=(0, 1), note="float samples have no ties")
+case("atan2", nx.atan2, np.arctan2, binary("atan2", ("nonzero", "nonzero"), mixed=MIXED_NUM),
+     grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"),
+     dtype_note="ints give float32 (NumPy: float64)")
+
+# -- comparisons and logical ops: bool results
+
+for _name, _fn, _ref in (("equal", nx.equal, np.equal), ("not_equal", nx.not_equal, np.not_equal),
+                         ("less", nx.less, np.less), ("less_equal", nx.less_equal, np.less_equal),
+                         ("greater", nx.greater, np.greater),
+                         ("greater_equal", nx.greater_equal, np.greater_equal)):
+    # Small ints so that equal elements occur and == / <= are exercised.
+    case(_name, _fn, _ref, binary(_name, ("small", "small"), dtypes=(F32, I32, BOOL), mixed=MIXED_NUM,
+                                  weak_kinds=(float, int, bool)), domain=("small", "small"))
+    _samples = TABLE[-1].samples
+    _samples.append(S(np.array([1.0, np.nan, np.inf, -np.inf], F32), np.array([1.0, np.nan, np.inf, 0], F32)))
+
+for _name, _fn, _ref in (("logical_and", nx.logical_and, np.logical_and),
+                         ("logical_or", nx.logical_or, np.logical_or),
+                         ("logical_xor", nx.logical_xor, np.logical_xor)):
+    case(_name, _fn, _ref, binary(_name, ("small", "small"), dtypes=(BOOL, I32, F32), mixed=MIXED_NUM,
+                                  weak_kinds=(bool, int)), domain=("small", "small"))
+case("logical_not", nx.logical_not, np.logical_not,
+     [S(draw(_rng("logical_not"), s, d, "small")) for d in (BOOL, I32, F32) for s in SHAPES])
+
+# -- bitwise ops: bool and integers
+
+for _name, _fn, _ref in (("bitwise_and", nx.bitwise_and, np.bitwise_and),
+                         ("bitwise_or", nx.bitwise_or, np.bitwise_or),
+                         ("bitwise_xor", nx.bitwise_xor, np.bitwise_xor)):
+    case(_name, _fn, _ref, binary(_name, dtypes=(I32, BOOL, U8, I64), mixed=MIXED_INT, low=(),
+                                  weak_kinds=(int, bool), weak_dtypes=(I8, I32, U8, BOOL)))
+for _name, _fn, _ref in (("left_shift", nx.left_shift, np.left_shift),
+                         ("right_shift", nx.right_shift, np.right_shift)):
+    case(_name, _fn, _ref, binary(_name, ("real", "shift"), dtypes=(I32, U8, I64, I8),
+                                  mixed=tuple(p for p in MIXED_INT if BOOL not in p), low=(),
+                                  weak_kinds=()), domain=("real", "shift"),
+         note="shift amounts stay below the bit width (larger shifts are implementation-defined)")
+
+# -- where, clip, astype
+
+
+def _where_samples():
+    rng = _rng("where")
+    out = []
+    for sc, sx, sy in [((), (), ()), ((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), (4,)),
+                       ((2, 3, 4), (4,), ()), ((0, 3), (3,), (1, 3)), ((5,), (5,), (5,))]:
+        for d in (F32, F64, I32):
+            out.append(S(draw(rng, sc, BOOL), draw(rng, sx, d), draw(rng, sy, d)))
+    out.append(S(draw(rng, (5,), I32, "small"), draw(rng, (5,), F32), draw(rng, (5,), F32)))
+    out.append(S(draw(rng, (5,), BOOL), draw(rng, (5,), I8), draw(rng, (5,), F32)))
+    out.append(S(draw(rng, (5,), BOOL), draw(rng, (5,), F32), 0.5))
+    out.append(S(draw(rng, (5,), BOOL), 2, draw(rng, (5,), I8)))
+    out.append(S(draw(rng, (5,), BOOL), draw(rng, (5,), I32), 1.5))
+    out.append(S(draw(rng, (5,), BOOL), 1.0, 0.0))
+    out.append(S(draw(rng, (5,), BOOL), 1.0, 0))
+    out.append(S(draw(rng, (5,), BOOL), 1, True))
+    return out
+
+
+case("where", nx.where, np.where, _where_samples(), grad=True, diff_argnums=(1, 2))
+
+
+def _clip_samples():
+    rng = _rng("clip")
+    out = []
+    for d in FLOATS:
+        for s in SHAPES:
+            out.append(S(draw(rng, s, d), -0.5, 0.5))
+    out.append(S(draw(rng, (3, 4), F32), draw(rng, (4,), F32, "unit") - 1.0, draw(rng, (3, 1), F32, "unit") + 1.0))
+    out.append(S(draw(rng, (3, 4), I32), -5, 5))
+    out.append(S(draw(rng, (3, 4), U8), 3, 30))
+    out.append(S(draw(rng, (3, 4), I32), 0.5, 5.5))
+    out.append(S(draw(rng, (3, 4), F16), -0.5, 0.5))
+    out.append(S(draw(rng, (3, 4), F32), min=-0.5))
+    out.append(S(draw(rng, (3, 4), F32), max=0.5))
+    out.append(S(draw(rng, (3, 4), I32), min=0))
+    return out
+
+
+def _np_clip(x, lo=None, hi=None, min=None, max=None):
+    lo = min if lo is None else lo
+    hi = max if hi is None else hi
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return x
+
+
+case("clip", nx.clip, _np_clip, _clip_samples(), grad=True, diff_argnums=(0,),
+     note="float samples avoid the bounds (|x| == 0.5 has probability zero)")
+
+
+def _astype_samples():
+    rng = _rng("astype")
+    out = []
+    for src in ALL_DTYPES:
+        for dst in ALL_DTYPES:
+            # Values every dtype holds exactly: small non-negative integers (and halves for floats).
+            x = draw(rng, (3, 4), src, "small")
+            if is_float(src) and not is_float(dst):
+                x = np.abs(x)  # float -> int truncates toward zero; negatives to unsigned are undefined
+            out.append(S(x, dtype=dst))
+    for d in FLOATS:
+        for s in SHAPES:
+            out.append(S(draw(rng, s, d), dtype=F64 if d == F32 else F32))
+    return out
+
+
+def target_rule(sample, np_dtype):
+    return sample.kwargs["dtype"]
+
+
+case("astype", nx.astype, lambda x, dtype: x.astype(dtype), _astype_samples(), grad=True,
+     dtype_rule=target_rule, note="differentiable for float -> float only")
+case("cast", nx.cast, lambda x, dtype: x.astype(dtype),
+     [S(draw(_rng("cast"), (3, 4), F32), dtype=d) for d in (I32, F64, BF16, BOOL)] +
+     [S(draw(_rng("cast"), (3, 4), F64), dtype=F32)], grad=True, dtype_rule=target_rule,
+     note="alias of astype")
+
+# -- reductions
+
+_SUM_EXTRA = (BOOL, I8, I16, U8, U16, U32, I64, F16)
+case("sum", nx.sum, np.sum, reduction("sum", extra=_SUM_EXTRA), grad=True,
+     dtype_rule=accumulate_rule, dtype_note=ACCUMULATE_NOTE,
+     tol={F32: (1e-5, 2e-5), F16: (1e-2, 1e-2)})
+case("prod", nx.prod, np.prod, reduction("prod", domain="small", extra=(BOOL, I8, U8, I64)), grad=True,
+     domain="small", dtype_rule=accumulate_rule, dtype_note=ACCUMULATE_NOTE, tol={F32: (2e-5, 1e-6)},
+     note="ints in [0, 3] keep products inside int32")
+_EXT_EXTRA = (BOOL, I8, U8, U16, I64, F16, BF16)
+case("max", nx.max, np.max, reduction("max", extra=_EXT_EXTRA, empty=False), grad=True,
+     note="no ties among float samples; reducing an empty axis raises (as NumPy)")
+case("min", nx.min, np.min, reduction("min", extra=_EXT_EXTRA, empty=False), grad=True)
+case("amax", nx.amax, np.amax, reduction("amax", dtypes=(F64,), empty=False), grad=True, note="alias of max")
+case("amin", nx.amin, np.amin, reduction("amin", dtypes=(F64, I32), empty=False), grad=True,
+     note="alias of min")
+_ARG_AXES = [(s, a) for s, a in REDUCE_AXES if not isinstance(a, tuple)]
+case("argmax", nx.argmax, np.argmax,
+     reduction("argmax", dtypes=(F32, I32, BOOL), axes=_ARG_AXES, empty=False, extra=(U8, F64)),
+     dtype_rule=index_rule, dtype_note="indices are int32 (NumPy: int64)",
+     note="ties (ints, bools) resolve to the first occurrence")
+case("argmin", nx.argmin, np.argmin,
+     reduction("argmin", dtypes=(F32, I32), axes=_ARG_AXES, empty=False, extra=(U8, F64)),
+     dtype_rule=index_rule, dtype_note="indices are int32 (NumPy: int64)")
+case("any", nx.any, np.any, reduction("any", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
+case("all", nx.all, np.all, reduction("all", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
+_mean_samples = reduction("mean", extra=(BOOL, I8, F16))
+for _s in _mean_samples:
+    if _s.args[0].size == 0:
+        _s.fd = False  # nan results
+case("mean", nx.mean, _errstate(np.mean), _mean_samples, grad=True,
+     dtype_note="means of ints and bools are float32 (NumPy: float64)", tol={F16: (1e-2, 1e-2)},
+     note="empty reductions are nan (0/0)")
+_VAR_AXES = [(s, a) for s, a in REDUCE_AXES if not _empty_reduced(s, a)]
+for _name, _fn, _ref in (("var", nx.var, np.var), ("std", nx.std, np.std)):
+    case(_name, _fn, _errstate(_ref),
+         reduction(_name, axes=_VAR_AXES, fd_scalars=_name != "std") +
+         reduction(_name + "1", dtypes=(F64, F32),
+                                                       axes=[((3, 4), 0), ((2, 3, 4), (0, 2)), ((5,), None)],
+                                                       ddof=1),
+         grad=True, dtype_note="variances of ints are float32 (NumPy: float64)",
+         tol={F32: (1e-5, 1e-5)}, note="scalars have zero variance: std is not differentiable there")
+
+
+@_errstate
+def _np_logsumexp(x, axis=None, keepdims=False):
+    xf = np.asarray(x, F64)
+    top = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0.0)
+    out = np.log(np.sum(np.exp(xf - top), axis=axis, keepdims=True)) + top
+    if not keepdims:
+        out = np.squeeze(out, axis=axis)
+    return out.astype(_float_like(x))
+
+
+
+_lse_samples = reduction("logsumexp", dtypes=FLOATS, empty=False)
+_lse_samples += [S(np.array([[-np.inf, -np.inf, -np.inf], [0.0, -np.inf, 1.0]], d), axis=1, keepdims=False,
+                   fd=False) for d in FLOATS]
+_lse_samples += [S(np.array([[1.0, 2.0], [3.0, 4.0]], F32) * 100, axis=None, keepdims=False)]
+_lse_samples += [S(np.zeros((0, 3), d), axis=0, keepdims=False, fd=False) for d in FLOATS]
+case("logsumexp", nx.logsumexp, _np_logsumexp,
+     _lse_samples + [S(draw(_rng("logsumexp_i"), (3, 4), I32), axis=1, keepdims=k) for k in (False, True)],
+     grad=True, dtype_note="ints give float32")
+
+
+def _softmax_samples(name):
+    rng = _rng(name)
+    out = []
+    for d in FLOATS:
+        for shape, axis in [((5,), -1), ((3, 4), -1), ((3, 4), 0), ((2, 3, 4), 1), ((0, 3), -1)]:
+            out.append(S(draw(rng, shape, d) * 3, axis=axis))
+    out.append(S(np.array([[1000.0, 1001.0, 999.0]], F32), axis=-1))
+    out.append(S(draw(rng, (3, 4), I32), axis=-1))
+    return out
+
+
+def _np_softmax(x, axis=-1):
+    return scipy.special.softmax(np.asarray(x, F64), axis=axis).astype(_float_like(x))
+
+
+def _np_log_softmax(x, axis=-1):
+    return scipy.special.log_softmax(np.asarray(x, F64), axis=axis).astype(_float_like(x))
+
+
+case("softmax", nx.softmax, _np_softmax, _softmax_samples("softmax"), grad=True,
+     dtype_note="ints give float32")
+case("log_softmax", nx.log_softmax, _np_log_softmax, _softmax_samples("log_softmax"), grad=True,
+     dtype_note="ints give float32")
+
+# -- shape ops
+
+
+def _shape_samples(name, specs, dtypes=(F64, I32)):
+    """specs: (shape, kwargs) pairs, each drawn for every dtype."""
+    rng = _rng(name)
+    return [S(draw(rng, shape, d), **kw) for d in dtypes for shape, kw in specs]
+
+
+case("reshape", nx.reshape, np.reshape, _shape_samples("reshape", [
+    ((2, 3, 4), dict(shape=(6, 4))), ((2, 3, 4), dict(shape=(-1,))), ((2, 3, 4), dict(shape=(4, -1))),
+    ((), dict(shape=(1, 1))), ((1, 1), dict(shape=())), ((0, 3), dict(shape=(3, 0))),
+    ((0, 3), dict(shape=(-1, 3))), ((5,), dict(shape=(5, 1))), ((6,), dict(shape=6)),
+    ((3, 4), dict(shape=(3, 4)))]), grad=True)
+case("ravel", nx.ravel, np.ravel, _shape_samples("ravel", [(s, {}) for s in SHAPES]), grad=True)
+case("transpose", nx.transpose, np.transpose, _shape_samples("transpose", [
+    ((3, 4), {}), ((2, 3, 4), {}), ((2, 3, 4), dict(axes=(1, 0, 2))), ((2, 3, 4), dict(axes=(-1, 0, 1))),
+    ((5,), {}), ((), {}), ((0, 3), dict(axes=(1, 0))), ((3, 4), dict(axes=(0, 1)))]), grad=True)
+case("moveaxis", nx.moveaxis, np.moveaxis, _shape_samples("moveaxis", [
+    ((2, 3, 4), dict(source=0, destination=2)), ((2, 3, 4), dict(source=-1, destination=0)),
+    ((3, 4), dict(source=1, destination=1))]), grad=True)
+case("swapaxes", nx.swapaxes, np.swapaxes, _shape_samples("swapaxes", [
+    ((2, 3, 4), dict(a=0, b=2)) , ((3, 4), dict(a=-1, b=0)), ((3, 4), dict(a=1, b=1))]),
+     grad=True)
+# np.swapaxes names its axes axis1/axis2; adapt the reference.
+TABLE[-1].ref = lambda x, a, b: np.swapaxes(x, a, b)
+case("expand_dims", nx.expand_dims, np.expand_dims, _shape_samples("expand_dims", [
+    ((), dict(axis=0)), ((3, 4), dict(axis=0)), ((3, 4), dict(axis=-1)), ((3, 4), dict(axis=1)),
+    ((3, 4), dict(axis=(0, 2))), ((3, 4), dict(axis=(-1, 0))), ((0,), dict(axis=1))]), grad=True)
+case("squeeze", nx.squeeze, np.squeeze, _shape_samples("squeeze", [
+    ((1, 3, 1), {}), ((1, 3, 1), dict(axis=0)), ((1, 3, 1), dict(axis=(0, 2))), ((1, 3, 1), dict(axis=-1)),
+    ((), {}), ((1,), {}), ((3, 4), {}), ((1, 0), dict(axis=0))]), grad=True)
+case("broadcast_to", nx.broadcast_to, np.broadcast_to, _shape_samples("broadcast_to", [
+    ((3,), dict(shape=(2, 3))), ((), dict(shape=(4,))), ((3, 1), dict(shape=(2, 3, 4))),
+    ((0,), dict(shape=(2, 0))), ((1,), dict(shape=(0,))), ((3, 4), dict(shape=(3, 4))),
+    ((), dict(shape=()))]), grad=True)
+
+
+def _broadcast_arrays_samples():
+    rng = _rng("broadcast_arrays")
+    return [S(*(draw(rng, s, d) for s in shapes)) for d in (F64, I32)
+            for shapes in [((3, 1), (4,)), ((), (2, 3)), ((2, 1, 4), (3, 1), ()), ((0, 1), (3,))]]
+
+
+case("broadcast_arrays", nx.broadcast_arrays, np.broadcast_arrays, _broadcast_arrays_samples(),
+     grad=True, diff_argnums=(0, 1), note="returns a list")
+
+
+def _concat_samples(name):
+    rng = _rng(name)
+    out = []
+    for d in (F64, I32):
+        out += [S(draw(rng, (2, 3), d), draw(rng, (4, 3), d), axis=0),
+                S(draw(rng, (2, 3), d), draw(rng, (2, 1), d), axis=1),
+                S(draw(rng, (2, 3), d), draw(rng, (2, 1), d), draw(rng, (2, 2), d), axis=-1),
+                S(draw(rng, (5,), d), axis=0),
+                S(draw(rng, (0, 3), d), draw(rng, (2, 3), d), axis=0),
+                S(draw(rng, (2, 3, 4), d), draw(rng, (2, 3, 1), d), axis=2)]
+    out += [S(draw(rng, (2,), I32), draw(rng, (3,), F32), axis=0),
+            S(draw(rng, (2,), I8), draw(rng, (3,), U8), axis=0),
+            S(draw(rng, (2,), F16), draw(rng, (3,), F32), axis=0)]
+    return out
+
+
+case("concatenate", lambda *xs, axis: nx.concatenate(xs, axis),
+     lambda *xs, axis: np.concatenate(xs, axis), _concat_samples("concatenate"), grad=True,
+     diff_argnums=(0, 1), note="operands are the positional arguments")
+
+
+def _stack_samples():
+    rng = _rng("stack")
+    out = []
+    for d in (F64, I32):
+        out += [S(draw(rng, (3,), d), draw(rng, (3,), d), axis=0),
+                S(draw(rng, (3,), d), draw(rng, (3,), d), axis=1),
+                S(draw(rng, (3,), d), draw(rng, (3,), d), axis=-1),
+                S(draw(rng, (2, 3), d), draw(rng, (2, 3), d), draw(rng, (2, 3), d), axis=1),
+                S(draw(rng, (), d), draw(rng, (), d), axis=0),
+                S(draw(rng, (0, 2), d), draw(rng, (0, 2), d), axis=2)]
+    out.append(S(draw(rng, (3,), I32), draw(rng, (3,), F32), axis=0))
+    return out
+
+
+case("stack", lambda *xs, axis: nx.stack(xs, axis), lambda *xs, axis: np.stack(xs, axis),
+     _stack_samples(), grad=True, diff_argnums=(0, 1), note="operands are the positional arguments")
+case("split", nx.split, np.split, _shape_samples("split", [
+    ((6,), dict(indices_or_sections=3)), ((4, 6), dict(indices_or_sections=2, axis=1)),
+    ((6,), dict(indices_or_sections=[1, 4])), ((6,), dict(indices_or_sections=[2, 2])),
+    ((5,), dict(indices_or_sections=[1, 10])), ((3, 4), dict(indices_or_sections=[1], axis=-1)),
+    ((0, 2), dict(indices_or_sections=2, axis=0)), ((6,), dict(indices_or_sections=1))]), grad=True,
+    note="returns a list")
+case("flip", nx.flip, np.flip, _shape_samples("flip", [
+    ((5,), {}), ((3, 4), {}), ((3, 4), dict(axis=0)), ((2, 3, 4), dict(axis=(0, 2))),
+    ((2, 3, 4), dict(axis=-1)), ((), {}), ((0, 3), dict(axis=1))]), grad=True)
+
+
+def _np_pad(x, pad_width, constant_values=0):
+    if not isinstance(pad_width, int) and len(pad_width) == 1:
+        pad_width = tuple(pad_width) * x.ndim
+    return np.pad(x, pad_width, constant_values=constant_values)
+
+
+case("pad", nx.pad, _np_pad, _shape_samples("pad", [
+    ((3,), dict(pad_width=1)), ((3, 4), dict(pad_width=((1, 2), (0, 1)))),
+    ((3, 4), dict(pad_width=[(2, 1)])), ((3, 4), dict(pad_width=((0, 0), (3, 0)), constant_values=7)),
+    ((2, 3, 4), dict(pad_width=1, constant_values=-1)), ((0, 2), dict(pad_width=((1, 1), (0, 0))))]) +
+    [S(draw(_rng("pad"), (3,), F32), pad_width=2, constant_values=2.5)],
+    grad=True, note="constant padding")
+
+
+def _take_samples():
+    rng = _rng("take")
+    out = []
+    for d in (F64, I32):
+        x = draw(rng, (3, 4), d)
+        out += [S(x, np.array([0, 5, 11, 2], I32)), S(x, np.array([2, 0, 2], I32), axis=0),
+                S(x, np.array([[3, 0], [1, 1]], I32), axis=1), S(x, np.array([-1, -4, 0], I32), axis=-1),
+                S(x, np.array(2, I32), axis=1), S(x, np.zeros((0,), I32), axis=0),
+                S(draw(rng, (2, 3, 4), d), np.array([1, 0], I64), axis=1),
+                S(draw(rng, (5,), d), np.array([4, 4, 0], U8))]
+    return out
+
+
+case("take", nx.take, np.take, _take_samples(), grad=True,
+     note="indices in range; out-of-range indices clamp (JAX) where NumPy raises")
+
+
+def _dyn_samples(update):
+    rng = _rng("dynamic_update_slice" if update else "dynamic_slice")
+    out = []
+    for d in (F64, I32):
+        x = draw(rng, (4, 5), d)
+        for starts, sizes in [((1, 2), (2, 2)), ((0, 0), (4, 5)), ((3, 4), (2, 3)), ((-2, 1), (1, 4)),
+                              ((2, 0), (0, 5)), ((7, -9), (1, 1))]:
+            st = tuple(np.array(s, I32) for s in starts)
+            if update:
+                out.append(S(x, draw(rng, sizes, d), *st))
+            else:
+                out.append(S(x, *st, sizes=sizes))
+        v = draw(rng, (5,), d)
+        out.append(S(v, draw(rng, (2,), d), np.array(1, I64)) if update else S(v, np.array(1, I64), sizes=(3,)))
+    return out
+
+
+case("dynamic_slice", lambda x, *starts, sizes: nx.dynamic_slice(x, starts, sizes), _np_dynamic_slice,
+     _dyn_samples(False), grad=True,
+     note="start indices are positional (traceable) 0-d int arrays; out-of-range starts clamp (lax)")
+case("dynamic_update_slice", lambda x, update, *starts: nx.dynamic_update_slice(x, update, starts),
+     _np_dynamic_update_slice, _dyn_samples(True), grad=True, diff_argnums=(0, 1),
+     note="start indices are positional (traceable) 0-d int arrays; out-of-range starts clamp (lax)")
+
+# -- linear algebra
+
+
+def _pair_samples(name, shape_pairs, dtypes=FLOATS + (I32,), **kw):
+    rng = _rng(name)
+    return [S(draw(rng, a, d), draw(rng, b, d), **kw) for d in dtypes for a, b in shape_pairs]
+
+
+_LINALG_TOL = {F32: (1e-5, 3e-5), F16: (1e-2, 5e-2), BF16: (3e-2, 1e-1)}
+case("matmul", nx.matmul, np.matmul, _pair_samples("matmul", [
+    ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+    ((2, 3, 4), (1, 4, 5)), ((3, 4), (2, 4, 5)), ((0, 4), (4, 3)), ((3, 0), (0, 2)),
+    ((2, 1, 3, 4), (5, 4, 2))]) +
+    _pair_samples("matmul_mixed", [((3, 4), (4, 2))], dtypes=(F16, BF16)) +
+    [S(draw(_rng("matmul"), (3, 4), I8, "small"), draw(_rng("matmul"), (4, 2), F32))],
+    grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+case("dot", nx.dot, np.dot, _pair_samples("dot", [
+    ((), (3,)), ((3,), ()), ((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 3, 4), (5, 4, 6)),
+    ((3,), (2, 3, 4)), ((0, 3), (3, 2))]), grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+case("inner", nx.inner, np.inner, _pair_samples("inner", [((3,), (3,)), ((2, 3), (4, 3)), ((2, 3), (3,))]),
+     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+case("vdot", nx.vdot, np.vdot, _pair_samples("vdot", [((3,), (3,)), ((2, 3), (6,)), ((2, 3), (3, 2))]),
+     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+case("outer", nx.outer, np.outer, _pair_samples("outer", [((3,), (4,)), ((2, 2), (3,)), ((0,), (2,)),
+                                                          ((), (3,))]),
+     grad=True, diff_argnums=(0, 1))
+case("tensordot", nx.tensordot, np.tensordot,
+     _pair_samples("tensordot", [((2, 3, 4), (3, 4, 5))], axes=2) +
+     _pair_samples("tensordot", [((2, 3), (3, 4))], axes=1) +
+     _pair_samples("tensordot", [((2, 3, 4), (4, 3, 5))], axes=((1, 2), (1, 0))) +
+     _pair_samples("tensordot", [((2, 3), (4,))], axes=0),
+     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+case("dot_general", nx.dot_general, _np_dot_general,
+     _pair_samples("dot_general", [((3, 4), (4, 5))], dimension_numbers=(((1,), (0,)), ((), ()))) +
+     _pair_samples("dot_general", [((2, 3, 4), (2, 4, 5))], dimension_numbers=(((2,), (1,)), ((0,), (0,)))) +
+     _pair_samples("dot_general", [((4, 2, 3), (3, 2, 5))], dimension_numbers=(((2,), (0,)), ((1,), (1,)))) +
+     _pair_samples("dot_general", [((3, 4), (5, 4))], dimension_numbers=(((1,), (1,)), ((), ()))) +
+     _pair_samples("dot_general", [((3,), (4,))], dimension_numbers=(((), ()), ((), ()))),
+     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL, note="lax.dot_general: batch, then free axes")
+
+
+def _einsum_samples():
+    rng = _rng("einsum")
+    specs = [("ij,jk->ik", (3, 4), (4, 5)), ("ij,jk", (3, 4), (4, 5)), ("i,i->", (4,), (4,)),
+             ("i,j->ij", (3,), (4,)), ("bij,bjk->bik", (2, 3, 4), (2, 4, 5)), ("ij->ji", (3, 4)),
+             ("ij->", (3, 4)), ("ij->j", (3, 4)), ("ij,jk,kl->il", (2, 3), (3, 4), (4, 5)),
+             ("ij,ij->ij", (3, 4), (3, 4)), ("ij,ij->i", (3, 4), (3, 4)), ("ijk,kl->lij", (2, 3, 4), (4, 5)),
+             ("ij,kj", (3, 4), (5, 4)), ("i j , j k -> k i", (3, 4), (4, 2)), ("ij,jk->ik", (0, 4), (4, 2))]
+    out = []
+    for d in (F32, F64, I32):
+        for spec, *shapes in specs:
+            out.append(S(*(draw(rng, s, d) for s in shapes), spec=spec))
+    return out
+
+
+case("einsum", lambda *ops, spec: nx.einsum(spec, *ops), lambda *ops, spec: np.einsum(spec, *ops),
+     _einsum_samples(), grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL,
+     note="spec is static; operands are the positional arguments")
+
+# -- indexing: x[idx] and x.at[idx].set/add
+
+_GETITEM_STATIC = [1, -1, (1, 2), (1, -2, 3), slice(1, 3), slice(None, None, 2), slice(None, None, -1),
+                   slice(3, 0, -2), slice(-3, None), slice(3, 1), slice(10, 20), (slice(None), 2),
+                   (Ellipsis, 0), (None,), (slice(None), None, 1), (Ellipsis, None),
+                   (1, Ellipsis, slice(None, None, -2)), np.int64(2), np.int32(-1), (),
+                   (slice(1, 3), slice(None), slice(4, 1, -1)), (None, 0, None, Ellipsis),
+                   (Ellipsis,), (-4, -5, -6)]
+_IDX = {"i3": np.array([0, 3, 1], I32), "neg": np.array([-1, 0, -2], I32),
+        "i2d": np.array([[0, 1], [2, 3]], I32), "col": np.array([[1], [0]], I64),
+        "row": np.array([0, 4, 2], I32), "empty": np.zeros((0,), I32), "u8": np.array([3, 3], U8)}
+_GETITEM_ARRAY = [(Arg(1), ("i3",)), ((slice(None), Arg(1)), ("row",)), ((Arg(1), Arg(2)), ("col", "row")),
+                  ((Arg(1), slice(None), Arg(2)), ("i3", "i3")), ((Ellipsis, Arg(1)), ("i3",)),
+                  (Arg(1), ("neg",)), (Arg(1), ("i2d",)), ((slice(1, 3), Arg(1)), ("i2d",)),
+                  (Arg(1), ("empty",)), ((Arg(1), 2), ("u8",)), ((None, Arg(1)), ("i3",)),
+                  ((0, Arg(1), slice(None, None, -1)), ("row",)),
+                  ((1, slice(None), Arg(1)), ("i3",))]
+
+
+def _getitem_samples():
+    rng = _rng("getitem")
+    out = []
+    for d in (F64, I32):
+        x = draw(rng, (4, 5, 6), d)
+        out += [S(x, idx=idx) for idx in _GETITEM_STATIC]
+        for idx, names in _GETITEM_ARRAY:
+            out.append(S(x, *(_IDX[n] for n in names), idx=idx))
+    out.append(S(draw(rng, (3,), F32), idx=[2, 0]))
+    out.append(S(draw(rng, (), F32), idx=()))
+    out.append(S(draw(rng, (), F32), idx=None))
+    out.append(S(draw(rng, (), F32), idx=Ellipsis))
+    out.append(S(draw(rng, (0, 3), F32), idx=(slice(None), 1)))
+    return out
+
+
+def _nx_getitem(x, *arrays, idx):
+    return x[_fill(idx, (x,) + arrays)]
+
+
+def _np_getitem(x, *arrays, idx):
+    return np.asarray(x[_fill(idx, (x,) + arrays)])
+
+
+case("getitem", _nx_getitem, _np_getitem, _getitem_samples(), grad=True,
+     note="index expression is static (kwarg idx); integer-array indices are positional arguments "
+          "named by Arg(k)")
+
+
+def _at_samples():
+    rng = _rng("at")
+    out = []
+    for d in (F64, I32):
+        x = draw(rng, (4, 5), d)
+        for mode in ("set", "add"):
+            out += [S(x, draw(rng, (), d), idx=1, mode=mode),
+                    S(x, draw(rng, (5,), d), idx=-1, mode=mode),
+                    S(x, draw(rng, (2, 5), d), idx=slice(1, 3), mode=mode),
+                    S(x, draw(rng, (2, 1), d), idx=(slice(1, 3), slice(None, None, 2)), mode=mode),
+                    S(x, draw(rng, (4,), d), idx=(Ellipsis, 3), mode=mode),
+                    S(x, draw(rng, (3, 5), d), np.array([3, 0, 1], I32), idx=Arg(2), mode=mode),
+                    S(x, draw(rng, (2,), d), np.array([0, 3], I32), np.array([4, -1], I32),
+                      idx=(Arg(2), Arg(3)), mode=mode),
+                    S(x, draw(rng, (), d), idx=(2, 3), mode=mode),
+                    S(x, draw(rng, (4, 5), d), idx=Ellipsis, mode=mode)]
+        # Repeated indices accumulate under add (np.add.at), as in JAX.
+        out.append(S(x, draw(rng, (3, 5), d), np.array([1, 1, 2], I32), idx=Arg(2), mode="add"))
+        out.append(S(x, draw(rng, (4,), d), np.array([0, 0, 0, 4], I32), idx=(slice(None), Arg(2)),
+                     mode="add"))
+    return out
+
+
+case("at", _nx_at, _np_at, _at_samples(), grad=True, diff_argnums=(0, 1),
+     note="x.at[idx].set(v) / .add(v); static kwargs idx and mode; set samples never repeat an index")
+
+
+# ---------------------------------------------------------------- public surface
+
+# Every public nx callable that is an op (creation, conversion, random and
+# placement are tested elsewhere). test_ops checks this list against nx.
+NOT_OPS = {"Array", "arange", "array", "asarray", "create", "eye", "full", "full_like", "identity",
+           "linspace", "ones", "ones_like", "scalar", "zeros", "zeros_like", "dtype", "place",
+           "from_dlpack", "random", "bool"}
+ALIASES = {"arctan2": "atan2"}
+case("arctan2", nx.arctan2, np.arctan2, binary("arctan2", ("nonzero", "nonzero"), dtypes=(F64,), low=(),
+                                               weak_kinds=()),
+     grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"), note="alias of atan2")
+
+BY_NAME = {c.name: c for c in TABLE}
+assert len(BY_NAME) == len(TABLE), "duplicate case names"
+
+
+def expected_dtype(case, sample, np_dtype):
+    """The dtype rune should give for `sample`, given NumPy's dtype for it."""
+    rule = case.dtype_rule or numpy_rule
+    return np.dtype(rule(sample, np_dtype))
+
+
+def all_samples():
+    """(case, sample) for every sample of every case."""
+    return [(c, s) for c in TABLE for s in c.samples]
