@@ -1,22 +1,30 @@
-"""rune: NumPy-like arrays, composable transformations, host callbacks and explicit placement."""
+"""rune: NumPy-like arrays, composable transformations, host callbacks and explicit placement.
+
+The public surface, re-exported; nothing is defined here.
+"""
 from . import nx, tree
+from .autodiff.api import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, remat, value_and_grad,
+                           vjp)
+from .autodiff.custom import custom_jvp, custom_vjp
+from .batching import vmap
+from .callback import Spec, callback
+from .control import cond, fori_loop, scan, switch, while_loop
+from .core.program import Program
+from .core.staging import trace
 from .devices import Device, default_device, devices
 from .errors import (CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
                      DTypeError, IndexingError, NotDifferentiableError, RuneError, ShapeError,
                      TreeError)
+from .jit.api import jit
+from .nx.ops import stop_gradient
+from .nx.placement import place_tree as place
 from .stats import reset_stats, stats
 
-
-def place(tree_, device):
-    """Every array leaf of `tree_` placed on `device`."""
-    return tree.map(lambda x: nx.place(x, device), tree_)
-from .autodiff.api import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, remat, value_and_grad,
-                           vjp)
-from .core.staging import trace
-from .core.program import Program
-from .nx.ops import stop_gradient
-from .autodiff.custom import custom_jvp, custom_vjp
-from .callback import Spec, callback
-from .control import cond, fori_loop, scan, switch, while_loop
-from .jit.api import jit
-from .batching import vmap
+__all__ = [
+    "nx", "tree", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
+    "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
+    "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
+    "devices", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
+    "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ShapeError",
+    "TreeError", "jit", "stop_gradient", "place", "reset_stats", "stats",
+]

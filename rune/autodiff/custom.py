@@ -15,7 +15,7 @@ from ..core.trace import bind, using
 from ..errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
 from ..nx import ops as nx
 from ..nx.creation import zeros
-from .jvp import jvp_flat, jvp_rules
+from .jvp import jvp_rules
 from .vjp import vjp_forward
 
 custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)

@@ -11,7 +11,6 @@ import inspect
 
 from .. import tree
 from ..core import trace as _trace
-from ..core.aval import Aval
 from ..core.staging import stage
 from ..devices import get_device
 from ..errors import RuneError
@@ -52,7 +51,7 @@ class Jitted:
             COUNTERS["cache_hits"] += 1
             leaves = args
         else:
-            key, leaves, _, _ = self._key(args, kwargs)
+            key, leaves = self._key(args, kwargs)
             entry = self.cache.get(key)
             if entry is None:
                 entry = self._compile(leaves, args, kwargs)
@@ -105,7 +104,7 @@ class Jitted:
             hash(key)
         except TypeError as e:
             raise RuneError(f"jit: static arguments must be hashable: {e}") from e
-        return key, leaves, None, None
+        return key, leaves
 
     def _leaf(self, x):
         if type(x) is not Array:
@@ -146,12 +145,12 @@ class Jitted:
 
     def trace(self, *args, **kwargs):
         """The staged Program for these arguments."""
-        _, leaves, _, _ = self._key(args, kwargs)
+        _, leaves = self._key(args, kwargs)
         return self._stage(leaves, args, kwargs)[0]
 
     def plan(self, *args, **kwargs):
         """The Plan this function runs for these arguments."""
-        key, leaves, _, _ = self._key(args, kwargs)
+        key, leaves = self._key(args, kwargs)
         entry = self.cache.get(key)
         if entry is None:
             entry = self._compile(leaves, args, kwargs)
@@ -172,5 +171,3 @@ def jit(f=None, static_argnums=(), static_argnames=(), donate_argnums=(), device
                                  donate_argnums=donate_argnums, device=device)
     return Jitted(f, static_argnums, static_argnames, donate_argnums, device)
 
-
-del Aval

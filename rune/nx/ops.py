@@ -12,7 +12,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import DTypeError, IndexingError, ShapeError
+from ..errors import DTypeError, ShapeError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -64,17 +64,9 @@ def _default_for_kind(np_dtype, source):
 
 
 def array(x, dtype=None, device=None):
-    """A new Array holding `x` (a list, a NumPy array, a scalar, an Array)."""
-    if isinstance(x, Array):
-        out = astype(x, dtype) if dtype is not None else x
-        if device is not None:
-            from .placement import place
-            out = place(out, device)
-        return out
-    if isinstance(x, Tracer):
-        return asarray(x, dtype)
+    """An Array holding `x` (a list, possibly of arrays, a NumPy array, a scalar, an Array)."""
     if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, (Array, Tracer)) for e in _flat(x)):
-        return stack([array(e, dtype) for e in x]) if dtype is None else stack([array(e, dtype) for e in x])
+        return stack([array(e, dtype, device) for e in x])
     return asarray(x, dtype, device)
 
 

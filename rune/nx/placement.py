@@ -18,3 +18,9 @@ def place(x, device):
         return bind(P["place"], x, src=x.device, device=device)
     from .ops import asarray
     return asarray(x, device=device)
+
+
+def place_tree(tree_, device):
+    """Every array leaf of the pytree `tree_` placed on `device` (rune.place)."""
+    from .. import tree
+    return tree.map(lambda x: place(x, device), tree_)
