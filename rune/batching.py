@@ -16,6 +16,7 @@ from .core.staging import stage
 from .core.trace import Interpreter, Tracer, bind
 from .errors import ShapeError, TreeError
 from .nx import ops as nx
+from .nx.creation import arange
 
 # primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
 batch_rules = {}
@@ -164,7 +165,7 @@ def _gather_rule(values, dims, size, *, axis):
     n = x.shape[1]
     idx = to_front(idx, di)
     idx = nx.clip(nx.where(nx.less(idx, 0), nx.add(idx, n), idx), 0, max(n - 1, 0))
-    offsets = nx.reshape(nx.arange(size, dtype=idx.dtype, device=idx.device) * n,
+    offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
     flat = nx.reshape(x, (size * n,) + tuple(x.shape[2:]))
     out = bind(P["gather"], flat, nx.add(idx, offsets), axis=0)

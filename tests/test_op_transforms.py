@@ -90,6 +90,22 @@ def test_vmap_matches_a_loop(case, sample):
         _close(case, got, rune.tree.map(lambda w: np.moveaxis(w, 0, -1) if w.ndim > 1 else w, want))
 
 
+@pytest.mark.parametrize("case,sample", _samples(lambda c, s: sum(isinstance(a, np.ndarray) for a in s.args) > 1))
+def test_vmap_of_every_array_argument_matches_a_loop(case, sample):
+    mapped = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+    lanes = {i: _lanes(sample.args[i]) for i in mapped}
+
+    def f(*xs):
+        full = to_rune(sample.args)
+        for i, x in zip(mapped, xs):
+            full[i] = x
+        return case.fn(*full, **sample.kwargs)
+
+    want = _stack([f(*[nx.asarray(lanes[i][b]) for i in mapped]) for b in range(3)])
+    got = rune.vmap(f)(*[nx.asarray(np.stack(lanes[i])) for i in mapped])
+    _close(case, got, want)
+
+
 def _stack(results):
     """Per-lane results (arrays, or lists of arrays) stacked along a new leading axis."""
     if isinstance(results[0], (list, tuple)):

@@ -22,6 +22,11 @@ custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)
 custom_jvp_p = primitive("custom_jvp_call", multiple_results=True)
 
 
+def _zeros_like(x):
+    a = x.aval if hasattr(x, "aval") else nx.asarray(x).aval
+    return zeros(a.shape, a.dtype, a.device)
+
+
 def _flat_args(args):
     leaves, struct = tree.flatten(args)
     return [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves], struct
@@ -83,7 +88,7 @@ def _check_cotangents(name, given, args, leaves, in_struct):
     for c, x in zip(flat, leaves):
         a = x.aval
         if c is None:
-            out.append(zeros(a.shape, a.dtype, a.device))
+            out.append(_zeros_like(x))
             continue
         c = nx.asarray(c)
         if c.shape != a.shape:
@@ -171,8 +176,7 @@ def _custom_jvp_jvp(primals, tangents, *, fun, rule, num_consts, in_struct, out_
         raise NotDifferentiableError(
             f"custom_jvp {name} closes over a value that is being differentiated; pass it as an argument")
     args = primals[num_consts:]
-    ts = [t if t is not None else zeros(p.shape, p.dtype, p.device) if hasattr(p, "shape")
-          else nx.zeros_like(nx.asarray(p)) for p, t in zip(args, tangents[num_consts:])]
+    ts = [t if t is not None else _zeros_like(p) for p, t in zip(args, tangents[num_consts:])]
     out, tout = rule(tuple(tree.unflatten(in_struct, args)), tuple(tree.unflatten(in_struct, ts)))
     out_leaves, s = tree.flatten(out)
     t_leaves, ts_struct = tree.flatten(tout)
