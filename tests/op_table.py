@@ -300,9 +300,8 @@ def _in_f64(fn):
     return run
 
 
-def _round_half_away(x):
-    t = np.trunc(x)
-    return np.where(np.abs(x - t) >= 0.5, t + np.sign(x), t).astype(x.dtype)
+def _round_half_even(x):
+    return np.round(np.asarray(x, F64)).astype(x.dtype if is_float(x.dtype) else F32)
 
 
 def _fill(idx, args):
@@ -463,13 +462,12 @@ _float_unary("floor", nx.floor, np.floor, "frac", rule=float_rule,
              note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
 _float_unary("ceil", nx.ceil, np.ceil, "frac", rule=float_rule,
              note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
-# rune rounds halves away from zero on every device (C's round()); np.round and
-# jnp.round round halves to even. The reference follows rune's documented choice.
-case("round", nx.round, _round_half_away,
+# Halves round to even, as np.round and jnp.round (and CUDA's rint) do.
+case("round", nx.round, _round_half_even,
      unary("round", "frac", extra=(F16,)) +
      [S(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], d), fd=False) for d in (F32, F64)],
      grad=True, domain="frac", dtype_rule=float_rule,
-     dtype_note="ints give float32", note="halves round away from zero (NumPy/JAX: to even)")
+     dtype_note="ints give float32", note="halves round to even, as in NumPy and JAX")
 case("isnan", nx.isnan, np.isnan, unary("isnan", "special", extra=(I32, BOOL, F16, BF16)),
      domain="special")
 case("isfinite", nx.isfinite, np.isfinite, unary("isfinite", "special", extra=(I32, BOOL, F16, BF16)),

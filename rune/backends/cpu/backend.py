@@ -49,11 +49,6 @@ def _erf(x):
     return special.erf(x).astype(x.dtype)
 
 
-def _round(x):
-    # rune rounds half away from zero on every device (C's round()).
-    return np.where(np.abs(x - np.trunc(x)) == 0.5, np.trunc(x) + np.sign(x), np.round(x)).astype(x.dtype)
-
-
 def _floordiv(x, y):
     return np.floor_divide(x, y)
 
@@ -74,7 +69,7 @@ _NUMPY_UNARY = {
     "sqrt": np.sqrt, "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
     "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos,
     "atan": np.arctan, "erf": _erf, "logistic": _logistic, "floor": np.floor,
-    "ceil": np.ceil, "round": _round, "sign": np.sign, "abs": np.abs, "not": np.invert,
+    "ceil": np.ceil, "round": np.round, "sign": np.sign, "abs": np.abs, "not": np.invert,
     "isnan": np.isnan, "isfinite": np.isfinite,
 }
 _NUMPY_BINARY = {
