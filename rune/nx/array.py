@@ -17,8 +17,13 @@ class Array(ArrayLike):
         self.weak = weak
         self._aval = None
 
-    shape = property(lambda self: self._raw.shape)
-    dtype = property(lambda self: self._raw.dtype)
+    @property
+    def shape(self):
+        return self._raw.shape
+
+    @property
+    def dtype(self):
+        return self._raw.dtype
 
     @property
     def aval(self):

@@ -169,11 +169,11 @@ def _binary(prim_name, kinds=None, to_float=False):
     scalar_ok = {float: with_float, int: with_int}
 
     def op(x, y):
+        tx, ty = type(x), type(y)
         # Eager fast path: an Array meeting a same-dtype Array or a Python scalar
         # that cannot widen it goes straight to the backend (dispatch is most of
         # the cost of small ops).
         if _trace._current.interp is EVAL:
-            tx, ty = type(x), type(y)
             if tx is Array:
                 d = x._raw.dtype
                 if ty is Array:
@@ -190,6 +190,17 @@ def _binary(prim_name, kinds=None, to_float=False):
                 out = _eager(prim, y.device, d.type(x), y._raw)
                 if out is not None:
                     return Array(out, y.device, y.weak)
+        # Traced fast path: operands that already agree need no promotion.
+        elif isinstance(x, Tracer):
+            d = x.aval.dtype
+            if isinstance(y, Tracer) and y.aval.dtype == d and d in same:
+                return bind(prim, x, y)
+            if d in scalar_ok.get(ty, ()) and _fits(d, y):
+                return bind(prim, x, d.type(y))
+        elif isinstance(y, Tracer):
+            d = y.aval.dtype
+            if d in scalar_ok.get(tx, ()) and _fits(d, x):
+                return bind(prim, d.type(x), y)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
