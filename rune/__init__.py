@@ -12,7 +12,7 @@ from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
-from .errors import (CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
+from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
                      DTypeError, IndexingError, NotDifferentiableError, RuneError, ShapeError,
                      TreeError)
 from .jit.api import jit
@@ -24,7 +24,7 @@ __all__ = [
     "nx", "tree", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
-    "devices", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
+    "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
     "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ShapeError",
     "TreeError", "jit", "stop_gradient", "place", "reset_stats", "stats",
 ]

@@ -12,7 +12,7 @@ from .core.aval import Aval
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
-from .errors import CallbackError, NotDifferentiableError, RuneError
+from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError
 from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.array import Array
@@ -137,9 +137,9 @@ def _aval_of_like(leaf):
 def callback(fn, *args, like, host=True, vmap_method="sequential"):
     """Call the host function `fn(*args)` on concrete values; `like` declares its results."""
     if vmap_method not in VMAP_METHODS:
-        raise ValueError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
+        raise ArgumentError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
     if not callable(fn):
-        raise TypeError(f"callback: expected a callable, got {type(fn).__name__}")
+        raise CallbackError(f"callback: expected a callable host function, got {type(fn).__name__}")
     leaves, in_struct = tree.flatten(args)
     leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
     like_leaves, out_struct = tree.flatten(like, is_leaf=lambda x: isinstance(x, Spec))

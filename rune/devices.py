@@ -126,7 +126,7 @@ def transfer(raw, src, dst):
     """Copy a raw buffer from device `src` to device `dst` and count it."""
     from .backends import backend_for
     COUNTERS["transfers"] += 1
-    COUNTERS["bytes_transferred"] += raw.nbytes
+    COUNTERS["bytes_moved"] += raw.nbytes
     if src.platform == "cpu" and dst.platform != "cpu":
         COUNTERS["host_to_device"] += 1
     elif src.platform != "cpu" and dst.platform == "cpu":

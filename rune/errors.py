@@ -5,6 +5,10 @@ class RuneError(Exception):
     """Base class of all rune errors."""
 
 
+class ArgumentError(RuneError, ValueError):
+    """An argument value the function does not accept (an unknown option, say)."""
+
+
 class ShapeError(RuneError, ValueError):
     """Shapes that do not fit the operation (broadcasting, reshape, axes)."""
 

@@ -6,12 +6,12 @@ COUNTERS = dict.fromkeys((
     "traces",            # programs staged by jit (one per cache miss)
     "cache_hits",        # jit calls served by a cached plan
     "compiles",          # plans built
-    "stretches_run",     # compiled stretches evaluated
+    "kernels_launched",  # compiled stretches run (each one call, however many ops it holds)
     "callbacks_run",     # host callbacks executed
     "transfers",         # array copies between devices
     "host_to_device",    # of those, host -> accelerator
     "device_to_host",    # of those, accelerator -> host
-    "bytes_transferred",
+    "bytes_moved",
 ), 0)
 
 

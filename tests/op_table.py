@@ -1030,7 +1030,9 @@ case("at", _nx_at, _np_at, _at_samples(), grad=True, diff_argnums=(0, 1),
 NOT_OPS = {"Array", "arange", "array", "asarray", "create", "eye", "full", "full_like", "identity",
            "linspace", "ones", "ones_like", "scalar", "zeros", "zeros_like", "dtype", "place",
            "from_dlpack", "random", "bool"}
-ALIASES = {"arctan2": "atan2"}
+ALIASES = {"arctan2": "atan2", "mod": "remainder", "bitwise_not": "invert", "absolute": "abs",
+           "pow": "power", "concat": "concatenate", "arcsin": "asin", "arccos": "acos",
+           "arctan": "atan"}
 case("arctan2", nx.arctan2, np.arctan2, binary("arctan2", ("nonzero", "nonzero"), dtypes=(F64,), low=(),
                                                weak_kinds=()),
      grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"), note="alias of atan2")

@@ -95,6 +95,12 @@ def test_table_lists_every_public_op():
     assert not missing, f"nx functions without an op-table entry: {missing}"
 
 
+def test_numpy_names_are_the_same_functions():
+    for alias, name in ALIASES.items():
+        if alias != "arctan2":  # has its own table entry
+            assert getattr(nx, alias) is getattr(nx, name), alias
+
+
 def test_table_cases_have_samples_and_float64_for_gradients():
     for case in TABLE:
         assert case.samples, case.name

@@ -78,14 +78,14 @@ def test_two_devices_place_moves_and_counts_one_transfer():
     assert b.dtype == a.dtype and b.shape == a.shape
     np.testing.assert_array_equal(np.asarray(b), _values())
     s = rune.stats()
-    assert s["transfers"] == 1 and s["bytes_transferred"] == _values().nbytes
+    assert s["transfers"] == 1 and s["bytes_moved"] == _values().nbytes
     assert s["host_to_device"] == 0 and s["device_to_host"] == 0  # host to host: not an accelerator copy
     # Distinct devices never share a buffer.
     assert not np.shares_memory(np.asarray(a), np.asarray(b))
     # Back again: one more transfer, same values.
     c = nx.place(b, dev("cpu:0"))
     assert str(c.device) == "cpu:0"
-    assert rune.stats()["transfers"] == 2 and rune.stats()["bytes_transferred"] == 2 * _values().nbytes
+    assert rune.stats()["transfers"] == 2 and rune.stats()["bytes_moved"] == 2 * _values().nbytes
     np.testing.assert_array_equal(np.asarray(c), _values())
 
 
@@ -97,7 +97,7 @@ def test_two_devices_place_where_it_lies_is_free():
     assert nx.place(b, "cpu:1") is b
     assert nx.place(b, dev("cpu:1")) is b
     assert nx.place(a, "cpu") is a and nx.place(a, "cpu:0") is a
-    assert rune.stats()["transfers"] == 0 and rune.stats()["bytes_transferred"] == 0
+    assert rune.stats()["transfers"] == 0 and rune.stats()["bytes_moved"] == 0
 
 
 @two_devices
@@ -319,7 +319,7 @@ def test_stats_is_a_snapshot():
     s = rune.stats()
     s["transfers"] = 99
     assert rune.stats()["transfers"] == 0
-    assert {"transfers", "host_to_device", "device_to_host", "bytes_transferred"} <= set(s)
+    assert {"transfers", "host_to_device", "device_to_host", "bytes_moved"} <= set(s)
 
 
 # ---------------------------------------------------------------- errors (section 1.4)

@@ -31,15 +31,11 @@ class _Entry:
 class Jitted:
     def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(), device=None):
         self.f = f
-        self.static_argnums = _as_tuple(static_argnums)
-        self.static_argnames = _as_tuple(static_argnames)
+        self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
+                                                             _as_tuple(static_argnames))
         self.donate_argnums = _as_tuple(donate_argnums)  # a hint: host buffers are never reused
         self.device = None if device is None else get_device(device)
         self.cache = {}
-        try:
-            self.signature = inspect.signature(f)
-        except (TypeError, ValueError):
-            self.signature = None
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
     def __call__(self, *args, **kwargs):
@@ -156,6 +152,19 @@ class Jitted:
             entry = self._compile(leaves, args, kwargs)
             self.cache[key] = entry
         return entry.plan
+
+
+def _statics(f, argnums, argnames):
+    """Static positions and names, each completed from the other through f's
+    signature (as JAX does), so a static argument is static however it is passed."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return argnums, argnames
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    nums = set(argnums) | {positional.index(n) for n in argnames if n in positional}
+    names = set(argnames) | {positional[i] for i in argnums if -len(positional) <= i < len(positional)}
+    return tuple(sorted(nums)), tuple(sorted(names))
 
 
 def _as_tuple(x):

@@ -22,6 +22,9 @@ from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin,
 from .placement import place
 
 bool = bool_
+# NumPy's other names for the same functions.
+mod, bitwise_not, absolute, pow, concat = remainder, invert, abs, power, concatenate
+arcsin, arccos, arctan = asin, acos, atan
 _ops.getitem = _indexing.getitem
 _ops.IndexUpdater = _indexing.IndexUpdater
 _arraylike.ops = _ops

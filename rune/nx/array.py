@@ -48,7 +48,13 @@ class Array(ArrayLike):
 
     def __array__(self, dtype=None, copy=None):
         host = self._host()
-        return host if dtype is None else host.astype(dtype)
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            return host.astype(dtype)
+        if copy:
+            return np.array(host, copy=True)
+        view = host.view()
+        view.flags.writeable = False  # the array is immutable: NumPy may read, not write
+        return view
 
     def __bool__(self): return bool(self.item())
     def __float__(self): return float(self.item())
