@@ -3,9 +3,9 @@
 The public surface, re-exported; nothing is defined here.
 """
 from . import nx, tree
-from .autodiff.api import (checkpoint, grad, hessian, jacfwd, jacrev, jvp, remat, value_and_grad,
-                           vjp)
+from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
+from .autodiff.jacobians import hessian, jacfwd, jacrev
 from .batching import vmap
 from .callback import Spec, callback
 from .control import cond, fori_loop, scan, switch, while_loop
@@ -13,8 +13,8 @@ from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
 from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
-                     DTypeError, IndexingError, NotDifferentiableError, RuneError, ShapeError,
-                     TreeError)
+                     DTypeError, IndexingError, NotDifferentiableError, RuneError,
+                     ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import jit
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
@@ -25,6 +25,6 @@ __all__ = [
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
     "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
-    "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ShapeError",
-    "TreeError", "jit", "stop_gradient", "place", "reset_stats", "stats",
+    "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
+    "ShapeError", "TreeError", "UsageError", "jit", "stop_gradient", "place", "reset_stats", "stats",
 ]

@@ -268,14 +268,16 @@ def _normalize_axis(axis, x, where):
 def vmap(f, in_axes=0, out_axes=0):
     """Map `f` over an axis of its arguments (JAX semantics for in_axes/out_axes)."""
     @functools.wraps(f)
-    def mapped(*args):
+    def mapped(*args, **kwargs):
         axes_prefix = tuple(in_axes) if isinstance(in_axes, list) else in_axes
         if isinstance(axes_prefix, tuple) and len(axes_prefix) != len(args):
             raise TreeError(f"vmap: in_axes has {len(axes_prefix)} entries for {len(args)} arguments")
-        leaves, struct = tree.flatten(args)
+        # Keyword arguments are always mapped over their leading axis (as in JAX).
+        everything = (args, kwargs)
+        leaves, struct = tree.flatten(everything)
         leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
-        paths = [p for p, _ in tree.flatten_with_paths(args)[0]]
-        axes = tree.prefix_broadcast(axes_prefix, args, "vmap in_axes")
+        paths = [p for p, _ in tree.flatten_with_paths(everything)[0]]
+        axes = tree.prefix_broadcast((axes_prefix, 0), everything, "vmap in_axes")
         axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
         sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
         if not sizes:
@@ -287,7 +289,8 @@ def vmap(f, in_axes=0, out_axes=0):
         interp = BatchInterpreter(size)
         ins = [BatchTracer(interp, x, a) if a is not None else x for x, a in zip(leaves, axes)]
         with _trace.using(interp):
-            out = f(*tree.unflatten(struct, ins))
+            a, k = tree.unflatten(struct, ins)
+            out = f(*a, **k)
         out_leaves, out_struct = tree.flatten(out)
         o_axes = tree.prefix_broadcast(out_axes, out, "vmap out_axes")
         results = []

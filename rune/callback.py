@@ -12,7 +12,7 @@ from .core.aval import Aval
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
-from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError
+from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
 from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.array import Array
@@ -139,7 +139,7 @@ def callback(fn, *args, like, host=True, vmap_method="sequential"):
     if vmap_method not in VMAP_METHODS:
         raise ArgumentError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
     if not callable(fn):
-        raise CallbackError(f"callback: expected a callable host function, got {type(fn).__name__}")
+        raise UsageError(f"callback: expected a callable host function, got {type(fn).__name__}")
     leaves, in_struct = tree.flatten(args)
     leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
     like_leaves, out_struct = tree.flatten(like, is_leaf=lambda x: isinstance(x, Spec))

@@ -240,13 +240,16 @@ def switch(index, branches, *operands):
         programs.append(prog)
         consts.append(c)
         structs.append(box[0])
-    for s, p in zip(structs[1:], programs[1:]):
+    paths = [p for p, _ in tree.flatten_with_paths(
+        tree.unflatten(structs[0], [0] * structs[0].num_leaves))[0]]
+    for k, (s, p) in enumerate(zip(structs[1:], programs[1:]), start=1):
         if s != structs[0]:
-            raise TreeError(f"cond: branches return different structures: {structs[0]} and {s}")
-        for a, b in zip(programs[0].out_avals, p.out_avals):
+            raise TreeError(f"cond: branch 0 returns {structs[0]} but branch {k} returns {s}")
+        for path, a, b in zip(paths, programs[0].out_avals, p.out_avals):
             if a.shape != b.shape or a.dtype != b.dtype:
-                raise ShapeError(f"cond: branches return different values: {a.describe()} and "
-                                 f"{b.describe()}")
+                raise ShapeError(f"cond: output {path or '(root)'} is {a.describe()} in branch 0 but "
+                                 f"{b.describe()} in branch {k}; every branch must return the same "
+                                 f"shapes and dtypes")
     branches_, all_consts = _share_consts(programs, consts)
     outs = bind(cond_p, index, *all_consts, *leaves, branches=tuple(branches_),
                 num_consts=len(all_consts))

@@ -17,6 +17,14 @@ class DTypeError(RuneError, TypeError):
     """A dtype the operation does not accept."""
 
 
+class ScalarOverflowError(DTypeError, OverflowError):
+    """A Python integer that does not fit the dtype it must take."""
+
+
+class UsageError(RuneError, TypeError):
+    """A value used in a way its type does not allow (len() of a 0-d array, a non-callable)."""
+
+
 class DeviceError(RuneError, ValueError):
     """An unknown or unavailable device."""
 

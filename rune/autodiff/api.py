@@ -124,69 +124,38 @@ def grad(f, argnums=0, has_aux=False):
     return wrapped
 
 
-def jvp(f, primals, tangents):
-    """`(f(*primals), J @ tangents)` by forward mode."""
+def jvp(f, primals, tangents, has_aux=False):
+    """`(f(*primals), J @ tangents)` by forward mode (and `aux` with has_aux)."""
     p_leaves, p_struct = _leaves(tuple(primals), "jvp")
     t_leaves, t_struct = _leaves(tuple(tangents), "jvp")
     if p_struct != t_struct:
         raise TreeError(f"jvp: tangents {t_struct} do not match primals {p_struct}")
-    for p, t in zip(p_leaves, t_leaves):
+    paths = [p for p, _ in tree.flatten_with_paths(tuple(primals))[0]]
+    for path, p, t in zip(paths, p_leaves, t_leaves):
         if p.shape != t.shape:
-            raise ShapeError(f"jvp: tangent of shape {t.shape} for a primal of shape {p.shape}")
-    out_box = []
+            raise ShapeError(f"jvp: the tangent of primals{path} has shape {t.shape}, the primal {p.shape}")
+        if p.dtype != t.dtype and differentiable(p.aval):
+            raise DTypeError(f"jvp: the tangent of primals{path} has dtype {t.dtype.name}, the primal "
+                             f"{p.dtype.name}; they must be equal")
+    box = []
 
     def flat_f(*xs):
-        out_leaves, s = tree.flatten(f(*tree.unflatten(p_struct, xs)))
-        out_box.append(s)
+        out = f(*tree.unflatten(p_struct, xs))
+        if has_aux:
+            out, aux = _split_aux(out)
+            box.append(aux)
+        out_leaves, s = tree.flatten(out)
+        box.insert(0, s)
         return out_leaves
 
     outs, touts = jvp_flat(flat_f, p_leaves, [t if differentiable(p.aval) else None
                                               for p, t in zip(p_leaves, t_leaves)])
     touts = [t if t is not None else _zeros_for(nx.asarray(o)) for o, t in zip(outs, touts)]
-    return tree.unflatten(out_box[0], outs), tree.unflatten(out_box[0], touts)
-
-
-def _basis(x):
-    """One-hot arrays shaped like `x`, one per element, in row-major order."""
-    import numpy as np
-    n = x.size
-    eye = np.eye(n, dtype=x.dtype).reshape((n,) + x.shape)
-    return [nx.asarray(eye[i], device=x.device) for i in range(n)]
-
-
-def _of_one_argument(f, args, argnums):
-    """`f` as a function of `args[argnums]` alone, and that argument."""
-    def g(v):
-        full = list(args)
-        full[argnums] = v
-        return f(*full)
-    return g, nx.asarray(args[argnums])
-
-
-def jacfwd(f, argnums=0):
-    """The Jacobian by forward mode: shape out.shape + arg.shape."""
-    def jac(*args):
-        g, x = _of_one_argument(f, args, argnums)
-        cols = [jvp(g, (x,), (e,))[1] for e in _basis(x)]
-        out_shape = cols[0].shape if cols else nx.asarray(g(x)).shape
-        stacked = nx.stack(cols, -1) if cols else zeros(out_shape + (0,), x.dtype, x.device)
-        return nx.reshape(stacked, out_shape + x.shape)
-    return jac
-
-
-def jacrev(f, argnums=0):
-    """The Jacobian by reverse mode: shape out.shape + arg.shape."""
-    def jac(*args):
-        g, x = _of_one_argument(f, args, argnums)
-        out, pullback = vjp(g, x)
-        rows = [pullback(e)[0] for e in _basis(nx.asarray(out))]
-        stacked = nx.stack(rows) if rows else zeros((0,) + x.shape, x.dtype, x.device)
-        return nx.reshape(stacked, out.shape + x.shape)
-    return jac
-
-
-def hessian(f, argnums=0):
-    return jacfwd(jacrev(f, argnums), argnums)
+    result = tree.unflatten(box[0], outs), tree.unflatten(box[0], touts)
+    if has_aux:
+        from .jvp import JVPTracer
+        return result + (tree.map(lambda a: a.primal if isinstance(a, JVPTracer) else a, box[1]),)
+    return result
 
 
 # ---------------------------------------------------------------- checkpoint

@@ -75,15 +75,8 @@ def _check_cotangents(name, given, args, leaves, in_struct):
                         f"one per positional argument, got {n}")
     flat = []
     for i, (ct, arg) in enumerate(zip(given, args)):
-        arg_leaves = tree.leaves(arg)
-        if ct is None:
-            flat.extend([None] * len(arg_leaves))
-            continue
-        ct_leaves, ct_struct = tree.flatten(ct)
-        if ct_struct != tree.structure(arg):
-            raise TreeError(f"custom_vjp {name}: cotangent {i} has structure {ct_struct}, "
-                            f"argument {i} has {tree.structure(arg)}")
-        flat.extend(ct_leaves)
+        # A cotangent may be a prefix of its argument: None for any subtree means zeros.
+        flat.extend(tree.prefix_broadcast(ct, arg, f"custom_vjp {name}: cotangent {i}"))
     out = []
     for c, x in zip(flat, leaves):
         a = x.aval

@@ -60,7 +60,7 @@ UNARY_PARTIALS = {
     "atan": lambda x, out: nx.reciprocal(nx.add(nx.multiply(x, x), 1)),
     "erf": lambda x, out: nx.multiply(nx.exp(nx.negative(nx.multiply(x, x))), 2 / math.sqrt(math.pi)),
     "logistic": lambda x, out: nx.multiply(out, nx.subtract(1, out)),
-    "abs": lambda x, out: nx.sign(x),
+    "abs": lambda x, out: nx.where(nx.greater_equal(x, 0), x.dtype.type(1), x.dtype.type(-1)),
 }
 # name -> (d out / d x, d out / d y) as functions of (x, y, out); None = zero
 BINARY_PARTIALS = {

@@ -4,6 +4,8 @@ Both `nx.Array` and every `Tracer` inherit these, so user code written against
 arrays runs unchanged under every transformation. The methods call the public
 `nx` functions, which are bound late (nx imports core, not the other way).
 """
+from ..errors import UsageError
+
 ops = None  # rune.nx.ops, set when rune.nx is imported
 
 
@@ -16,12 +18,12 @@ class ArrayLike:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of a 0-d array")
+            raise UsageError("len() of a 0-d array")
         return self.shape[0]
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise UsageError("iteration over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
     def __add__(self, o): return ops.add(self, o)

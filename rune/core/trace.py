@@ -185,19 +185,22 @@ class EvalInterpreter(Interpreter):
             impl = _load_impl(prim, device)
         try:
             out = impl(*raws, **params)
-        except Exception:
-            raise_user_error(prim, args, params)
-            raise
+        except Exception as e:
+            raise_user_error(prim, args, params, e)
         # `place` is the one primitive whose result lies elsewhere than its operand.
         return _concrete.wrap(prim, out, params["device"] if prim.name == "place" else device, weak)
 
 
-def raise_user_error(prim, args, params):
-    """After a backend failed: the abstract rule names the operation and what was wrong."""
+def raise_user_error(prim, args, params, error):
+    """After a backend failed: the abstract rule names the operation and what was
+    wrong; failing that, the backend's own message, as a rune error."""
+    from ..errors import ArgumentError
     from .primitive import abstract_rules
+    avals = [aval_of(a) for a in args]
     rule = abstract_rules.get(prim)
     if rule is not None:
-        rule(*[aval_of(a) for a in args], **params)
+        rule(*avals, **params)
+    raise ArgumentError(f"{prim.name} on {', '.join(a.describe() for a in avals)}: {error}") from error
 
 
 def _load_impl(prim, device):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from ..core import trace as _trace
+from ..errors import ShapeError
 from ..core.arraylike import ArrayLike
 from ..core.aval import Aval
 from ..devices import current_default, get_device, transfer
@@ -37,7 +38,8 @@ class Array(ArrayLike):
 
     def item(self):
         if self._raw.size != 1:
-            raise ValueError(f"item() needs an array of one element, got shape {self.shape}")
+            raise ShapeError(f"converting an array to a Python scalar needs exactly one element, "
+                             f"got shape {self.shape}")
         return self._host().item()
 
     def tolist(self):

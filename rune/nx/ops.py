@@ -12,7 +12,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ScalarOverflowError, ShapeError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -33,7 +33,8 @@ def asarray(x, dtype=None, device=None):
     if dtype is not None:
         dtype = dt.dtype(dtype)
     if type(x) in _SCALARS:  # exact types: np.float64 subclasses float but keeps its dtype
-        host = np.asarray(x, dtype or dt.weak_dtype_of(x))
+        target = dtype or dt.weak_dtype_of(x)
+        host = np.asarray(_literal("asarray", x, target) if type(x) is int else x, target)
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
         host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
         host = host if dtype is None else host.astype(dtype)
@@ -42,7 +43,14 @@ def asarray(x, dtype=None, device=None):
         if dtype is not None:
             host = host.astype(dtype)
         elif not isinstance(x, (np.ndarray, np.generic)) or host.dtype not in dt.ALL:
-            host = host.astype(_default_for_kind(host.dtype, x))
+            target = _default_for_kind(host.dtype, x)
+            if host.dtype.kind in "iu" and target.kind in "iu" and host.size:
+                info = np.iinfo(target)
+                if host.min() < info.min or host.max() > info.max:
+                    raise ScalarOverflowError(f"asarray: the integers in {type(x).__name__} do not fit "
+                                              f"in {target.name} (from {host.min()} to {host.max()}); "
+                                              f"pass dtype=nx.int64")
+            host = host.astype(target)
     return from_host(np.array(host, copy=True) if host is x else host, device)
 
 
@@ -91,15 +99,15 @@ def promote(name, *xs):
     for x in xs:
         if type(x) in _SCALARS:
             keys.append((dt.weak_dtype_of(x), True))
-        elif isinstance(x, np.generic):  # a literal: weak, like the Python scalar it came from
-            keys.append((x.dtype, True))
+        elif isinstance(x, np.generic):  # a NumPy scalar is strong (NEP 50)
+            keys.append((x.dtype, False))
         else:
             keys.append((x.dtype, x.weak))
     target, _ = dt.promote(keys)
     out = []
     for x, (d, _) in zip(xs, keys):
         if type(x) in _SCALARS or isinstance(x, np.generic):
-            out.append(_literal(name, x, target))
+            out.append(_literal(name, x, target) if d != target or type(x) in _SCALARS else x)
         elif d != target:
             out.append(bind(P["convert"], x, dtype=target))
         else:
@@ -111,7 +119,7 @@ def _literal(name, value, dtype):
     try:
         return dtype.type(value)
     except OverflowError:
-        raise DTypeError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
+        raise ScalarOverflowError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
 
 
 def _dtype_of(x):
@@ -244,7 +252,8 @@ exp, log, log1p, expm1 = (_float_unary(n) for n in ("exp", "log", "log1p", "expm
 sqrt, rsqrt, sin, cos, tan = (_float_unary(n) for n in ("sqrt", "rsqrt", "sin", "cos", "tan"))
 tanh, sinh, cosh, asin, acos, atan = (_float_unary(n) for n in ("tanh", "sinh", "cosh", "asin", "acos", "atan"))
 erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
-floor, ceil, round = _float_unary("floor"), _float_unary("ceil"), _float_unary("round")
+floor, ceil = _float_unary("floor"), _float_unary("ceil")
+_round = _float_unary("round")
 negative = _any_unary("neg", "iufV")
 sign, abs = _any_unary("sign"), _any_unary("abs")
 invert = _any_unary("not", "biu")
@@ -270,6 +279,17 @@ for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtra
                (right_shift, "right_shift"), (stop_gradient_, "stop_gradient")):
     _f.__name__ = _n
 arctan2 = atan2
+
+
+def round(x, decimals=0):
+    """`x` rounded to `decimals` decimal places (halves to even, as NumPy and JAX)."""
+    if decimals == 0:
+        return _round(x)
+    x = _operand(x)
+    x = asarray(x) if not isinstance(x, (Array, Tracer)) else x
+    x = x if dt.is_float(x.dtype) else astype(x, dt.default_float)
+    scale = 10.0 ** decimals
+    return divide(_round(multiply(x, scale)), scale)
 
 
 def logical_not(x):
@@ -771,8 +791,8 @@ def einsum(spec, *operands):
     for t, o in zip(terms, operands):
         if len(t) != o.ndim:
             raise ShapeError(f"einsum: term {t!r} names {len(t)} axes, operand has shape {o.shape}")
-        if len(set(t)) != len(t):
-            raise ShapeError(f"einsum: repeated index in {t!r} (diagonals) is not supported")
+    pairs = [_einsum_diagonals(o, t) for o, t in zip(operands, terms)]
+    operands, terms = [p[0] for p in pairs], [p[1] for p in pairs]
     acc, acc_t = operands[0], terms[0]
     for i in range(1, len(operands)):
         later = "".join(terms[i + 1:]) + out
@@ -782,6 +802,22 @@ def einsum(spec, *operands):
     if drop:
         acc = sum(acc, drop)
     return transpose(acc, [keep.index(c) for c in out]) if keep else acc
+
+
+def _einsum_diagonals(x, t):
+    """An index repeated within one term takes the diagonal of those axes."""
+    while len(set(t)) != len(t):
+        c = next(c for c in t if t.count(c) > 1)
+        p, q = t.index(c), t.index(c, t.index(c) + 1)
+        n = x.shape[p]
+        if x.shape[q] != n:
+            raise ShapeError(f"einsum: index {c!r} in {t!r} names axes of sizes {n} and {x.shape[q]}")
+        rest = [i for i in range(x.ndim) if i not in (p, q)]
+        flat = reshape(transpose(x, rest + [p, q]), tuple(x.shape[i] for i in rest) + (n * n,))
+        diagonal = constant_like(np.arange(n, dtype=np.int32) * (n + 1), x)
+        x = bind(P["gather"], flat, diagonal, axis=len(rest))
+        t = "".join(t[i] for i in rest) + c
+    return x, t
 
 
 def _einsum_pair(x, xt, y, yt, later):

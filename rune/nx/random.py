@@ -10,7 +10,7 @@ import numpy as np
 from ..backends.cpu import threefry
 from ..core.prims import P
 from ..core.trace import Tracer, bind
-from ..errors import ShapeError
+from ..errors import ShapeError, UsageError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
@@ -20,6 +20,10 @@ _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
 def key(seed, device=None):
     """A key made from an integer seed."""
+    if isinstance(seed, (Array, Tracer)) and seed.dtype.kind in "iu" and seed.shape == ():
+        seed = int(seed)
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise UsageError(f"random.key: the seed must be an integer, got {type(seed).__name__} {seed!r}")
     return from_host(threefry.key(int(seed)), device)
 
 
@@ -102,7 +106,8 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     dtype = dt.dtype(dtype)
     minval = ops.constant_like(minval, key, dtype)
     maxval = ops.constant_like(maxval, key, dtype)
-    span = ops.astype(ops.subtract(maxval, minval), dt.uint32)
+    # An empty range (maxval <= minval) gives minval, as in JAX.
+    span = ops.astype(ops.maximum(ops.subtract(maxval, minval), 0), dt.uint32)
     bits = _bits(key, _shape(shape), 32)
     offset = ops.remainder(bits, ops.maximum(span, np.uint32(1)))
     return ops.add(ops.astype(offset, dtype), minval)

@@ -1,0 +1,138 @@
+"""Jacobians and Hessians: vmap over one-hot tangents (forward) or cotangents (reverse).
+
+Mapping the basis with vmap evaluates the function once per Jacobian (its
+Python body is traced once), whatever the size of its input or output.
+Arguments and results are pytrees: the Jacobian is the output's structure
+with each leaf replaced by the selected arguments' structure, each block of
+shape out_leaf.shape + in_leaf.shape (as in JAX).
+"""
+import numpy as np
+
+from .. import tree
+from ..batching import vmap
+from ..core.staging import abstract, stage
+from ..errors import DTypeError, ShapeError
+from ..nx import ops as nx
+from ..nx.creation import zeros
+from .api import jvp, vjp
+from .vjp import differentiable
+
+
+def _select(f, args, argnums, what):
+    """(f of the flat leaves of the selected arguments, those leaves, their structure, multiple?)."""
+    multiple = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if multiple else (argnums,)
+    for n in nums:
+        if not -len(args) <= n < len(args):
+            raise ShapeError(f"{what}: argnums {argnums} is out of range for {len(args)} positional arguments")
+    chosen = tuple(args[n] for n in nums)
+    leaves, struct = tree.flatten(chosen)
+    leaves = [x if hasattr(x, "aval") else nx.asarray(x) for x in leaves]
+    for path, leaf in zip((p for p, _ in tree.flatten_with_paths(chosen)[0]), leaves):
+        if not differentiable(leaf.aval):
+            raise DTypeError(f"{what}: argument{path} has dtype {leaf.dtype.name}; Jacobians need "
+                             f"float inputs (cast with .astype(nx.float32))")
+
+    def flat(*xs):
+        picked = tree.unflatten(struct, xs)
+        full = list(args)
+        for n, p in zip(nums, picked):
+            full[n] = p
+        return f(*full)
+
+    return flat, leaves, struct, multiple
+
+
+def _one_hots(leaves):
+    """One batch of one-hot arrays covering every element of every leaf: for leaf k,
+    shape (total,) + leaf.shape, where total is the number of elements of all leaves."""
+    total = sum(x.size for x in leaves)
+    eye = np.eye(total)
+    out, offset = [], 0
+    for x in leaves:
+        block = eye[:, offset:offset + x.size].reshape((total,) + x.shape).astype(x.dtype)
+        out.append(nx.asarray(block, device=x.device))
+        offset += x.size
+    return out
+
+
+def _split_rows(batched, leaves):
+    """Undo `_one_hots` on a result batched over all elements: one piece per leaf."""
+    pieces, offset = [], 0
+    for x in leaves:
+        pieces.append(nx.slice_in_dim(batched, offset, offset + x.size, axis=0))
+        offset += x.size
+    return pieces
+
+
+def _zeros(x):
+    return zeros(x.shape, x.dtype, x.device)
+
+
+def _assemble(out_struct, blocks, in_struct, multiple):
+    """blocks[o][k]: d out leaf o / d in leaf k, as the nested pytree JAX returns."""
+    per_out = [tree.unflatten(in_struct, row) for row in blocks]
+    per_out = [b if multiple else b[0] for b in per_out]
+    return tree.unflatten(out_struct, per_out)
+
+
+def jacfwd(f, argnums=0, has_aux=False):
+    """The Jacobian of `f` by forward mode: one batched jvp over every input element."""
+    def jac(*args):
+        flat, leaves, in_struct, multiple = _select(f, args, argnums, "jacfwd")
+        if sum(x.size for x in leaves) == 0:
+            main = (lambda *xs: flat(*xs)[0]) if has_aux else flat
+            out_struct, out_avals = _output_shapes(main, leaves)
+            blocks = [[zeros(a.shape + x.shape, a.dtype, a.device) for x in leaves] for a in out_avals]
+            result = _assemble(out_struct, blocks, in_struct, multiple)
+            return (result, None) if has_aux else result
+
+        def push(*tangents):
+            result = jvp(flat, leaves, list(tangents), has_aux=has_aux)
+            return result[1], (result[2] if has_aux else None)
+
+        tangent, aux = vmap(push, out_axes=(0, None))(*_one_hots(leaves))
+        t_leaves, out_struct = tree.flatten(tangent)
+        blocks = [[nx.reshape(nx.moveaxis(piece, 0, -1), t.shape[1:] + x.shape)
+                   for piece, x in zip(_split_rows(t, leaves), leaves)] for t in t_leaves]
+        result = _assemble(out_struct, blocks, in_struct, multiple)
+        return (result, aux) if has_aux else result
+    return jac
+
+
+def _output_shapes(fn, leaves):
+    """(structure, avals) of `fn`'s result, found by staging it: nothing runs."""
+    box = []
+
+    def record(*xs):
+        out_leaves, struct = tree.flatten(fn(*xs))
+        box.append(struct)
+        return out_leaves
+
+    program = stage(record, [abstract(x) for x in leaves])
+    return box[0], program.out_avals
+
+
+def jacrev(f, argnums=0, has_aux=False):
+    """The Jacobian of `f` by reverse mode: one batched pullback over every output element."""
+    def jac(*args):
+        flat, leaves, in_struct, multiple = _select(f, args, argnums, "jacrev")
+        result = vjp(flat, *leaves, has_aux=has_aux)
+        out, pullback = result[0], result[1]
+        out_leaves, out_struct = tree.flatten(out)
+        out_leaves = [o if hasattr(o, "aval") else nx.asarray(o) for o in out_leaves]
+        if sum(o.size for o in out_leaves) == 0:
+            blocks = [[zeros(o.shape + x.shape, x.dtype, x.device) for x in leaves] for o in out_leaves]
+        else:
+            rows = vmap(lambda *cts: pullback(tree.unflatten(out_struct, cts)))(*_one_hots(out_leaves))
+            pieces = [_split_rows(r, out_leaves) for r in rows]  # [input leaf][output leaf]
+            blocks = [[nx.reshape(pieces[k][o], y.shape + x.shape) for k, x in enumerate(leaves)]
+                      for o, y in enumerate(out_leaves)]
+        jacobian = _assemble(out_struct, blocks, in_struct, multiple)
+        return (jacobian, result[2]) if has_aux else jacobian
+    return jac
+
+
+def hessian(f, argnums=0, has_aux=False):
+    """The Hessian of scalar `f`: forward mode over reverse mode."""
+    return jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)
