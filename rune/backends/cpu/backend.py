@@ -3,8 +3,9 @@
 `IMPLS` maps primitive names to functions of raw NumPy values. They are also
 what the plan interpreter runs for stretches on the host.
 """
+import functools
+
 import numpy as np
-from scipy import special
 
 from . import threefry
 
@@ -41,12 +42,20 @@ def _rsqrt(x):
     return 1 / np.sqrt(x)
 
 
+@functools.cache
+def _special():
+    # SciPy takes a fifth of a second to import: only pay for it when erf or
+    # sigmoid is first used.
+    from scipy import special
+    return special
+
+
 def _logistic(x):
-    return special.expit(x).astype(x.dtype)  # SciPy computes float16/bfloat16 in float64
+    return _special().expit(x).astype(x.dtype)  # SciPy computes float16/bfloat16 in float64
 
 
 def _erf(x):
-    return special.erf(x).astype(x.dtype)
+    return _special().erf(x).astype(x.dtype)
 
 
 def _floordiv(x, y):
