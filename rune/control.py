@@ -17,15 +17,11 @@ from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
 from .errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
 from .nx import ops as nx
-from .nx.creation import arange, zeros
+from .nx.creation import arange, zeros_like
 
 scan_p = primitive("scan", multiple_results=True)
 cond_p = primitive("cond", multiple_results=True)
 while_p = primitive("while_loop", multiple_results=True)
-
-
-def _zeros(aval):
-    return zeros(aval.shape, aval.dtype, aval.device)
 
 
 def _leaves(x):
@@ -128,7 +124,7 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
     out_order = [j for g in out_groups for j in list(g) + [t_out[i] for i in g if out_mask[i]]]
     prog = reorder(prog, in_order, out_order)
     body2, consts2 = prog.closed()
-    ts = [t if t is not None else _zeros(abstract(p)) for p, t in zip(primals, tangents)]
+    ts = [t if t is not None else zeros_like(abstract(p)) for p, t in zip(primals, tangents)]
     operands = list(consts2)
     for g in groups:
         operands += [primals[i] for i in g] + [ts[i] for i in g if nonzero[i]]
@@ -170,13 +166,13 @@ def _scan_vjp_bwd(cts, res, tracked_in, *, body, num_consts, num_carry, length, 
     tracked, bwd, stacked = res["tracked"], res["bwd"], res["stacked"]
     avals = body.in_avals
     out_avals = res["out_avals"]
-    cts = [c if c is not None else _zeros(a if i < nk else a.update(shape=(length,) + a.shape))
+    cts = [c if c is not None else zeros_like(a if i < nk else a.update(shape=(length,) + a.shape))
            for i, (c, a) in enumerate(zip(cts, out_avals))]
     t_consts = [i for i in range(nc) if tracked[i]]
     t_carry = [i for i in range(nc, nc + nk) if tracked[i]]
     t_xs = [i for i in range(nc + nk, len(avals)) if tracked[i]]
     n_res = len(stacked)
-    carry_zeros = [_zeros(out_avals[i]) for i in range(nk)]
+    carry_zeros = [zeros_like(out_avals[i]) for i in range(nk)]
 
     def step(*args):
         # carry: (const cts so far, carry cts); xs: (residual row, ys cts row)
@@ -192,7 +188,7 @@ def _scan_vjp_bwd(cts, res, tracked_in, *, body, num_consts, num_carry, length, 
         new_acc = [nx.add(a, got[i]) for a, i in zip(acc, t_consts)]
         return new_acc + [got[i] for i in t_carry] + [got[i] for i in t_xs]
 
-    init = [_zeros(avals[i]) for i in t_consts] + [cts[i - nc] for i in t_carry]
+    init = [zeros_like(avals[i]) for i in t_consts] + [cts[i - nc] for i in t_carry]
     outs = scan_flat(step, [], init, list(stacked) + list(cts[nk:]), length, not reverse)
     got = dict(zip(t_consts + t_carry + t_xs, outs))
     return [got.get(i) if tracked_in[i] else None for i in range(len(avals))]
@@ -306,7 +302,7 @@ def _instantiate_tangents(prog, out_mask, out_avals):
     def full(*args):
         outs = prog(*args)
         given = iter(outs[n:])
-        return list(outs[:n]) + [next(given) if m else _zeros(a.strong())
+        return list(outs[:n]) + [next(given) if m else zeros_like(a.strong())
                                  for m, a in zip(out_mask, out_avals)]
 
     return stage(full, prog.in_avals)
@@ -340,7 +336,7 @@ def _widen_residuals(fwd, n, all_res_avals, offset):
     def wide(*args):
         outs = fwd(*args)
         mine = outs[n:]
-        res = [_zeros(a) for a in all_res_avals]
+        res = [zeros_like(a) for a in all_res_avals]
         res[offset:offset + len(mine)] = mine
         return list(outs[:n]) + res
     return stage(wide, fwd.in_avals)
@@ -356,7 +352,7 @@ def _narrow_residuals(bwd, all_res_avals, offset, count):
 
 def _cond_vjp_bwd(cts, res, tracked_in, *, branches, num_consts):
     out_avals = res["out_avals"]
-    cts = [c if c is not None else _zeros(a.strong()) for c, a in zip(cts, out_avals)]
+    cts = [c if c is not None else zeros_like(a.strong()) for c, a in zip(cts, out_avals)]
     progs, consts = zip(*[b.closed() for b in res["bwds"]])
     shared, extra = _share_consts(list(progs), list(consts))
     in_cts = bind(cond_p, res["index"], *extra, *res["res"], *cts, branches=tuple(shared),
@@ -437,7 +433,7 @@ def _while_jvp(primals, tangents, *, cond, body, num_cond_consts, num_body_const
     cond_prog, cconsts = stage(cond2, cond.in_avals + tangent_avals).closed()
     cts = [t for t in tangents[ncc:ncc + nbc] if t is not None]
     carry = list(primals[ncc + nbc:])
-    carry_t = [t if t is not None else _zeros(abstract(p).strong())
+    carry_t = [t if t is not None else zeros_like(abstract(p).strong())
                for p, t, m in zip(carry, tangents[ncc + nbc:], carry_mask) if m]
     outs = bind(while_p, *cconsts, *primals[:ncc], *bconsts, *primals[ncc:ncc + nbc], *cts,
                 *carry, *carry_t, cond=cond_prog, body=body2,

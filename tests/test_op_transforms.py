@@ -166,7 +166,7 @@ def test_jvp_and_vjp_match_finite_differences(case, sample):
         for t, fd in zip(rune.tree.leaves(tangent), _finite_difference(f, primals, us, eps)):
             np.testing.assert_allclose(np.asarray(t).astype(F64), fd, rtol=tol, atol=tol)
 
-        vs = [nx.asarray(rng.standard_normal(o.shape)) for o in out_leaves]
+        vs = [nx.asarray(rng.standard_normal(o.shape).astype(o.dtype)) for o in out_leaves]
         _, pullback = rune.vjp(f, *primals)
         cts = pullback(rune.tree.unflatten(rune.tree.structure(out), vs))
         assert len(cts) == len(primals)

@@ -5,108 +5,117 @@ from .. import tree
 from ..core.primitive import abstract_rules, eval_rules, primitive
 from ..core.staging import stage
 from ..core.trace import bind
-from ..errors import DTypeError, ShapeError, TreeError
+from ..errors import DeviceMismatchError, DTypeError, ShapeError, TreeError
 from ..nx import ops as nx
-from ..nx.creation import ones_like, zeros
-from . import rules  # noqa: F401  (fills the rule tables)
+from ..nx.creation import ones_like, zeros_like
+from . import rules  # noqa: F401  (imported for its effect: it fills the rule tables)
 from .jvp import jvp_flat, jvp_rules
 from .vjp import differentiable, vjp_flat, vjp_forward
 
 
-def _leaves(x, what):
-    leaves, struct = tree.flatten(x)
-    return [nx.asarray(l) if not hasattr(l, "aval") else l for l in leaves], struct
+class _Flat:
+    """`f` as a function of flat leaves returning flat leaves: its outputs first,
+    then (with has_aux) the aux leaves, so the interpreter that made them unwraps
+    them too. The structures are recorded on the call."""
+
+    def __init__(self, f, in_struct, has_aux):
+        self.f, self.in_struct, self.has_aux = f, in_struct, has_aux
+        self.out_struct = self.aux_struct = None
+        self.num_out = 0
+
+    def __call__(self, *xs):
+        out = self.f(*tree.unflatten(self.in_struct, xs))
+        aux = None
+        if self.has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TreeError("has_aux=True: the function must return a pair (output, aux)")
+            out, aux = out
+        out_leaves, self.out_struct = tree.flatten(out)
+        aux_leaves, self.aux_struct = tree.flatten(aux)
+        self.num_out = len(out_leaves)
+        return out_leaves + aux_leaves
+
+    def split(self, leaves):
+        """(the output tree, the aux tree) from the flat results."""
+        out = tree.unflatten(self.out_struct, leaves[:self.num_out])
+        return out, tree.unflatten(self.aux_struct, leaves[self.num_out:])
 
 
-def _zeros_for(x):
-    return zeros(x.shape, x.dtype, x.device)
+def select(f, args, kwargs, argnums, what):
+    """`f` as a function of the arguments `argnums` names, those arguments, and
+    whether argnums is a tuple. Checks they exist and are float (differentiable)."""
+    multiple = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if multiple else (argnums,)
+    for n in nums:
+        if not -len(args) <= n < len(args):
+            raise ShapeError(f"{what}: argnums {argnums} is out of range for {len(args)} positional arguments")
+    chosen = tuple(args[n] for n in nums)
+    for n, a in zip(nums, chosen):
+        for path, leaf in tree.flatten_with_paths(a)[0]:
+            if not differentiable(nx.asarray(leaf).aval):
+                raise DTypeError(f"{what}: argument {n}{path} has dtype {nx.asarray(leaf).dtype.name}; "
+                                 f"derivatives need float inputs (cast with .astype(nx.float32))")
+
+    def picked(*values):
+        full = list(args)
+        for n, v in zip(nums, values):
+            full[n] = v
+        return f(*full, **kwargs)
+
+    return picked, chosen, multiple
+
+
+def _check_like(what, given, expected, paths):
+    """Tangents or cotangents must match their primals leaf by leaf."""
+    for path, g, e in zip(paths, given, expected):
+        if g.shape != e.shape:
+            raise ShapeError(f"{what}{path} has shape {g.shape}, but its primal has shape {e.shape}")
+        if g.dtype != e.dtype and differentiable(e):
+            raise DTypeError(f"{what}{path} has dtype {g.dtype.name}, but its primal has dtype "
+                             f"{e.dtype.name}; they must be equal")
+        if g.device is not None and e.device is not None and g.device != e.device:
+            raise DeviceMismatchError(f"{what}{path} lies on {g.device}, but its primal on {e.device}")
 
 
 def vjp(f, *primals, has_aux=False):
     """`(out, pullback)` (and `aux`); `pullback(ct)` returns one cotangent per primal."""
-    leaves, in_struct = _leaves(primals, "vjp")
-    tracked = [differentiable(x.aval) for x in leaves]
-    aux_box = []
-
-    def flat_f(*xs):
-        out = f(*tree.unflatten(in_struct, xs))
-        if has_aux:
-            out, aux = _split_aux(out)
-            aux_box.append(aux)
-        out_leaves, out_struct = tree.flatten(out)
-        aux_box.insert(0, out_struct)
-        return out_leaves
-
-    outs, pull, _ = vjp_flat(flat_f, leaves, tracked)
-    out_struct = aux_box[0]
-    out_avals = [nx.asarray(o).aval if not hasattr(o, "aval") else o.aval for o in outs]
+    leaves, in_struct = tree.flatten(primals)
+    leaves = nx.operands(leaves)
+    flat = _Flat(f, in_struct, has_aux)
+    results, pull, _ = vjp_flat(flat, leaves, [differentiable(x.aval) for x in leaves])
+    out, aux = flat.split(results)
+    out_leaves = nx.operands(results[:flat.num_out])
+    out_paths = [p for p, _ in tree.flatten_with_paths(out)[0]]
 
     def pullback(ct):
         ct_leaves, ct_struct = tree.flatten(ct)
-        if ct_struct != out_struct:
+        if ct_struct != flat.out_struct:
             raise TreeError(f"vjp pullback: cotangent structure {ct_struct} does not match the "
-                            f"output structure {out_struct}")
-        cts = []
-        for c, a in zip(ct_leaves, out_avals):
-            c = nx.asarray(c)
-            if c.shape != a.shape:
-                raise ShapeError(f"vjp pullback: cotangent of shape {c.shape} for an output of shape {a.shape}")
-            cts.append(nx.astype(c, a.dtype) if c.dtype != a.dtype else c)
+                            f"output structure {flat.out_struct}")
+        cts = nx.operands(ct_leaves)
+        cts = [nx.astype(c, o.dtype) if c.weak and c.dtype != o.dtype else c for c, o in zip(cts, out_leaves)]
+        _check_like("vjp pullback: the cotangent of output", [c.aval for c in cts],
+                    [o.aval for o in out_leaves], out_paths)
         in_cts = pull(cts)
-        in_cts = [c if c is not None else _zeros_for(x) for c, x in zip(in_cts, leaves)]
-        return tuple(tree.unflatten(in_struct, in_cts))
+        return tuple(tree.unflatten(in_struct, [c if c is not None else zeros_like(x)
+                                                for c, x in zip(in_cts, leaves)]))
 
-    out = tree.unflatten(out_struct, outs)
-    if has_aux:
-        return out, pullback, _strip(aux_box[1])
-    return out, pullback
-
-
-def _split_aux(out):
-    if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        raise TreeError("has_aux=True: the function must return a pair (output, aux)")
-    return out
-
-
-def _strip(aux):
-    """Aux values leave the transformation as their primal values."""
-    from .vjp import VJPTracer
-    return tree.map(lambda x: x.primal if isinstance(x, VJPTracer) else x, aux)
+    return (out, pullback, aux) if has_aux else (out, pullback)
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
     """A function returning `(f(*args), gradient of f w.r.t. args[argnums])`."""
-    multiple = isinstance(argnums, (tuple, list))
-    nums = tuple(argnums) if multiple else (argnums,)
-
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
-        for n in nums:
-            if not -len(args) <= n < len(args):
-                raise ShapeError(f"grad: argnums {argnums} is out of range for {len(args)} positional arguments")
-        chosen = tuple(args[n] for n in nums)
-        for n, a in zip(nums, chosen):
-            for path, leaf in tree.flatten_with_paths(a)[0]:
-                leaf = nx.asarray(leaf) if not hasattr(leaf, "aval") else leaf
-                if not differentiable(leaf.aval):
-                    raise DTypeError(f"grad: argument {n}{path} has dtype {leaf.dtype.name}; gradients "
-                                     f"need float inputs (cast with .astype(nx.float32))")
-
-        def g(*picked):
-            full = list(args)
-            for n, p in zip(nums, picked):
-                full[n] = p
-            return f(*full, **kwargs)
-
-        result = vjp(g, *chosen, has_aux=has_aux)
-        out, pullback = result[0], result[1]
-        if not hasattr(out, "aval") or out.shape != () or not differentiable(out.aval):
-            got = out.aval.describe() if hasattr(out, "aval") else type(out).__name__
+        picked, chosen, multiple = select(f, args, kwargs, argnums, "grad")
+        result = vjp(picked, *chosen, has_aux=has_aux)
+        value, pullback = result[0], result[1]
+        if not hasattr(value, "aval") or value.shape != () or not differentiable(value.aval):
+            got = value.aval.describe() if hasattr(value, "aval") else type(value).__name__
             raise ShapeError(f"grad: the function must return a float scalar, got {got}; "
                              f"use rune.vjp for non-scalar outputs")
-        grads = pullback(ones_like(out))
+        grads = pullback(ones_like(value))
         grads = grads if multiple else grads[0]
-        value = out.primal if hasattr(out, "primal") else out
         return ((value, result[2]), grads) if has_aux else (value, grads)
 
     return wrapped
@@ -126,36 +135,21 @@ def grad(f, argnums=0, has_aux=False):
 
 def jvp(f, primals, tangents, has_aux=False):
     """`(f(*primals), J @ tangents)` by forward mode (and `aux` with has_aux)."""
-    p_leaves, p_struct = _leaves(tuple(primals), "jvp")
-    t_leaves, t_struct = _leaves(tuple(tangents), "jvp")
+    p_leaves, p_struct = tree.flatten(tuple(primals))
+    t_leaves, t_struct = tree.flatten(tuple(tangents))
     if p_struct != t_struct:
         raise TreeError(f"jvp: tangents {t_struct} do not match primals {p_struct}")
+    p_leaves, t_leaves = nx.operands(p_leaves), nx.operands(t_leaves)
     paths = [p for p, _ in tree.flatten_with_paths(tuple(primals))[0]]
-    for path, p, t in zip(paths, p_leaves, t_leaves):
-        if p.shape != t.shape:
-            raise ShapeError(f"jvp: the tangent of primals{path} has shape {t.shape}, the primal {p.shape}")
-        if p.dtype != t.dtype and differentiable(p.aval):
-            raise DTypeError(f"jvp: the tangent of primals{path} has dtype {t.dtype.name}, the primal "
-                             f"{p.dtype.name}; they must be equal")
-    box = []
-
-    def flat_f(*xs):
-        out = f(*tree.unflatten(p_struct, xs))
-        if has_aux:
-            out, aux = _split_aux(out)
-            box.append(aux)
-        out_leaves, s = tree.flatten(out)
-        box.insert(0, s)
-        return out_leaves
-
-    outs, touts = jvp_flat(flat_f, p_leaves, [t if differentiable(p.aval) else None
-                                              for p, t in zip(p_leaves, t_leaves)])
-    touts = [t if t is not None else _zeros_for(nx.asarray(o)) for o, t in zip(outs, touts)]
-    result = tree.unflatten(box[0], outs), tree.unflatten(box[0], touts)
-    if has_aux:
-        from .jvp import JVPTracer
-        return result + (tree.map(lambda a: a.primal if isinstance(a, JVPTracer) else a, box[1]),)
-    return result
+    _check_like("jvp: the tangent of primals", [t.aval for t in t_leaves], [p.aval for p in p_leaves], paths)
+    flat = _Flat(f, p_struct, has_aux)
+    results, touts = jvp_flat(flat, p_leaves, [t if differentiable(p.aval) else None
+                                               for p, t in zip(p_leaves, t_leaves)])
+    out, aux = flat.split(results)
+    touts = [t if t is not None else zeros_like(nx.asarray(o))
+             for o, t in zip(results[:flat.num_out], touts)]
+    tangent = tree.unflatten(flat.out_struct, touts)
+    return (out, tangent, aux) if has_aux else (out, tangent)
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -190,7 +184,8 @@ def checkpoint(f):
     """`f`, whose intermediate values are recomputed in the backward pass instead of stored."""
     @functools.wraps(f)
     def wrapped(*args):
-        leaves, in_struct = _leaves(args, "checkpoint")
+        leaves, in_struct = tree.flatten(args)
+        leaves = nx.operands(leaves)
         box = []
 
         def flat_f(*xs):

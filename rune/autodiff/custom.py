@@ -14,17 +14,12 @@ from ..core.staging import StagingInterpreter, abstract, stage
 from ..core.trace import bind, using
 from ..errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
 from ..nx import ops as nx
-from ..nx.creation import zeros
+from ..nx.creation import zeros_like
 from .jvp import jvp_rules
 from .vjp import vjp_forward
 
 custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)
 custom_jvp_p = primitive("custom_jvp_call", multiple_results=True)
-
-
-def _zeros_like(x):
-    a = x.aval if hasattr(x, "aval") else nx.asarray(x).aval
-    return zeros(a.shape, a.dtype, a.device)
 
 
 def _flat_args(args):
@@ -81,7 +76,7 @@ def _check_cotangents(name, given, args, leaves, in_struct):
     for c, x in zip(flat, leaves):
         a = x.aval
         if c is None:
-            out.append(_zeros_like(x))
+            out.append(zeros_like(x))
             continue
         c = nx.asarray(c)
         if c.shape != a.shape:
@@ -110,7 +105,7 @@ def _custom_vjp_fwd(primals, tracked, *, fwd, bwd, num_consts, num_out, name):
 
 
 def _custom_vjp_bwd(cts, res, tracked, *, fwd, bwd, num_consts, num_out, name):
-    cts = [c if c is not None else zeros(a.shape, a.dtype, a.device)
+    cts = [c if c is not None else zeros_like(a)
            for c, a in zip(cts, fwd.out_avals[:num_out])]
     return [None] * num_consts + list(bwd(*res, *cts))
 
@@ -169,7 +164,7 @@ def _custom_jvp_jvp(primals, tangents, *, fun, rule, num_consts, in_struct, out_
         raise NotDifferentiableError(
             f"custom_jvp {name} closes over a value that is being differentiated; pass it as an argument")
     args = primals[num_consts:]
-    ts = [t if t is not None else _zeros_like(p) for p, t in zip(args, tangents[num_consts:])]
+    ts = [t if t is not None else zeros_like(p) for p, t in zip(args, tangents[num_consts:])]
     out, tout = rule(tuple(tree.unflatten(in_struct, args)), tuple(tree.unflatten(in_struct, ts)))
     out_leaves, s = tree.flatten(out)
     t_leaves, ts_struct = tree.flatten(tout)

@@ -11,36 +11,16 @@ import numpy as np
 from .. import tree
 from ..batching import vmap
 from ..core.staging import abstract, stage
-from ..errors import DTypeError, ShapeError
 from ..nx import ops as nx
 from ..nx.creation import zeros
-from .api import jvp, vjp
-from .vjp import differentiable
+from .api import jvp, select, vjp
 
 
 def _select(f, args, argnums, what):
-    """(f of the flat leaves of the selected arguments, those leaves, their structure, multiple?)."""
-    multiple = isinstance(argnums, (tuple, list))
-    nums = tuple(argnums) if multiple else (argnums,)
-    for n in nums:
-        if not -len(args) <= n < len(args):
-            raise ShapeError(f"{what}: argnums {argnums} is out of range for {len(args)} positional arguments")
-    chosen = tuple(args[n] for n in nums)
+    """(f of the selected arguments' flat leaves, those leaves, their structure, multiple?)."""
+    picked, chosen, multiple = select(f, args, {}, argnums, what)
     leaves, struct = tree.flatten(chosen)
-    leaves = [x if hasattr(x, "aval") else nx.asarray(x) for x in leaves]
-    for path, leaf in zip((p for p, _ in tree.flatten_with_paths(chosen)[0]), leaves):
-        if not differentiable(leaf.aval):
-            raise DTypeError(f"{what}: argument{path} has dtype {leaf.dtype.name}; Jacobians need "
-                             f"float inputs (cast with .astype(nx.float32))")
-
-    def flat(*xs):
-        picked = tree.unflatten(struct, xs)
-        full = list(args)
-        for n, p in zip(nums, picked):
-            full[n] = p
-        return f(*full)
-
-    return flat, leaves, struct, multiple
+    return (lambda *xs: picked(*tree.unflatten(struct, xs))), nx.operands(leaves), struct, multiple
 
 
 def _one_hots(leaves):
@@ -63,10 +43,6 @@ def _split_rows(batched, leaves):
         pieces.append(nx.slice_in_dim(batched, offset, offset + x.size, axis=0))
         offset += x.size
     return pieces
-
-
-def _zeros(x):
-    return zeros(x.shape, x.dtype, x.device)
 
 
 def _assemble(out_struct, blocks, in_struct, multiple):

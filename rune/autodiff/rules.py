@@ -11,13 +11,9 @@ import numpy as np
 from ..core.prims import P
 from ..core.trace import bind
 from ..nx import ops as nx
-from ..nx.creation import ones, ones_like, zeros
+from ..nx.creation import ones, ones_like, zeros_like
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
-
-
-def _zeros_like(x):
-    return zeros(x.shape, x.dtype, x.device)
 
 
 def unbroadcast(ct, shape):
@@ -161,7 +157,7 @@ for _n in ZERO:
 
 
 def _instantiate(t, like):
-    return t if t is not None else _zeros_like(like)
+    return t if t is not None else zeros_like(like)
 
 
 def _rule(name, table):
@@ -178,8 +174,8 @@ def _select_jvp(primals, tangents):
     _, ta, tb = tangents
     if ta is None and tb is None:
         return out, None
-    return out, nx.where(pred, _instantiate(ta, a) if ta is not None else _zeros_like(out),
-                         _instantiate(tb, b) if tb is not None else _zeros_like(out))
+    return out, nx.where(pred, ta if ta is not None else zeros_like(out),
+                         tb if tb is not None else zeros_like(out))
 
 
 @_rule("select", vjp_rules)
@@ -316,8 +312,8 @@ _linear("reshape", lambda ct, x, shape: nx.reshape(ct, x.shape))
 _linear("transpose", lambda ct, x, perm: nx.transpose(ct, [perm.index(i) for i in range(len(perm))]))
 _linear("rev", lambda ct, x, axes: nx.flip(ct, axes))
 _linear("place", lambda ct, x, src, device: bind(P["place"], ct, src=device, device=src))
-_linear("gather", lambda ct, x, idx, axis: bind(P["scatter"], _zeros_like(x), idx, ct, axis=axis, mode="add"))
-_linear("dynamic_slice", lambda ct, x, *starts, sizes: bind(P["dynamic_update_slice"], _zeros_like(x), ct, *starts))
+_linear("gather", lambda ct, x, idx, axis: bind(P["scatter"], zeros_like(x), idx, ct, axis=axis, mode="add"))
+_linear("dynamic_slice", lambda ct, x, *starts, sizes: bind(P["dynamic_update_slice"], zeros_like(x), ct, *starts))
 
 
 def _unslice(ct, x, starts, limits, strides):
@@ -378,7 +374,7 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
 def _scatter_vjp(ct, ins, out, wants, *, axis, mode):
     x, idx, upd = ins
     ct_upd = bind(P["gather"], ct, idx, axis=axis)
-    ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, _zeros_like(upd), axis=axis, mode="set")
+    ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, zeros_like(upd), axis=axis, mode="set")
     return ct_x, None, ct_upd
 
 
@@ -393,7 +389,7 @@ def _dus_jvp(primals, tangents):
 @_rule("dynamic_update_slice", vjp_rules)
 def _dus_vjp(ct, ins, out, wants):
     x, upd, *starts = ins
-    ct_x = bind(P["dynamic_update_slice"], ct, _zeros_like(upd), *starts)
+    ct_x = bind(P["dynamic_update_slice"], ct, zeros_like(upd), *starts)
     ct_upd = bind(P["dynamic_slice"], ct, *starts, sizes=upd.shape)
     return (ct_x, ct_upd) + (None,) * len(starts)
 

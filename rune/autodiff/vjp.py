@@ -149,7 +149,7 @@ def vjp_program(program, tracked):
     cts = [bwd.new_input(a.strong()) for a in out_avals]
     with _trace.using(bwd):
         in_cts = pullback(cts)
-        in_cts = [c if c is not None else creation.zeros(a.shape, a.dtype, a.device)
+        in_cts = [c if c is not None else creation.zeros_like(a)
                   for c, a, t in zip(in_cts, program.in_avals, tracked) if t]
     bwd_program = bwd.build(in_cts)
     res_values = split_residuals(fwd, bwd_program)

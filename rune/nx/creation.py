@@ -40,7 +40,9 @@ def full(shape, fill_value, dtype=None, device=None):
 
 
 def _like(x, dtype, device):
-    x = ops.asarray(x) if not isinstance(x, (Array, Tracer)) else x
+    """Shape, dtype and device of `x` (an array, a tracer, an aval, or array data)."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "device")):
+        x = ops.asarray(x)
     return x.shape, (x.dtype if dtype is None else dt.dtype(dtype)), (x.device if device is None else device)
 
 

@@ -78,6 +78,11 @@ def array(x, dtype=None, device=None):
     return asarray(x, dtype, device)
 
 
+def operands(xs):
+    """Each of `xs` as an Array or tracer (Python and NumPy values become arrays)."""
+    return [x if isinstance(x, (Array, Tracer)) else asarray(x) for x in xs]
+
+
 def _flat(xs):
     for e in xs:
         if isinstance(e, (list, tuple)):
