@@ -275,9 +275,11 @@ def vmap(f, in_axes=0, out_axes=0):
         # Keyword arguments are always mapped over their leading axis (as in JAX).
         everything = (args, kwargs)
         leaves, struct = tree.flatten(everything)
-        leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
         paths = [p for p, _ in tree.flatten_with_paths(everything)[0]]
         axes = tree.prefix_broadcast((axes_prefix, 0), everything, "vmap in_axes")
+        # Mapped leaves become arrays; unmapped ones pass as they are (a Python
+        # scalar stays weak).
+        leaves = [x if a is None or hasattr(x, "aval") else nx.asarray(x) for x, a in zip(leaves, axes)]
         axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
         sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
         if not sizes:
@@ -353,6 +355,9 @@ def _cond_batch(values, dims, size, *, branches, num_consts):
         shared, extra = _share_consts(list(progs), list(consts))
         outs = bind(cond_p, index, *extra, *args, branches=tuple(shared), num_consts=len(extra))
         return outs, [0] * len(outs)
+    if any(b.effectful for b in branches):
+        # Running every branch for every lane would run callbacks the lane never asked for.
+        return _loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
     # A batched predicate: every branch runs, and each lane selects its own result.
     index = to_front(index, dims[0])
     results = [b(*args) for b in batched]
@@ -365,6 +370,10 @@ def _cond_batch(values, dims, size, *, branches, num_consts):
 
 @_rule(while_p)
 def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_consts):
+    if cond.effectful or body.effectful:
+        # Finished lanes keep stepping in the batched loop; their callbacks must not run.
+        return _loop_rule(while_p, values, dims, size, cond=cond, body=body,
+                          num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
     ncc, nbc = num_cond_consts, num_body_consts
     front = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
     cc, bc = front[:ncc], front[ncc:ncc + nbc]

@@ -124,12 +124,12 @@ def _conform(name, i, leaf, aval):
         raise CallbackError(f"{where}: expected an array, got {type(leaf).__name__}")
     if value.shape != aval.shape:
         raise CallbackError(f"{where}: expected shape {aval.shape}, got {value.shape}")
-    return place(value, aval.device or current_default())
+    return place(value, aval.device)
 
 
 def _aval_of_like(leaf):
     if isinstance(leaf, Spec):
-        return Aval(leaf.shape, leaf.dtype, leaf.device)
+        return Aval(leaf.shape, leaf.dtype, leaf.device or current_default())
     a = leaf.aval if hasattr(leaf, "aval") else nx.asarray(leaf).aval
     return a.strong()
 

@@ -15,7 +15,7 @@ from .core.closure import reorder
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
-from .errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
+from .errors import DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError, TreeError
 from .nx import ops as nx
 from .nx.creation import arange, zeros_like
 
@@ -37,6 +37,10 @@ def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
             raise ShapeError(f"{where}: the carry leaf {path or '(root)'} went in as "
                              f"{a.describe()} and came out as {b.describe()}; a loop carry must "
                              f"keep its shape and dtype")
+        if b.device is not None and a.device != b.device:
+            raise DeviceMismatchError(f"{where}: the carry leaf {path or '(root)'} went in on "
+                                      f"{a.device} and came out on {b.device}; place it back with "
+                                      f"nx.place")
 
 
 # ---------------------------------------------------------------- scan
@@ -242,6 +246,9 @@ def switch(index, branches, *operands):
         if s != structs[0]:
             raise TreeError(f"cond: branch 0 returns {structs[0]} but branch {k} returns {s}")
         for path, a, b in zip(paths, programs[0].out_avals, p.out_avals):
+            if a.device != b.device and a.device is not None and b.device is not None:
+                raise DeviceMismatchError(f"cond: output {path or '(root)'} lies on {a.device} in "
+                                          f"branch 0 but on {b.device} in branch {k}")
             if a.shape != b.shape or a.dtype != b.dtype:
                 raise ShapeError(f"cond: output {path or '(root)'} is {a.describe()} in branch 0 but "
                                  f"{b.describe()} in branch {k}; every branch must return the same "

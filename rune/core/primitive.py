@@ -21,10 +21,6 @@ class Primitive:
     def __repr__(self):
         return self.name
 
-    def bind(self, *args, **params):
-        from .trace import bind
-        return bind(self, *args, **params)
-
 
 # primitive -> fn(*avals, **params) -> aval (or list of avals)
 abstract_rules = {}
@@ -33,13 +29,8 @@ abstract_rules = {}
 # programs): primitive -> fn(*arrays, **params). Backends never see these.
 eval_rules = {}
 
-PRIMITIVES = {}
-
-
 def primitive(name, multiple_results=False, effectful=False):
-    p = Primitive(name, multiple_results, effectful)
-    PRIMITIVES[name] = p
-    return p
+    return Primitive(name, multiple_results, effectful)
 
 
 def is_effectful(prim, params):
@@ -47,6 +38,7 @@ def is_effectful(prim, params):
     if prim.effectful:
         return True
     for value in params.values():
-        if getattr(value, "effectful", False):   # a nested Program with effects
-            return True
+        for v in value if isinstance(value, tuple) else (value,):  # cond keeps a tuple of branches
+            if getattr(v, "effectful", False):   # a nested Program with effects
+                return True
     return False

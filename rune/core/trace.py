@@ -8,6 +8,7 @@ parent. Each interpreter treats only its own tracers as its own; anything else
 what prevents perturbation confusion in `grad(grad(f))`.
 """
 import contextlib
+import threading
 
 from ..errors import ConcretizationError, DeviceMismatchError
 from .arraylike import ArrayLike
@@ -92,11 +93,13 @@ class PrimalTracer(Tracer):
         return primal.concrete() if hasattr(primal, "concrete") else primal
 
 
-class _Current:
-    __slots__ = ("interp",)
+class _Current(threading.local):
+    """The current interpreter, per thread: a trace in one thread never captures
+    another thread's arrays."""
 
+    def __init__(self):
+        self.interp = EVAL
 
-_current = _Current()
 
 
 def current():
@@ -222,4 +225,4 @@ def escaped_tracer(tracer, prim):
 
 
 EVAL = EvalInterpreter()
-_current.interp = EVAL
+_current = _Current()

@@ -104,9 +104,10 @@ class Jitted:
 
     def _leaf(self, x):
         if type(x) is not Array:
+            weak = type(x) in (bool, int, float)  # Python scalars stay weak; NumPy values do not
             x = nx.asarray(x)
-            if isinstance(x, Array) and not x.shape and x.dtype.kind in "biuf":
-                x = Array(x._raw, x.device, True)  # Python scalars stay weak
+            if weak:
+                x = Array(x._raw, x.device, True)
         if self.device is not None and x.device != self.device:
             x = place(x, self.device)
         return x

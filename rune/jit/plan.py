@@ -244,7 +244,7 @@ def run_scan(body, args, num_consts, num_carry, length, reverse, out_avals):
     order = range(length - 1, -1, -1) if reverse else range(length)
     run = body.run
     for i in order:
-        outs = run(consts + carry + [x[i] for x in xs])
+        outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
         carry = outs[:num_carry]
         for r, y in zip(rows, outs[num_carry:]):
             r.append(y)
@@ -266,7 +266,7 @@ def run_while(cond, body, args, num_cond_consts, num_body_consts):
 
 
 def _wrap(raws, avals):
-    return [Array(r, _device(a)) for r, a in zip(raws, avals)]
+    return [Array(r, _device(a), a.weak) for r, a in zip(raws, avals)]
 
 
 def run_scan_arrays(body, args, num_consts, num_carry, length, reverse):

@@ -33,8 +33,9 @@ class Array(ArrayLike):
         return self._aval
 
     def _host(self):
-        raw = self._raw
-        return raw if isinstance(raw, np.ndarray) else transfer(raw, self.device, get_device("cpu"))
+        if self.device.platform == "cpu":
+            return np.asarray(self._raw)
+        return transfer(self._raw, self.device, get_device("cpu"))
 
     def item(self):
         if self._raw.size != 1:

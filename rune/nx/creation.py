@@ -32,7 +32,7 @@ def ones(shape, dtype=None, device=None):
 
 def full(shape, fill_value, dtype=None, device=None):
     if isinstance(fill_value, (Array, Tracer)):
-        fill = fill_value if dtype is None else ops.astype(fill_value, dtype)
+        fill = ops.asarray(fill_value, dtype, device)
         return ops.broadcast_to(fill, _shape(shape))
     dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float))
                    else np.asarray(fill_value).dtype)

@@ -98,7 +98,10 @@ def _finish(out, entries):
     block_shape = ()
     if adv_axes:
         index = ops.broadcast_arrays(*(axes[k][1] for k in adv_axes))
-        adjacent = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
+        # NumPy's rule: the gathered axes stay in place only if the advanced
+        # indices stand next to each other in the index (a None between them counts).
+        at = [k for k, e in enumerate(entries) if e[0] == "adv"]
+        adjacent = at == list(range(at[0], at[-1] + 1))
         if not adjacent:  # NumPy puts the gathered axes first
             rest = [k for k in range(len(axes)) if k not in adv_axes]
             out = ops.transpose(out, adv_axes + rest)

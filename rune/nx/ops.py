@@ -25,10 +25,10 @@ def asarray(x, dtype=None, device=None):
     """`x` as an Array or tracer; NumPy arrays keep their dtype, Python scalars take rune's."""
     if isinstance(x, (Array, Tracer)):
         if dtype is not None and dt.dtype(dtype) != x.dtype:
-            return astype(x, dtype)
+            x = astype(x, dtype)
         if device is not None:
             from .placement import place
-            return place(x, device)
+            x = place(x, device)
         return x
     if dtype is not None:
         dtype = dt.dtype(dtype)
@@ -105,7 +105,7 @@ def promote(name, *xs):
         if type(x) in _SCALARS:
             keys.append((dt.weak_dtype_of(x), True))
         elif isinstance(x, np.generic):  # a NumPy scalar is strong (NEP 50)
-            keys.append((x.dtype, False))
+            keys.append((dt.dtype(x.dtype), False))
         else:
             keys.append((x.dtype, x.weak))
     target, _ = dt.promote(keys)
@@ -788,6 +788,10 @@ def einsum(spec, *operands):
             counts[c] = counts.get(c, 0) + 1
         out = "".join(sorted(c for c, k in counts.items() if k == 1))
     terms = lhs.split(",")
+    unknown = set(out) - set("".join(terms))
+    if unknown or len(set(out)) != len(out):
+        raise ShapeError(f"einsum: the output {out!r} of {spec!r} must name distinct indices of the "
+                         f"inputs" + (f" ({''.join(sorted(unknown))} appear in no input)" if unknown else ""))
     if len(terms) != len(operands):
         raise ShapeError(f"einsum: {spec!r} names {len(terms)} operands, got {len(operands)}")
     if "." in spec:

@@ -10,7 +10,7 @@ import numpy as np
 from ..backends.cpu import threefry
 from ..core.prims import P
 from ..core.trace import Tracer, bind
-from ..errors import ShapeError, UsageError
+from ..errors import DTypeError, ShapeError, UsageError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
@@ -66,17 +66,13 @@ def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
     key = _check_key(key, "uniform")
     dtype = dt.dtype(dtype)
     if not dt.is_float(dtype):
-        raise ShapeError(f"random.uniform: dtype must be a float, got {dtype.name}")
+        raise DTypeError(f"random.uniform: dtype must be a float, got {dtype.name}")
     width = 64 if dtype == dt.float64 else 32
     m = _MANTISSA[dtype]
     bits = ops.right_shift(_bits(key, _shape(shape), width), np.dtype(f"uint{width}").type(width - m))
     unit = ops.multiply(ops.astype(bits, dtype), dtype.type(2.0 ** -m))
-    return ops.add(ops.multiply(unit, ops.subtract(maxval, minval) if _traced(minval, maxval)
-                                else dtype.type(maxval - minval)), minval)
-
-
-def _traced(*xs):
-    return any(isinstance(x, (Array, Tracer)) for x in xs)
+    minval, maxval = ops.constant_like(minval, key, dtype), ops.constant_like(maxval, key, dtype)
+    return ops.add(ops.multiply(unit, ops.subtract(maxval, minval)), minval)
 
 
 def normal(key, shape=(), dtype=dt.float32):
@@ -104,10 +100,15 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     """Integers uniform in [minval, maxval)."""
     key = _check_key(key, "randint")
     dtype = dt.dtype(dtype)
+    if dtype.kind not in "iu":
+        raise DTypeError(f"random.randint: dtype must be an integer type, got {dtype.name}")
     minval = ops.constant_like(minval, key, dtype)
     maxval = ops.constant_like(maxval, key, dtype)
+    # The span maxval - minval can exceed the dtype (e.g. the whole int32 range):
+    # compute it as unsigned 64-bit, where the wrap-around difference is exact.
+    lo, hi = ops.astype(minval, dt.uint64), ops.astype(maxval, dt.uint64)
+    span = ops.subtract(hi, lo)
+    offset = ops.remainder(_bits(key, _shape(shape), 64), ops.maximum(span, np.uint64(1)))
+    drawn = ops.astype(ops.add(lo, offset), dtype)
     # An empty range (maxval <= minval) gives minval, as in JAX.
-    span = ops.astype(ops.maximum(ops.subtract(maxval, minval), 0), dt.uint32)
-    bits = _bits(key, _shape(shape), 32)
-    offset = ops.remainder(bits, ops.maximum(span, np.uint32(1)))
-    return ops.add(ops.astype(offset, dtype), minval)
+    return ops.where(ops.less(minval, maxval), drawn, minval)

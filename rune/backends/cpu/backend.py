@@ -58,21 +58,6 @@ def _erf(x):
     return _special().erf(x).astype(x.dtype)
 
 
-def _floordiv(x, y):
-    return np.floor_divide(x, y)
-
-
-def _shift_right(x, y):
-    return np.right_shift(x, y)
-
-
-def _as_result(dtype, fn):
-    """NumPy scalar results become 0-d arrays of the operand's dtype."""
-    def run(*args, **params):
-        return np.asarray(fn(*args, **params), dtype)
-    return run
-
-
 _NUMPY_UNARY = {
     "neg": np.negative, "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
     "sqrt": np.sqrt, "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
@@ -83,9 +68,9 @@ _NUMPY_UNARY = {
 }
 _NUMPY_BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-    "floordiv": _floordiv, "rem": np.remainder, "pow": np.power, "max": np.maximum,
+    "floordiv": np.floor_divide, "rem": np.remainder, "pow": np.power, "max": np.maximum,
     "min": np.minimum, "atan2": np.arctan2, "and": np.bitwise_and, "or": np.bitwise_or,
-    "xor": np.bitwise_xor, "shift_left": np.left_shift, "shift_right": _shift_right,
+    "xor": np.bitwise_xor, "shift_left": np.left_shift, "shift_right": np.right_shift,
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal,
 }
@@ -175,7 +160,7 @@ def _clamped(idx, n):
 
 
 def _gather(x, idx, *, axis):
-    return np.take(x, _clamped(idx, x.shape[axis]), axis=axis)
+    return np.asarray(np.take(x, _clamped(idx, x.shape[axis]), axis=axis))
 
 
 def _scatter(x, idx, updates, *, axis, mode):
