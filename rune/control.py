@@ -11,8 +11,8 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
-from .core.closure import reorder
 from .core.primitive import abstract_rules, eval_rules, primitive
+from .core.program import reorder
 from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
 from .errors import DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError, TreeError
@@ -264,20 +264,18 @@ def _share_consts(programs, consts):
     all_consts = [c for cs in consts for c in cs]
     out, offset = [], 0
     for prog, cs in zip(programs, consts):
-        before, after = offset, len(all_consts) - offset - len(cs)
         in_avals = [abstract(c).strong() for c in all_consts] + prog.in_avals[len(cs):]
 
-        def take(*args, prog=prog, lo=before, k=len(cs)):
+        def take(*args, prog=prog, lo=offset, k=len(cs)):
             return prog(*args[lo:lo + k], *args[len(all_consts):])
 
         out.append(stage(take, in_avals))
         offset += len(cs)
-        del after
     return out, all_consts
 
 
 def _cond_abstract(index, *avals, branches, num_consts):
-    return [a.strong() if a.weak else a for a in branches[0].out_avals]
+    return [a.strong() for a in branches[0].out_avals]
 
 
 def _cond_eval(index, *args, branches, num_consts):

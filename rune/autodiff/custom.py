@@ -52,16 +52,15 @@ class custom_vjp:
         cts = [bwd.new_input(a) for a in out_avals]
         with using(bwd):
             given = pullback(tree.unflatten(out_struct, cts))
-            in_cts = _check_cotangents(name, given, args, leaves, in_struct)
-        bwd_program = bwd.build(in_cts)
-        res = split_residuals(fwd, bwd_program)
+            in_cts = _check_cotangents(name, given, args, leaves)
+        bwd_program, res = split_residuals(bwd.build(in_cts))
         fwd_program, consts = fwd.build(list(out_leaves) + res).closed()
         outs = bind(custom_vjp_p, *consts, *leaves, fwd=fwd_program, bwd=bwd_program,
                     num_consts=len(consts), num_out=len(out_leaves), name=name)
         return tree.unflatten(out_struct, outs)
 
 
-def _check_cotangents(name, given, args, leaves, in_struct):
+def _check_cotangents(name, given, args, leaves):
     """One cotangent per positional argument (bare when there is one); None means zero."""
     given = (given,) if len(args) == 1 else given
     if not isinstance(given, (tuple, list)) or len(given) != len(args):

@@ -11,7 +11,7 @@ import numpy as np
 from ..core.prims import P
 from ..core.trace import bind
 from ..nx import ops as nx
-from ..nx.creation import ones, ones_like, zeros_like
+from ..nx.creation import zeros_like
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
 
@@ -140,10 +140,11 @@ def _linear_rules(name, signs):
 
 
 def _zero_rules(name):
+    # No derivative flows through: forward mode gives a zero tangent, and the
+    # tape never records these (vjp.no_derivative), so they need no VJP rule.
     prim = P[name]
     no_derivative.add(prim)
     jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
-    vjp_rules[prim] = lambda ct, ins, out, wants, **params: (None,) * len(ins)
 
 
 for _n, _f in UNARY_PARTIALS.items():
@@ -248,42 +249,28 @@ _extremum("reduce_max")
 _extremum("reduce_min")
 
 
+def _prod_of_others(x, axes):
+    """For each element, the product of the other elements it is reduced with.
+    Exact with zeros: no element is divided by a zero (the count of zeros decides)."""
+    zero = nx.equal(x, 0)
+    safe = nx.where(zero, x.dtype.type(1), x)
+    nonzero = _expand_back(bind(P["reduce_prod"], safe, axes=axes), x, axes)
+    zeros = _expand_back(bind(P["reduce_sum"], nx.astype(zero, np.int32), axes=axes), x, axes)
+    alone = nx.logical_and(zero, nx.equal(zeros, 1))  # the only zero: the rest multiply
+    return nx.where(nx.equal(zeros, 0), nx.divide(nonzero, safe),
+                    nx.where(alone, nonzero, x.dtype.type(0)))
+
+
 @_rule("reduce_prod", jvp_rules)
 def _prod_jvp(primals, tangents, *, axes):
     x = primals[0]
     out = bind(P["reduce_prod"], x, axes=axes)
-    ct = _prod_vjp(ones_like(out), [x], out, [True], axes=axes)[0]
-    return out, bind(P["reduce_sum"], nx.multiply(tangents[0], ct), axes=axes)
+    return out, bind(P["reduce_sum"], nx.multiply(tangents[0], _prod_of_others(x, axes)), axes=axes)
 
 
 @_rule("reduce_prod", vjp_rules)
 def _prod_vjp(ct, ins, out, wants, *, axes):
-    # d prod / d x_i = prod of the others; computed without dividing by x_i so
-    # zeros are exact: move the reduced axes last, flatten them, and multiply
-    # exclusive prefix and suffix products.
-    x = ins[0]
-    keep = [i for i in range(x.ndim) if i not in axes]
-    perm = keep + list(axes)
-    xt = nx.transpose(x, perm)
-    lead = xt.shape[:len(keep)]
-    n = math.prod(xt.shape[len(keep):])
-    flat = nx.reshape(xt, lead + (n,))
-    prefix = _cumprod_exclusive(flat)
-    suffix = nx.flip(_cumprod_exclusive(nx.flip(flat, -1)), -1)
-    others = nx.reshape(nx.multiply(prefix, suffix), xt.shape)
-    inv = [perm.index(i) for i in range(x.ndim)]
-    return (nx.multiply(_expand_back(ct, x, axes), nx.transpose(others, inv)),)
-
-
-def _cumprod_exclusive(x):
-    n = x.shape[-1]
-    one = ones(x.shape[:-1] + (1,), x.dtype, x.device)
-    outs = [one]
-    acc = one
-    for i in range(n - 1):
-        acc = nx.multiply(acc, nx.slice_in_dim(x, i, i + 1, axis=x.ndim - 1))
-        outs.append(acc)
-    return nx.concatenate(outs, -1) if n else x
+    return (nx.multiply(_expand_back(ct, ins[0], axes), _prod_of_others(ins[0], axes)),)
 
 
 for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge", "isnan",

@@ -151,8 +151,7 @@ def vjp_program(program, tracked):
         in_cts = pullback(cts)
         in_cts = [c if c is not None else creation.zeros_like(a)
                   for c, a, t in zip(in_cts, program.in_avals, tracked) if t]
-    bwd_program = bwd.build(in_cts)
-    res_values = split_residuals(fwd, bwd_program)
+    bwd_program, res_values = split_residuals(bwd.build(in_cts))
     out_tracked = [s is not None for s in out_slots]
     fwd_program = fwd.build(list(outs) + res_values)
     return fwd_program, bwd_program, len(res_values), out_tracked

@@ -3,7 +3,7 @@
 An aval is shape, dtype, device and whether the value is a weak Python scalar.
 A device of None means "placed with whatever it meets" (Python scalars).
 """
-import numpy as np
+import math
 
 
 class Aval:
@@ -22,7 +22,7 @@ class Aval:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def update(self, shape=None, dtype=None, device=None, weak=None):
         return Aval(self.shape if shape is None else shape,

@@ -91,6 +91,13 @@ def eval_program(program, args):
     return [read(a) for a in program.outvars]
 
 
+def reorder(program, in_order=None, out_order=None):
+    """The same program with its inputs/outputs permuted (lists of old positions)."""
+    invars = program.invars if in_order is None else [program.invars[i] for i in in_order]
+    outvars = program.outvars if out_order is None else [program.outvars[i] for i in out_order]
+    return Program(invars, outvars, program.eqns, program.constvars, program.consts)
+
+
 def dce(program, used=None):
     """Drop equations whose results are unused; effectful ones always stay."""
     used = [True] * len(program.outvars) if used is None else used

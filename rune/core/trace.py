@@ -190,8 +190,7 @@ class EvalInterpreter(Interpreter):
             out = impl(*raws, **params)
         except Exception as e:
             raise_user_error(prim, args, params, e)
-        # `place` is the one primitive whose result lies elsewhere than its operand.
-        return _concrete.wrap(prim, out, params["device"] if prim.name == "place" else device, weak)
+        return _concrete.wrap(prim, out, device, weak)
 
 
 def raise_user_error(prim, args, params, error):

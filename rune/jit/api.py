@@ -22,10 +22,10 @@ from .plan import Plan, _wrap
 
 
 class _Entry:
-    __slots__ = ("program", "plan", "out_struct")
+    __slots__ = ("plan", "out_struct")
 
-    def __init__(self, program, plan, out_struct):
-        self.program, self.plan, self.out_struct = program, plan, out_struct
+    def __init__(self, plan, out_struct):
+        self.plan, self.out_struct = plan, out_struct
 
 
 class Jitted:
@@ -118,7 +118,7 @@ class Jitted:
         # Counted once both succeeded: a failed trace leaves the counters as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
-        return _Entry(program, plan, out_struct)
+        return _Entry(plan, out_struct)
 
     def _stage(self, leaves, args, kwargs):
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)

@@ -39,6 +39,22 @@ def _normalize(x, idx):
 
 def getitem(x, idx):
     x = ops.asarray(x)
+    starts, limits, strides, flips, entries = _parse(x, idx)
+    out = ops._slice(x, starts, limits, strides)
+    if flips:
+        out = ops.flip(out, flips)
+    if any(kind == "adv" for kind, _ in entries):
+        # Beside an integer array, NumPy counts integer indices as advanced too
+        # (that decides where the gathered axes go): each picks element 0 of
+        # the length-1 axis its slice left.
+        zero = ops.constant_like(np.zeros((), np.int32), x)
+        entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
+    return _finish(out, entries)
+
+
+def _parse(x, idx):
+    """The index as a static box (starts, limits, strides, axes to flip) and its
+    entries: ("int" | "slice" | "adv" | "none", the index array for "adv")."""
     idx = _normalize(x, idx)
     starts, limits, strides, flips = [], [], [], []
     entries = []  # ("int" | "slice" | "adv" | "none", payload)
@@ -79,16 +95,7 @@ def getitem(x, idx):
         else:
             raise IndexingError(f"unsupported index {item!r} of type {type(item).__name__}")
         axis += 1
-    out = ops._slice(x, starts, limits, strides)
-    if flips:
-        out = ops.flip(out, flips)
-    if any(kind == "adv" for kind, _ in entries):
-        # Beside an integer array, NumPy counts integer indices as advanced too
-        # (that decides where the gathered axes go): each picks element 0 of
-        # the length-1 axis its slice left.
-        zero = ops.constant_like(np.zeros((), np.int32), x)
-        entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
-    return _finish(out, entries)
+    return starts, limits, strides, flips, entries
 
 
 def _finish(out, entries):
@@ -175,6 +182,9 @@ class _Updates:
 
     def _scatter(self, values, mode):
         x = ops.asarray(self.array)
+        starts, limits, strides, flips, entries = _parse(x, self.idx)
+        if not flips and all(st == 1 for st in strides) and all(k != "adv" for k, _ in entries):
+            return self._update_box(x, values, mode, starts, limits, entries)
         # The flat positions the index selects: an index into arange(size).
         positions = getitem(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
                             self.idx)
@@ -187,3 +197,25 @@ class _Updates:
         flat = ops.bind(ops.P["scatter"], ops.reshape(x, (-1,)), ops.reshape(positions, (-1,)),
                         ops.reshape(values, (-1,)), axis=0, mode=mode)
         return ops.reshape(flat, x.shape)
+
+    def _update_box(self, x, values, mode, starts, limits, entries):
+        """A contiguous box (ints and step-1 slices): one dynamic_update_slice, no scatter."""
+        box = tuple(hi - lo for lo, hi in zip(starts, limits))
+        selected, sizes = [], iter(box)  # the shape x[idx] has: int axes dropped, None axes added
+        for kind, _ in entries:
+            if kind == "none":
+                selected.append(1)
+            elif kind == "int":
+                next(sizes)
+            else:
+                selected.append(next(sizes))
+        selected = tuple(selected)
+        values = ops.constant_like(values, x, x.dtype)
+        try:
+            values = ops.reshape(ops.broadcast_to(values, selected), box)
+        except Exception as e:
+            raise IndexingError(f"at[...].{mode}: values of shape {values.shape} do not fit the "
+                                f"selected shape {selected}") from e
+        if mode == "add":
+            values = ops.add(ops._slice(x, starts, limits, [1] * x.ndim), values)
+        return ops.dynamic_update_slice(x, values, starts)

@@ -263,7 +263,6 @@ negative = _any_unary("neg", "iufV")
 sign, abs = _any_unary("sign"), _any_unary("abs")
 invert = _any_unary("not", "biu")
 isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
-stop_gradient_ = _any_unary("stop_gradient")
 add, subtract, multiply = _binary("add"), _binary("sub", "iufV"), _binary("mul")
 divide = _binary("div", to_float=True)
 floor_divide, remainder = _binary("floordiv"), _binary("rem")
@@ -281,7 +280,7 @@ for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtra
                (bitwise_xor, "bitwise_xor"), (equal, "equal"), (not_equal, "not_equal"),
                (less, "less"), (less_equal, "less_equal"), (greater, "greater"),
                (greater_equal, "greater_equal"), (sigmoid, "sigmoid"), (left_shift, "left_shift"),
-               (right_shift, "right_shift"), (stop_gradient_, "stop_gradient")):
+               (right_shift, "right_shift")):
     _f.__name__ = _n
 arctan2 = atan2
 
@@ -355,9 +354,8 @@ def astype(x, dtype):
 cast = astype
 
 
-def stop_gradient(x):
-    """`x`, through which no derivative flows."""
-    return stop_gradient_(x)
+stop_gradient = _any_unary("stop_gradient")
+stop_gradient.__doc__ = "`x`, through which no derivative flows."
 
 
 # ---------------------------------------------------------------- reductions

@@ -2,6 +2,10 @@
 
 A key is a uint32 array of shape (2,). Bits are a pure function of the key and
 each element's position, so every device draws the same numbers.
+
+split(key, num): key j is words 2j and 2j+1 of random_bits(key, (num, 2), 32).
+fold_in(key, data): random_bits(key ^ (data ^ 0x5BD1E995, data * 0x9E3779B9 +
+0x7F4A7C15), (2,), 32); the constants keep its keys apart from split's.
 """
 import math
 

@@ -210,11 +210,6 @@ def _random_bits(key, *, shape, width):
     return threefry.random_bits(np.asarray(key, np.uint32), shape, width)
 
 
-def _place(x, *, src, device):
-    from ...devices import transfer
-    return transfer(x, src, device)
-
-
 IMPLS = {name: _elementwise(name, fn) for name, fn in {**_NUMPY_UNARY, **_NUMPY_BINARY}.items()}
 IMPLS.update({
     "stop_gradient": _stop_gradient, "select": _select, "convert": _convert,
@@ -225,5 +220,5 @@ IMPLS.update({
     "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate,
     "gather": _gather, "scatter": _scatter, "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice, "dot_general": _dot_general,
-    "random_bits": _random_bits, "place": _place,
+    "random_bits": _random_bits,
 })

@@ -21,10 +21,8 @@ A key is a uint32 array of shape ``(2,)``: ``(k0, k1)``.
 * ``key(seed)``: ``(uint32((seed >> 32) & 0xffffffff), uint32(seed & 0xffffffff))``
   for any Python int ``seed`` (negative seeds use two's complement; bits above
   64 are ignored after the shift's mask).
-* ``split(key, num)``: for ``j`` in ``0..num-1``,
-  ``(y0, y1) = threefry2x32(k0, k1, 0, j)`` and new key ``j`` is ``(y0, y1)``.
-* ``fold_in(key, data)``: ``(y0, y1) = threefry2x32(k0, k1, 0, data & 0xffffffff)``
-  and the new key is ``(y0, y1)``.
+
+Splitting and folding in are built on ``random_bits`` by ``rune.nx.random``.
 
 Random bits (element-local)
 ---------------------------
@@ -51,7 +49,7 @@ import numpy as np
 
 from rune.errors import DTypeError, ShapeError
 
-__all__ = ["threefry2x32", "random_bits", "split", "fold_in", "key"]
+__all__ = ["threefry2x32", "random_bits", "key"]
 
 _MASK32 = 0xFFFFFFFF
 _PARITY = np.uint32(0x1BD11BDA)
@@ -139,24 +137,6 @@ def random_bits(key, shape, width: int = 32) -> np.ndarray:
     else:
         out = y0.astype(_UINT_BY_WIDTH[width])  # truncation keeps the low bits
     return out.reshape(shape)
-
-
-def split(key, num: int = 2) -> np.ndarray:
-    """``num`` new keys, shape ``(num, 2)``: key j is threefry2x32(key, (0, j))."""
-    k0, k1 = _check_key(key)
-    num = operator.index(num)
-    if num < 0:
-        raise ShapeError(f"split: num must be >= 0, got {num}")
-    y0, y1 = threefry2x32(k0, k1, np.zeros(num, np.uint32), np.arange(num, dtype=np.uint32))
-    return np.stack([y0, y1], axis=1)
-
-
-def fold_in(key, data) -> np.ndarray:
-    """A new key, threefry2x32(key, (0, data & 0xffffffff))."""
-    k0, k1 = _check_key(key)
-    d = np.uint32(operator.index(data) & _MASK32)
-    y0, y1 = threefry2x32(k0, k1, np.zeros(1, np.uint32), np.array([d], np.uint32))
-    return np.array([y0[0], y1[0]], dtype=np.uint32)
 
 
 def key(seed) -> np.ndarray:
