@@ -136,6 +136,14 @@ def _broadcast_rule(values, dims, size, *, shape):
 batch_rules[P["broadcast_to"]] = _broadcast_rule
 
 
+def _random_bits_rule(values, dims, size, *, shape, width):
+    # Keys batched first draw a block per key, each the bits that key draws alone.
+    return bind(P["random_bits"], to_front(values[0], dims[0]), shape=shape, width=width), 0
+
+
+batch_rules[P["random_bits"]] = _random_bits_rule
+
+
 def _pad_rule(values, dims, size, *, config):
     if dims[1] is not None:
         return _loop_rule(P["pad"], values, dims, size, config=config)

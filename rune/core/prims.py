@@ -167,7 +167,8 @@ def _dot_general(x, y, *, dims):
 
 @_rule("random_bits")
 def _random_bits(key, *, shape, width):
-    return Aval(shape, np.dtype(f"uint{width}"), key.device)
+    # A batch of keys (..., 2) draws one block per key (vmap over keys).
+    return Aval(key.shape[:-1] + tuple(shape), np.dtype(f"uint{width}"), key.device)
 
 
 @_rule("place")

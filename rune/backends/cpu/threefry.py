@@ -61,21 +61,20 @@ def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def _as_u32_scalar(v, name: str) -> np.uint32:
+def _as_u32(v, name: str) -> np.ndarray:
     a = np.asarray(v)
-    if a.shape != ():
-        raise ShapeError(f"threefry2x32: {name} must be a scalar, got shape {a.shape}")
     if a.dtype != np.uint32:
         if a.dtype.kind not in "ui":
             raise DTypeError(f"threefry2x32: {name} must be an integer, got {a.dtype}")
-        return np.uint32(int(a) & _MASK32)
-    return np.uint32(a)
+        return (a.astype(np.uint64) & np.uint64(_MASK32)).astype(np.uint32)
+    return a
 
 
 def threefry2x32(k0, k1, x0, x1):
-    """Threefry-2x32, 20 rounds.  Returns ``(y0, y1)`` as uint32 arrays of x's shape."""
-    k0 = _as_u32_scalar(k0, "k0")
-    k1 = _as_u32_scalar(k1, "k1")
+    """Threefry-2x32, 20 rounds. Returns ``(y0, y1)`` as uint32 arrays; keys and
+    counters broadcast together (one key, or one key per row of counters)."""
+    k0 = _as_u32(k0, "k0")
+    k1 = _as_u32(k1, "k1")
     x0 = np.asarray(x0)
     x1 = np.asarray(x1)
     if x0.shape != x1.shape:
@@ -83,30 +82,30 @@ def threefry2x32(k0, k1, x0, x1):
     for name, x in (("x0", x0), ("x1", x1)):
         if x.dtype != np.uint32:
             raise DTypeError(f"threefry2x32: {name} must be uint32, got {x.dtype}")
-    shape = x0.shape
-    # Work on 1-d arrays (never NumPy scalars) so uint32 addition wraps silently;
-    # errstate covers the scalar key-schedule arithmetic as well.
+    shape = np.broadcast_shapes(x0.shape, k0.shape, k1.shape)
+    # Work on arrays of at least one dimension (never NumPy scalars) so uint32
+    # arithmetic wraps silently.
     with np.errstate(over="ignore"):
-        ks = (k0, k1, np.uint32(k0 ^ k1 ^ _PARITY))
-        a = x0.reshape(-1) + ks[0]
-        b = x1.reshape(-1) + ks[1]
+        ks = (k0, k1, k0 ^ k1 ^ _PARITY)
+        a, b = np.broadcast_arrays(np.atleast_1d(x0) + ks[0], np.atleast_1d(x1) + ks[1])
+        a, b = a.copy(), b.copy()  # writable, for the in-place rounds
         for g in range(1, 6):
             for r in _ROTATIONS[(g - 1) % 2]:
                 a += b
                 b = _rotl32(b, r)
                 b ^= a
             a += ks[g % 3]
-            b += np.uint32((int(ks[(g + 1) % 3]) + g) & _MASK32)
+            b += ks[(g + 1) % 3] + np.uint32(g)
     return a.reshape(shape), b.reshape(shape)
 
 
-def _check_key(k) -> tuple[np.uint32, np.uint32]:
+def _check_key(k) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(k)
-    if a.shape != (2,):
-        raise ShapeError(f"a threefry key has shape (2,), got {a.shape}")
+    if a.ndim < 1 or a.shape[-1] != 2:
+        raise ShapeError(f"a threefry key has shape (2,) (or (..., 2) for a batch of keys), got {a.shape}")
     if a.dtype != np.uint32:
         raise DTypeError(f"a threefry key has dtype uint32, got {a.dtype}")
-    return a[0], a[1]
+    return a[..., 0], a[..., 1]
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -122,8 +121,14 @@ def _normalize_shape(shape) -> tuple[int, ...]:
 
 
 def random_bits(key, shape, width: int = 32) -> np.ndarray:
-    """Random unsigned integers of ``width`` bits; see the module docstring for the scheme."""
+    """Random unsigned integers of ``width`` bits; see the module docstring for the scheme.
+
+    A batch of keys (shape ``batch + (2,)``) draws ``batch + shape``: each key's
+    bits are exactly those it draws on its own (this is how vmap over keys runs).
+    """
     k0, k1 = _check_key(key)
+    batch = k0.shape
+    k0, k1 = k0.reshape(-1, 1), k1.reshape(-1, 1)
     shape = _normalize_shape(shape)
     if width not in _UINT_BY_WIDTH:
         raise DTypeError(f"random_bits: width must be 8, 16, 32 or 64, got {width!r}")
@@ -131,12 +136,12 @@ def random_bits(key, shape, width: int = 32) -> np.ndarray:
     i = np.arange(n, dtype=np.uint64)
     hi = (i >> np.uint64(32)).astype(np.uint32)
     lo = (i & np.uint64(_MASK32)).astype(np.uint32)
-    y0, y1 = threefry2x32(k0, k1, hi, lo)
+    y0, y1 = threefry2x32(k0, k1, hi[None], lo[None])
     if width == 64:
         out = (y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
     else:
         out = y0.astype(_UINT_BY_WIDTH[width])  # truncation keeps the low bits
-    return out.reshape(shape)
+    return out.reshape(batch + shape)
 
 
 def key(seed) -> np.ndarray:
