@@ -162,6 +162,21 @@ def _concat_rule(values, dims, size, *, axis):
 batch_rules[P["concatenate"]] = _concat_rule
 
 
+def _lane_offsets(idx, n, size):
+    """Per-lane indices (batched first) into `n` clamped as a gather would, then
+    offset by lane * n: indices into the batch folded into the indexed axis."""
+    idx = nx.clip(nx.where(nx.less(idx, 0), nx.add(idx, n), idx), 0, max(n - 1, 0))
+    offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
+                         (size,) + (1,) * (idx.ndim - 1))
+    return nx.add(idx, offsets)
+
+
+def _fold(x, axis, size):
+    """x batched first, `axis` (of a lane) moved next to the batch and merged into it."""
+    x = nx.moveaxis(x, axis + 1, 1)
+    return nx.reshape(x, (size * x.shape[1],) + tuple(x.shape[2:])), x.shape
+
+
 def _gather_rule(values, dims, size, *, axis):
     (x, idx), (dx, di) = values, dims
     if di is None:
@@ -169,14 +184,9 @@ def _gather_rule(values, dims, size, *, axis):
     if dx is None:
         return bind(P["gather"], x, idx, axis=axis), axis + di
     # Both batched: fold the batch into the gathered axis, offsetting each lane's indices.
-    x = nx.moveaxis(to_front(x, dx), axis + 1, 1)
-    n = x.shape[1]
+    flat, shape = _fold(to_front(x, dx), axis, size)
     idx = to_front(idx, di)
-    idx = nx.clip(nx.where(nx.less(idx, 0), nx.add(idx, n), idx), 0, max(n - 1, 0))
-    offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
-                         (size,) + (1,) * (idx.ndim - 1))
-    flat = nx.reshape(x, (size * n,) + tuple(x.shape[2:]))
-    out = bind(P["gather"], flat, nx.add(idx, offsets), axis=0)
+    out = bind(P["gather"], flat, _lane_offsets(idx, shape[1], size), axis=0)
     # out: (B, idx..., rest...) where rest = pre-axis dims then post-axis dims
     k = idx.ndim - 1
     perm = [0] + list(range(1 + k, 1 + k + axis)) + list(range(1, 1 + k)) + \
@@ -189,10 +199,19 @@ batch_rules[P["gather"]] = _gather_rule
 
 def _scatter_rule(values, dims, size, *, axis, mode):
     (x, idx, upd), (dx, di, du) = values, dims
-    if di is not None:
-        return _loop_rule(P["scatter"], values, dims, size, axis=axis, mode=mode)
     x, upd = materialize(x, dx, size), materialize(upd, du, size)
-    return bind(P["scatter"], x, idx, upd, axis=axis + 1, mode=mode), 0
+    if di is None:
+        return bind(P["scatter"], x, idx, upd, axis=axis + 1, mode=mode), 0
+    # Batched indices: fold the batch into the scattered axis, as for gather.
+    flat, shape = _fold(x, axis, size)
+    idx = to_front(idx, di)
+    k = idx.ndim - 1
+    # A lane's updates are (pre..., idx..., post...); the folded scatter wants (idx..., pre..., post...).
+    perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + \
+        list(range(1 + axis + k, upd.ndim))
+    out = bind(P["scatter"], flat, _lane_offsets(idx, shape[1], size), nx.transpose(upd, perm),
+               axis=0, mode=mode)
+    return nx.moveaxis(nx.reshape(out, shape), 1, axis + 1), 0
 
 
 batch_rules[P["scatter"]] = _scatter_rule
@@ -200,7 +219,15 @@ batch_rules[P["scatter"]] = _scatter_rule
 
 def _dynamic_slice_rule(values, dims, size, *, sizes):
     if any(d is not None for d in dims[1:]):
-        return _loop_rule(P["dynamic_slice"], values, dims, size, sizes=sizes)
+        # Batched starts: one batched gather per axis, of the clamped window.
+        x = materialize(values[0], dims[0], size)
+        for axis, (start, d, width) in enumerate(zip(values[1:], dims[1:], sizes)):
+            n = x.shape[axis + 1]
+            start = materialize(start, d, size)
+            first = nx.clip(start, 0, n - width)
+            window = nx.add(nx.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
+            x, _ = _gather_rule([x, window], [0, 0], size, axis=axis)
+        return x, 0
     x = to_front(values[0], dims[0])
     zero = np.int32(0)
     return bind(P["dynamic_slice"], x, zero, *values[1:], sizes=(size,) + tuple(sizes)), 0
@@ -215,8 +242,6 @@ def _dus_rule(values, dims, size):
 
 batch_rules[P["dynamic_slice"]] = _dynamic_slice_rule
 batch_rules[P["dynamic_update_slice"]] = _dus_rule
-
-
 
 
 def _dot_general_rule(values, bdims, size, *, dims):
