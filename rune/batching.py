@@ -63,6 +63,11 @@ def to_front(x, d):
     return x if d == 0 else nx.moveaxis(x, d, 0)
 
 
+def front(x, d):
+    """`x` with its batch axis first, if it has one."""
+    return x if d is None else to_front(x, d)
+
+
 def materialize(x, d, size):
     """`x` batched at axis 0 (broadcast if it was the same for every lane)."""
     if d is not None:
@@ -367,7 +372,7 @@ def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reve
     nc, nk = num_consts, num_carry
     # Every carry is batched (simplest fixpoint); xs keep the scanned axis first.
     mask = [d is not None for d in dims[:nc]] + [True] * nk + [d is not None for d in dims[nc + nk:]]
-    consts = [to_front(v, d) if d is not None else v for v, d in zip(values[:nc], dims[:nc])]
+    consts = [front(v, d) for v, d in zip(values[:nc], dims[:nc])]
     init = [materialize(v, d, size) for v, d in zip(values[nc:nc + nk], dims[nc:nc + nk])]
     xs = [v if d is None else nx.moveaxis(v, d, 1) for v, d in zip(values[nc + nk:], dims[nc + nk:])]
     body_b, extra = _closed_batched(body, mask, size)
@@ -380,7 +385,7 @@ def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reve
 def _cond_batch(values, dims, size, *, branches, num_consts):
     index, args = values[0], values[1:]
     mask = [d is not None for d in dims[1:]]
-    args = [to_front(v, d) if d is not None else v for v, d in zip(args, dims[1:])]
+    args = [front(v, d) for v, d in zip(args, dims[1:])]
     batched = [batch_program(b, mask, size) for b in branches]
     if dims[0] is None:
         progs, consts = zip(*[b.closed() for b in batched])
@@ -408,8 +413,8 @@ def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_co
         return _loop_rule(while_p, values, dims, size, cond=cond, body=body,
                           num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
     ncc, nbc = num_cond_consts, num_body_consts
-    front = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
-    cc, bc = front[:ncc], front[ncc:ncc + nbc]
+    fronted = [front(v, d) for v, d in zip(values, dims)]
+    cc, bc = fronted[:ncc], fronted[ncc:ncc + nbc]
     carry = [materialize(v, d, size) for v, d in zip(values[ncc + nbc:], dims[ncc + nbc:])]
     nk = len(carry)
     cond_b = batch_program(cond, [d is not None for d in dims[:ncc]] + [True] * nk, size)
@@ -436,7 +441,7 @@ def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_co
 @_rule(callback_p)
 def _callback_batch(values, dims, size, *, fn, vmap_method):
     if vmap_method == "sequential":
-        args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+        args = [front(v, d) for v, d in zip(values, dims)]
         host_fn = fn.over_lanes([d is not None for d in dims], size)
     else:
         args = [materialize(v, d, size) for v, d in zip(values, dims)]
@@ -448,7 +453,7 @@ def _callback_batch(values, dims, size, *, fn, vmap_method):
 @_rule(custom_vjp_p)
 def _custom_vjp_batch(values, dims, size, *, fwd, bwd, num_consts, num_out, name):
     batched = [d is not None for d in dims]
-    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    args = [front(v, d) for v, d in zip(values, dims)]
     fwd_b, extra = _closed_batched(fwd, batched, size)
     bwd_b = batch_program(bwd, [True] * len(bwd.invars), size)
     arg_batched = batched[num_consts:]
@@ -466,7 +471,7 @@ def _custom_vjp_batch(values, dims, size, *, fwd, bwd, num_consts, num_out, name
 @_rule(custom_jvp_p)
 def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, out_struct, name):
     batched = [d is not None for d in dims]
-    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    args = [front(v, d) for v, d in zip(values, dims)]
     fun_b, extra = _closed_batched(fun, batched, size)
     axes = [0 if m else None for m in batched[num_consts:]]
 
@@ -482,7 +487,7 @@ def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, o
 
 @_rule(checkpoint_p)
 def _checkpoint_batch(values, dims, size, *, program):
-    args = [to_front(v, d) if d is not None else v for v, d in zip(values, dims)]
+    args = [front(v, d) for v, d in zip(values, dims)]
     prog, extra = _closed_batched(program, [d is not None for d in dims], size)
     outs = bind(checkpoint_p, *extra, *args, program=prog)
     return outs, [0] * len(outs)

@@ -140,8 +140,7 @@ def callback(fn, *args, like, host=True, vmap_method="sequential"):
         raise ArgumentError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
     if not callable(fn):
         raise UsageError(f"callback: expected a callable host function, got {type(fn).__name__}")
-    leaves, in_struct = tree.flatten(args)
-    leaves = [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves]
+    leaves, in_struct = nx.tree_operands(args)
     like_leaves, out_struct = tree.flatten(like, is_leaf=lambda x: isinstance(x, Spec))
     out_avals = [_aval_of_like(l) for l in like_leaves]
     host_fn = HostFunction(fn, in_struct, out_struct, out_avals, host)

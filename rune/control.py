@@ -24,11 +24,6 @@ cond_p = primitive("cond", multiple_results=True)
 while_p = primitive("while_loop", multiple_results=True)
 
 
-def _leaves(x):
-    leaves, struct = tree.flatten(x)
-    return [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves], struct
-
-
 def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
     if struct_in != struct_out:
         raise TreeError(f"{where}: the carry changed structure from {struct_in} to {struct_out}")
@@ -47,8 +42,8 @@ def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
 
 def scan(f, init, xs, length=None, reverse=False):
     """Loop `f(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (carry, ys)."""
-    init_leaves, carry_struct = _leaves(init)
-    x_leaves, xs_struct = _leaves(xs)
+    init_leaves, carry_struct = nx.tree_operands(init)
+    x_leaves, xs_struct = nx.tree_operands(xs)
     lengths = {x.shape[0] for x in x_leaves if x.ndim}
     if any(x.ndim == 0 for x in x_leaves):
         raise ShapeError("scan: every leaf of xs needs a leading axis to scan over; got a scalar")
@@ -70,10 +65,10 @@ def scan(f, init, xs, length=None, reverse=False):
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TreeError("scan: the step function must return a pair (carry, y)")
         new_carry, y = result
-        c_leaves, c_struct = _leaves(new_carry)
+        c_leaves, c_struct = nx.tree_operands(new_carry)
         _check_carry("scan", carry_struct, c_struct, carry_avals, [c.aval for c in c_leaves], paths)
         c_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(c_leaves, carry_avals)]
-        y_leaves, y_struct = _leaves(y)
+        y_leaves, y_struct = nx.tree_operands(y)
         ys_box.append(y_struct)
         return c_leaves + y_leaves
 
@@ -225,14 +220,14 @@ def switch(index, branches, *operands):
     if index.shape != () or index.dtype.kind not in "iub":
         raise ShapeError(f"switch: the index must be an integer scalar, got {index.aval.describe()}")
     index = nx.clip(nx.astype(index, np.int32), 0, len(branches) - 1)
-    leaves, in_struct = _leaves(operands)
+    leaves, in_struct = nx.tree_operands(operands)
     avals = [abstract(x) for x in leaves]
     programs, consts, structs = [], [], []
     for fn in branches:
         box = []
 
         def flat(*xs, fn=fn, box=box):
-            out_leaves, s = _leaves(fn(*tree.unflatten(in_struct, xs)))
+            out_leaves, s = nx.tree_operands(fn(*tree.unflatten(in_struct, xs)))
             box.append(s)
             return out_leaves
 
@@ -373,7 +368,7 @@ vjp_forward[cond_p] = (_cond_vjp_fwd, _cond_vjp_bwd)
 
 def while_loop(cond_fn, body_fn, init):
     """Repeat `body_fn` on the carry while `cond_fn(carry)` holds."""
-    leaves, struct = _leaves(init)
+    leaves, struct = nx.tree_operands(init)
     avals = [abstract(x).strong() for x in leaves]
     paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
 
@@ -385,7 +380,7 @@ def while_loop(cond_fn, body_fn, init):
         return [nx.astype(p, np.bool_)]
 
     def flat_body(*xs):
-        out_leaves, s = _leaves(body_fn(tree.unflatten(struct, xs)))
+        out_leaves, s = nx.tree_operands(body_fn(tree.unflatten(struct, xs)))
         _check_carry("while_loop", struct, s, avals, [o.aval for o in out_leaves], paths)
         return [nx.astype(o, a.dtype) if o.weak else o for o, a in zip(out_leaves, avals)]
 

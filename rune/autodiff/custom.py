@@ -22,11 +22,6 @@ custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)
 custom_jvp_p = primitive("custom_jvp_call", multiple_results=True)
 
 
-def _flat_args(args):
-    leaves, struct = tree.flatten(args)
-    return [l if hasattr(l, "aval") else nx.asarray(l) for l in leaves], struct
-
-
 class custom_vjp:
     """Decorate `f(*args) -> (out, pullback)`; calling the result returns `out`."""
 
@@ -35,7 +30,7 @@ class custom_vjp:
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
     def __call__(self, *args):
-        leaves, in_struct = _flat_args(args)
+        leaves, in_struct = nx.tree_operands(args)
         name = getattr(self.f, "__name__", "custom_vjp")
         fwd = StagingInterpreter()
         ins = [fwd.new_input(abstract(x)) for x in leaves]
@@ -140,7 +135,7 @@ class custom_jvp:
         name = getattr(self.f, "__name__", "custom_jvp")
         if self.rule is None:
             raise TreeError(f"custom_jvp {name}: no rule; pass jvp= or use @{name}.defjvp")
-        leaves, in_struct = _flat_args(args)
+        leaves, in_struct = nx.tree_operands(args)
         box = []
 
         def flat_f(*xs):

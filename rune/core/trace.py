@@ -132,6 +132,12 @@ def aval_of(x):
     return Aval((), to_dtype(dt), None, True)
 
 
+def device_mismatch(prim, first, second):
+    return DeviceMismatchError(
+        f"{prim.name}: operands are on different devices, {first} and {second}; "
+        f"move one with nx.place(x, {str(first)!r}) first")
+
+
 def common_device(prim, avals):
     """The one device the operands lie on (None when all are scalars)."""
     device = None
@@ -139,9 +145,7 @@ def common_device(prim, avals):
         d = a.device
         if d is not None and d != device:
             if device is not None:
-                raise DeviceMismatchError(
-                    f"{prim.name}: operands are on different devices, {device} and {d}; "
-                    f"move one with nx.place(x, {str(device)!r}) first")
+                raise device_mismatch(prim, device, d)
             device = d
     return device
 
@@ -170,9 +174,7 @@ class EvalInterpreter(Interpreter):
                 d = a.device
                 if d is not device:
                     if device is not None and d != device:
-                        raise DeviceMismatchError(
-                            f"{prim.name}: operands are on different devices, {device} and {d}; "
-                            f"move one with nx.place(x, {str(device)!r}) first")
+                        raise device_mismatch(prim, device, d)
                     device = d
                 raws.append(a._raw)
                 weak = weak and a.weak

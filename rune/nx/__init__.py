@@ -31,15 +31,20 @@ _arraylike.ops = _ops
 
 
 def from_dlpack(x, device=None):
-    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it can."""
+    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it
+    can: it lies where the producer's buffer lies, then is placed on `device` if given."""
     import numpy as np
     from .array import Array as _A
     from ..devices import get_device
+    from ..errors import DeviceError
     kind, index = x.__dlpack_device__()
-    if kind == 1:  # kDLCPU
-        host = np.from_dlpack(x)
-        return _A(host, get_device("cpu") if device is None else get_device(device))
-    if kind == 2:  # kDLCUDA
+    target = None if device is None else get_device(device)
+    if kind == 1:  # kDLCPU: any host device can hold the buffer without a copy
+        host = target if target is not None and target.platform == "cpu" else get_device("cpu")
+        out = _A(np.from_dlpack(x), host)
+    elif kind == 2:  # kDLCUDA
         import cupy
-        return _A(cupy.from_dlpack(x), get_device(f"cuda:{index}"))
-    raise TypeError(f"from_dlpack: unsupported DLPack device type {kind}")
+        out = _A(cupy.from_dlpack(x), get_device(f"cuda:{index}"))
+    else:
+        raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
+    return out if target is None else place(out, target)

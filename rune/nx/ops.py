@@ -83,6 +83,13 @@ def operands(xs):
     return [x if isinstance(x, (Array, Tracer)) else asarray(x) for x in xs]
 
 
+def tree_operands(tree_):
+    """The leaves of a pytree as arrays or tracers, and its structure."""
+    from .. import tree
+    leaves, structure = tree.flatten(tree_)
+    return operands(leaves), structure
+
+
 def _flat(xs):
     for e in xs:
         if isinstance(e, (list, tuple)):
