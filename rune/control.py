@@ -16,6 +16,7 @@ from .core.program import reorder
 from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
 from .errors import DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError, TreeError
+from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.creation import arange, zeros_like
 
@@ -42,8 +43,11 @@ def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
 
 def scan(f, init, xs, length=None, reverse=False):
     """Loop `f(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (carry, ys)."""
-    init_leaves, carry_struct = nx.tree_operands(init)
     x_leaves, xs_struct = nx.tree_operands(xs)
+    raw_init, carry_struct = tree.flatten(init)
+    # A Python scalar in the carry is placed with the rows it meets, not on the default device.
+    near = x_leaves[0] if x_leaves else None
+    init_leaves = [nx.constant_like(c, near) if near is not None else nx.operands([c])[0] for c in raw_init]
     lengths = {x.shape[0] for x in x_leaves if x.ndim}
     if any(x.ndim == 0 for x in x_leaves):
         raise ShapeError("scan: every leaf of xs needs a leading axis to scan over; got a scalar")
@@ -57,6 +61,10 @@ def scan(f, init, xs, length=None, reverse=False):
     row_avals = [x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves]
     paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
     ys_box = []
+    # A weak carry (a Python scalar) that comes back wider (0.0 + float64 rows) is
+    # widened and the step staged again, as JAX does; anything else must not change.
+    widen = {}
+    weak = [type(c) in (bool, int, float) for c in raw_init]
 
     def step(*args):
         carry = tree.unflatten(carry_struct, args[:len(carry_avals)])
@@ -66,13 +74,25 @@ def scan(f, init, xs, length=None, reverse=False):
             raise TreeError("scan: the step function must return a pair (carry, y)")
         new_carry, y = result
         c_leaves, c_struct = nx.tree_operands(new_carry)
-        _check_carry("scan", carry_struct, c_struct, carry_avals, [c.aval for c in c_leaves], paths)
+        for i, (c, a) in enumerate(zip(c_leaves, carry_avals)):
+            if weak[i] and c.shape == a.shape and c.dtype != a.dtype and \
+                    dt.promote([(a.dtype, True), (c.dtype, c.weak)])[0] == c.dtype:
+                widen[i] = c.dtype
+        if not widen:
+            _check_carry("scan", carry_struct, c_struct, carry_avals, [c.aval for c in c_leaves], paths)
         c_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(c_leaves, carry_avals)]
         y_leaves, y_struct = nx.tree_operands(y)
         ys_box.append(y_struct)
         return c_leaves + y_leaves
 
     body, consts = stage(step, carry_avals + row_avals).closed()
+    if widen:
+        for i, d in widen.items():
+            carry_avals[i] = carry_avals[i].update(dtype=d)
+            init_leaves[i] = nx.astype(init_leaves[i], d)
+        weak = [False] * len(weak)
+        widen.clear()
+        body, consts = stage(step, carry_avals + row_avals).closed()
     init_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(init_leaves, carry_avals)]
     outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
                 num_carry=len(carry_avals), length=n, reverse=bool(reverse))

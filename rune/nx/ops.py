@@ -17,6 +17,8 @@ from . import dtypes as dt
 from .array import Array, from_host
 
 _SCALARS = (bool, int, float)
+# Scalars that can stand as literals in an equation: Python's and NumPy's.
+_LITERALS = frozenset(_SCALARS + tuple(np.dtype(d).type for d in dt.ALL))
 
 
 # ---------------------------------------------------------------- conversion
@@ -190,6 +192,8 @@ def _binary(prim_name, kinds=None, to_float=False):
 
     def op(x, y):
         tx, ty = type(x), type(y)
+        if tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
+            return _literal_op(prim, op.__name__, x, y, kinds, to_float)
         # Eager fast path: an Array meeting a same-dtype Array or a Python scalar
         # that cannot widen it goes straight to the backend (dispatch is most of
         # the cost of small ops).
@@ -232,6 +236,20 @@ def _binary(prim_name, kinds=None, to_float=False):
         return bind(prim, x, y)
     op.__name__ = prim_name
     return op
+
+
+def _literal_op(prim, name, x, y, kinds, to_float):
+    """Arithmetic on scalar literals (as derivative rules do with a Python scalar
+    operand) stays a literal: unplaced, weak, placed with whatever it meets later,
+    as the Python scalar it came from would be."""
+    x, y = promote(name, x, y)
+    d = x.dtype
+    if kinds is not None and d.kind not in kinds:
+        raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
+    if to_float and not dt.is_float(d):
+        x, y = dt.default_float.type(x), dt.default_float.type(y)
+    from ..backends.cpu.backend import IMPLS  # literals are host values
+    return IMPLS[prim.name](x, y)[()]
 
 
 def _fits(dtype, value):
