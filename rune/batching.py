@@ -16,7 +16,8 @@ from .core.staging import stage
 from .core.trace import Interpreter, Tracer, bind
 from .errors import ShapeError, TreeError
 from .nx import ops as nx
-from .nx.creation import arange
+from .core.primitive import abstract_rules
+from .nx.creation import arange, zeros
 
 # primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
 batch_rules = {}
@@ -82,6 +83,14 @@ def lane(x, d, b):
 
 def _loop_rule(prim, values, dims, size, **params):
     """Any primitive, batched by running it once per lane and stacking."""
+    if size == 0:  # no lane runs: empty results of the shapes one lane would give
+        lane_avals = []
+        for v, d in zip(values, dims):
+            a = _trace.aval_of(v)
+            lane_avals.append(a if d is None else a.update(shape=a.shape[:d] + a.shape[d + 1:]))
+        out = abstract_rules[prim](*lane_avals, **params)
+        outs = [zeros((0,) + a.shape, a.dtype, a.device) for a in (out if prim.multiple_results else [out])]
+        return (outs, [0] * len(outs)) if prim.multiple_results else (outs[0], 0)
     results = [bind(prim, *[lane(v, d, b) for v, d in zip(values, dims)], **params)
                for b in range(size)]
     if prim.multiple_results:
@@ -167,13 +176,17 @@ def _concat_rule(values, dims, size, *, axis):
 batch_rules[P["concatenate"]] = _concat_rule
 
 
-def _lane_offsets(idx, n, size):
-    """Per-lane indices (batched first) into `n` clamped as a gather would, then
-    offset by lane * n: indices into the batch folded into the indexed axis."""
-    idx = nx.clip(nx.where(nx.less(idx, 0), nx.add(idx, n), idx), 0, max(n - 1, 0))
+def _lane_offsets(idx, n, size, drop=False):
+    """Per-lane indices (batched first) into `n`, offset by lane * n: indices into
+    the batch folded into the indexed axis. Out-of-bounds indices are clamped (as a
+    gather does) or, with `drop`, sent past the end (so a scatter drops them)."""
+    idx = nx.where(nx.less(idx, 0), nx.add(idx, n), idx)
     offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
-    return nx.add(idx, offsets)
+    if drop:
+        inside = nx.logical_and(nx.greater_equal(idx, 0), nx.less(idx, n))
+        return nx.where(inside, nx.add(idx, offsets), idx.dtype.type(size * n))
+    return nx.add(nx.clip(idx, 0, max(n - 1, 0)), offsets)
 
 
 def _fold(x, axis, size):
@@ -214,7 +227,7 @@ def _scatter_rule(values, dims, size, *, axis, mode):
     # A lane's updates are (pre..., idx..., post...); the folded scatter wants (idx..., pre..., post...).
     perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + \
         list(range(1 + axis + k, upd.ndim))
-    out = bind(P["scatter"], flat, _lane_offsets(idx, shape[1], size), nx.transpose(upd, perm),
+    out = bind(P["scatter"], flat, _lane_offsets(idx, shape[1], size, drop=True), nx.transpose(upd, perm),
                axis=0, mode=mode)
     return nx.moveaxis(nx.reshape(out, shape), 1, axis + 1), 0
 
@@ -342,7 +355,7 @@ def vmap(f, in_axes=0, out_axes=0):
                 results.append(value)
                 continue
             v = materialize(value, d, size)
-            results.append(nx.moveaxis(v, 0, a % v.ndim) if v.ndim > 1 else v)
+            results.append(nx.moveaxis(v, 0, _normalize_axis(a, v, "out_axes")))
         return tree.unflatten(out_struct, results)
 
     return mapped

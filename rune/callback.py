@@ -16,6 +16,7 @@ from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneEr
 from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.array import Array
+from .nx.creation import zeros
 from .nx.placement import place
 from .stats import COUNTERS
 
@@ -85,6 +86,8 @@ class HostFunction:
         """This function under vmap, "sequential": called once per lane, in lane order."""
         def lanes(*leaves):
             results = [self([x[b] if m else x for x, m in zip(leaves, batched)]) for b in range(size)]
+            if not results:  # an empty batch: no lane calls the function
+                return [zeros((0,) + a.shape, a.dtype, a.device) for a in self.out_avals]
             return [nx.stack([r[k] for r in results]) for k in range(len(self.out_avals))]
         return self._batched(lanes, tree.structure(tuple(batched)), size, counts=False)
 

@@ -357,10 +357,29 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
                      axis=axis, mode=mode)
 
 
+def _scatter_landed(x, idx, axis, mode):
+    """Which updates reach the result: in bounds and, for "set", the last write to
+    their position (earlier duplicates are overwritten). Shaped to broadcast
+    against the updates."""
+    n = x.shape[axis]
+    flat = nx.reshape(idx, (-1,))
+    pos = nx.where(nx.less(flat, 0), nx.add(flat, n), flat)
+    landed = nx.logical_and(nx.greater_equal(pos, 0), nx.less(pos, n))
+    if mode == "set":
+        order = nx.constant_like(np.arange(flat.shape[0], dtype=np.int32), x)
+        writer = bind(P["scatter"], nx.constant_like(np.full((n,), -1, np.int32), x), flat, order,
+                      axis=0, mode="set")
+        landed = nx.logical_and(landed, nx.equal(bind(P["gather"], writer, pos, axis=0), order))
+    return nx.reshape(landed, (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1))
+
+
 @_rule("scatter", vjp_rules)
 def _scatter_vjp(ct, ins, out, wants, *, axis, mode):
     x, idx, upd = ins
-    ct_upd = bind(P["gather"], ct, idx, axis=axis)
+    ct_upd = None
+    if wants[2]:
+        ct_upd = nx.where(_scatter_landed(x, idx, axis, mode), bind(P["gather"], ct, idx, axis=axis),
+                          ct.dtype.type(0))
     ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, zeros_like(upd), axis=axis, mode="set")
     return ct_x, None, ct_upd
 

@@ -38,6 +38,12 @@ def _normalize(x, idx):
 
 
 def getitem(x, idx):
+    return _index(x, idx)
+
+
+def _index(x, idx, out_of_bounds=None):
+    """x[idx]. Integer-array indices out of bounds are clamped, or, when
+    `out_of_bounds` is given, give that value instead (how .at[] drops them)."""
     x = ops.asarray(x)
     starts, limits, strides, flips, entries = _parse(x, idx)
     out = ops._slice(x, starts, limits, strides)
@@ -49,7 +55,7 @@ def getitem(x, idx):
         # the length-1 axis its slice left.
         zero = ops.constant_like(np.zeros((), np.int32), x)
         entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
-    return _finish(out, entries)
+    return _finish(out, entries, out_of_bounds)
 
 
 def _parse(x, idx):
@@ -98,7 +104,7 @@ def _parse(x, idx):
     return starts, limits, strides, flips, entries
 
 
-def _finish(out, entries):
+def _finish(out, entries, out_of_bounds=None):
     """Gather the integer-array axes, then drop integer axes and add None axes."""
     axes = [e for e in entries if e[0] != "none"]
     adv_axes = [k for k, e in enumerate(axes) if e[0] == "adv"]
@@ -116,14 +122,21 @@ def _finish(out, entries):
             adv_axes = list(range(len(adv_axes)))
         first = adv_axes[0]
         dims = [out.shape[k] for k in adv_axes]
-        linear = None
+        linear = inside = None
         for i, d in zip(index, dims):
             i = ops.astype(i, dt.int32) if i.dtype != dt.int32 else i
-            i = ops.clip(ops.where(ops.less(i, 0), ops.add(i, d), i), 0, max(d - 1, 0))
+            i = ops.where(ops.less(i, 0), ops.add(i, d), i)
+            ok = ops.logical_and(ops.greater_equal(i, 0), ops.less(i, d))
+            inside = ok if inside is None else ops.logical_and(inside, ok)
+            i = ops.clip(i, 0, max(d - 1, 0))
             linear = i if linear is None else ops.add(ops.multiply(linear, d), i)
         merged = out.shape[:first] + (int(np.prod(dims)),) + out.shape[adv_axes[-1] + 1:]
         out = ops.bind(ops.P["gather"], ops.reshape(out, merged), linear, axis=first)
         block_shape = linear.shape
+        if out_of_bounds is not None:
+            where_inside = ops.reshape(inside, (1,) * first + block_shape +
+                                       (1,) * (out.ndim - first - len(block_shape)))
+            out = ops.where(where_inside, out, out.dtype.type(out_of_bounds))
         if not adjacent:
             entries = [("block", None)] + [e for e in entries if e[0] != "adv"]
         else:
@@ -185,9 +198,10 @@ class _Updates:
         starts, limits, strides, flips, entries = _parse(x, self.idx)
         if not flips and all(st == 1 for st in strides) and all(k != "adv" for k, _ in entries):
             return self._update_box(x, values, mode, starts, limits, entries)
-        # The flat positions the index selects: an index into arange(size).
-        positions = getitem(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
-                            self.idx)
+        # The flat positions the index selects: an index into arange(size); an
+        # out-of-bounds array index selects position `size`, which the scatter drops.
+        positions = _index(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
+                           self.idx, out_of_bounds=x.size)
         values = ops.constant_like(values, x, x.dtype)
         try:
             values = ops.broadcast_to(values, positions.shape)

@@ -164,8 +164,16 @@ def _gather(x, idx, *, axis):
 
 
 def _scatter(x, idx, updates, *, axis, mode):
+    """Updates written (or added) at `idx` along `axis`; negative indices count from
+    the end and out-of-bounds updates are dropped, as in JAX (gathers clamp instead)."""
     out = np.array(x, copy=True)
-    idx = _clamped(idx, x.shape[axis])
+    n = x.shape[axis]
+    idx = np.asarray(idx)
+    idx = np.where(idx < 0, idx + n, idx)
+    keep = ((idx >= 0) & (idx < n)).reshape(-1)
+    if not keep.all():
+        updates = np.asarray(updates).reshape(x.shape[:axis] + (keep.size,) + x.shape[axis + 1:])
+        idx, updates = idx.reshape(-1)[keep], np.compress(keep, updates, axis=axis)
     index = (slice(None),) * axis + (idx,)
     if mode == "add":
         np.add.at(out, index, updates)
