@@ -12,6 +12,7 @@ structures is kept cheap: a structure is a flat preorder tuple of nodes,
 hashed once, so hashing and == run in C.
 """
 
+import collections
 import dataclasses
 
 from .errors import TreeError
@@ -118,6 +119,14 @@ _HANDLERS = {
         lambda aux, ch: dict(zip(aux, ch)),
         lambda aux, n: [f"[{k!r}]" for k in aux],
         lambda aux, parts: "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts)) + "}",
+    ),
+    # An OrderedDict's order is part of its meaning: its children keep it (as in JAX).
+    collections.OrderedDict: _Handler(
+        collections.OrderedDict,
+        lambda d: (list(d.values()), tuple(d)),
+        lambda aux, ch: collections.OrderedDict(zip(aux, ch)),
+        lambda aux, n: [f"[{k!r}]" for k in aux],
+        lambda aux, parts: "OrderedDict({" + ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts)) + "})",
     ),
     type(None): _Handler(
         type(None),

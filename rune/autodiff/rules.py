@@ -62,7 +62,7 @@ UNARY_PARTIALS = {
 BINARY_PARTIALS = {
     "mul": (lambda x, y, out: y, lambda x, y, out: x),
     "div": (lambda x, y, out: nx.reciprocal(y), lambda x, y, out: nx.negative(nx.divide(out, y))),
-    "pow": (lambda x, y, out: nx.multiply(y, nx.power(x, nx.subtract(y, 1))),
+    "pow": (lambda x, y, out: _pow_dx(x, y),
             lambda x, y, out: nx.multiply(nx.log(nx.where(nx.equal(x, 0), 1, x)), out)),
     "max": (lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), x),
             lambda x, y, out: _tie_split(nx.less(x, y), nx.equal(x, y), y)),
@@ -75,6 +75,15 @@ BINARY_PARTIALS = {
 # Linear elementwise primitives: sign of each operand's contribution.
 LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,)}
 ZERO = ("floor", "ceil", "round", "sign", "floordiv", "stop_gradient")
+
+
+def _pow_dx(x, y):
+    """d x**y / dx = y * x**(y - 1), and exactly 0 where y == 0. The base is
+    replaced by 1 there, so no 0 * inf appears in this or any higher derivative
+    (x**0, then x**1 differentiated twice, ... at x = 0)."""
+    zero = nx.equal(y, 0)
+    safe = nx.where(zero, x.dtype.type(1), x)
+    return nx.where(zero, x.dtype.type(0), nx.multiply(y, nx.power(safe, nx.subtract(y, 1))))
 
 
 def _tie_split(wins, ties, like):

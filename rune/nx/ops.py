@@ -348,11 +348,15 @@ def reciprocal(x):
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
     cond = _operand(cond)
-    if not isinstance(cond, (Array, Tracer)):
-        cond = asarray(cond)
-    if cond.dtype != dt.bool_:
-        cond = astype(cond, dt.bool_)
     x, y = promote("where", x, y)
+    if type(cond) in _LITERALS:  # a scalar condition picks a side, placed with what it meets
+        if type(x) in _LITERALS and type(y) in _LITERALS:
+            return x if cond else y
+        cond = np.bool_(cond)
+    elif cond.dtype != dt.bool_:
+        cond = astype(cond, dt.bool_)
+    if not builtins.any(isinstance(v, (Array, Tracer)) for v in (cond, x, y)):
+        x = asarray(x)
     return bind(P["select"], cond, x, y)
 
 
@@ -379,8 +383,15 @@ def astype(x, dtype):
 cast = astype
 
 
-stop_gradient = _any_unary("stop_gradient")
-stop_gradient.__doc__ = "`x`, through which no derivative flows."
+_stop_gradient = _any_unary("stop_gradient")
+
+
+def stop_gradient(x):
+    """`x` (an array or a pytree of them), through which no derivative flows."""
+    if isinstance(x, (Array, Tracer)) or type(x) in _LITERALS or isinstance(x, np.ndarray):
+        return _stop_gradient(x)
+    from .. import tree
+    return tree.map(_stop_gradient, x)
 
 
 # ---------------------------------------------------------------- reductions

@@ -23,9 +23,16 @@ _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
 
 def key(seed, device=None):
-    """A key made from an integer seed."""
-    if isinstance(seed, (Array, Tracer)) and seed.dtype.kind in "iu" and seed.shape == ():
-        seed = int(seed)
+    """A key made from an integer seed: (high 32 bits, low 32 bits) of the seed.
+    The seed may be traced (a key per lane under vmap, a seed argument under jit)."""
+    if isinstance(seed, (Array, Tracer)):
+        if seed.dtype.kind not in "iu" or seed.shape != ():
+            raise UsageError(f"random.key: the seed must be an integer scalar, got {seed.aval.describe()}")
+        wide = ops.astype(seed, dt.int64)
+        high = ops.astype(ops.bitwise_and(ops.right_shift(wide, np.int64(32)), np.int64(0xFFFFFFFF)), dt.uint32)
+        low = ops.astype(ops.bitwise_and(wide, np.int64(0xFFFFFFFF)), dt.uint32)
+        out = ops.stack([high, low])
+        return out if device is None else ops.asarray(out, device=device)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise UsageError(f"random.key: the seed must be an integer, got {type(seed).__name__} {seed!r}")
     return from_host(threefry.key(int(seed)), device)
