@@ -2,7 +2,7 @@
 import functools
 
 from .. import tree
-from ..core.primitive import abstract_rules, eval_rules, primitive
+from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import stage
 from ..core.trace import bind
 from ..errors import DeviceMismatchError, DTypeError, ShapeError, TreeError
@@ -155,6 +155,7 @@ def jvp(f, primals, tangents, has_aux=False):
 # ---------------------------------------------------------------- checkpoint
 
 checkpoint_p = primitive("checkpoint", multiple_results=True)
+calls[checkpoint_p] = lambda params: (params["program"], None)
 abstract_rules[checkpoint_p] = lambda *avals, program: program.out_avals
 eval_rules[checkpoint_p] = lambda *args, program: program(*args)
 

@@ -9,7 +9,7 @@ import functools
 
 from .. import tree
 from ..core.closure import split_residuals
-from ..core.primitive import abstract_rules, eval_rules, primitive
+from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import StagingInterpreter, abstract, stage
 from ..core.trace import bind, using
 from ..errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
@@ -85,6 +85,7 @@ def _check_cotangents(name, given, args, leaves):
     return out
 
 
+calls[custom_vjp_p] = lambda params: (params["fwd"], params["num_out"])
 abstract_rules[custom_vjp_p] = lambda *avals, fwd, num_out, **_: fwd.out_avals[:num_out]
 eval_rules[custom_vjp_p] = lambda *args, fwd, num_out, **_: fwd(*args)[:num_out]
 
@@ -149,6 +150,7 @@ class custom_jvp:
         return tree.unflatten(box[0], outs)
 
 
+calls[custom_jvp_p] = lambda params: (params["fun"], None)
 abstract_rules[custom_jvp_p] = lambda *avals, fun, **_: fun.out_avals
 eval_rules[custom_jvp_p] = lambda *args, fun, **_: fun(*args)
 

@@ -25,6 +25,12 @@ class Primitive:
 # primitive -> fn(*avals, **params) -> aval (or list of avals)
 abstract_rules = {}
 
+# Primitives that only call a program on their operands (custom rules, checkpoints):
+# primitive -> fn(params) -> (program, how many of its outputs the call returns, or
+# None for all). Plans inline them; their other rules say what the call means to
+# each transformation.
+calls = {}
+
 # Higher-order primitives evaluate themselves on concrete arrays (their bodies are
 # programs): primitive -> fn(*arrays, **params). Backends never see these.
 eval_rules = {}

@@ -8,18 +8,11 @@ checkpoints are inlined: a plan evaluates only their forward computation.
 Every stretch without a callback is one unit, so a kernel compiler can later
 replace `Stretch.run` without touching anything else.
 """
+from ..core.primitive import calls
 from ..core.program import Literal
 from ..devices import current_default
 from ..nx.array import Array
 from ..stats import COUNTERS
-
-# Higher-order primitives a plan inlines: name -> (program param, number of outputs kept).
-INLINED = {
-    "custom_vjp_call": lambda p: (p["fwd"], p["num_out"]),
-    "custom_jvp_call": lambda p: (p["fun"], None),
-    "checkpoint": lambda p: (p["program"], None),
-}
-
 
 class Plan:
     def __init__(self, program):
@@ -57,15 +50,15 @@ class Plan:
 
         for eqn in program.eqns:
             ins = [slot(a) for a in eqn.inputs]
-            name = eqn.prim.name
-            if name in INLINED:
-                inner, keep = INLINED[name](eqn.params)
+            call = calls.get(eqn.prim)
+            if call is not None:  # a plan evaluates only the called program: inline it
+                inner, keep = call(eqn.params)
                 outs = self._emit(inner, ins)
                 outs = outs if keep is None else outs[:keep]
-            elif name in STEP_KINDS:
+            elif eqn.prim.name in STEP_KINDS:
                 self._close_stretch()
                 outs = [self._new() for _ in eqn.outputs]
-                self.steps.append(STEP_KINDS[name](eqn, ins, outs))
+                self.steps.append(STEP_KINDS[eqn.prim.name](eqn, ins, outs))
             else:
                 outs = [self._new() for _ in eqn.outputs]
                 self._ops.append((eqn, ins, outs))
@@ -216,6 +209,7 @@ class TransferStep:
         return f"transfer {self.src} -> {self.dst}"
 
 
+# The host steps, by primitive name (the primitives live in modules above this one).
 STEP_KINDS = {"callback": CallbackStep, "scan": ScanStep, "while_loop": WhileStep,
               "cond": BranchStep, "place": TransferStep}
 
