@@ -180,6 +180,7 @@ def _lane_offsets(idx, n, size, drop=False):
     """Per-lane indices (batched first) into `n`, offset by lane * n: indices into
     the batch folded into the indexed axis. Out-of-bounds indices are clamped (as a
     gather does) or, with `drop`, sent past the end (so a scatter drops them)."""
+    idx = nx.astype(idx, np.int32)  # narrow index dtypes cannot hold idx + lane * n
     idx = nx.where(nx.less(idx, 0), nx.add(idx, n), idx)
     offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
@@ -241,7 +242,8 @@ def _dynamic_slice_rule(values, dims, size, *, sizes):
         x = materialize(values[0], dims[0], size)
         for axis, (start, d, width) in enumerate(zip(values[1:], dims[1:], sizes)):
             n = x.shape[axis + 1]
-            start = materialize(start, d, size)
+            start = nx.astype(materialize(start, d, size), np.int32)
+            start = nx.where(nx.less(start, 0), nx.add(start, n), start)  # from the end, as JAX
             first = nx.clip(start, 0, n - width)
             window = nx.add(nx.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
             x, _ = _gather_rule([x, window], [0, 0], size, axis=axis)

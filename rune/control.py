@@ -57,14 +57,15 @@ def scan(f, init, xs, length=None, reverse=False):
         raise ShapeError(f"scan: xs leaves and length disagree on the number of rows: {sorted(lengths)}"
                          if lengths else "scan: no xs given; pass length=")
     n = lengths.pop()
-    carry_avals = [abstract(c).strong() for c in init_leaves]
+    # A weak carry (a Python scalar) is staged weak, so it promotes as the scalar
+    # would; if it comes back wider (0.0 + float64 rows) it is widened and the
+    # step staged again, as JAX does. Anything else must not change.
+    weak = [type(c) in (bool, int, float) for c in raw_init]
+    carry_avals = [abstract(c).update(weak=w) for c, w in zip(init_leaves, weak)]
     row_avals = [x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves]
     paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
     ys_box = []
-    # A weak carry (a Python scalar) that comes back wider (0.0 + float64 rows) is
-    # widened and the step staged again, as JAX does; anything else must not change.
     widen = {}
-    weak = [type(c) in (bool, int, float) for c in raw_init]
 
     def step(*args):
         carry = tree.unflatten(carry_struct, args[:len(carry_avals)])
@@ -88,8 +89,8 @@ def scan(f, init, xs, length=None, reverse=False):
     body, consts = stage(step, carry_avals + row_avals).closed()
     if widen:
         for i, d in widen.items():
-            carry_avals[i] = carry_avals[i].update(dtype=d)
             init_leaves[i] = nx.astype(init_leaves[i], d)
+        carry_avals = [a.update(dtype=widen.get(i, a.dtype), weak=False) for i, a in enumerate(carry_avals)]
         weak = [False] * len(weak)
         widen.clear()
         body, consts = stage(step, carry_avals + row_avals).closed()

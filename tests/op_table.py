@@ -314,8 +314,10 @@ def _fill(idx, args):
 
 
 def _np_dynamic_starts(shape, starts, sizes):
-    # lax.dynamic_slice semantics: each start is clamped so the slice fits.
-    return tuple(int(min(max(int(s), 0), d - z)) for s, d, z in zip(starts, shape, sizes))
+    # lax.dynamic_slice semantics: a negative start counts from the end (JAX's
+    # allow_negative_indices), then each start is clamped so the slice fits.
+    return tuple(int(min(max(int(s) + d if int(s) < 0 else int(s), 0), d - z))
+                 for s, d, z in zip(starts, shape, sizes))
 
 
 def _np_dynamic_slice(x, *starts, sizes):

@@ -6,6 +6,7 @@ with other functions here, so transformations only ever see primitives.
 """
 import builtins
 import math
+import string
 
 import numpy as np
 
@@ -811,8 +812,11 @@ def tensordot(x, y, axes=2):
 
 
 def einsum(spec, *operands):
-    """Einstein summation over two or more operands, as pairwise dot_generals."""
+    """Einstein summation over any number of operands, as pairwise dot_generals."""
     spec = spec.replace(" ", "")
+    operands = [asarray(o) for o in operands]
+    if "." in spec:
+        spec = _expand_ellipsis(spec, operands)
     if "->" in spec:
         lhs, out = spec.split("->")
     else:
@@ -828,9 +832,6 @@ def einsum(spec, *operands):
                          f"inputs" + (f" ({''.join(sorted(unknown))} appear in no input)" if unknown else ""))
     if len(terms) != len(operands):
         raise ShapeError(f"einsum: {spec!r} names {len(terms)} operands, got {len(operands)}")
-    if "." in spec:
-        raise ShapeError("einsum: ellipsis is not supported; name every axis")
-    operands = [asarray(o) for o in operands]
     for t, o in zip(terms, operands):
         if len(t) != o.ndim:
             raise ShapeError(f"einsum: term {t!r} names {len(t)} axes, operand has shape {o.shape}")
@@ -845,6 +846,24 @@ def einsum(spec, *operands):
     if drop:
         acc = sum(acc, drop)
     return transpose(acc, [keep.index(c) for c in out]) if keep else acc
+
+
+def _expand_ellipsis(spec, operands):
+    """The spec with each '...' replaced by letters for the axes it stands for
+    (aligned from the right across operands, as NumPy does)."""
+    lhs, arrow, out = spec.partition("->")
+    terms = lhs.split(",")
+    free = [c for c in string.ascii_letters if c not in spec]
+    counts = [o.ndim - (len(t) - 3) if "..." in t else 0 for t, o in zip(terms, operands)]
+    width = builtins.max(counts, default=0)
+    letters = "".join(free[:width])
+    terms = [t.replace("...", letters[width - k:]) for t, k in zip(terms, counts)]
+    if arrow:
+        out = out.replace("...", letters)
+    else:
+        single = [c for c in "".join(terms) if "".join(terms).count(c) == 1 and c not in letters]
+        out = letters + "".join(sorted(single))
+    return ",".join(terms) + "->" + out
 
 
 def _einsum_diagonals(x, t):

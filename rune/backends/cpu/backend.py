@@ -154,7 +154,7 @@ def _concatenate(*xs, axis):
 
 def _clamped(idx, n):
     """Indices as gathers see them: negative counts from the end, then clamped."""
-    idx = np.asarray(idx)
+    idx = np.asarray(idx, np.intp)  # narrow index dtypes cannot hold idx + n
     idx = np.where(idx < 0, idx + n, idx)
     return np.clip(idx, 0, max(n - 1, 0))
 
@@ -168,7 +168,7 @@ def _scatter(x, idx, updates, *, axis, mode):
     the end and out-of-bounds updates are dropped, as in JAX (gathers clamp instead)."""
     out = np.array(x, copy=True)
     n = x.shape[axis]
-    idx = np.asarray(idx)
+    idx = np.asarray(idx, np.intp)
     idx = np.where(idx < 0, idx + n, idx)
     keep = ((idx >= 0) & (idx < n)).reshape(-1)
     if not keep.all():
@@ -183,7 +183,10 @@ def _scatter(x, idx, updates, *, axis, mode):
 
 
 def _starts(x, starts, sizes):
-    return tuple(int(min(max(int(s), 0), d - z)) for s, d, z in zip(starts, x.shape, sizes))
+    """Window starts as JAX takes them: negative counts from the end, then clamped
+    so the window fits."""
+    return tuple(int(min(max(int(s) + d if int(s) < 0 else int(s), 0), d - z))
+                 for s, d, z in zip(starts, x.shape, sizes))
 
 
 def _dynamic_slice(x, *starts, sizes):
