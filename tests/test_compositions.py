@@ -16,6 +16,8 @@ import pytest
 
 import rune
 from rune import nx
+
+from oracles import fd_grad
 from rune.core import trace as core_trace
 
 F64 = nx.float64
@@ -32,17 +34,6 @@ def N(x):
 
 def close(a, b, rtol=1e-10, atol=1e-12):
     np.testing.assert_allclose(N(a), N(b), rtol=rtol, atol=atol)
-
-
-def fd_grad(f, x, eps=1e-6):
-    """Central differences of scalar `f` (NumPy in, float out) at NumPy `x`."""
-    x = np.asarray(x, np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * eps)
-    return g
 
 
 @pytest.fixture(autouse=True)
