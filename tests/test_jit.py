@@ -334,3 +334,14 @@ def test_jvp_of_jit_of_custom_jvp_function():
     x = f64(0.7)
     _, t = rune.jvp(rune.jit(f), (x,), (f64(1.0),))
     close(t, np.cos(0.7) * 10.0)
+
+
+def test_an_escaped_tracer_is_named_as_such():
+    box = []
+    rune.jit(lambda x: box.append(x) or x)(nx.ones(2))  # the tracer leaks into `box`
+    for use in (lambda: rune.jit(lambda y: y + box[0])(nx.ones(2)),
+                lambda: rune.scan(lambda c, x: (c + box[0], None), nx.zeros(2), nx.ones((3, 2))),
+                lambda: nx.ones(2) + box[0]):
+        with pytest.raises(rune.RuneError, match="escaped"):
+            use()
+    np.testing.assert_array_equal(np.asarray(nx.ones(2) + 1), [2.0, 2.0])  # still usable

@@ -165,6 +165,9 @@ class EvalInterpreter(Interpreter):
     def process(self, prim, args, params):
         rule = eval_rules.get(prim)
         if rule is not None:
+            for a in args:
+                if isinstance(a, Tracer):
+                    raise escaped_tracer(a, prim.name)
             return rule(*args, **params)
         device = None
         raws = []
@@ -179,7 +182,7 @@ class EvalInterpreter(Interpreter):
                 raws.append(a._raw)
                 weak = weak and a.weak
             elif isinstance(a, Tracer):
-                raise escaped_tracer(a, prim)
+                raise escaped_tracer(a, prim.name)
             else:
                 raws.append(a)
         if device is None:
@@ -217,10 +220,10 @@ def _load_impl(prim, device):
     return table[prim.name]
 
 
-def escaped_tracer(tracer, prim):
+def escaped_tracer(tracer, where):
     from ..errors import RuneError
     return RuneError(
-        f"{prim.name} received a tracer ({tracer.aval}) of a transformation that has already "
+        f"{where} received a tracer ({tracer.aval}) of a transformation that has already "
         f"finished: a traced value escaped (stored in a global or returned through a side "
         f"channel). Return it from the transformed function instead.")
 

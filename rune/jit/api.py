@@ -11,6 +11,7 @@ import inspect
 
 from .. import tree
 from ..core import trace as _trace
+from ..core.program import dce
 from ..core.staging import stage
 from ..devices import get_device
 from ..errors import RuneError
@@ -137,7 +138,10 @@ class Jitted:
             return out_leaves
 
         program = stage(flat, [x.aval for x in leaves])
-        from ..core.program import dce
+        for value in program.consts:
+            # jit stages only when nothing else is tracing: a captured tracer escaped.
+            if isinstance(value, _trace.Tracer):
+                raise _trace.escaped_tracer(value, "jit")
         return dce(program), box[0]
 
     def trace(self, *args, **kwargs):
