@@ -698,3 +698,14 @@ def test_bernoulli_with_array_probabilities():
     p = np.array([0.1, 0.5, 0.9], np.float32)
     b = np.asarray(nx.random.bernoulli(nx.random.key(2), p, (N, 3)))
     np.testing.assert_allclose(b.mean(axis=0), p, atol=0.01)
+
+
+@two_devices
+def test_two_devices_jit_device_places_inputs_also_when_traced_through():
+    f = rune.jit(lambda x: x * 2, device="cpu:1")
+    x = nx.ones(2)  # on cpu:0
+    assert str(f(x).device) == "cpu:1"
+    assert str(rune.vmap(f)(nx.ones((3, 2))).device) == "cpu:1"
+    g = rune.grad(lambda x: nx.sum(f(x)))(x)
+    assert str(g.device) == "cpu:0"  # the gradient lies with its input
+    np.testing.assert_array_equal(np.asarray(g), [2.0, 2.0])

@@ -41,6 +41,9 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         if _trace._current.interp is not _trace.EVAL:
+            if self.device is not None:  # traced through, it still places its array inputs
+                args, kwargs = tree.map(lambda v: place(v, self.device) if hasattr(v, "aval") else v,
+                                        (args, kwargs))
             return self.f(*args, **kwargs)
         fast = self._fast_key(args, kwargs)
         entry = self.cache.get(fast) if fast is not None else None
