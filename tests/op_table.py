@@ -338,8 +338,9 @@ def _np_at(x, values, *arrays, idx, mode):
     values = np.asarray(values).astype(x.dtype)
     if mode == "set":
         out[index] = values
-    else:
-        np.add.at(out, index, values)
+    else:  # every update combines, repeated indices included (ufunc.at)
+        {"add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}[mode].at(
+            out, index, values)
     return out
 
 
@@ -1014,10 +1015,14 @@ def _at_samples():
                       idx=(Arg(2), Arg(3)), mode=mode),
                     S(x, draw(rng, (), d), idx=(2, 3), mode=mode),
                     S(x, draw(rng, (4, 5), d), idx=Ellipsis, mode=mode)]
-        # Repeated indices accumulate under add (np.add.at), as in JAX.
-        out.append(S(x, draw(rng, (3, 5), d), np.array([1, 1, 2], I32), idx=Arg(2), mode="add"))
-        out.append(S(x, draw(rng, (4,), d), np.array([0, 0, 0, 4], I32), idx=(slice(None), Arg(2)),
-                     mode="add"))
+        # Repeated indices combine under add/multiply/min/max (ufunc.at), as in JAX.
+        for mode in ("add", "multiply", "min", "max"):
+            out.append(S(x, draw(rng, (3, 5), d), np.array([1, 1, 2], I32), idx=Arg(2), mode=mode))
+            out.append(S(x, draw(rng, (4,), d), np.array([0, 0, 0, 4], I32), idx=(slice(None), Arg(2)),
+                         mode=mode))
+        for mode in ("multiply", "min", "max"):  # boxes and strided slices too
+            out += [S(x, draw(rng, (2, 5), d), idx=slice(1, 3), mode=mode),
+                    S(x, draw(rng, (2, 1), d), idx=(slice(1, 3), slice(None, None, 2)), mode=mode)]
     return out
 
 

@@ -2304,9 +2304,6 @@ def test_at_set_with_duplicate_indices_gradient_matches_forward():
     close(g(f)(v), [0.0, np.cos(0.7)])                        # so its gradient must be 0
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: x.at[idx].multiply/min/max with duplicate indices apply only "
-                   "the last update (implemented as set(get(idx) op v)); JAX and NumPy's ufunc.at "
-                   "combine every update")
 def test_at_multiply_min_max_with_duplicate_indices():
     x = A([1.0, 2.0, 3.0, 4.0])
     i = A([1, 1], np.int32)

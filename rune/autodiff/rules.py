@@ -11,7 +11,7 @@ import numpy as np
 from ..core.prims import P
 from ..core.trace import bind
 from ..nx import ops as nx
-from ..nx.creation import zeros_like
+from ..nx.creation import ones_like, zeros_like
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
 
@@ -362,8 +362,41 @@ def _concat_vjp(ct, ins, out, wants, *, axis):
 def _scatter_jvp(primals, tangents, *, axis, mode):
     x, idx, upd = primals
     out = bind(P["scatter"], x, idx, upd, axis=axis, mode=mode)
-    return out, bind(P["scatter"], _instantiate(tangents[0], x), idx, _instantiate(tangents[2], upd),
-                     axis=axis, mode=mode)
+    tx, tu = _instantiate(tangents[0], x), _instantiate(tangents[2], upd)
+    if mode in ("set", "add"):  # linear in (x, updates)
+        return out, bind(P["scatter"], tx, idx, tu, axis=axis, mode=mode)
+    wx, wu, spread = _combined_weights(x, idx, upd, out, axis, mode)
+    return out, nx.add(nx.multiply(tx, wx), spread(nx.multiply(tu, wu)))
+
+
+def _combined_weights(x, idx, upd, out, axis, mode):
+    """For mul/min/max scatters: d out / d x (shaped like x), d out / d update
+    (shaped like the updates, at its own position) and the scatter-add that
+    gathers update contributions back to positions."""
+    landed = _scatter_landed(x, idx, axis, "add")
+    zero = x.dtype.type(0)
+
+    def spread(values):
+        return bind(P["scatter"], zeros_like(x), idx, nx.where(landed, values, zero), axis=axis, mode="add")
+
+    if mode == "mul":
+        # d out_p / d x_p = the product P of p's updates; d out_p / d u_j = x_p times
+        # the product of the other updates at p, exact with zeros (as for prod).
+        product = bind(P["scatter"], ones_like(x), idx, upd, axis=axis, mode="mul")
+        is_zero = nx.equal(upd, 0)
+        nonzero = bind(P["gather"], bind(P["scatter"], ones_like(x), idx,
+                                         nx.where(is_zero, upd.dtype.type(1), upd), axis=axis, mode="mul"),
+                       idx, axis=axis)
+        zeros = bind(P["gather"], bind(P["scatter"], zeros_like(x), idx, nx.astype(is_zero, x.dtype),
+                                       axis=axis, mode="add"), idx, axis=axis)
+        others = nx.where(nx.equal(zeros, 0), nx.divide(nonzero, nx.where(is_zero, upd.dtype.type(1), upd)),
+                          nx.where(nx.logical_and(is_zero, nx.equal(zeros, 1)), nonzero, zero))
+        return product, nx.multiply(bind(P["gather"], x, idx, axis=axis), others), spread
+    # min/max: the value comes from whichever attain it, ties sharing equally (as reduce_max).
+    hit_x = nx.astype(nx.equal(x, out), x.dtype)
+    hit_u = nx.astype(nx.logical_and(landed, nx.equal(upd, bind(P["gather"], out, idx, axis=axis))), x.dtype)
+    count = nx.add(hit_x, spread(hit_u))
+    return nx.divide(hit_x, count), nx.divide(hit_u, bind(P["gather"], count, idx, axis=axis)), spread
 
 
 def _scatter_landed(x, idx, axis, mode):
@@ -385,6 +418,10 @@ def _scatter_landed(x, idx, axis, mode):
 @_rule("scatter", vjp_rules)
 def _scatter_vjp(ct, ins, out, wants, *, axis, mode):
     x, idx, upd = ins
+    if mode in ("mul", "min", "max"):
+        wx, wu, _ = _combined_weights(x, idx, upd, out, axis, mode)
+        ct_u = nx.multiply(bind(P["gather"], ct, idx, axis=axis), wu) if wants[2] else None
+        return nx.multiply(ct, wx), None, ct_u
     ct_upd = None
     if wants[2]:
         ct_upd = nx.where(_scatter_landed(x, idx, axis, mode), bind(P["gather"], ct, idx, axis=axis),

@@ -158,6 +158,9 @@ def _finish(out, entries, out_of_bounds=None):
     return ops.reshape(out, tuple(final))
 
 
+_COMBINE = {"add": ops.add, "mul": ops.multiply, "min": ops.minimum, "max": ops.maximum}
+
+
 class IndexUpdater:
     """`x.at[idx]`: functional updates that return a new array."""
     __slots__ = ("array",)
@@ -185,13 +188,13 @@ class _Updates:
         return self._scatter(values, "add")
 
     def multiply(self, values):
-        return self.set(ops.multiply(self.get(), values))
+        return self._scatter(values, "mul")
 
     def min(self, values):
-        return self.set(ops.minimum(self.get(), values))
+        return self._scatter(values, "min")
 
     def max(self, values):
-        return self.set(ops.maximum(self.get(), values))
+        return self._scatter(values, "max")
 
     def _scatter(self, values, mode):
         x = ops.asarray(self.array)
@@ -230,6 +233,6 @@ class _Updates:
         except Exception as e:
             raise IndexingError(f"at[...].{mode}: values of shape {values.shape} do not fit the "
                                 f"selected shape {selected}") from e
-        if mode == "add":
-            values = ops.add(ops._slice(x, starts, limits, [1] * x.ndim), values)
+        if mode != "set":  # a box has no repeated positions: combine, then write
+            values = _COMBINE[mode](ops._slice(x, starts, limits, [1] * x.ndim), values)
         return ops.dynamic_update_slice(x, values, starts)

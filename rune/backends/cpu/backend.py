@@ -175,11 +175,14 @@ def _scatter(x, idx, updates, *, axis, mode):
         updates = np.asarray(updates).reshape(x.shape[:axis] + (keep.size,) + x.shape[axis + 1:])
         idx, updates = idx.reshape(-1)[keep], np.compress(keep, updates, axis=axis)
     index = (slice(None),) * axis + (idx,)
-    if mode == "add":
-        np.add.at(out, index, updates)
+    if mode == "set":
+        out[index] = updates  # with repeated indices, the last write wins
     else:
-        out[index] = updates
+        _COMBINE_AT[mode].at(out, index, updates)  # every update combines, repeats included
     return out
+
+
+_COMBINE_AT = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
 def _starts(x, starts, sizes):
