@@ -2,17 +2,14 @@
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """
-import contextlib
 import dataclasses
 import inspect
-import io
 import json
 import math
 import os
 import runpy
 import subprocess
 import sys
-import textwrap
 from typing import NamedTuple
 
 import ml_dtypes

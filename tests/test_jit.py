@@ -285,7 +285,7 @@ def test_jit_pytree_arguments_and_results():
 
 def test_user_exception_leaves_rune_usable():
     def broken(x):
-        y = x * 2
+        x * 2  # some traced work before the failure
         raise KeyError("mine")
 
     jb = rune.jit(broken)
