@@ -558,3 +558,15 @@ def test_trace_shows_custom_vjp_call_with_backward_program():
     assert "bwd=" in text and "fwd=" in text
     assert "tanh" in text  # the backward program's own operation
     assert "scaled" in text
+
+
+def test_custom_rules_take_keyword_arguments_at_their_positions():
+    @rune.custom_vjp
+    def f(x, y):
+        return x * y, lambda ct: (ct * y * 10.0, ct * x)
+
+    assert float(rune.grad(lambda a: f(a, y=f64(3.0)))(f64(2.0))) == 30.0  # the rule's cotangent
+    assert float(rune.grad(lambda b: f(f64(2.0), y=b))(f64(3.0))) == 2.0
+    g = rune.custom_jvp(lambda x, scale: x * scale, lambda p, t: (p[0] * p[1], t[0] * p[1] * 5.0))
+    _, t = rune.jvp(lambda x: g(x, scale=f64(2.0)), (f64(1.0),), (f64(1.0),))
+    assert float(t) == 10.0

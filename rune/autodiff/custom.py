@@ -6,13 +6,14 @@ whose residuals are the forward values it closed over (DESIGN 2.2), so the
 same rule works eagerly, under jit and inside a scan step.
 """
 import functools
+import inspect
 
 from .. import tree
 from ..core.closure import split_residuals
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import StagingInterpreter, abstract, stage
 from ..core.trace import bind, using
-from ..errors import DTypeError, NotDifferentiableError, ShapeError, TreeError
+from ..errors import DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
 from ..nx.creation import zeros_like
 from .jvp import jvp_rules
@@ -22,6 +23,21 @@ custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)
 custom_jvp_p = primitive("custom_jvp_call", multiple_results=True)
 
 
+def _positional(f, args, kwargs):
+    """Keyword arguments moved to their positions (as JAX does): a rule's
+    derivatives are one per positional argument."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(f).bind(*args, **kwargs)
+    except TypeError as e:
+        raise UsageError(f"{getattr(f, '__name__', 'custom rule')}: {e}") from e
+    if bound.kwargs:
+        raise UsageError(f"{getattr(f, '__name__', 'custom rule')}: keyword-only arguments "
+                         f"{sorted(bound.kwargs)} cannot be differentiated; make them positional")
+    return bound.args
+
+
 class custom_vjp:
     """Decorate `f(*args) -> (out, pullback)`; calling the result returns `out`."""
 
@@ -29,7 +45,8 @@ class custom_vjp:
         self.f = f
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = _positional(self.f, args, kwargs)
         leaves, in_struct = nx.tree_operands(args)
         name = getattr(self.f, "__name__", "custom_vjp")
         fwd = StagingInterpreter()
@@ -132,7 +149,8 @@ class custom_jvp:
         self.rule = rule
         return rule
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        args = _positional(self.f, args, kwargs)
         name = getattr(self.f, "__name__", "custom_jvp")
         if self.rule is None:
             raise TreeError(f"custom_jvp {name}: no rule; pass jvp= or use @{name}.defjvp")
