@@ -106,26 +106,37 @@ def _impl(eqn):
 
 
 class Stretch:
-    """A run of first-order primitives evaluated as one unit."""
+    """A run of first-order primitives evaluated as one unit.
+
+    The run is written out once as a straight-line Python function over the
+    plan's slots (one backend call per primitive, no per-op dispatch), kept
+    readable in `source`. A kernel compiler replaces exactly this unit.
+    """
 
     def __init__(self, ops):
         self.eqns = [eqn for eqn, _, _ in ops]
-        self.ops = [(_impl(eqn), ins, outs[0] if not eqn.prim.multiple_results else outs,
-                     eqn.params, eqn.prim.multiple_results) for eqn, ins, outs in ops]
+        names = {}
+        lines = ["def run(env):"]
+        for k, (eqn, ins, outs) in enumerate(ops):
+            names[f"{eqn.prim.name}_{k}"] = _impl(eqn)
+            args = ", ".join(f"env[{i}]" for i in ins)
+            if eqn.params:
+                names[f"params_{k}"] = eqn.params
+                args += f", **params_{k}"
+            targets = ", ".join(f"env[{o}]" for o in outs)
+            lines.append(f"    {targets}{',' if eqn.prim.multiple_results and len(outs) == 1 else ''} = "
+                         f"{eqn.prim.name}_{k}({args})")
+        self.source = "\n".join(lines)
+        exec(compile(self.source, "<rune stretch>", "exec"), names)
+        self._run = names["run"]
 
     def run(self, env):
         COUNTERS["kernels_launched"] += 1
-        for impl, ins, out, params, many in self.ops:
-            result = impl(*[env[i] for i in ins], **params)
-            if many:
-                for o, r in zip(out, result):
-                    env[o] = r
-            else:
-                env[out] = result
+        self._run(env)
 
     def describe(self):
         names = " ".join(e.prim.name for e in self.eqns)
-        return f"stretch of {len(self.eqns)} ops: {names}"
+        return f"stretch of {len(self.eqns)} ops: {names}\n{_indent(self.source, 2)}"
 
 
 class CallbackStep:
