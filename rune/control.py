@@ -115,6 +115,20 @@ abstract_rules[scan_p] = _scan_abstract
 eval_rules[scan_p] = _scan_eval
 
 
+def _carry_fixpoint(transform, mask, first, count):
+    """Transform a loop body until the carries it marks (tangent can be nonzero,
+    cotangent is tracked) stop growing: a carry is marked if it comes in marked
+    or the body marks it on the way out. `transform(mask)` returns a result
+    whose last element is the outputs' mask (carries first)."""
+    mask = list(mask)
+    while True:
+        result = transform(mask)
+        grown = [a or b for a, b in zip(mask[first:first + count], result[-1][:count])]
+        if grown == mask[first:first + count]:
+            return result, mask
+        mask[first:first + count] = grown
+
+
 def scan_flat(step, consts, init, xs, length, reverse):
     """Scan a flat step `step(*consts, *carry, *x_row) -> carry + ys` (internal, for rules)."""
     in_avals = [abstract(v).strong() for v in consts] + [abstract(v).strong() for v in init] + \
@@ -127,12 +141,7 @@ def scan_flat(step, consts, init, xs, length, reverse):
 def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse):
     nc, nk = num_consts, num_carry
     nonzero = [t is not None for t in tangents]
-    while True:  # carries whose tangents can be nonzero: a fixpoint over the body
-        prog, out_mask = jvp_program(body, nonzero)
-        grown = [a or b for a, b in zip(nonzero[nc:nc + nk], out_mask[:nk])]
-        if grown == nonzero[nc:nc + nk]:
-            break
-        nonzero[nc:nc + nk] = grown
+    (prog, out_mask), nonzero = _carry_fixpoint(lambda m: jvp_program(body, m), nonzero, nc, nk)
     # jvp_program orders inputs (primals, tangents): regroup as consts, carry, xs.
     n = len(primals)
     t_index = {i: n + k for k, i in enumerate(i for i in range(n) if nonzero[i])}
@@ -167,12 +176,8 @@ jvp_rules[scan_p] = _scan_jvp
 def _scan_vjp_fwd(primals, tracked, *, body, num_consts, num_carry, length, reverse):
     nc, nk = num_consts, num_carry
     tracked = list(tracked)
-    while True:
-        fwd, bwd, num_res, out_tracked = vjp_program(body, tracked)
-        grown = [a or b for a, b in zip(tracked[nc:nc + nk], out_tracked[:nk])]
-        if grown == tracked[nc:nc + nk]:
-            break
-        tracked[nc:nc + nk] = grown
+    (fwd, bwd, num_res, out_tracked), tracked = _carry_fixpoint(
+        lambda m: vjp_program(body, m), tracked, nc, nk)
     fwd_body, fwd_consts = fwd.closed()
     outs = bind(scan_p, *fwd_consts, *primals, body=fwd_body, num_consts=len(fwd_consts) + nc,
                 num_carry=nk, length=length, reverse=reverse)
@@ -431,12 +436,8 @@ def _while_jvp(primals, tangents, *, cond, body, num_cond_consts, num_body_const
     ncc, nbc = num_cond_consts, num_body_consts
     nk = len(primals) - ncc - nbc
     body_nonzero = [t is not None for t in tangents[ncc:]]
-    while True:
-        prog, out_mask = jvp_program(body, body_nonzero)
-        grown = [a or b for a, b in zip(body_nonzero[nbc:], out_mask)]
-        if grown == body_nonzero[nbc:]:
-            break
-        body_nonzero[nbc:] = grown
+    (prog, out_mask), body_nonzero = _carry_fixpoint(lambda m: jvp_program(body, m), body_nonzero,
+                                                     nbc, nk)
     carry_mask = body_nonzero[nbc:]
     n_ct = sum(body_nonzero[:nbc])
     # body': (consts, const tangents, carry, carry tangents) in that order
