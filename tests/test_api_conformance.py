@@ -2496,8 +2496,8 @@ def test_callback_error_in_scan_leaves_state_usable():
     assert float(c) == 3.0
 
 
-def test_callback_under_custom_vjp_grad_runs_forward_once():
-    calls = {"f": 0, "b": 0}
+def _counted_square(calls):
+    """x**2 by a host callback, its derivative by a second one; both counted in `calls`."""
     def fwd(a):
         calls["f"] += 1
         return np.asarray(a) ** 2
@@ -2506,8 +2506,13 @@ def test_callback_under_custom_vjp_grad_runs_forward_once():
         return 2 * np.asarray(a) * np.asarray(ct)
     @rune.custom_vjp
     def sq(x):
-        y = rune.callback(fwd, x, like=x)
-        return y, lambda ct: rune.callback(bwd, x, ct, like=x)
+        return rune.callback(fwd, x, like=x), lambda ct: rune.callback(bwd, x, ct, like=x)
+    return sq
+
+
+def test_callback_under_custom_vjp_grad_runs_forward_once():
+    calls = {"f": 0, "b": 0}
+    sq = _counted_square(calls)
     g = rune.grad(lambda x: sq(x).sum())(f64(3.0))
     assert g.tolist() == [6.0] and calls == {"f": 1, "b": 1}
 
@@ -3213,15 +3218,7 @@ def test_callback_in_scan_under_vmap_counts():
 
 def test_callback_scan_grad_with_custom_vjp_counts_under_jit():
     calls = {"f": 0, "b": 0}
-    def fwd(a):
-        calls["f"] += 1
-        return np.asarray(a) ** 2
-    def bwd(a, ct):
-        calls["b"] += 1
-        return 2 * np.asarray(a) * np.asarray(ct)
-    @rune.custom_vjp
-    def sq(x):
-        return rune.callback(fwd, x, like=x), lambda ct: rune.callback(bwd, x, ct, like=x)
+    sq = _counted_square(calls)
     loss = lambda xs: rune.scan(lambda c, x: (c + sq(x), None), nx.scalar(0.0, nx.float64), xs)[0]
     step = rune.jit(rune.value_and_grad(loss))
     v, g = step(f64(1.0, 2.0, 3.0))

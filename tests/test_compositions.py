@@ -742,16 +742,15 @@ def test_seed_scan_of_custom_vjp_under_vmap_counts():
     assert (s.solves, s.adjoints) == (16, 16)
 
 
-def test_custom_vjp_batched_vmap_method_runs_once_per_evaluation():
-    calls = []
-
+def _batched_state(calls):
+    """The seed's state with vmap_method="batched" callbacks that log ("s"|"a", shape)."""
     def solve(theta):
-        calls.append(np.asarray(theta).shape)
+        calls.append(("s", np.asarray(theta).shape))
         t = np.asarray(theta)
         return nx.asarray(1.0 / (t * t + 1.0))
 
     def adjoint(theta, u, ct):
-        calls.append(("adj", np.asarray(theta).shape))
+        calls.append(("a", np.asarray(theta).shape))
         t, u, ct = np.asarray(theta), np.asarray(u), np.asarray(ct)
         return nx.asarray(-2.0 * t * u * ct / (t * t + 1.0))
 
@@ -760,8 +759,14 @@ def test_custom_vjp_batched_vmap_method_runs_once_per_evaluation():
         u = rune.callback(solve, theta, like=theta, vmap_method="batched")
         return u, lambda ct: rune.callback(adjoint, theta, u, ct, like=theta, vmap_method="batched")
 
+    return state
+
+
+def test_custom_vjp_batched_vmap_method_runs_once_per_evaluation():
+    calls = []
+    state = _batched_state(calls)
     close(j(vm(g(state)))(A(THETAS)), du_np(THETAS))
-    assert calls == [(4,), ("adj", (4,))]
+    assert calls == [("s", (4,)), ("a", (4,))]
 
 
 def test_second_order_through_custom_vjp_with_nx_pullback():
@@ -2200,21 +2205,7 @@ def test_static_argument_retrace_counts_under_jit_of_grad():
 
 def test_batched_callbacks_through_scan_vmap_and_grad_run_once_per_row():
     calls = []
-
-    def solve(theta):
-        calls.append(("s", np.asarray(theta).shape))
-        t = np.asarray(theta)
-        return nx.asarray(1.0 / (t * t + 1.0))
-
-    def adjoint(theta, u, ct):
-        calls.append(("a", np.asarray(theta).shape))
-        t, u, ct = np.asarray(theta), np.asarray(u), np.asarray(ct)
-        return nx.asarray(-2.0 * t * u * ct / (t * t + 1.0))
-
-    @rune.custom_vjp
-    def state(theta):
-        u = rune.callback(solve, theta, like=theta, vmap_method="batched")
-        return u, lambda ct: rune.callback(adjoint, theta, u, ct, like=theta, vmap_method="batched")
+    state = _batched_state(calls)
 
     def loss(thetas):
         return rune.scan(lambda acc, t: (acc + state(t), None), nx.scalar(0.0, F64), thetas)[0]
