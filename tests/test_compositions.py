@@ -920,15 +920,20 @@ def test_checkpoint_with_callback_inside_scan_under_grad_runs_once_per_row():
     assert count[0] == len(XS)
 
 
+def _logging_identity(log, name):
+    """A host identity named `name` that appends its name to `log` when it runs."""
+    def host(x):
+        log.append(name)
+        return x
+    host.__name__ = name
+    return host
+
+
 def test_callbacks_in_cond_branches_only_taken_branch_runs():
     log = []
 
     def tag(name):
-        def host(x):
-            log.append(name)
-            return x
-        host.__name__ = name
-        return host
+        return _logging_identity(log, name)
 
     def f(p, x):
         return rune.cond(p, lambda x: rune.callback(tag("T"), x, like=x) * 2,
@@ -2167,11 +2172,7 @@ def test_callbacks_run_in_program_order_under_jit_and_vmap():
     log = []
 
     def mk(tag):
-        def host(x):
-            log.append(tag)
-            return x
-        host.__name__ = tag
-        return host
+        return _logging_identity(log, tag)
 
     def f(x):
         x = rune.callback(mk("a"), x, like=x)

@@ -15,16 +15,8 @@ jvp_rules = {}
 
 
 class JVPTracer(PrimalTracer):
-    __slots__ = ("primal", "tangent")
-
-    def __init__(self, interp, primal, tangent):
-        self.interp = interp
-        self.aval = _trace.aval_of(primal)
-        self.primal = primal
-        self.tangent = tangent
-
-    def parts(self):
-        return self.primal, self.tangent
+    __slots__ = ()
+    tangent = property(lambda self: self.data)
 
 
 class JVPInterpreter(Interpreter):

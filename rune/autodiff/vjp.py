@@ -31,16 +31,8 @@ def differentiable(aval):
 
 
 class VJPTracer(PrimalTracer):
-    __slots__ = ("primal", "slot")
-
-    def __init__(self, interp, primal, slot):
-        self.interp = interp
-        self.aval = _trace.aval_of(primal)
-        self.primal = primal
-        self.slot = slot
-
-    def parts(self):
-        return self.primal, self.slot
+    __slots__ = ()
+    slot = property(lambda self: self.data)
 
 
 class Node:

@@ -85,12 +85,21 @@ class Tracer(ArrayLike):
 
 
 class PrimalTracer(Tracer):
-    """A tracer over one parent value (its primal): concrete when the primal is."""
-    __slots__ = ()
+    """A tracer over one parent value (its primal) and its interpreter's data
+    about it (a tangent, a tape slot): concrete when the primal is."""
+    __slots__ = ("primal", "data")
+
+    def __init__(self, interp, primal, data):
+        self.interp = interp
+        self.aval = aval_of(primal)
+        self.primal = primal
+        self.data = data
+
+    def parts(self):
+        return self.primal, self.data
 
     def concrete(self):
-        primal = self.parts()[0]
-        return primal.concrete() if hasattr(primal, "concrete") else primal
+        return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
 
 
 class _Current(threading.local):
