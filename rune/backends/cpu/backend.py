@@ -114,7 +114,8 @@ def _convert(x, *, dtype):
 def _reducer(fn):
     def run(x, *, axes):
         # dtype= keeps int32 sums int32 (NumPy would widen them to int64).
-        return np.asarray(fn(x, axis=axes, dtype=x.dtype))
+        out = np.asarray(fn(x, axis=axes, dtype=_ACCUMULATOR.get(x.dtype, x.dtype)))
+        return out.astype(x.dtype, copy=False)
     return run
 
 
