@@ -14,7 +14,8 @@ Conventions
 - An index expression may hold `Arg(k)`: "positional argument k of this
   sample", so integer-array indices are real (traceable, batchable) arguments.
 - `grad`: the op is differentiable in `diff_argnums` at the sample points
-  (the samples keep away from kinks, ties and discontinuities: see `domain`).
+  (the samples keep away from kinks, ties and discontinuities: see `domain`;
+  tests/test_ties.py checks derivatives exactly at ties and kinks).
   Piecewise-constant ops (floor, sign, ...) are marked differentiable with a
   zero derivative, as in JAX; finite differences away from their jumps are 0.
 - `domain` names how float (and int) inputs are drawn (`DOMAINS`); use
