@@ -674,7 +674,7 @@ case("cast", nx.cast, lambda x, dtype: x.astype(dtype),
 
 # -- reductions
 
-_SUM_EXTRA = (BOOL, I8, I16, U8, U16, U32, I64, F16)
+_SUM_EXTRA = (BOOL, I8, I16, U8, U16, U32, I64, F16, BF16)
 case("sum", nx.sum, np.sum, reduction("sum", extra=_SUM_EXTRA), grad=True,
      dtype_rule=accumulate_rule, dtype_note=ACCUMULATE_NOTE,
      tol={F32: (1e-5, 2e-5), F16: (1e-2, 1e-2)})
@@ -698,7 +698,7 @@ case("argmin", nx.argmin, np.argmin,
      dtype_rule=index_rule, dtype_note="indices are int32 (NumPy: int64)")
 case("any", nx.any, np.any, reduction("any", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
 case("all", nx.all, np.all, reduction("all", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
-_mean_samples = reduction("mean", extra=(BOOL, I8, F16))
+_mean_samples = reduction("mean", extra=(BOOL, I8, F16, BF16))
 for _s in _mean_samples:
     if _s.args[0].size == 0:
         _s.fd = False  # nan results
