@@ -14,7 +14,8 @@ Conventions
 - An index expression may hold `Arg(k)`: "positional argument k of this
   sample", so integer-array indices are real (traceable, batchable) arguments.
 - `grad`: the op is differentiable in `diff_argnums` at the sample points
-  (the samples keep away from kinks, ties and discontinuities: see `domain`).
+  (the samples keep away from kinks, ties and discontinuities: see `domain`;
+  tests/test_ties.py checks derivatives exactly at ties and kinks).
   Piecewise-constant ops (floor, sign, ...) are marked differentiable with a
   zero derivative, as in JAX; finite differences away from their jumps are 0.
 - `domain` names how float (and int) inputs are drawn (`DOMAINS`); use
@@ -39,6 +40,7 @@ import ml_dtypes
 import numpy as np
 import scipy.special
 
+import rune
 from rune import nx
 
 # ---------------------------------------------------------------- dtypes
@@ -269,6 +271,18 @@ def accumulate_rule(sample, np_dtype):
     return I32 if d in (BOOL, I8, I16, U8) else d
 
 
+def product_rule(sample, np_dtype):
+    """matmul and friends: NumPy's, except that bfloat16 operands give bfloat16
+    (NumPy's bfloat16 matmul returns float32; rune, like JAX, keeps the dtype)."""
+    strong = _strong_dtypes(sample)
+    if strong and all(d == BF16 for d in strong):
+        return BF16
+    return numpy_rule(sample, np_dtype)
+
+
+PRODUCT_NOTE = "bfloat16 products stay bfloat16 (NumPy: float32)"
+
+
 def index_rule(sample, np_dtype):
     return I32
 
@@ -348,6 +362,13 @@ def _nx_at(x, values, *arrays, idx, mode):
     return getattr(x.at[_fill(idx, (x, values) + arrays)], mode)(values)
 
 
+def _einsum_any(spec, *operands):
+    """np.einsum, which has no bfloat16 loop: bfloat16 operands go through float64."""
+    if any(o.dtype == BF16 for o in operands):
+        return np.einsum(spec, *(o.astype(F64) for o in operands)).astype(BF16)
+    return np.einsum(spec, *operands)
+
+
 def _np_dot_general(x, y, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
     letters = iter("abcdefghijklmnop")
@@ -358,7 +379,7 @@ def _np_dot_general(x, y, dimension_numbers):
     batch = [xs[a] for a in lb]
     out = batch + [xs[i] for i in range(x.ndim) if i not in lc and i not in lb] + \
         [ys[i] for i in range(y.ndim) if i not in rc and i not in rb]
-    return np.einsum(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x, y)
+    return _einsum_any(f"{''.join(xs)},{''.join(ys)}->{''.join(out)}", x, y)
 
 
 # ---------------------------------------------------------------- sample generators
@@ -653,7 +674,7 @@ case("cast", nx.cast, lambda x, dtype: x.astype(dtype),
 
 # -- reductions
 
-_SUM_EXTRA = (BOOL, I8, I16, U8, U16, U32, I64, F16)
+_SUM_EXTRA = (BOOL, I8, I16, U8, U16, U32, I64, F16, BF16)
 case("sum", nx.sum, np.sum, reduction("sum", extra=_SUM_EXTRA), grad=True,
      dtype_rule=accumulate_rule, dtype_note=ACCUMULATE_NOTE,
      tol={F32: (1e-5, 2e-5), F16: (1e-2, 1e-2)})
@@ -677,7 +698,7 @@ case("argmin", nx.argmin, np.argmin,
      dtype_rule=index_rule, dtype_note="indices are int32 (NumPy: int64)")
 case("any", nx.any, np.any, reduction("any", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
 case("all", nx.all, np.all, reduction("all", dtypes=(BOOL, I32, F32), domain="small"), domain="small")
-_mean_samples = reduction("mean", extra=(BOOL, I8, F16))
+_mean_samples = reduction("mean", extra=(BOOL, I8, F16, BF16))
 for _s in _mean_samples:
     if _s.args[0].size == 0:
         _s.fd = False  # nan results
@@ -901,20 +922,22 @@ def _pair_samples(name, shape_pairs, dtypes=FLOATS + (I32,), **kw):
 
 
 _LINALG_TOL = {F32: (1e-5, 3e-5), F16: (1e-2, 5e-2), BF16: (3e-2, 1e-1)}
+_PRODUCT = dict(grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL, dtype_rule=product_rule,
+                dtype_note=PRODUCT_NOTE)
 case("matmul", nx.matmul, np.matmul, _pair_samples("matmul", [
     ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
     ((2, 3, 4), (1, 4, 5)), ((3, 4), (2, 4, 5)), ((0, 4), (4, 3)), ((3, 0), (0, 2)),
     ((2, 1, 3, 4), (5, 4, 2))]) +
     _pair_samples("matmul_mixed", [((3, 4), (4, 2))], dtypes=(F16, BF16)) +
-    [S(draw(_rng("matmul"), (3, 4), I8, "small"), draw(_rng("matmul"), (4, 2), F32))],
-    grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+    [S(draw(_rng("matmul"), (3, 4), I8, "small"), draw(_rng("matmul"), (4, 2), F32))], **_PRODUCT)
 case("dot", nx.dot, np.dot, _pair_samples("dot", [
     ((), (3,)), ((3,), ()), ((3,), (3,)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((2, 3, 4), (5, 4, 6)),
-    ((3,), (2, 3, 4)), ((0, 3), (3, 2))]), grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+    ((3,), (2, 3, 4)), ((0, 3), (3, 2))]) +
+    _pair_samples("dot_low", [((2, 3), (3, 4))], dtypes=LOW_FLOATS), **_PRODUCT)
 case("inner", nx.inner, np.inner, _pair_samples("inner", [((3,), (3,)), ((2, 3), (4, 3)), ((2, 3), (3,))]),
-     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
-case("vdot", nx.vdot, np.vdot, _pair_samples("vdot", [((3,), (3,)), ((2, 3), (6,)), ((2, 3), (3, 2))]),
-     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+     **_PRODUCT)
+case("vdot", nx.vdot, np.vdot, _pair_samples("vdot", [((3,), (3,)), ((2, 3), (6,)), ((2, 3), (3, 2))]) +
+     _pair_samples("vdot_low", [((3,), (3,))], dtypes=LOW_FLOATS), **_PRODUCT)
 case("outer", nx.outer, np.outer, _pair_samples("outer", [((3,), (4,)), ((2, 2), (3,)), ((0,), (2,)),
                                                           ((), (3,))]),
      grad=True, diff_argnums=(0, 1))
@@ -923,14 +946,16 @@ case("tensordot", nx.tensordot, np.tensordot,
      _pair_samples("tensordot", [((2, 3), (3, 4))], axes=1) +
      _pair_samples("tensordot", [((2, 3, 4), (4, 3, 5))], axes=((1, 2), (1, 0))) +
      _pair_samples("tensordot", [((2, 3), (4,))], axes=0),
-     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL)
+     **_PRODUCT)
 case("dot_general", nx.dot_general, _np_dot_general,
      _pair_samples("dot_general", [((3, 4), (4, 5))], dimension_numbers=(((1,), (0,)), ((), ()))) +
      _pair_samples("dot_general", [((2, 3, 4), (2, 4, 5))], dimension_numbers=(((2,), (1,)), ((0,), (0,)))) +
      _pair_samples("dot_general", [((4, 2, 3), (3, 2, 5))], dimension_numbers=(((2,), (0,)), ((1,), (1,)))) +
      _pair_samples("dot_general", [((3, 4), (5, 4))], dimension_numbers=(((1,), (1,)), ((), ()))) +
-     _pair_samples("dot_general", [((3,), (4,))], dimension_numbers=(((), ()), ((), ()))),
-     grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL, note="lax.dot_general: batch, then free axes")
+     _pair_samples("dot_general", [((3,), (4,))], dimension_numbers=(((), ()), ((), ()))) +
+     _pair_samples("dot_general_low", [((2, 3, 4), (2, 4, 5))], dimension_numbers=(((2,), (1,)), ((0,), (0,))),
+                   dtypes=LOW_FLOATS),
+     **_PRODUCT, note="lax.dot_general: batch, then free axes")
 
 
 def _einsum_samples():
@@ -944,11 +969,14 @@ def _einsum_samples():
     for d in (F32, F64, I32):
         for spec, *shapes in specs:
             out.append(S(*(draw(rng, s, d) for s in shapes), spec=spec))
+    for d in LOW_FLOATS:
+        for spec, *shapes in (specs[0], specs[6], specs[8]):  # a product, a sum, a chain
+            out.append(S(*(draw(rng, s, d) for s in shapes), spec=spec))
     return out
 
 
-case("einsum", lambda *ops, spec: nx.einsum(spec, *ops), lambda *ops, spec: np.einsum(spec, *ops),
-     _einsum_samples(), grad=True, diff_argnums=(0, 1), tol=_LINALG_TOL,
+case("einsum", lambda *ops, spec: nx.einsum(spec, *ops), lambda *ops, spec: _einsum_any(spec, *ops),
+     _einsum_samples(), **_PRODUCT,
      note="spec is static; operands are the positional arguments")
 
 # -- indexing: x[idx] and x.at[idx].set/add
@@ -1052,6 +1080,19 @@ def expected_dtype(case, sample, np_dtype):
     """The dtype rune should give for `sample`, given NumPy's dtype for it."""
     rule = case.dtype_rule or numpy_rule
     return np.dtype(rule(sample, np_dtype))
+
+
+def assert_traced_avals(fn, args, result, where):
+    """`result` (of running `fn(*args)` eagerly or under jit) has the shapes and
+    dtypes its traced program promises: a backend's run-time dtype equals the
+    abstract rule's for every primitive (NumPy's bfloat16 matmul, for one, would
+    return float32 where the program says bfloat16)."""
+    avals = rune.trace(fn)(*args).out_avals
+    leaves = rune.tree.leaves(result)
+    assert len(leaves) == len(avals), f"{where}: {len(leaves)} results, the program has {len(avals)}"
+    for i, (leaf, aval) in enumerate(zip(leaves, avals)):
+        got, want = (tuple(leaf.shape), np.dtype(leaf.dtype)), (tuple(aval.shape), np.dtype(aval.dtype))
+        assert got == want, f"{where} result {i}: ran as {got}, traced as {want}"
 
 
 def all_samples():

@@ -1204,6 +1204,23 @@ def test_random_vmap_over_keys():
         assert same_bits(batched[i], nx.random.uniform(ks[i], (3,)))
 
 
+@pytest.mark.parametrize("sampler", ["uniform", "normal"])
+def test_random_float_samplers_reject_other_dtypes(sampler):
+    fn = getattr(nx.random, sampler)
+    for d in (nx.int32, nx.uint8, nx.bool):
+        with pytest.raises(rune.DTypeError, match=f"random.{sampler}: dtype must be a float.*{np.dtype(d).name}"):
+            fn(nx.random.key(0), (3,), dtype=d)
+    for d in (nx.float16, nx.bfloat16, nx.float32, nx.float64):
+        assert fn(nx.random.key(0), (3,), dtype=d).dtype == d
+
+
+@pytest.mark.parametrize("seed", [2**70 + 2**40 + 5, -2**70, -2**70 - 1, 2**64, -1, 2**64 - 1])
+def test_random_key_takes_any_int_seed_modulo_2_64(seed):
+    wrapped = seed % 2**64
+    assert A(nx.random.key(seed)).tolist() == [wrapped >> 32, wrapped & 0xFFFFFFFF]
+    assert same_bits(nx.random.uniform(nx.random.key(seed), (4,)), nx.random.uniform(nx.random.key(wrapped), (4,)))
+
+
 # =========================================================================== 8. devices (in process)
 
 def test_devices_lists_cpu0():

@@ -1,6 +1,7 @@
 """Every op of the op table (tests/op_table.py) under jit, vmap, jvp and vjp.
 
-- jit: the compiled plan gives the eager result (same dtype, same values).
+- jit: the compiled plan gives the eager result (same dtype, same values) with
+  the shapes and dtypes of its traced program.
 - vmap: mapping over a stacked batch gives the per-lane results of a Python loop.
 - jvp: the tangent matches central finite differences along random directions
   (float64 samples of differentiable ops).
@@ -18,7 +19,7 @@ import pytest
 import rune
 from rune import nx
 
-from op_table import F64, TABLE, is_float
+from op_table import F64, TABLE, assert_traced_avals, is_float
 
 
 def to_rune(args):
@@ -55,7 +56,9 @@ def _close(case, got, want):
 def test_jit_matches_eager(case, sample):
     args = to_rune(sample.args)
     eager = case.fn(*args, **sample.kwargs)
-    compiled = rune.jit(lambda *a: case.fn(*a, **sample.kwargs))(*args)
+    fn = lambda *a: case.fn(*a, **sample.kwargs)  # noqa: E731
+    compiled = rune.jit(fn)(*args)
+    assert_traced_avals(fn, args, compiled, "jit")
     _close(case, compiled, eager)
 
 

@@ -2,7 +2,7 @@
 
 For every sample of every case: the result is an `nx.Array` of NumPy's shape,
 of the dtype rune's rules give (NumPy's, except where the table documents a
-difference), with NumPy's values (exact for ints and bools, within the
+difference) and its traced program promises, with NumPy's values (exact for ints and bools, within the
 table's tolerance for floats), and the inputs are left unchanged.
 """
 import inspect
@@ -14,8 +14,8 @@ import pytest
 import rune
 from rune import nx
 
-from op_table import (ALIASES, BY_NAME, F32, F64, I32, NOT_OPS, TABLE, BF16, F16, expected_dtype,
-                      is_float)
+from op_table import (ALIASES, BY_NAME, F32, F64, I32, NOT_OPS, TABLE, BF16, F16, assert_traced_avals,
+                      expected_dtype, is_float)
 
 
 def _params():
@@ -59,6 +59,7 @@ def test_op_matches_numpy(case, sample):
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in sample.args]
     args = to_rune(sample.args)
     out = case.fn(*args, **sample.kwargs)
+    assert_traced_avals(lambda *a: case.fn(*a, **sample.kwargs), args, out, "eager")
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ref = case.ref(*sample.args, **sample.kwargs)

@@ -223,3 +223,38 @@ def test_float_ops_on_int_arrays_give_float32(d):
     if d != BOOL:
         assert nx.divide(x, x).dtype == F32
         assert nx.atan2(x, x).dtype == F32
+
+
+# Every elementwise function, reduction and product, at every dtype: what runs (eagerly and under jit)
+# has the dtype and shape its traced program promises, or the call is refused
+# with a rune error. (NumPy's bool // bool is int8, its bfloat16 matmul float32.)
+UNARY_FUNCTIONS = [
+    "sum", "prod", "max", "min", "argmax", "any", "all", "mean", "var", "std", "logsumexp", "softmax",
+    "log_softmax", "negative", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
+    "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "erf", "sigmoid", "floor", "ceil", "round",
+    "invert", "isnan", "isfinite", "square", "reciprocal", "logical_not"]
+BINARY_FUNCTIONS = [
+    "add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power", "maximum", "minimum",
+    "atan2", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "equal", "not_equal",
+    "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "matmul",
+    "dot"]
+
+
+@pytest.mark.parametrize("d", ALL_DTYPES, ids=[SHORT[d] for d in ALL_DTYPES])
+def test_run_time_dtypes_are_the_traced_ones(d):
+    x = nx.asarray(_values(d))
+    wrong = []
+    for name in UNARY_FUNCTIONS + BINARY_FUNCTIONS:
+        fn = getattr(nx, name)
+        args = (x,) if name in UNARY_FUNCTIONS else (x, x)
+        try:
+            aval = rune.trace(fn)(*args).out_avals[0]
+        except rune.RuneError:
+            continue  # refused for this dtype
+        for how, run in (("eager", fn), ("jit", rune.jit(fn))):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                out = run(*args)
+            if (out.dtype, out.shape) != (aval.dtype, aval.shape):
+                wrong.append(f"{how} {name}: {out.dtype}{list(out.shape)}, traced {aval.dtype}{list(aval.shape)}")
+    assert not wrong, wrong

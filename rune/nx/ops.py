@@ -5,6 +5,7 @@ Each function validates its arguments, promotes dtypes and binds primitives
 with other functions here, so transformations only ever see primitives.
 """
 import builtins
+import functools
 import math
 import string
 
@@ -286,13 +287,15 @@ erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
 floor, ceil = _float_unary("floor"), _float_unary("ceil")
 _round = _float_unary("round")
 negative = _any_unary("neg", "iufV")
-sign, abs = _any_unary("sign"), _any_unary("abs")
+# Arithmetic NumPy does in int8 for bools (bool // bool) or not at all (sign)
+# is refused for bool operands, so a result's dtype is always its operands'.
+sign, abs = _any_unary("sign", "iufV"), _any_unary("abs")
 invert = _any_unary("not", "biu")
 isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
 add, subtract, multiply = _binary("add"), _binary("sub", "iufV"), _binary("mul")
 divide = _binary("div", to_float=True)
-floor_divide, remainder = _binary("floordiv"), _binary("rem")
-power = _binary("pow")
+floor_divide, remainder = _binary("floordiv", "iufV"), _binary("rem", "iufV")
+power = _binary("pow", "iufV")
 maximum, minimum = _binary("max"), _binary("min")
 atan2 = _binary("atan2", to_float=True)
 bitwise_and, bitwise_or, bitwise_xor = (_binary(n, "biu") for n in ("and", "or", "xor"))
@@ -474,8 +477,23 @@ def _arg_reduction(prim_name):
 argmax, argmin = _arg_reduction("argmax"), _arg_reduction("argmin")
 
 
+def _in_float32(fn):
+    """`fn` computed in float32 for float16/bfloat16 operands, rounded once to
+    their dtype at the end, as XLA does. Their sums lose precision quickly and
+    their element counts overflow (float16 ends at 65504), so neither a partial
+    result nor a divisor ever passes through the low-precision dtype; the
+    derivatives follow the same path (through the two conversions)."""
+    @functools.wraps(fn)
+    def run(x, *args, **kwargs):
+        x = asarray(x)
+        if x.dtype not in (dt.float16, dt.bfloat16):
+            return fn(x, *args, **kwargs)
+        return astype(fn(astype(x, dt.float32), *args, **kwargs), x.dtype)
+    return run
+
+
+@_in_float32
 def mean(x, axis=None, keepdims=False):
-    x = asarray(x)
     if not dt.is_float(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("mean", axis, x.ndim)
@@ -483,8 +501,8 @@ def mean(x, axis=None, keepdims=False):
     return divide(sum(x, axes, keepdims), n)
 
 
+@_in_float32
 def var(x, axis=None, keepdims=False, ddof=0):
-    x = asarray(x)
     if not dt.is_float(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("var", axis, x.ndim)
@@ -493,6 +511,7 @@ def var(x, axis=None, keepdims=False, ddof=0):
     return divide(sum(multiply(centered, centered), axes, keepdims), n - ddof)
 
 
+@_in_float32
 def std(x, axis=None, keepdims=False, ddof=0):
     return sqrt(var(x, axis, keepdims, ddof))
 
@@ -502,6 +521,7 @@ def _floating(x):
     return x if dt.is_float(x.dtype) else astype(x, dt.default_float)
 
 
+@_in_float32
 def logsumexp(x, axis=None, keepdims=False):
     x = _floating(x)
     axes = _axes("logsumexp", axis, x.ndim)
@@ -515,12 +535,14 @@ def logsumexp(x, axis=None, keepdims=False):
     return out if keepdims else squeeze(out, axes)
 
 
+@_in_float32
 def softmax(x, axis=-1):
     x = _floating(x)
     unnormalized = exp(subtract(x, stop_gradient(max(x, axis, keepdims=True))))
     return divide(unnormalized, sum(unnormalized, axis, keepdims=True))
 
 
+@_in_float32
 def log_softmax(x, axis=-1):
     x = _floating(x)
     shifted = subtract(x, stop_gradient(max(x, axis, keepdims=True)))

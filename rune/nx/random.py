@@ -23,8 +23,9 @@ _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
 
 def key(seed, device=None):
-    """A key made from an integer seed: (high 32 bits, low 32 bits) of the seed.
-    The seed may be traced (a key per lane under vmap, a seed argument under jit)."""
+    """A key made from an integer seed: (high 32 bits, low 32 bits) of the seed
+    taken modulo 2**64, so any Python int is a seed (as in JAX). The seed may be
+    traced (a key per lane under vmap, a seed argument under jit)."""
     if isinstance(seed, (Array, Tracer)):
         if seed.dtype.kind not in "iu" or seed.shape != ():
             raise UsageError(f"random.key: the seed must be an integer scalar, got {seed.aval.describe()}")
@@ -72,12 +73,19 @@ def _shape(shape):
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
+def _float_dtype(dtype, name):
+    """The dtype of a float-only sampler, or a DTypeError naming the sampler."""
+    dtype = dt.dtype(dtype)
+    if not dt.is_float(dtype):
+        raise DTypeError(f"random.{name}: dtype must be a float (float16, bfloat16, float32 or "
+                         f"float64), got {dtype.name}")
+    return dtype
+
+
 def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
     """Floats uniform in [minval, maxval)."""
     key = _check_key(key, "uniform")
-    dtype = dt.dtype(dtype)
-    if not dt.is_float(dtype):
-        raise DTypeError(f"random.uniform: dtype must be a float, got {dtype.name}")
+    dtype = _float_dtype(dtype, "uniform")
     width = 64 if dtype == dt.float64 else 32
     m = _MANTISSA[dtype]
     bits = ops.right_shift(_bits(key, _shape(shape), width), np.dtype(f"uint{width}").type(width - m))
@@ -89,7 +97,7 @@ def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
 def normal(key, shape=(), dtype=dt.float32):
     """Standard normal floats (Box-Muller on two uniform draws)."""
     key = _check_key(key, "normal")
-    dtype = dt.dtype(dtype)
+    dtype = _float_dtype(dtype, "normal")
     shape = _shape(shape)
     work = dt.float64 if dtype == dt.float64 else dt.float32
     u = uniform(key, (2,) + shape, work)

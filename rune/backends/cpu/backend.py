@@ -5,9 +5,15 @@ what the plan interpreter runs for stretches on the host.
 """
 import functools
 
+import ml_dtypes
 import numpy as np
 
 from . import threefry
+
+# float16 and bfloat16 accumulate in float32 and round once to their own dtype,
+# as XLA does: summed in their own precision, 10000 bfloat16 ones give 256.
+_ACCUMULATOR = {np.dtype(np.float16): np.dtype(np.float32),
+                np.dtype(ml_dtypes.bfloat16): np.dtype(np.float32)}
 
 
 def to_host(raw):
@@ -108,7 +114,8 @@ def _convert(x, *, dtype):
 def _reducer(fn):
     def run(x, *, axes):
         # dtype= keeps int32 sums int32 (NumPy would widen them to int64).
-        return np.asarray(fn(x, axis=axes, dtype=x.dtype))
+        out = np.asarray(fn(x, axis=axes, dtype=_ACCUMULATOR.get(x.dtype, x.dtype)))
+        return out.astype(x.dtype, copy=False)
     return run
 
 
@@ -216,8 +223,10 @@ def _dot_general(x, y, *, dims):
     lshape, rshape = xt.shape[nb:nb + len(lfree)], yt.shape[nb + len(rc):]
     k = int(np.prod(xt.shape[nb + len(lfree):], dtype=np.int64))
     m, n = int(np.prod(lshape, dtype=np.int64)), int(np.prod(rshape, dtype=np.int64))
-    out = np.matmul(xt.reshape(bshape + (m, k)), yt.reshape(bshape + (k, n)))
-    return out.reshape(bshape + lshape + rshape)
+    acc = _ACCUMULATOR.get(x.dtype, x.dtype)  # NumPy's bfloat16 matmul returns float32
+    out = np.matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
+                    yt.reshape(bshape + (k, n)).astype(acc, copy=False))
+    return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
 
 def _random_bits(key, *, shape, width):
