@@ -83,8 +83,11 @@ class Jitted:
         if entry is None:
             entry = self._compile(key, leaves, args, kwargs)
         else:
-            self.cache.move_to_end(key)
             COUNTERS["cache_hits"] += 1
+            try:
+                self.cache.move_to_end(key)
+            except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
+                pass
         raws = entry.plan.run([x._raw for x in leaves])
         return tree.unflatten(entry.out_struct, _wrap(raws, entry.plan.out_avals))
 
