@@ -145,7 +145,7 @@ class Jitted:
         alias = tuple(first.setdefault(id(x), i) for i, x in enumerate(leaves))
         where = self.device or _default.stack[-1]
         avals = tuple(x.aval for x in leaves)
-        if (not statics and not dyn_kwargs and alias == tuple(range(len(args)))
+        if (not statics and not dyn_kwargs and len(first) == len(leaves)
                 and struct == _positional(len(args))):
             return (where,) + avals, leaves  # the form `_fast_key` gives
         try:
