@@ -111,8 +111,9 @@ class Jitted:
             if type(a) is not Array:
                 return None
             key.append(a.aval)
-        if len(args) > 1 and len(set(map(id, args))) != len(args):
-            return None
+        n = len(args)
+        if n > 1 and (args[0] is args[1] if n == 2 else len(set(map(id, args))) != n):
+            return None  # aliased arguments
         return tuple(key)
 
     def _split(self, args, kwargs):
