@@ -15,7 +15,7 @@ from .devices import Device, default_device, devices
 from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
                      DTypeError, IndexingError, NotDifferentiableError, RuneError,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
-from .jit.api import jit
+from .jit.api import clear_caches, jit
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .stats import reset_stats, stats
@@ -26,5 +26,6 @@ __all__ = [
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
     "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
     "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
-    "ShapeError", "TreeError", "UsageError", "jit", "stop_gradient", "place", "reset_stats", "stats",
+    "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
+    "reset_stats", "stats",
 ]

@@ -345,3 +345,176 @@ def test_an_escaped_tracer_is_named_as_such():
         with pytest.raises(rune.RuneError, match="escaped"):
             use()
     np.testing.assert_array_equal(np.asarray(nx.ones(2) + 1), [2.0, 2.0])  # still usable
+
+
+# ---------------------------------------------------------------- static keys, caches, methods
+
+def test_static_values_equal_across_types_trace_apart():
+    # 1 == 1.0 == True and they hash alike, yet each gives its own dtype eagerly.
+    f = lambda x, s: x * s[0] if isinstance(s, tuple) else x * s  # noqa: E731
+    jf = rune.jit(f, static_argnums=1)
+    x = nx.asarray(np.array([1, 2], np.int32))
+    for s in (1, 1.0, True, (1,), (1.0,), (True,)):
+        eager, got = f(x, s), jf(x, s)
+        assert got.dtype == eager.dtype, s
+        close(got, eager)
+    assert counts() == (6, 0)
+    jf(x, 1.0)
+    assert counts() == (6, 1)
+
+
+def test_one_cache_entry_per_signature():
+    jf = rune.jit(lambda x, y: x * y)
+    a, b = f32([1.0, 2.0]), f32([3.0, 4.0])
+    jf(a, b)
+    jf(a, 2.0)        # a Python scalar: keyed by its (weak) aval, not by how it was passed
+    jf(a, f32(2.0))
+    jf(a, b)
+    assert len(jf.cache) == 3 and counts() == (3, 1)
+    weak = rune.jit(lambda: 2.0)()   # a weak f32[] Array takes the fast key, 2.0 the full one
+    jf(a, weak)
+    assert len(jf.cache) == 3 and counts() == (4, 2)
+
+
+def test_cache_is_bounded_least_recently_used_first():
+    jf = rune.jit(lambda x: x + 1)
+    jf.cache_size = 3
+    xs = [f32(np.arange(n)) for n in range(1, 6)]
+    for x in xs[:3]:
+        jf(x)
+    jf(xs[0])                  # recently used: stays
+    jf(xs[3])                  # evicts xs[1], the least recently used
+    assert len(jf.cache) == 3 and counts() == (4, 1)
+    jf(xs[0])
+    assert counts() == (4, 2)
+    jf(xs[1])                  # traced again
+    assert counts() == (5, 2) and len(jf.cache) == 3
+    close(jf(xs[4]), np.arange(5) + 1)
+    assert len(jf.cache) == 3
+
+
+def test_cache_size_from_the_environment(monkeypatch):
+    from rune.jit import api
+    monkeypatch.setenv("RUNE_JIT_CACHE_SIZE", "7")
+    assert api._env_cache_size() == 7
+    for bad in ("0", "-2", "many"):
+        monkeypatch.setenv("RUNE_JIT_CACHE_SIZE", bad)
+        with pytest.raises(rune.ArgumentError, match="RUNE_JIT_CACHE_SIZE"):
+            api._env_cache_size()
+    assert rune.jit(lambda x: x).cache_size == api.CACHE_SIZE
+
+
+def test_clear_cache_and_clear_caches():
+    jf, jg = rune.jit(lambda x: x * 2), rune.jit(lambda x: x * 3)
+    a = f32([1.0])
+    jf(a), jg(a)
+    jf.clear_cache()
+    assert not jf.cache and jg.cache
+    close(jf(a), [2.0])
+    assert counts() == (3, 0)
+    rune.clear_caches()
+    assert not jf.cache and not jg.cache
+    close(jg(a), [3.0])
+    assert counts() == (4, 0)
+    assert "clear_caches" in rune.__all__
+
+
+class _Scaler:
+    """Hashable by value: a static `self`."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __hash__(self):
+        return hash(self.k)
+
+    def __eq__(self, other):
+        return isinstance(other, _Scaler) and other.k == self.k
+
+    @rune.jit(static_argnums=0)
+    def scale(self, x):
+        return x * self.k
+
+    @rune.jit
+    def plain(self, x):
+        return x * self.k
+
+
+def test_jit_on_methods_static_self():
+    x = f32([1.0, 2.0])
+    close(_Scaler(2.0).scale(x), [2.0, 4.0])
+    close(_Scaler(3.0).scale(x), [3.0, 6.0])   # another self: traced apart
+    close(_Scaler(2.0).scale(x), [2.0, 4.0])   # an equal self: a hit
+    assert counts() == (2, 1)
+    assert _Scaler.scale(_Scaler(2.0), x) is not None and counts() == (2, 2)  # unbound: self passed
+    bound = _Scaler(2.0).scale
+    assert bound.__name__ == "scale" and "f32[2]" in repr(bound.trace(x))
+    assert len(bound.plan(x).steps) == 1
+    bound.clear_cache()
+    assert not _Scaler.scale.cache
+
+
+def test_jit_on_methods_of_a_pytree_and_an_unusable_self():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Linear:
+        w: object
+
+        @rune.jit
+        def __call__(self, x):
+            return x * self.w
+
+    rune.tree.register(Linear)
+    x = f32([1.0, 2.0])
+    close(Linear(f32([3.0, 4.0]))(x), [3.0, 8.0])
+    close(Linear(f32([5.0, 6.0]))(x), [5.0, 12.0])  # the weights are traced: no retrace
+    assert counts() == (1, 1)
+    with pytest.raises(rune.RuneError, match=r"plain.*args\[0\].*_Scaler.*static"):
+        _Scaler(2.0).plain(x)
+
+
+def test_bad_static_arguments_raise_at_jit_time():
+    def one(x):
+        return x
+
+    with pytest.raises(rune.ArgumentError, match=r"one.*static_argnums=3"):
+        rune.jit(one, static_argnums=3)
+    with pytest.raises(rune.ArgumentError, match=r"one.*static_argnums=-2"):
+        rune.jit(one, static_argnums=-2)
+    with pytest.raises(rune.ArgumentError, match=r"one.*'y'"):
+        rune.jit(one, static_argnames="y")
+    with pytest.raises(rune.ArgumentError, match=r"one.*'1'"):
+        rune.jit(one, static_argnums="1")
+    with pytest.raises(rune.UsageError):
+        rune.jit(3)
+    # a function taking *args or **kwargs may be given any position or name
+    jv = rune.jit(lambda *xs: xs[0] * xs[2], static_argnums=2)
+    close(jv(f32([1.0]), None, 3), [3.0])
+    jk = rune.jit(lambda x, **kw: x * kw["n"], static_argnames="n")
+    close(jk(f32([1.0]), n=4), [4.0])
+
+
+def test_non_array_output_names_function_and_path():
+    def labelled(x):
+        return {"value": x, "tags": [x, "fine"]}
+
+    with pytest.raises(rune.RuneError, match=r"labelled.*output\['tags'\]\[1\].*str"):
+        rune.jit(labelled)(f32([1.0]))
+    with pytest.raises(rune.RuneError, match=r"output has type str"):
+        rune.jit(lambda x: "done")(f32([1.0]))
+    assert counts() == (0, 0)
+
+
+def test_outputs_keep_weak_type_as_eager():
+    h = nx.asarray(np.ones(3, np.float16))
+    cases = [(lambda x: x * 2, (1.0,)), (lambda x: x, (2.0,)), (lambda: 2.0, ()),
+             (lambda x: (x * 2.0, 3), (h,)), (lambda x: (x + 1) * 0.5, (nx.asarray(2.0),))]
+    for fn, args in cases:
+        jf = rune.jit(fn)
+        for _ in range(2):  # traced, then cached
+            for e, g in zip(rune.tree.leaves(fn(*args)), rune.tree.leaves(jf(*args))):
+                assert (g + h).dtype == (e + h).dtype
+                close(g + h, e + h)
+    weak = rune.jit(lambda x: x * 2)(1.0)
+    assert (rune.jit(lambda y: y + 1)(weak) + h).dtype == nx.float16  # a weak Array argument

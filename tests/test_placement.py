@@ -709,3 +709,36 @@ def test_two_devices_jit_device_places_inputs_also_when_traced_through():
     g = rune.grad(lambda x: nx.sum(f(x)))(x)
     assert str(g.device) == "cpu:0"  # the gradient lies with its input
     np.testing.assert_array_equal(np.asarray(g), [2.0, 2.0])
+
+
+@two_devices
+def test_two_devices_jit_keys_on_the_default_device():
+    # jit changes speed, never placement: each call lies where eager would put it.
+    make = lambda: nx.ones(3) * 2  # noqa: E731
+    f = rune.jit(make)
+    assert str(f().device) == "cpu:0"
+    with rune.default_device("cpu:1"):
+        assert str(f().device) == str(make().device) == "cpu:1"
+    assert str(f().device) == "cpu:0" and rune.stats()["cache_hits"] == 1
+    add = lambda x: x + nx.ones(3)  # noqa: E731
+    g = rune.jit(add)
+    x = nx.ones(3)                   # on cpu:0
+    g(x)
+    with rune.default_device("cpu:1"):
+        for fn in (add, g):          # the cached call raises as eager does
+            with pytest.raises(rune.DeviceMismatchError):
+                fn(x)
+
+
+@two_devices
+def test_two_devices_jit_device_places_every_output():
+    x = nx.ones(2)  # on cpu:0
+    f = rune.jit(lambda x: {"y": x * 2, "const": nx.ones(2), "scalar": 3.0, "same": x}, device="cpu:1")
+    for out in (f(x), f(x), rune.vmap(f)(nx.ones((3, 2)))):
+        assert {k: str(v.device) for k, v in out.items()} == dict.fromkeys(out, "cpu:1")
+    out = f(x)
+    np.testing.assert_array_equal(np.asarray(out["y"]), [2.0, 2.0])
+    assert out["scalar"].aval.weak and float(out["scalar"]) == 3.0
+    with rune.default_device("cpu:1"):  # the caller's default does not matter: traced on cpu:1
+        f(x)
+    assert rune.stats()["traces"] == 1  # vmap traces through; the caller's default is not in the key

@@ -1,25 +1,46 @@
 """`rune.jit`: trace once per signature, plan, cache, replay.
 
 The cache key is the pytree structure of the arguments, each leaf's shape,
-dtype, device and weak type, the static arguments' values, and which leaves
-are the same array (so `f(a, a)` and `f(a, b)` are traced apart, as donation
-and aliasing may differ). Under an enclosing transformation a jitted function
-is traced through like plain code: jit changes speed, never results.
+dtype, device and weak type, the static arguments' values and types, which
+leaves are the same array (so `f(a, a)` and `f(a, b)` are traced apart, as
+donation and aliasing may differ), and the device the function is traced on
+(`device=`, else the default device: constants `f` creates lie there). Under
+an enclosing transformation a jitted function is traced through like plain
+code: jit changes speed, never results, placement included.
 """
+import collections
 import functools
 import inspect
+import os
+import weakref
+
+import numpy as np
 
 from .. import tree
 from ..core import trace as _trace
 from ..core.program import dce
 from ..core.staging import stage
-from ..devices import get_device
-from ..errors import RuneError
+from ..devices import _default, default_device, get_device
+from ..errors import ArgumentError, DTypeError, RuneError, UsageError
 from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
 from ..stats import COUNTERS
 from .plan import Plan, _wrap
+
+
+def _env_cache_size():
+    raw = os.environ.get("RUNE_JIT_CACHE_SIZE", "4096")
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ArgumentError(f"RUNE_JIT_CACHE_SIZE must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+# Entries each jitted function keeps (least recently used dropped first); a
+# Jitted's own `cache_size` attribute overrides it.
+CACHE_SIZE = _env_cache_size()
+
+_ALL = weakref.WeakSet()  # every Jitted, for clear_caches()
 
 
 class _Entry:
@@ -30,50 +51,70 @@ class _Entry:
 
 
 class Jitted:
+    """A jitted function; see `jit`."""
+
     def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(), device=None):
+        if not callable(f):
+            raise UsageError(f"jit: expected a function, got {type(f).__name__} {f!r}")
         self.f = f
         self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
                                                              _as_tuple(static_argnames))
         self.donate_argnums = _as_tuple(donate_argnums)  # a hint: host buffers are never reused
         self.device = None if device is None else get_device(device)
-        self.cache = {}
+        self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
+        self.cache_size = CACHE_SIZE
+        # The cheap key applies when nothing can make a call differ from its avals.
+        self._fast = not self.static_argnums and not self.static_argnames and self.device is None
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
+        _ALL.add(self)
+
+    def __get__(self, obj, objtype=None):
+        # A method: `obj.f(x)` calls `f(obj, x)` (obj static or a pytree), sharing this cache.
+        return self if obj is None else _Bound(self, obj)
 
     def __call__(self, *args, **kwargs):
         if _trace._current.interp is not _trace.EVAL:
-            if self.device is not None:  # traced through, it still places its array inputs
-                args, kwargs = tree.map(lambda v: place(v, self.device) if hasattr(v, "aval") else v,
-                                        (args, kwargs))
-            return self.f(*args, **kwargs)
-        fast = self._fast_key(args, kwargs)
-        entry = self.cache.get(fast) if fast is not None else None
-        if entry is not None:
-            COUNTERS["cache_hits"] += 1
-            leaves = args
-        else:
+            return self._traced_through(args, kwargs)
+        key = self._fast_key(args, kwargs)
+        leaves = args
+        if key is None:
             key, leaves = self._key(args, kwargs)
-            entry = self.cache.get(key)
-            if entry is None:
-                entry = self._compile(leaves, args, kwargs)
-                self.cache[key] = entry
-            else:
-                COUNTERS["cache_hits"] += 1
-            if fast is not None:
-                self.cache[fast] = entry
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._compile(key, leaves, args, kwargs)
+        else:
+            COUNTERS["cache_hits"] += 1
+            try:
+                self.cache.move_to_end(key)
+            except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
+                pass
         raws = entry.plan.run([x._raw for x in leaves])
         return tree.unflatten(entry.out_struct, _wrap(raws, entry.plan.out_avals))
 
+    def _traced_through(self, args, kwargs):
+        if self.device is None:
+            return self.f(*args, **kwargs)
+        with default_device(self.device):  # as when staged: on `device`, in and out
+            args, kwargs = tree.map(lambda v: place(v, self.device) if hasattr(v, "aval") else v,
+                                    (args, kwargs))
+            out_leaves, struct = self._outputs(self.f(*args, **kwargs))
+        return tree.unflatten(struct, out_leaves)
+
     def _fast_key(self, args, kwargs):
         """For the common call (distinct Arrays, no keywords, statics or placement):
-        the avals alone, which skips flattening; None otherwise."""
-        if kwargs or self.static_argnums or self.device is not None:
+        the default device and the avals, which skips flattening; None otherwise.
+        `_key` gives the same key for such a call, so each signature has one entry."""
+        if kwargs or not self._fast:
             return None
+        key = [_default.stack[-1]]
         for a in args:
             if type(a) is not Array:
                 return None
-        if len({id(a) for a in args}) != len(args):
-            return None
-        return tuple(a.aval for a in args)
+            key.append(a.aval)
+        n = len(args)
+        if n > 1 and (args[0] is args[1] if n == 2 else len(set(map(id, args))) != n):
+            return None  # aliased arguments
+        return tuple(key)
 
     def _split(self, args, kwargs):
         """(dynamic args with statics replaced by None, dynamic kwargs, static values)."""
@@ -96,17 +137,27 @@ class Jitted:
     def _key(self, args, kwargs):
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
         leaves, struct = tree.flatten((dyn_args, dyn_kwargs))
-        leaves = [self._leaf(x) for x in leaves]
+        try:
+            leaves = [self._leaf(x) for x in leaves]
+        except DTypeError:
+            self._raise_bad_leaf((dyn_args, dyn_kwargs), "argument")
+            raise
         first = {}
         alias = tuple(first.setdefault(id(x), i) for i, x in enumerate(leaves))
+        where = self.device or _default.stack[-1]
+        avals = tuple(x.aval for x in leaves)
+        if (not statics and not dyn_kwargs and len(first) == len(leaves)
+                and struct == _positional(len(args))):
+            return (where,) + avals, leaves  # the form `_fast_key` gives
         try:
-            key = (struct, tuple(x.aval for x in leaves), statics, alias)
+            key = (struct, avals, tuple((pos, _typed(v)) for pos, v in statics), alias, where)
             hash(key)
         except TypeError as e:
-            raise RuneError(f"jit: static arguments must be hashable: {e}") from e
+            raise ArgumentError(f"jit({_name(self.f)}): static arguments must be hashable: {e}") from e
         return key, leaves
 
     def _leaf(self, x):
+        """A leaf as the staged program sees it: an Array (or tracer), on `device` if given."""
         if type(x) is not Array:
             weak = type(x) in (bool, int, float)  # Python scalars stay weak; NumPy values do not
             x = nx.asarray(x)
@@ -116,13 +167,40 @@ class Jitted:
             x = place(x, self.device)
         return x
 
-    def _compile(self, leaves, args, kwargs):
+    def _outputs(self, out):
+        """f's result as leaves and structure: Python scalars become weak arrays
+        and every leaf lies on `device` if given."""
+        out_leaves, struct = tree.flatten(out)
+        try:
+            return [self._leaf(x) for x in out_leaves], struct
+        except DTypeError:
+            self._raise_bad_leaf(out, "output")
+            raise
+
+    def _raise_bad_leaf(self, value, what):
+        """Name the leaf of `value` that is not an array, if one is not."""
+        for path, x in tree.flatten_with_paths(value)[0]:
+            if not isinstance(x, (Array, _trace.Tracer, bool, int, float, complex, np.ndarray, np.generic)):
+                if what == "argument":  # `value` is (args, kwargs): show the path as the user wrote it
+                    path = ("args" if path.startswith("[0]") else "kwargs") + path[3:]
+                    hint = ("; mark it static (static_argnums/static_argnames; it must be hashable) "
+                            "or register its type with rune.tree.register")
+                else:
+                    path = "output" + path
+                    hint = "; a jitted function returns arrays, Python scalars and pytrees of them"
+                raise DTypeError(f"jit({_name(self.f)}): {path} has type {type(x).__name__}, "
+                                 f"which is not an array{hint}")
+
+    def _compile(self, key, leaves, args, kwargs):
         program, out_struct = self._stage(leaves, args, kwargs)
-        plan = Plan(program)
-        # Counted once both succeeded: a failed trace leaves the counters as they were.
+        entry = _Entry(Plan(program), out_struct)
+        # Counted and kept once both succeeded: a failed trace leaves counters and cache as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
-        return _Entry(plan, out_struct)
+        self.cache[key] = entry
+        while len(self.cache) > self.cache_size:
+            self.cache.popitem(last=False)
+        return entry
 
     def _stage(self, leaves, args, kwargs):
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
@@ -136,11 +214,12 @@ class Jitted:
                     a[pos] = value
                 else:
                     k[pos] = value
-            out_leaves, s = tree.flatten(self.f(*a, **k))
+            out_leaves, s = self._outputs(self.f(*a, **k))
             box.append(s)
             return out_leaves
 
-        program = stage(flat, [x.aval for x in leaves])
+        with default_device(self.device or _default.stack[-1]):
+            program = stage(flat, [x.aval for x in leaves])
         for value in program.consts:
             # jit stages only when nothing else is tracing: a captured tracer escaped.
             if isinstance(value, _trace.Tracer):
@@ -157,19 +236,92 @@ class Jitted:
         key, leaves = self._key(args, kwargs)
         entry = self.cache.get(key)
         if entry is None:
-            entry = self._compile(leaves, args, kwargs)
-            self.cache[key] = entry
+            entry = self._compile(key, leaves, args, kwargs)
         return entry.plan
+
+    def clear_cache(self):
+        """Forget every traced signature: the next call traces again."""
+        self.cache.clear()
+
+
+class _Bound:
+    """A jitted method bound to its instance: calls prepend it, the cache is the function's."""
+    __slots__ = ("jitted", "obj")
+
+    def __init__(self, jitted, obj):
+        self.jitted, self.obj = jitted, obj
+
+    def __call__(self, *args, **kwargs):
+        return self.jitted(self.obj, *args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return self.jitted.trace(self.obj, *args, **kwargs)
+
+    def plan(self, *args, **kwargs):
+        return self.jitted.plan(self.obj, *args, **kwargs)
+
+    def __getattr__(self, name):  # __name__, __doc__, clear_cache, cache, ...
+        return getattr(self.jitted, name)
+
+    def __repr__(self):
+        return f"<bound jitted method {_name(self.jitted.f)} of {self.obj!r}>"
+
+
+def clear_caches():
+    """Forget the traced signatures of every jitted function."""
+    for jitted in list(_ALL):
+        jitted.clear_cache()
+
+
+@functools.lru_cache(maxsize=None)
+def _positional(n):
+    """The structure of `n` positional leaves and no keywords (the fast key's calls)."""
+    return tree.structure(([0] * n, {}))
+
+
+def _typed(value):
+    """A static value with its type, recursively in tuples: 1, 1.0 and True are
+    equal and hash alike, yet trace differently."""
+    if type(value) is tuple:
+        return tuple, tuple(_typed(v) for v in value)
+    if type(value) is frozenset:
+        return frozenset, frozenset(_typed(v) for v in value)
+    return type(value), value
+
+
+def _name(f):
+    return getattr(f, "__qualname__", None) or getattr(f, "__name__", None) or repr(f)
 
 
 def _statics(f, argnums, argnames):
     """Static positions and names, each completed from the other through f's
-    signature (as JAX does), so a static argument is static however it is passed."""
+    signature (as JAX does), so a static argument is static however it is passed.
+    Positions and names f cannot take are an error here, not a silent no-op."""
+    for i in argnums:
+        if type(i) is not int:
+            raise ArgumentError(f"jit({_name(f)}): static_argnums must be integers, got {i!r}")
+    for n in argnames:
+        if type(n) is not str:
+            raise ArgumentError(f"jit({_name(f)}): static_argnames must be strings, got {n!r}")
     try:
-        params = list(inspect.signature(f).parameters.values())
+        sig = inspect.signature(f)
     except (TypeError, ValueError):
         return argnums, argnames
+    params = list(sig.parameters.values())
+    kinds = {p.kind for p in params}
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if inspect.Parameter.VAR_POSITIONAL not in kinds:
+        for i in argnums:
+            if not -len(positional) <= i < len(positional):
+                raise ArgumentError(
+                    f"jit({_name(f)}): static_argnums={i} is out of range: {_name(f)}{sig} takes "
+                    f"{len(positional)} positional argument{'' if len(positional) == 1 else 's'}")
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        for n in argnames:
+            if n not in named:
+                raise ArgumentError(f"jit({_name(f)}): static_argnames has {n!r}, which is not a "
+                                    f"parameter of {_name(f)}{sig}")
     nums = set(argnums) | {positional.index(n) for n in argnames if n in positional}
     names = set(argnames) | {positional[i] for i in argnums if -len(positional) <= i < len(positional)}
     return tuple(sorted(nums)), tuple(sorted(names))
@@ -182,9 +334,20 @@ def _as_tuple(x):
 
 
 def jit(f=None, static_argnums=(), static_argnames=(), donate_argnums=(), device=None):
-    """Compile `f`: traced once per signature, planned, cached and replayed."""
+    """Compile `f`: traced once per signature, planned, cached and replayed.
+
+    `static_argnums`/`static_argnames` name arguments passed as Python values
+    (hashable; part of the cache key with their type, so 1, 1.0 and True trace
+    apart). With `device=`, array arguments are placed on `device` and every
+    output lies there, constants and Python scalars included. Works on methods
+    (`self` static through `static_argnums=0` if hashable, else a pytree).
+
+    Each jitted function keeps at most `cache_size` traced signatures (an
+    attribute, default 4096 or the environment variable RUNE_JIT_CACHE_SIZE),
+    dropping the least recently used; `f.clear_cache()` forgets them, and
+    `rune.clear_caches()` does so for every jitted function.
+    """
     if f is None:
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, device=device)
     return Jitted(f, static_argnums, static_argnames, donate_argnums, device)
-
