@@ -1,0 +1,69 @@
+"""Errors about the user's call (DESIGN 1.6): arguments that must be refused, and
+failures that must name the user's function, argument and value, never rune's
+internals. Each class of mistake is checked in every function that takes it."""
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+
+
+def f32(*v):
+    return nx.asarray(np.array(v, np.float32))
+
+
+# ---------------------------------------------------------------- argnums (one selector)
+
+ARGNUM_USERS = {
+    "grad": lambda f, a: rune.grad(f, argnums=a),
+    "value_and_grad": lambda f, a: rune.value_and_grad(f, argnums=a),
+    "jacfwd": lambda f, a: rune.jacfwd(f, argnums=a),
+    "jacrev": lambda f, a: rune.jacrev(f, argnums=a),
+    "hessian": lambda f, a: rune.hessian(f, argnums=a),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGNUM_USERS))
+@pytest.mark.parametrize("argnums", [(0, 0), (1, -1), [0, 1, 0]])
+def test_repeated_argnums_are_refused(name, argnums):
+    f = lambda a, b: nx.sum(a * a * b)
+    with pytest.raises(rune.ArgumentError, match=f"{name.split('_')[-1]}.*more than once") as e:
+        ARGNUM_USERS[name](f, argnums)(f32(1.0, 2.0), f32(3.0, 4.0))
+    assert isinstance(e.value, ValueError)
+
+
+@pytest.mark.parametrize("name", sorted(ARGNUM_USERS))
+def test_argnums_out_of_range_or_not_int(name):
+    f = lambda a: nx.sum(a * a)
+    with pytest.raises(rune.ArgumentError, match="1 positional"):
+        ARGNUM_USERS[name](f, 3)(f32(1.0))
+    with pytest.raises(rune.UsageError, match="tuple of ints"):
+        ARGNUM_USERS[name](f, (0.0,))(f32(1.0))
+
+
+def test_distinct_argnums_still_differentiate_each():
+    g = rune.grad(lambda a, b: nx.sum(a * a * b), argnums=(1, 0))(f32(1.0, 2.0), f32(3.0, 4.0))
+    np.testing.assert_allclose(np.asarray(g[0]), [1.0, 4.0])
+    np.testing.assert_allclose(np.asarray(g[1]), [6.0, 16.0])
+
+
+# ---------------------------------------------------------------- derivative transformations
+
+@pytest.mark.parametrize("dtype", [nx.int32, nx.bool_])
+def test_grad_of_an_integer_output_is_a_dtype_error(dtype):
+    with pytest.raises(rune.DTypeError, match=r"grad.*" + dtype.name + r".*real \(float\) output") as e:
+        rune.grad(lambda a: nx.sum(a).astype(dtype))(f32(1.0, 2.0))
+    assert isinstance(e.value, TypeError)
+    with pytest.raises(rune.ShapeError, match="scalar"):  # a shape problem stays a shape error
+        rune.grad(lambda a: a.astype(nx.int32))(f32(1.0, 2.0))
+
+
+@pytest.mark.parametrize("primals, tangents", [
+    ("x", "x"), ("x", ("x",)), (("x",), "x")])
+def test_jvp_needs_tuple_primals_and_tangents(primals, tangents):
+    x = f32(1.0)
+    pick = lambda v: (x,) if isinstance(v, tuple) else x
+    with pytest.raises(rune.UsageError, match=r"jvp: (primals|tangents) must be a tuple or list.*Array"):
+        rune.jvp(lambda a: a * 2, pick(primals), pick(tangents))
+    out, t = rune.jvp(lambda a: a * 2, [x], [x])  # lists are accepted, as in JAX
+    assert float(t) == 2.0
