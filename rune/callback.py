@@ -8,7 +8,7 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
-from .core.aval import Aval
+from .core.aval import Aval, normalize_shape
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
@@ -30,7 +30,7 @@ class Spec:
     __slots__ = ("shape", "dtype", "device")
 
     def __init__(self, shape, dtype, device=None):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = normalize_shape("Spec", shape)
         self.dtype = dt.dtype(dtype)
         self.device = None if device is None else get_device(device)
 

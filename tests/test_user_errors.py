@@ -67,3 +67,50 @@ def test_jvp_needs_tuple_primals_and_tangents(primals, tangents):
         rune.jvp(lambda a: a * 2, pick(primals), pick(tangents))
     out, t = rune.jvp(lambda a: a * 2, [x], [x])  # lists are accepted, as in JAX
     assert float(t) == 2.0
+
+
+# ---------------------------------------------------------------- shapes (one normaliser)
+
+KEY = nx.random.key(0)
+SHAPE_TAKERS = {
+    "zeros": lambda s: nx.zeros(s),
+    "ones": lambda s: nx.ones(s),
+    "full": lambda s: nx.full(s, 1.0),
+    "create": lambda s: nx.create(nx.float32, s, []),
+    "Spec": lambda s: rune.Spec(s, nx.float32),
+    "random.uniform": lambda s: nx.random.uniform(KEY, s),
+    "random.normal": lambda s: nx.random.normal(KEY, s),
+    "random.randint": lambda s: nx.random.randint(KEY, s, 0, 3),
+    "random.bernoulli": lambda s: nx.random.bernoulli(KEY, 0.5, s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_TAKERS))
+def test_negative_shapes_are_refused_by_the_function_called(name):
+    with pytest.raises(rune.ShapeError, match=rf"^{name}: shape \(-1,\) has a negative") as e:
+        SHAPE_TAKERS[name]((-1,))
+    assert "random_bits" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_TAKERS))
+@pytest.mark.parametrize("shape", [(2.0,), 2.0, (True,), "ab", None])
+def test_non_integer_shapes_are_refused(name, shape):
+    if shape is None and name == "random.bernoulli":
+        return  # bernoulli's shape=None means p's shape
+    with pytest.raises(rune.UsageError, match=rf"^{name}: a shape is an int or a sequence of ints") as e:
+        SHAPE_TAKERS[name](shape)
+    assert isinstance(e.value, TypeError)
+
+
+def test_integer_shapes_of_every_spelling_are_accepted():
+    for shape in (3, (3,), [3], np.int64(3), (np.int32(3),), np.array([3]), (nx.array(3),)):
+        assert nx.zeros(shape).shape == (3,)
+        assert rune.Spec(shape, nx.float32).shape == (3,)
+        assert nx.random.uniform(KEY, shape).shape == (3,)
+    assert nx.zeros(()).shape == () and nx.zeros((0, 2)).shape == (0, 2)
+    with pytest.raises(rune.ShapeError, match="random.split"):
+        nx.random.split(KEY, -1)
+    with pytest.raises(rune.UsageError, match="eye"):
+        nx.eye(2.0)
+    with pytest.raises(rune.UsageError, match="linspace"):
+        nx.linspace(0, 1, 2.5)
