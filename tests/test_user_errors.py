@@ -114,3 +114,58 @@ def test_integer_shapes_of_every_spelling_are_accepted():
         nx.eye(2.0)
     with pytest.raises(rune.UsageError, match="linspace"):
         nx.linspace(0, 1, 2.5)
+
+
+# ---------------------------------------------------------------- control flow arguments
+
+ROWS = f32(1.0, 2.0, 3.0)
+
+
+@pytest.mark.parametrize("unroll", [1, 2, 7, True, False])
+def test_scan_unroll_is_accepted_and_changes_nothing(unroll):
+    step = lambda c, x: (c * 0.5 + x, c)
+    carry, ys = rune.scan(step, f32(0.0)[0], ROWS, unroll=unroll)
+    ref_carry, ref_ys = rune.scan(step, f32(0.0)[0], ROWS)
+    assert float(carry) == float(ref_carry) and np.asarray(ys).tolist() == np.asarray(ref_ys).tolist()
+    g = rune.grad(lambda r: rune.scan(step, f32(0.0)[0], r, unroll=unroll)[0])(ROWS)
+    np.testing.assert_allclose(np.asarray(g), [0.25, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(unroll=0), "unroll must be a positive int or a bool, got 0"),
+    (dict(unroll=1.5), "unroll must be a positive int or a bool, got 1.5"),
+    (dict(length=-1), "length must be a non-negative int, got -1"),
+    (dict(length=3.0), "length must be a non-negative int, got 3.0")])
+def test_scan_refuses_bad_unroll_and_length(kwargs, match):
+    with pytest.raises(rune.ArgumentError, match=f"scan: {match}"):
+        rune.scan(lambda c, x: (c, None), 0, None if "length" in kwargs else ROWS, **kwargs)
+
+
+@pytest.mark.parametrize("pred", [lambda c: c, lambda c: c * 1.0, lambda c: c - 3.0])
+def test_while_loop_predicate_must_be_boolean(pred):
+    with pytest.raises(rune.DTypeError, match=r"while_loop: cond_fn must return a boolean scalar, got "
+                                              r"(int32|float32)\[\].*compare explicitly"):
+        rune.while_loop(pred, lambda c: c - 1, 3)
+    assert int(rune.while_loop(lambda c: c > 0, lambda c: c - 1, 3)) == 0
+
+
+@pytest.mark.parametrize("lower, upper, bad", [
+    (0.0, 3, "lower must be an integer scalar, got float 0.0"),
+    (0, 3.5, "upper must be an integer scalar, got float 3.5"),
+    (0, True, "upper must be an integer scalar, got bool True"),
+    (0, f32(3.0)[0], r"upper must be an integer scalar, got float32\[\]")])
+def test_fori_loop_bounds_must_be_integers(lower, upper, bad):
+    with pytest.raises(rune.DTypeError, match=f"fori_loop: {bad}"):
+        rune.fori_loop(lower, upper, lambda i, c: c + i, 0)
+    with pytest.raises(rune.DTypeError, match="fori_loop: upper must be an integer scalar, got float32"):
+        rune.jit(lambda n: rune.fori_loop(0, n, lambda i, c: c + i, 0))(3.0)
+    assert int(rune.fori_loop(np.int64(0), nx.array(4), lambda i, c: c + i, 0)) == 6
+    assert int(rune.jit(lambda n: rune.fori_loop(0, n, lambda i, c: c + i, 0))(4)) == 6
+
+
+def test_switch_needs_branches():
+    for branches in ([], ()):
+        with pytest.raises(rune.ArgumentError, match="switch: branches must be a non-empty list"):
+            rune.switch(0, branches, f32(1.0))
+    with pytest.raises(rune.UsageError, match="switch: branch 1 must be a function, got int"):
+        rune.switch(0, [lambda x: x, 3], f32(1.0))
