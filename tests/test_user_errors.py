@@ -169,3 +169,56 @@ def test_switch_needs_branches():
             rune.switch(0, branches, f32(1.0))
     with pytest.raises(rune.UsageError, match="switch: branch 1 must be a function, got int"):
         rune.switch(0, [lambda x: x, 3], f32(1.0))
+
+
+# ---------------------------------------------------------------- callbacks
+
+def test_callback_passes_keyword_arguments_to_fn_and_places_array_ones_on_the_host():
+    seen = []
+
+    def host(a, *, scale, offset=0.0):
+        seen.append((type(scale).__name__, scale.device if hasattr(scale, "device") else None))
+        return a * np.asarray(scale) + offset
+
+    x, s = f32(1.0, 2.0), f32(3.0, 4.0)
+    out = rune.callback(host, x, like=x, scale=s, offset=f32(1.0)[0])
+    assert np.asarray(out).tolist() == [4.0, 9.0]
+    assert seen[-1][1] == rune.devices()[0]  # placed on the host, as positional arrays are
+    jitted = rune.jit(lambda a, b: rune.callback(host, a, like=a, scale=b))
+    assert np.asarray(jitted(x, s)).tolist() == [3.0, 8.0]
+    for method in ("sequential", "batched"):
+        batched = rune.vmap(lambda a, b: rune.callback(host, a, like=a, scale=b, vmap_method=method))
+        assert np.asarray(batched(x, s)).tolist() == [3.0, 8.0]
+    grads = rune.grad(lambda a: nx.sum(a * rune.callback(host, rune.stop_gradient(a), like=a, scale=s)))(x)
+    assert np.asarray(grads).tolist() == [3.0, 8.0]  # the callback is a constant: d(a * c)/da = c
+
+
+class _Unconvertible:
+    def __array__(self, *args, **kwargs):
+        raise RuntimeError("no array here")
+
+
+@pytest.mark.parametrize("result, match", [
+    ({"u": (0, np.array([1j, 2j]))}, r"result\['u'\]\[1\]: expected dtype float32, got complex128"),
+    ({"u": (0, np.array([None, None]))}, r"result\['u'\]\[1\]: expected dtype float32, got object"),
+    ({"u": (0, _Unconvertible())}, r"result\['u'\]\[1\]: converting the _Unconvertible to an array "
+                                   r"raised RuntimeError: no array here"),
+    ({"u": (1e6, np.zeros(2, np.float32))}, r"result\['u'\]\[0\]: 1000000.0 does not fit in float16 \(it would become inf\)"),
+    ({"u": (70000, np.zeros(2, np.float32))}, r"result\['u'\]\[0\]: 70000 does not fit in float16"),
+])
+def test_callback_results_that_cannot_be_taken_name_the_callback_and_leaf(result, match):
+    def solver(a):
+        return result
+
+    like = {"u": (nx.zeros((), nx.float16), nx.zeros((2,), nx.float32))}
+    with pytest.raises(rune.CallbackError, match="callback solver " + match):
+        rune.callback(solver, f32(1.0), like=like)
+    with pytest.raises(rune.CallbackError, match="callback solver " + match):
+        rune.jit(lambda a: rune.callback(solver, a, like=like))(f32(1.0))
+
+
+def test_callback_float16_results_in_range_and_non_finite_ones_are_kept():
+    for value, expected in ((65504.0, 65504.0), (float("inf"), np.inf), (-1e-9, -0.0)):
+        out = rune.callback(lambda a: value, f32(1.0), like=nx.zeros((), nx.float16))
+        assert out.dtype == nx.float16 and float(out) == expected
+    assert np.isnan(float(rune.callback(lambda a: float("nan"), f32(1.0), like=nx.zeros((), nx.float16))))
