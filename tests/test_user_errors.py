@@ -222,3 +222,63 @@ def test_callback_float16_results_in_range_and_non_finite_ones_are_kept():
         out = rune.callback(lambda a: value, f32(1.0), like=nx.zeros((), nx.float16))
         assert out.dtype == nx.float16 and float(out) == expected
     assert np.isnan(float(rune.callback(lambda a: float("nan"), f32(1.0), like=nx.zeros((), nx.float16))))
+
+
+# ---------------------------------------------------------------- array functions
+
+def test_concatenate_of_nothing_says_so():
+    for empty in ([], (), iter([])):
+        with pytest.raises(rune.ShapeError, match="concatenate: expected a non-empty sequence of arrays"):
+            nx.concatenate(empty)
+
+
+@pytest.mark.parametrize("fn", [nx.softmax, nx.log_softmax])
+def test_softmax_names_itself_and_takes_empty_axes(fn):
+    name = fn.__name__
+    with pytest.raises(rune.ShapeError, match=f"^{name}: axis -1 is out of range for an array of rank 0"):
+        fn(f32(1.0)[0])
+    with pytest.raises(rune.ShapeError, match=f"^{name}: axis 2 is out of range"):
+        fn(nx.ones((2, 3)), axis=2)
+    for shape, axis in (((0,), -1), ((0, 3), 0), ((2, 0), 1), ((0, 3), 1)):
+        out = fn(nx.zeros(shape), axis=axis)  # nothing to normalise: an empty result, as in JAX
+        assert out.shape == shape and out.dtype == nx.float32
+        g = rune.grad(lambda v: nx.sum(fn(v, axis=axis)))(nx.zeros(shape))
+        assert g.shape == shape
+    assert float(fn(f32(2.0)[0], axis=None)) == (1.0 if fn is nx.softmax else 0.0)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_take_numpy_initial(name):
+    fn, ref = getattr(nx, name), getattr(np, name)
+    data = np.array([[1.0, 2.0], [3.0, -4.0]], np.float32)
+    x = nx.asarray(data)
+    for kwargs in (dict(), dict(axis=0), dict(axis=1, keepdims=True), dict(axis=(0, 1))):
+        for initial in (2.5, 0, -10.0):
+            np.testing.assert_array_equal(np.asarray(fn(x, initial=initial, **kwargs)),
+                                          ref(data, initial=initial, **kwargs))
+            np.testing.assert_array_equal(np.asarray(rune.jit(lambda v: fn(v, initial=initial, **kwargs))(x)),
+                                          ref(data, initial=initial, **kwargs))
+    empty = np.zeros((0, 3), np.float32)
+    for kwargs in (dict(axis=0), dict(), dict(axis=1, keepdims=True)):
+        got = fn(nx.asarray(empty), initial=7.0, **kwargs)
+        np.testing.assert_array_equal(np.asarray(got), ref(empty, initial=7.0, **kwargs))
+    assert fn(nx.asarray(np.array([1, 2], np.int32)), initial=9).dtype == nx.int32
+    # initial takes part in the derivative as a constant: a gradient only where x wins
+    v = f32(1.0, 2.0)
+    g = rune.grad(lambda a: fn(a, initial=1.5))(v)
+    assert np.asarray(g).tolist() == ([0.0, 1.0] if name == "max" else [1.0, 0.0])
+    with pytest.raises(rune.ShapeError, match=f"{name}: initial must be a scalar"):
+        fn(x, initial=f32(1.0, 2.0))
+    with pytest.raises(rune.ShapeError, match=f"{name}: reduction over an empty axis"):
+        fn(nx.asarray(empty), axis=0)  # without initial there is still no identity
+
+
+@pytest.mark.parametrize("data, where", [
+    ([[1, 2], [3]], r"x\[1\] has shape \(1,\) and x\[0\] has shape \(2,\)"),
+    ([[1, 2], 3], r"x\[1\] has shape \(\) and x\[0\] has shape \(2,\)"),
+    ([[[1], [2]], [[3], [4, 5]]], r"x\[1\]\[1\] has shape \(2,\) and x\[1\]\[0\] has shape \(1,\)"),
+    ([[[1], [2]], [[3, 4], [5, 6]]], r"x\[1\] has shape \(2, 2\) and x\[0\] has shape \(2, 1\)")])
+def test_array_of_a_ragged_list_says_where(data, where):
+    for make in (nx.array, nx.asarray):
+        with pytest.raises(rune.ShapeError, match="array: nested sequences must be rectangular, but " + where):
+            make(data)
