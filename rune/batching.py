@@ -366,7 +366,7 @@ def vmap(f, in_axes=0, out_axes=0):
 # ---------------------------------------------------------------- higher-order primitives
 
 from .autodiff.api import checkpoint_p  # noqa: E402
-from .autodiff.custom import _Rule as _CustomRule, custom_jvp_p, custom_vjp_p  # noqa: E402
+from .autodiff.custom import VJPRule, custom_jvp_p, custom_vjp_p  # noqa: E402
 from .callback import callback_p  # noqa: E402
 from .control import cond_p, scan_p, while_p  # noqa: E402
 
@@ -475,7 +475,7 @@ def _custom_vjp_batch(values, dims, size, *, fwd, rule, num_consts, name):
     return outs, [0] * len(outs)
 
 
-class _BatchedRule(_CustomRule):
+class _BatchedRule(VJPRule):
     """A custom_vjp rule over a batch, built from the lane rule when first needed
     (so batching a plain call stages no pullback either)."""
 

@@ -423,7 +423,7 @@ def while_loop(cond_fn, body_fn, init):
         if p.dtype != np.bool_:  # as in JAX: a number is not silently taken as a truth value
             raise DTypeError(f"while_loop: cond_fn must return a boolean scalar, got "
                              f"{p.aval.describe()}; compare explicitly (e.g. c > 0)")
-        return [p]
+        return [nx.astype(p, np.bool_)]  # a weak Python bool becomes a strong one
 
     def flat_body(*xs):
         out_leaves, s = nx.tree_operands(body_fn(tree.unflatten(struct, xs)))

@@ -126,7 +126,7 @@ def _out_and_pullback(name, result):
                     f"pullback maps the output's cotangent to the arguments' cotangents; got {got}")
 
 
-class _Rule:
+class VJPRule:
     """The reverse-mode rule of one custom_vjp call. `split()` gives (forward:
     operands[skip:] -> outputs + residuals, backward: residuals + output
     cotangents -> one cotangent per operand after the constants)."""
@@ -141,7 +141,7 @@ class _Rule:
         return self.split()[1](*res, *cts)
 
 
-class _Pullback(_Rule):
+class _Pullback(VJPRule):
     """Stages the user's pullback on first use, against the forward staging it
     closes over (whose values become residuals)."""
 
