@@ -366,7 +366,7 @@ def vmap(f, in_axes=0, out_axes=0):
 # ---------------------------------------------------------------- higher-order primitives
 
 from .autodiff.api import checkpoint_p  # noqa: E402
-from .autodiff.custom import custom_jvp_p, custom_vjp_p  # noqa: E402
+from .autodiff.custom import VJPRule, custom_jvp_p, custom_vjp_p  # noqa: E402
 from .callback import callback_p  # noqa: E402
 from .control import cond_p, scan_p, while_p  # noqa: E402
 
@@ -466,21 +466,36 @@ def _callback_batch(values, dims, size, *, fn, vmap_method):
 
 
 @_rule(custom_vjp_p)
-def _custom_vjp_batch(values, dims, size, *, fwd, bwd, num_consts, num_out, name):
+def _custom_vjp_batch(values, dims, size, *, fwd, rule, num_consts, name):
     batched = [d is not None for d in dims]
     args = [front(v, d) for v, d in zip(values, dims)]
     fwd_b, extra = _closed_batched(fwd, batched, size)
-    bwd_b = batch_program(bwd, [True] * len(bwd.invars), size)
-    arg_batched = batched[num_consts:]
-
-    def pullback(*a):
-        # An argument shared by every lane gets the sum of the lanes' cotangents.
-        return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
-
-    bwd2 = stage(pullback, bwd_b.in_avals)
-    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, bwd=bwd2, num_consts=len(extra) + num_consts,
-                num_out=num_out, name=name)
+    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, rule=_BatchedRule(rule, batched, num_consts, size,
+                len(extra)), num_consts=len(extra) + num_consts, name=name)
     return outs, [0] * len(outs)
+
+
+class _BatchedRule(VJPRule):
+    """A custom_vjp rule over a batch, built from the lane rule when first needed
+    (so batching a plain call stages no pullback either)."""
+
+    def __init__(self, lane, batched, lane_consts, size, skip):
+        self.lane, self.batched, self.lane_consts, self.size = lane, batched, lane_consts, size
+        self.skip, self.num_out, self._split = skip, lane.num_out, None
+
+    def split(self):
+        if self._split is None:
+            fwd, bwd = self.lane.split()
+            fwd_b = batch_program(fwd, self.batched[self.lane.skip:], self.size)
+            bwd_b = batch_program(bwd, [True] * len(bwd.invars), self.size)
+            arg_batched = self.batched[self.lane_consts:]
+
+            def pullback(*a):
+                # An argument shared by every lane gets the sum of the lanes' cotangents.
+                return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
+
+            self._split = fwd_b, stage(pullback, bwd_b.in_avals)
+        return self._split
 
 
 @_rule(custom_jvp_p)

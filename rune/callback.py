@@ -3,12 +3,15 @@
 A callback is an effect: it never runs while tracing, runs exactly once per
 evaluation in program order, and no optimization removes or duplicates it.
 """
+import math
+import reprlib
+
 import numpy as np
 
 from . import tree
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
-from .core.aval import Aval
+from .core.aval import Aval, normalize_shape
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
@@ -30,7 +33,7 @@ class Spec:
     __slots__ = ("shape", "dtype", "device")
 
     def __init__(self, shape, dtype, device=None):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = normalize_shape("Spec", shape)
         self.dtype = dt.dtype(dtype)
         self.device = None if device is None else get_device(device)
 
@@ -58,9 +61,9 @@ class HostFunction:
         """Run on concrete Arrays; returns the validated result leaves as Arrays."""
         if self.host:
             arrays = [place(a, _HOST) if isinstance(a, Array) else a for a in arrays]
-        args = tree.unflatten(self.in_struct, arrays)
+        args, kwargs = tree.unflatten(self.in_struct, arrays)
         try:
-            result = self.fn(*args)
+            result = self.fn(*args, **kwargs)
         except CallbackError:
             raise
         except Exception as e:
@@ -76,10 +79,9 @@ class HostFunction:
         if struct != self.out_struct:
             raise CallbackError(f"callback {self.name} returned structure {struct}, but like= "
                                 f"declares {self.out_struct}")
-        out = []
-        for i, (leaf, aval) in enumerate(zip(leaves, self.out_avals)):
-            out.append(_conform(self.name, i, leaf, aval))
-        return out
+        paths = [p for p, _ in tree.flatten_with_paths(result)[0]]
+        return [_conform(f"callback {self.name} result{path}", leaf, aval)
+                for path, leaf, aval in zip(paths, leaves, self.out_avals)]
 
 
     def over_lanes(self, batched, size):
@@ -89,7 +91,7 @@ class HostFunction:
             if not results:  # an empty batch: no lane calls the function
                 return [zeros((0,) + a.shape, a.dtype, a.device) for a in self.out_avals]
             return [nx.stack([r[k] for r in results]) for k in range(len(self.out_avals))]
-        return self._batched(lanes, tree.structure(tuple(batched)), size, counts=False)
+        return self._batched(lanes, tree.structure((tuple(batched), {})), size, counts=False)
 
     def over_batch(self, size):
         """This function under vmap, "batched": called once, the batch axis leading everywhere."""
@@ -108,19 +110,33 @@ _HOST = get_device("cpu")
 _PY_SCALAR_KINDS = {bool: "biuf", int: "iuf", float: "fV"}
 
 
-def _conform(name, i, leaf, aval):
+def _conform(where, leaf, aval):
     """A result leaf checked against its declared aval and placed where it belongs."""
-    where = f"callback {name} result {i}"
     if type(leaf) in _PY_SCALAR_KINDS:
         if aval.dtype.kind not in _PY_SCALAR_KINDS[type(leaf)]:
             raise CallbackError(f"{where}: expected {aval.dtype.name}, got the Python "
                                 f"{type(leaf).__name__} {leaf!r}")
         try:
+            if aval.dtype.kind in "fV":  # a number too large would become inf without a word
+                with np.errstate(over="ignore"):
+                    if np.isinf(aval.dtype.type(leaf)) and math.isfinite(leaf):
+                        raise OverflowError("it would become inf")
             value = nx.asarray(leaf, aval.dtype)
         except (OverflowError, ValueError) as e:
-            raise CallbackError(f"{where}: {leaf!r} does not fit in {aval.dtype.name}") from e
+            raise CallbackError(f"{where}: {reprlib.repr(leaf)} does not fit in {aval.dtype.name} "
+                                f"({e})") from e
     elif isinstance(leaf, (Array, np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
-        value = leaf if isinstance(leaf, Array) else nx.asarray(np.asarray(leaf))
+        if isinstance(leaf, Array):
+            value = leaf
+        else:
+            try:
+                host = np.asarray(leaf)
+            except Exception as e:
+                raise CallbackError(f"{where}: converting the {type(leaf).__name__} to an array raised "
+                                    f"{type(e).__name__}: {e}") from e
+            if host.dtype != aval.dtype:  # object, complex, ... never reach nx.asarray
+                raise CallbackError(f"{where}: expected dtype {aval.dtype.name}, got {host.dtype.name}")
+            value = nx.asarray(host)
         if value.dtype != aval.dtype:
             raise CallbackError(f"{where}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
     else:
@@ -137,13 +153,15 @@ def _aval_of_like(leaf):
     return a.strong()
 
 
-def callback(fn, *args, like, host=True, vmap_method="sequential"):
-    """Call the host function `fn(*args)` on concrete values; `like` declares its results."""
+def callback(fn, *args, like, host=True, vmap_method="sequential", **kwargs):
+    """Call the host function `fn(*args, **kwargs)` on concrete values; `like` declares
+    its results. Keyword arguments other than rune's own (`like`, `host`,
+    `vmap_method`) go to `fn`; arrays among them are placed like `args`."""
     if vmap_method not in VMAP_METHODS:
         raise ArgumentError(f"callback: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
     if not callable(fn):
         raise UsageError(f"callback: expected a callable host function, got {type(fn).__name__}")
-    leaves, in_struct = nx.tree_operands(args)
+    leaves, in_struct = nx.tree_operands((args, kwargs))
     like_leaves, out_struct = tree.flatten(like, is_leaf=lambda x: isinstance(x, Spec))
     out_avals = [_aval_of_like(l) for l in like_leaves]
     host_fn = HostFunction(fn, in_struct, out_struct, out_avals, host)

@@ -6,6 +6,8 @@ Differentiation goes through the program-level transforms: the VJP of a scan
 is a forward scan that also stacks each row's residuals, then a reverse scan of
 the backward step.
 """
+import numbers
+
 import numpy as np
 
 from . import tree
@@ -15,7 +17,8 @@ from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.program import reorder
 from .core.staging import abstract, stage
 from .core.trace import Tracer, bind
-from .errors import DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError, TreeError
+from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
+                     TreeError, UsageError)
 from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.creation import arange, zeros_like
@@ -41,8 +44,16 @@ def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
 
 # ---------------------------------------------------------------- scan
 
-def scan(f, init, xs, length=None, reverse=False):
-    """Loop `f(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (carry, ys)."""
+def scan(f, init, xs, length=None, reverse=False, unroll=1):
+    """Loop `f(carry, x) -> (carry, y)` over the leading axis of `xs`; returns (carry, ys).
+
+    `unroll` (a positive int, or a bool: True for fully unrolled) is accepted
+    as in JAX; it is a performance hint only and never changes results."""
+    if not isinstance(unroll, bool) and not (isinstance(unroll, numbers.Integral) and unroll >= 1):
+        raise ArgumentError(f"scan: unroll must be a positive int or a bool, got {unroll!r}")
+    if length is not None and not (isinstance(length, numbers.Integral) and not isinstance(length, bool)
+                                   and length >= 0):
+        raise ArgumentError(f"scan: length must be a non-negative int, got {length!r}")
     x_leaves, xs_struct = nx.tree_operands(xs)
     raw_init, carry_struct = tree.flatten(init)
     # A Python scalar in the carry is placed with the rows it meets, not on the default device.
@@ -242,6 +253,12 @@ def _pred(pred):
 
 def switch(index, branches, *operands):
     """`branches[index](*operands)`, index clamped into range; every branch is staged."""
+    if not isinstance(branches, (list, tuple)) or not branches:
+        raise ArgumentError(f"switch: branches must be a non-empty list or tuple of functions, "
+                            f"got {branches!r}")
+    for k, fn in enumerate(branches):
+        if not callable(fn):
+            raise UsageError(f"switch: branch {k} must be a function, got {type(fn).__name__}")
     index = nx.asarray(index) if not hasattr(index, "aval") else index
     if index.shape != () or index.dtype.kind not in "iub":
         raise ShapeError(f"switch: the index must be an integer scalar, got {index.aval.describe()}")
@@ -401,9 +418,12 @@ def while_loop(cond_fn, body_fn, init):
     def flat_cond(*xs):
         p = cond_fn(tree.unflatten(struct, xs))
         p = p if hasattr(p, "aval") else nx.asarray(p)
-        if p.shape != () or p.dtype.kind not in "biu":
+        if p.shape != ():
             raise ShapeError(f"while_loop: cond_fn must return a boolean scalar, got {p.aval.describe()}")
-        return [nx.astype(p, np.bool_)]
+        if p.dtype != np.bool_:  # as in JAX: a number is not silently taken as a truth value
+            raise DTypeError(f"while_loop: cond_fn must return a boolean scalar, got "
+                             f"{p.aval.describe()}; compare explicitly (e.g. c > 0)")
+        return [nx.astype(p, np.bool_)]  # a weak Python bool becomes a strong one
 
     def flat_body(*xs):
         out_leaves, s = nx.tree_operands(body_fn(tree.unflatten(struct, xs)))
@@ -478,6 +498,11 @@ vjp_forward[while_p] = (_while_vjp_fwd, None)
 
 def fori_loop(lower, upper, body_fn, init):
     """`body_fn(i, carry)` for i in [lower, upper). Static bounds lower to scan (differentiable)."""
+    for what, bound in (("lower", lower), ("upper", upper)):
+        if not (bound.dtype.kind in "iu" and bound.ndim == 0 if hasattr(bound, "dtype") else
+                isinstance(bound, numbers.Integral) and not isinstance(bound, bool)):
+            got = bound.aval.describe() if hasattr(bound, "aval") else f"{type(bound).__name__} {bound!r}"
+            raise DTypeError(f"fori_loop: {what} must be an integer scalar, got {got}")
     static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
     if static:
         lo, hi = int(lower), int(upper)

@@ -130,6 +130,18 @@ def test_two_devices_mixing_devices_raises():
 
 
 @two_devices
+def test_two_devices_clip_mismatch_names_clip():
+    a = nx.asarray(_values())
+    b = nx.place(nx.asarray(_values()), "cpu:1")
+    lo, hi = nx.asarray(1.0), nx.place(nx.asarray(4.0), "cpu:1")
+    for thunk in (lambda: nx.clip(b, lo, 4.0), lambda: nx.clip(a, 1.0, hi), lambda: nx.clip(a, lo, hi),
+                  lambda: rune.jit(lambda x: nx.clip(x, lo))(b)):
+        with pytest.raises(rune.DeviceMismatchError, match=r"^clip: operands are on different devices"):
+            thunk()
+    np.testing.assert_array_equal(np.asarray(nx.clip(b, 1.0, hi)), np.clip(_values(), 1.0, 4.0))
+
+
+@two_devices
 def test_two_devices_index_array_on_another_device_raises():
     b = nx.place(nx.asarray(_values()), "cpu:1")
     idx = nx.asarray(np.array([1, 0], np.int32))  # on cpu:0

@@ -90,9 +90,7 @@ def test_stop_gradient_and_checkpoint():
     np.testing.assert_allclose(np.asarray(g), [1.0, 2.0])
     f = lambda x: nx.sum(nx.exp(nx.sin(x)) * x)
     np.testing.assert_allclose(np.asarray(rune.grad(rune.checkpoint(f))(x)), np.asarray(rune.grad(f)(x)))
-    # The checkpointed forward is recomputed in the backward pass: it appears in the staged program.
-    text = repr(rune.trace(rune.grad(rune.checkpoint(f)))(x))
-    assert text.count("sin") >= 2
+    # That the forward is recomputed in the backward pass is checked by behaviour in test_checkpoint.py.
 
 
 def test_trace_prints_program_and_concretization_error():

@@ -1,11 +1,12 @@
 """The user-facing derivative transformations: grad, vjp, jvp, jacobians, checkpoint."""
 import functools
+import numbers
 
 from .. import tree
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import stage
 from ..core.trace import bind
-from ..errors import DeviceMismatchError, DTypeError, ShapeError, TreeError
+from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
 from ..nx.creation import ones_like, zeros_like
 from . import rules  # noqa: F401  (imported for its effect: it fills the rule tables)
@@ -47,8 +48,17 @@ def select(f, args, kwargs, argnums, what):
     multiple = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if multiple else (argnums,)
     for n in nums:
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+            raise UsageError(f"{what}: argnums must be an int or a tuple of ints, got {argnums!r}")
         if not -len(args) <= n < len(args):
-            raise ShapeError(f"{what}: argnums {argnums} is out of range for {len(args)} positional arguments")
+            raise ArgumentError(f"{what}: argnums {argnums!r} names argument {n!r}, but the function "
+                                f"was called with {len(args)} positional argument(s)")
+    # A repeated argument would be substituted twice and only the last copy would
+    # reach f, so the first entry's derivative would silently come back zero.
+    normalized = [n % len(args) for n in nums]
+    if len(set(normalized)) != len(nums):
+        raise ArgumentError(f"{what}: argnums {argnums!r} names an argument more than once; "
+                            f"each argument can be differentiated once")
     chosen = tuple(args[n] for n in nums)
     for n, a in zip(nums, chosen):
         for path, leaf in tree.flatten_with_paths(a)[0]:
@@ -110,10 +120,14 @@ def value_and_grad(f, argnums=0, has_aux=False):
         picked, chosen, multiple = select(f, args, kwargs, argnums, "grad")
         result = vjp(picked, *chosen, has_aux=has_aux)
         value, pullback = result[0], result[1]
-        if not hasattr(value, "aval") or value.shape != () or not differentiable(value.aval):
+        if not hasattr(value, "aval") or value.shape != ():
             got = value.aval.describe() if hasattr(value, "aval") else type(value).__name__
             raise ShapeError(f"grad: the function must return a float scalar, got {got}; "
                              f"use rune.vjp for non-scalar outputs")
+        if not differentiable(value.aval):
+            raise DTypeError(f"grad: the function must return a float scalar, got "
+                             f"{value.aval.describe()}; grad needs a real (float) output: an integer "
+                             f"or boolean result has no derivative")
         grads = pullback(ones_like(value))
         grads = grads if multiple else grads[0]
         return ((value, result[2]), grads) if has_aux else (value, grads)
@@ -134,7 +148,14 @@ def grad(f, argnums=0, has_aux=False):
 
 
 def jvp(f, primals, tangents, has_aux=False):
-    """`(f(*primals), J @ tangents)` by forward mode (and `aux` with has_aux)."""
+    """`(f(*primals), J @ tangents)` by forward mode (and `aux` with has_aux).
+
+    `primals` and `tangents` are tuples or lists, one entry per positional
+    argument of `f` (as in JAX)."""
+    for what, v in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(v, (tuple, list)):
+            raise UsageError(f"jvp: {what} must be a tuple or list with one entry per positional "
+                             f"argument of f, got {type(v).__name__}; write rune.jvp(f, (x,), (t,))")
     p_leaves, p_struct = tree.flatten(tuple(primals))
     t_leaves, t_struct = tree.flatten(tuple(tangents))
     if p_struct != t_struct:

@@ -54,8 +54,12 @@ def _assemble(out_struct, blocks, in_struct, multiple):
 
 def jacfwd(f, argnums=0, has_aux=False):
     """The Jacobian of `f` by forward mode: one batched jvp over every input element."""
+    return _jacfwd(f, argnums, has_aux, "jacfwd")
+
+
+def _jacfwd(f, argnums, has_aux, what):
     def jac(*args):
-        flat, leaves, in_struct, multiple = _select(f, args, argnums, "jacfwd")
+        flat, leaves, in_struct, multiple = _select(f, args, argnums, what)
         if sum(x.size for x in leaves) == 0:
             main = (lambda *xs: flat(*xs)[0]) if has_aux else flat
             out_struct, out_avals = _output_shapes(main, leaves)
@@ -91,8 +95,12 @@ def _output_shapes(fn, leaves):
 
 def jacrev(f, argnums=0, has_aux=False):
     """The Jacobian of `f` by reverse mode: one batched pullback over every output element."""
+    return _jacrev(f, argnums, has_aux, "jacrev")
+
+
+def _jacrev(f, argnums, has_aux, what):
     def jac(*args):
-        flat, leaves, in_struct, multiple = _select(f, args, argnums, "jacrev")
+        flat, leaves, in_struct, multiple = _select(f, args, argnums, what)
         result = vjp(flat, *leaves, has_aux=has_aux)
         out, pullback = result[0], result[1]
         out_leaves, out_struct = tree.flatten(out)
@@ -111,4 +119,4 @@ def jacrev(f, argnums=0, has_aux=False):
 
 def hessian(f, argnums=0, has_aux=False):
     """The Hessian of scalar `f`: forward mode over reverse mode."""
-    return jacfwd(jacrev(f, argnums, has_aux), argnums, has_aux)
+    return _jacfwd(_jacrev(f, argnums, has_aux, "hessian"), argnums, has_aux, "hessian")

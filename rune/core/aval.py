@@ -4,6 +4,9 @@ An aval is shape, dtype, device and whether the value is a weak Python scalar.
 A device of None means "placed with whatever it meets" (Python scalars).
 """
 import math
+import operator
+
+from ..errors import ShapeError, UsageError
 
 
 class Aval:
@@ -56,3 +59,27 @@ _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf1
 
 def short_dtype(dtype):
     return _SHORT.get(dtype.name, dtype.name)
+
+
+def normalize_shape(where, shape):
+    """`shape` (an int or a sequence of ints) as a tuple of non-negative Python
+    ints: the one check every function that takes a shape goes through, so
+    `zeros((2.0,))` and `uniform(key, (-1,))` are refused where the user wrote them."""
+    if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+        return shape  # the common case, kept cheap
+    try:
+        dims = (_index(shape),) if not hasattr(shape, "__iter__") or getattr(shape, "ndim", 1) == 0 \
+            else tuple(_index(d) for d in shape)
+    except TypeError:
+        raise UsageError(f"{where}: a shape is an int or a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"{where}: shape {dims} has a negative dimension; dimensions must be >= 0")
+    return dims
+
+
+def _index(d):
+    """`d` as a Python int if it is an integer (Python, NumPy, a 0-d integer array);
+    TypeError for anything else, bools and floats included."""
+    if isinstance(d, bool) or getattr(d, "dtype", None) is not None and d.dtype.kind == "b":
+        raise TypeError
+    return operator.index(d)

@@ -142,8 +142,10 @@ def aval_of(x):
 
 
 def device_mismatch(prim, first, second):
+    """The error for operands on two devices; `prim` is a primitive or the name of
+    the user's function (when it binds several primitives, name it, not them)."""
     return DeviceMismatchError(
-        f"{prim.name}: operands are on different devices, {first} and {second}; "
+        f"{getattr(prim, 'name', prim)}: operands are on different devices, {first} and {second}; "
         f"move one with nx.place(x, {str(first)!r}) first")
 
 

@@ -4,6 +4,7 @@ Under a transformation they are constants of the program being traced.
 """
 import numpy as np
 
+from ..core.aval import normalize_shape
 from ..core.trace import Tracer
 from ..errors import ShapeError
 from . import dtypes as dt
@@ -11,32 +12,25 @@ from . import ops
 from .array import Array, from_host
 
 
-def _shape(shape):
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
-    if any(d < 0 for d in shape):
-        raise ShapeError(f"negative dimensions are not allowed, got shape {shape}")
-    return shape
-
-
 def _dtype(dtype, default=dt.float32):
     return default if dtype is None else dt.dtype(dtype)
 
 
 def zeros(shape, dtype=None, device=None):
-    return from_host(np.zeros(_shape(shape), _dtype(dtype)), device)
+    return from_host(np.zeros(normalize_shape("zeros", shape), _dtype(dtype)), device)
 
 
 def ones(shape, dtype=None, device=None):
-    return from_host(np.ones(_shape(shape), _dtype(dtype)), device)
+    return from_host(np.ones(normalize_shape("ones", shape), _dtype(dtype)), device)
 
 
 def full(shape, fill_value, dtype=None, device=None):
     if isinstance(fill_value, (Array, Tracer)):
         fill = ops.asarray(fill_value, dtype, device)
-        return ops.broadcast_to(fill, _shape(shape))
+        return ops.broadcast_to(fill, normalize_shape("full", shape))
     dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float))
                    else np.asarray(fill_value).dtype)
-    return from_host(np.full(_shape(shape), fill_value, dtype), device)
+    return from_host(np.full(normalize_shape("full", shape), fill_value, dtype), device)
 
 
 def _like(x, dtype, device):
@@ -68,7 +62,7 @@ def scalar(value, dtype=None, device=None):
 
 def create(dtype, shape, data, device=None):
     """An array of `shape` and `dtype` filled from the flat sequence `data` (row-major)."""
-    shape = _shape(shape)
+    shape = normalize_shape("create", shape)
     flat = np.asarray(data, dt.dtype(dtype)).reshape(-1)
     if flat.size != int(np.prod(shape, dtype=np.int64)):
         raise ShapeError(f"create: shape {shape} needs {int(np.prod(shape))} elements, got {flat.size}")
@@ -85,10 +79,12 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
+    num, = normalize_shape("linspace", (num,))
     return from_host(np.linspace(start, stop, num, endpoint=endpoint).astype(_dtype(dtype)), device)
 
 
 def eye(n, m=None, k=0, dtype=None, device=None):
+    n, m = normalize_shape("eye", (n, n if m is None else m))
     return from_host(np.eye(n, m, k, dtype=_dtype(dtype)), device)
 
 

@@ -43,7 +43,13 @@ def asarray(x, dtype=None, device=None):
         host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
         host = host if dtype is None else host.astype(dtype)
     else:
-        host = np.asarray(x)
+        try:
+            host = np.asarray(x)
+        except ValueError as e:
+            if not isinstance(x, (list, tuple)):
+                raise
+            raise ShapeError(f"array: nested sequences must be rectangular, but "
+                             f"{_ragged(x) or e}") from e
         if dtype is not None:
             host = host.astype(dtype)
         elif not isinstance(x, (np.ndarray, np.generic)) or host.dtype not in dt.ALL:
@@ -56,6 +62,19 @@ def asarray(x, dtype=None, device=None):
                                               f"pass dtype=nx.int64")
             host = host.astype(target)
     return from_host(np.array(host, copy=True) if host is x else host, device)
+
+
+def _ragged(x, path=""):
+    """Where nested lists stop being rectangular, in words (for the error), or ""."""
+    for i, e in enumerate(x):
+        found = _ragged(e, f"{path}[{i}]") if isinstance(e, (list, tuple)) else ""
+        if found:
+            return found
+    shapes = [np.shape(e) for e in x]  # each is rectangular by now
+    for i, shape in enumerate(shapes):
+        if shape != shapes[0]:
+            return f"x{path}[{i}] has shape {shape} and x{path}[0] has shape {shapes[0]}"
+    return ""
 
 
 def _is_host_dlpack(x):
@@ -366,6 +385,8 @@ def where(cond, x, y):
 
 def clip(x, min=None, max=None):
     x = _operand(x)
+    # Checked here so a mismatch names clip, not the maximum/minimum it is made of.
+    _trace.common_device("clip", [v.aval for v in (x, min, max) if isinstance(v, (Array, Tracer))])
     if min is not None:
         x = maximum(x, min)
     if max is not None:
@@ -437,11 +458,35 @@ def _reduction(prim_name, accumulate_as=None):
     return op
 
 
+def _with_initial(reduce, combine):
+    """max/min with NumPy's `initial=`: a scalar that also takes part, so an empty
+    axis gives it instead of an error."""
+    def op(x, axis=None, keepdims=False, initial=None):
+        if initial is None:
+            return reduce(x, axis, keepdims)
+        x = asarray(x)
+        initial = constant_like(initial, x, x.dtype)
+        if initial.ndim:
+            raise ShapeError(f"{op.__name__}: initial must be a scalar, got shape {initial.shape}")
+        axes = _axes(op.__name__, axis, x.ndim)
+        if builtins.any(x.shape[a] == 0 for a in axes):
+            return broadcast_to(initial, _reduced_shape(x.shape, axes, keepdims))
+        return combine(reduce(x, axes, keepdims), initial)
+    op.__name__ = reduce.__name__
+    return op
+
+
+def _reduced_shape(shape, axes, keepdims):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else \
+        tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
 sum = _reduction("reduce_sum", dt.int32)
 prod = _reduction("reduce_prod", dt.int32)
 max = _reduction("reduce_max")
 min = _reduction("reduce_min")
 sum.__name__, prod.__name__, max.__name__, min.__name__ = "sum", "prod", "max", "min"
+max, min = _with_initial(max, maximum), _with_initial(min, minimum)
 amax, amin = max, min
 
 
@@ -526,25 +571,35 @@ def logsumexp(x, axis=None, keepdims=False):
     x = _floating(x)
     axes = _axes("logsumexp", axis, x.ndim)
     if builtins.any(x.shape[a] == 0 for a in axes):  # the log of an empty sum
-        shape = tuple(1 if i in axes else d for i, d in enumerate(x.shape)) if keepdims else \
-            tuple(d for i, d in enumerate(x.shape) if i not in axes)
-        return broadcast_to(constant_like(-np.inf, x, x.dtype), shape)
+        return broadcast_to(constant_like(-np.inf, x, x.dtype), _reduced_shape(x.shape, axes, keepdims))
     top = stop_gradient(max(x, axes, keepdims=True))
     top = where(isfinite(top), top, 0)
     out = add(log(sum(exp(subtract(x, top)), axes, keepdims=True)), top)
     return out if keepdims else squeeze(out, axes)
 
 
+def _softmax_input(name, x, axis):
+    """`x` as floats, and whether it is empty: then the result is `x` itself (no
+    element to normalise). The axis is checked here so errors name softmax."""
+    x = _floating(x)
+    _axes(name, axis, x.ndim)
+    return x, x.size == 0
+
+
 @_in_float32
 def softmax(x, axis=-1):
-    x = _floating(x)
+    x, empty = _softmax_input("softmax", x, axis)
+    if empty:
+        return x
     unnormalized = exp(subtract(x, stop_gradient(max(x, axis, keepdims=True))))
     return divide(unnormalized, sum(unnormalized, axis, keepdims=True))
 
 
 @_in_float32
 def log_softmax(x, axis=-1):
-    x = _floating(x)
+    x, empty = _softmax_input("log_softmax", x, axis)
+    if empty:
+        return x
     shifted = subtract(x, stop_gradient(max(x, axis, keepdims=True)))
     return subtract(shifted, log(sum(exp(shifted), axis, keepdims=True)))
 
@@ -643,10 +698,11 @@ def ravel(x):
 
 
 def concatenate(xs, axis=0):
+    xs = list(xs)
+    if not xs:
+        raise ShapeError("concatenate: expected a non-empty sequence of arrays, got an empty one")
     xs = promote("concatenate", *xs)
     xs = [asarray(x) for x in xs]
-    if not xs:
-        raise ShapeError("concatenate: needs at least one array")
     nd = xs[0].ndim
     if nd == 0:
         raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated")

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..backends.cpu import threefry
+from ..core.aval import normalize_shape
 from ..core.prims import P
 from ..core.trace import Tracer, bind
 from ..errors import DTypeError, ShapeError, UsageError
@@ -53,7 +54,7 @@ def _bits(k, shape, width):
 def split(key, num=2):
     """`num` new independent keys, stacked into shape (num, 2)."""
     key = _check_key(key, "split")
-    words = _bits(key, (num, 2), 32)
+    words = _bits(key, _shape((num, 2), "split"), 32)
     return words
 
 
@@ -69,8 +70,8 @@ def fold_in(key, data):
     return _bits(mixed, (2,), 32)
 
 
-def _shape(shape):
-    return (shape,) if isinstance(shape, int) else tuple(shape)
+def _shape(shape, name):
+    return normalize_shape(f"random.{name}", shape)
 
 
 def _float_dtype(dtype, name):
@@ -88,7 +89,7 @@ def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
     dtype = _float_dtype(dtype, "uniform")
     width = 64 if dtype == dt.float64 else 32
     m = _MANTISSA[dtype]
-    bits = ops.right_shift(_bits(key, _shape(shape), width), np.dtype(f"uint{width}").type(width - m))
+    bits = ops.right_shift(_bits(key, _shape(shape, "uniform"), width), np.dtype(f"uint{width}").type(width - m))
     unit = ops.multiply(ops.astype(bits, dtype), dtype.type(2.0 ** -m))
     minval, maxval = ops.constant_like(minval, key, dtype), ops.constant_like(maxval, key, dtype)
     return ops.add(ops.multiply(unit, ops.subtract(maxval, minval)), minval)
@@ -98,7 +99,7 @@ def normal(key, shape=(), dtype=dt.float32):
     """Standard normal floats (Box-Muller on two uniform draws)."""
     key = _check_key(key, "normal")
     dtype = _float_dtype(dtype, "normal")
-    shape = _shape(shape)
+    shape = _shape(shape, "normal")
     work = dt.float64 if dtype == dt.float64 else dt.float32
     u = uniform(key, (2,) + shape, work)
     u1 = ops.subtract(work.type(1.0), ops.getitem(u, 0))  # in (0, 1]: log is finite
@@ -112,6 +113,7 @@ def bernoulli(key, p=0.5, shape=None):
     key = _check_key(key, "bernoulli")
     if shape is None:
         shape = ops.asarray(p).shape if isinstance(p, (Array, Tracer, np.ndarray)) else ()
+    shape = _shape(shape, "bernoulli")
     return ops.less(uniform(key, shape), p)
 
 
@@ -127,7 +129,7 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     # compute it as unsigned 64-bit, where the wrap-around difference is exact.
     lo, hi = ops.astype(minval, dt.uint64), ops.astype(maxval, dt.uint64)
     span = ops.subtract(hi, lo)
-    offset = ops.remainder(_bits(key, _shape(shape), 64), ops.maximum(span, np.uint64(1)))
+    offset = ops.remainder(_bits(key, _shape(shape, "randint"), 64), ops.maximum(span, np.uint64(1)))
     drawn = ops.astype(ops.add(lo, offset), dtype)
     # An empty range (maxval <= minval) gives minval, as in JAX.
     return ops.where(ops.less(minval, maxval), drawn, minval)
