@@ -3,6 +3,7 @@
 The public surface, re-exported; nothing is defined here.
 """
 from . import nx, tree
+from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of conv and reduce_window)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev

@@ -1030,6 +1030,95 @@ case("at", _nx_at, _np_at, _at_samples(), grad=True, diff_argnums=(0, 1),
      note="x.at[idx].set(v) / .add(v); static kwargs idx and mode; set samples never repeat an index")
 
 
+# ---------------------------------------------------------------- convolution and pooling
+
+def _np_pads(padding, sizes, windows, strides, dilation):
+    """Explicit (lo, hi) pairs, as lax.padtype_to_pads: SAME gives ceil(n / stride) outputs."""
+    if padding == "VALID":
+        return [(0, 0)] * len(sizes)
+    if padding == "SAME":
+        out = []
+        for n, k, s, d in zip(sizes, windows, strides, dilation):
+            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+            out.append((total // 2, total - total // 2))
+        return out
+    return [tuple(p) for p in padding]
+
+
+def _np_conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count=1):
+    """A direct loop over output positions and kernel offsets (NHWC input, HWIO kernel)."""
+    nd, groups = x.ndim - 2, feature_group_count
+    strides = (strides,) * nd if isinstance(strides, int) else strides or (1,) * nd
+    dilation = dilation or (1,) * nd
+    pads = _np_pads(padding, x.shape[1:-1], w.shape[:nd], strides, dilation)
+    xp = np.pad(x.astype(F64), [(0, 0)] + pads + [(0, 0)])
+    cg, og = w.shape[-2], w.shape[-1] // groups
+    spatial = [(xp.shape[1 + i] - (w.shape[i] - 1) * dilation[i] - 1) // strides[i] + 1 for i in range(nd)]
+    out = np.zeros((x.shape[0], *[max(n, 0) for n in spatial], w.shape[-1]))
+    for pos in np.ndindex(*out.shape[1:-1]):
+        for k in np.ndindex(*w.shape[:nd]):
+            patch = xp[(slice(None),) + tuple(p * s + o * d for p, s, o, d in zip(pos, strides, k, dilation))]
+            for g in range(groups):
+                out[(slice(None),) + pos + (slice(g * og, (g + 1) * og),)] += (
+                    patch[:, g * cg:(g + 1) * cg] @ w[k][:, g * og:(g + 1) * og].astype(F64))
+    return out.astype(np.result_type(x, w))
+
+
+def _np_reduce_window(x, op, window_dimensions, window_strides=None, padding="VALID"):
+    """A direct loop over window positions; padding holds -inf (max) or 0 (sum)."""
+    strides = window_strides or (1,) * x.ndim
+    pads = _np_pads(padding, x.shape, window_dimensions, strides, (1,) * x.ndim)
+    fill = 0 if op == "sum" else (-np.inf if is_float(x.dtype) else np.iinfo(x.dtype).min)
+    xp = np.pad(x, pads, constant_values=fill)
+    counts = [(n - k) // s + 1 for n, k, s in zip(xp.shape, window_dimensions, strides)]
+    out = np.zeros(counts, x.dtype)
+    reduce = np.max if op == "max" else np.sum
+    for pos in np.ndindex(*counts):
+        out[pos] = reduce(xp[tuple(slice(p * s, p * s + k) for p, s, k in zip(pos, strides, window_dimensions))])
+    return out
+
+
+def _conv_samples():
+    rng = _rng("conv")
+    out = []
+    for d in (F64, F32):
+        out += [S(draw(rng, (2, 5, 6, 3), d), draw(rng, (3, 2, 3, 4), d)),
+                S(draw(rng, (2, 7, 6, 2), d), draw(rng, (3, 2, 2, 3), d), strides=(2, 1),
+                  padding=((1, 2), (0, 1)), dilation=(1, 2)),
+                S(draw(rng, (2, 5, 5, 4), d), draw(rng, (2, 2, 2, 6), d), strides=2, padding="SAME",
+                  feature_group_count=2)]
+    out += [S(draw(rng, (2, 7, 3), F64), draw(rng, (3, 3, 4), F64), strides=(2,), padding="SAME"),
+            S(draw(rng, (1, 4, 4, 4), F64), draw(rng, (3, 3, 1, 4), F64), padding="SAME",
+              feature_group_count=4),
+            S(draw(rng, (1, 4, 3, 3, 2), F64), draw(rng, (2, 2, 2, 2, 3), F64), padding="SAME"),
+            S(draw(rng, (2, 4, 4, 2), I32), draw(rng, (2, 2, 2, 3), I32))]
+    return out
+
+
+case("conv", nx.conv, _np_conv, _conv_samples(), grad=True, diff_argnums=(0, 1),
+     note="lax.conv_general_dilated with NHWC input and HWIO kernel; 1-, 2- and 3-d")
+
+
+def _reduce_window_samples():
+    rng = _rng("reduce_window")
+    out = []
+    for d in (F64, F32):
+        for op in ("max", "sum"):
+            out += [S(draw(rng, (2, 5, 6, 3), d), op=op, window_dimensions=(1, 2, 2, 1),
+                      window_strides=(1, 2, 2, 1)),
+                    S(draw(rng, (2, 5, 5, 2), d), op=op, window_dimensions=(1, 3, 3, 1), padding="SAME"),
+                    S(draw(rng, (7,), d), op=op, window_dimensions=(3,), window_strides=(2,),
+                      padding=((1, 2),))]
+    out += [S(draw(rng, (4, 6), I32), op="max", window_dimensions=(2, 3), window_strides=(2, 2),
+              padding="SAME"),
+            S(draw(rng, (4, 6), I32), op="sum", window_dimensions=(2, 2))]
+    return out
+
+
+case("reduce_window", nx.reduce_window, _np_reduce_window, _reduce_window_samples(), grad=True,
+     note="op is 'max' or 'sum'; windows, strides and padding per axis")
+
+
 # ---------------------------------------------------------------- public surface
 
 # Every public nx callable that is an op (creation, conversion, random and
