@@ -9,6 +9,7 @@ from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from .batching import vmap
 from .callback import Spec, callback
+from .checkpoint import load, save
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
@@ -23,7 +24,7 @@ from .nx.placement import place_tree as place
 from .stats import reset_stats, stats
 
 __all__ = [
-    "nx", "nn", "optim", "tree", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
+    "nx", "nn", "optim", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
     "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
