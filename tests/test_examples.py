@@ -28,3 +28,12 @@ def test_digits_cnn_learns_checkpoints_and_resumes(tmp_path):
     out = _run("train_digits.py", "--epochs", "2", "--limit", "320", "--no-progress", "--checkpoint", ckpt,
                "--resume")
     assert "resumed from" in out and "epoch   2" in out and "epoch   1 " not in out, out
+
+
+def test_char_transformer_loss_falls():
+    out = _run("train_charlm.py", "--steps", "24", "--log-every", "8", "--batch-size", "8", "--seq-len", "32",
+               "--d-model", "32", "--max-chars", "200000", "--sample-chars", "20", "--lr", "1e-2")
+    losses = [float(v) for v in re.findall(r"step +\d+  loss ([0-9.]+)", out)]
+    first = float(re.search(r"first step ([0-9.]+)", out).group(1))
+    assert len(losses) == 3 and losses[-1] < first - 0.5, out
+    assert "--- sample ---" in out
