@@ -9,7 +9,7 @@ from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from .batching import vmap
 from .callback import Spec, callback
-from .checkpoint import load, save
+from .checkpoints import load, save  # (a module named checkpoint would shadow rune.checkpoint, the remat)
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
