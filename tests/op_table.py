@@ -1091,7 +1091,9 @@ def _conv_samples():
             S(draw(rng, (1, 4, 4, 4), F64), draw(rng, (3, 3, 1, 4), F64), padding="SAME",
               feature_group_count=4),
             S(draw(rng, (1, 4, 3, 3, 2), F64), draw(rng, (2, 2, 2, 2, 3), F64), padding="SAME"),
-            S(draw(rng, (2, 4, 4, 2), I32), draw(rng, (2, 2, 2, 3), I32))]
+            S(draw(rng, (2, 4, 4, 2), I32), draw(rng, (2, 2, 2, 3), I32)),
+            S(draw(rng, (2, 4, 4, 2), F16), draw(rng, (2, 2, 2, 3), F16), padding="SAME"),
+            S(draw(rng, (2, 4, 4, 2), BF16), draw(rng, (2, 2, 2, 3), BF16), strides=2)]
     return out
 
 

@@ -66,7 +66,12 @@ def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
     view = windows(x, axes, kernel, strides, rhs_dilation, counts)   # (G, N, *out, C, *K)
     view = np.moveaxis(view, 2 + nd, -1)                              # (G, N, *out, *K, C)
     patches = view.reshape(g, n * math.prod(counts), math.prod(kernel) * c)
-    out = np.matmul(patches, w.reshape(g, math.prod(kernel) * c, o))
+    kernel_matrix = w.reshape(g, math.prod(kernel) * c, o)
+    if x.dtype.itemsize == 2 and x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+        # Half precision is computed in float32 (BLAS) and rounded once on store.
+        out = np.matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
+    else:
+        out = np.matmul(patches, kernel_matrix)
     return out.reshape(out_shape)
 
 
