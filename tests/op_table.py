@@ -1113,7 +1113,9 @@ def _reduce_window_samples():
                       padding=((1, 2),))]
     out += [S(draw(rng, (4, 6), I32), op="max", window_dimensions=(2, 3), window_strides=(2, 2),
               padding="SAME"),
-            S(draw(rng, (4, 6), I32), op="sum", window_dimensions=(2, 2))]
+            S(draw(rng, (4, 6), I32), op="sum", window_dimensions=(2, 2)),
+            S(draw(rng, (2, 6, 6, 2), BF16), op="sum", window_dimensions=(1, 3, 3, 1), padding="SAME"),
+            S(draw(rng, (2, 6, 6, 2), F16), op="max", window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1))]
     return out
 
 

@@ -67,7 +67,7 @@ def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
     view = np.moveaxis(view, 2 + nd, -1)                              # (G, N, *out, *K, C)
     patches = view.reshape(g, n * math.prod(counts), math.prod(kernel) * c)
     kernel_matrix = w.reshape(g, math.prod(kernel) * c, o)
-    if x.dtype.itemsize == 2 and x.dtype.kind == "f" or x.dtype.name == "bfloat16":
+    if _half(x.dtype):
         # Half precision is computed in float32 (BLAS) and rounded once on store.
         out = np.matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
     else:
@@ -75,7 +75,8 @@ def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
     return out.reshape(out_shape)
 
 
-_REDUCE = {"max": np.max, "sum": np.sum}
+def _half(dtype):
+    return dtype.itemsize == 2 and dtype.kind == "f" or dtype.name == "bfloat16"
 
 
 def identity(op, dtype):
@@ -97,8 +98,12 @@ def reduce_window(x, *, op, window, strides, padding):
         return np.zeros(counts, x.dtype)
     view = windows(x, axes, window, strides, (1,) * x.ndim, counts)
     tail = tuple(range(x.ndim, 2 * x.ndim))
-    # dtype= keeps narrow ints narrow (NumPy would widen sums to int64).
-    return np.asarray(_REDUCE[op](view, axis=tail, **({"dtype": x.dtype} if op == "sum" else {})))
+    if op == "max":
+        return np.asarray(np.max(view, axis=tail))
+    # Half-precision windows add in float32 and round once; dtype= keeps narrow
+    # ints narrow (NumPy would widen their sums to int64).
+    wide = np.float32 if _half(x.dtype) else x.dtype
+    return np.asarray(np.sum(view, axis=tail, dtype=wide)).astype(x.dtype, copy=False)
 
 
 IMPLS = {"conv": conv, "reduce_window": reduce_window}
