@@ -6,10 +6,12 @@ kernel a conv of the input with the cotangent (strides become kernel
 dilation): JAX's `_conv_general_dilated_transpose_lhs/rhs`, written for the
 grouped-first layout where every group is an ordinary conv.
 
-reduce_window: each window's elements are gathered through a static index
-table (built with NumPy from the shapes), so the tangent of a max is the
-tangent of the element(s) attaining it, ties sharing equally as for
-`reduce_max`, and cotangents are scattered back with one scatter-add. Those are
+reduce_window: each window's elements are read as an array (*out, *window) —
+by a reshape and transpose when the windows tile the operand (pooling), else
+through a static index table (built with NumPy from the shapes) — so the
+tangent of a max is the tangent of the element(s) attaining it, ties sharing
+equally as for `reduce_max`, and cotangents are written back (the inverse
+reshape, or one scatter-add). Those are
 ordinary nx operations, so higher derivatives, jit and vmap of the rules come
 for free.
 """
@@ -99,36 +101,73 @@ batch_rules[conv_p] = _conv_batch
 
 # ---------------------------------------------------------------- reduce_window
 
-def _window_table(shape, window, strides, padding):
-    """For every window position and offset, the flat index of the element of an
-    array of `shape` it reads; padding reads index `size` (out of bounds: gathers
-    clamp it and it is masked, scatters drop it). Shaped (*out, *window)."""
-    size = math.prod(shape)
-    axes = tuple(range(len(shape)))
-    flat = np.arange(size, dtype=np.int64).reshape(shape)
-    padded = dilate_pad(flat, axes, (1,) * len(shape), padding, size)
-    counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(shape, window, strides, padding))
-    table = windows(padded, axes, window, strides, (1,) * len(shape), counts)
-    return np.ascontiguousarray(table).astype(np.int32 if size < 2 ** 31 - 1 else np.int64)
+class _Indexed:
+    """Windows read through a static index table: for every window position and
+    offset, the flat index of the element of x it reads, or x.size for padding
+    (out of bounds: gathers clamp it and it is masked, scatters drop it)."""
+
+    def __init__(self, x, window, strides, padding):
+        shape, size = x.shape, x.size
+        axes = tuple(range(len(shape)))
+        flat = np.arange(size, dtype=np.int64).reshape(shape)
+        padded = dilate_pad(flat, axes, (1,) * len(shape), padding, size)
+        counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(shape, window, strides, padding))
+        table = windows(padded, axes, window, strides, (1,) * len(shape), counts)
+        table = np.ascontiguousarray(table).astype(np.int32 if size < 2 ** 31 - 1 else np.int64)
+        self.x, self.shape = x, table.shape
+        self.table = nx.constant_like(table, x)
+        self.real = nx.constant_like(table < size, x)
+
+    def read(self, v):
+        """v (shaped like x) at each window entry: (*out, *window)."""
+        return bind(P["gather"], nx.reshape(v, (-1,)), self.table, axis=0)
+
+    def write(self, values):
+        """The sum into x's positions of values laid out (*out, *window)."""
+        flat = bind(P["scatter"], zeros((self.x.size,), values.dtype, self.x.device), self.table, values,
+                    axis=0, mode="add")
+        return nx.reshape(flat, self.x.shape)
 
 
-def _gathered(x, table):
-    """x's value at each table entry (padding entries hold an arbitrary element)."""
-    return bind(P["gather"], nx.reshape(x, (-1,)), nx.constant_like(table, x), axis=0)
+class _Tiled:
+    """Windows that tile x (strides equal to the window, no padding): reading them
+    is a reshape and a transpose, and so is writing back (zeros where no window reaches)."""
+
+    def __init__(self, x, window, counts):
+        self.x, self.window, self.counts = x, window, counts
+        self.used = tuple(c * k for c, k in zip(counts, window))
+        self.shape = counts + window
+        self.real = None
+        n = len(window)
+        self.perm = tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2))   # (c0, k0, c1, k1, ...) -> (c..., k...)
+
+    def read(self, v):
+        if self.used != self.x.shape:
+            v = nx._slice(v, [0] * v.ndim, self.used, [1] * v.ndim)
+        v = nx.reshape(v, tuple(d for pair in zip(self.counts, self.window) for d in pair))
+        return nx.transpose(v, self.perm)
+
+    def write(self, values):
+        back = nx.transpose(values, [self.perm.index(i) for i in range(len(self.perm))])
+        back = nx.reshape(back, self.used)
+        if self.used != self.x.shape:
+            back = nx.pad(back, [(0, d - u) for d, u in zip(self.x.shape, self.used)])
+        return back
 
 
-def _scattered(values, x, table):
-    """The sum into x's positions of `values` laid out like the table."""
-    flat = bind(P["scatter"], zeros((x.size,), values.dtype, x.device), nx.constant_like(table, x), values,
-                axis=0, mode="add")
-    return nx.reshape(flat, x.shape)
+def _windows(x, window, strides, padding):
+    counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding))
+    if strides == window and all(p == (0, 0) for p in padding):
+        return _Tiled(x, window, counts)
+    return _Indexed(x, window, strides, padding)
 
 
-def _max_weights(x, out, table):
+def _max_weights(x, out, wins):
     """1 / (how many attain the max) at the entries that attain it, 0 elsewhere."""
-    window_axes = tuple(range(out.ndim, table.ndim))
-    real = nx.constant_like(table < x.size, x)
-    hits = nx.logical_and(real, nx.equal(_gathered(x, table), nx.reshape(out, out.shape + (1,) * x.ndim)))
+    window_axes = tuple(range(out.ndim, len(wins.shape)))
+    hits = nx.equal(wins.read(x), nx.reshape(out, out.shape + (1,) * x.ndim))
+    if wins.real is not None:
+        hits = nx.logical_and(wins.real, hits)
     hits = nx.astype(hits, x.dtype)
     count = nx.maximum(nx.sum(hits, window_axes, keepdims=True), x.dtype.type(1))
     return nx.divide(hits, count)
@@ -141,20 +180,20 @@ def _reduce_window_jvp(primals, tangents, **params):
         return out, None
     if params["op"] == "sum" or 0 in x.shape or 0 in out.shape:
         return out, bind(reduce_window_p, t, **params)
-    table = _window_table(x.shape, params["window"], params["strides"], params["padding"])
-    weighted = nx.multiply(_gathered(t, table), _max_weights(x, out, table))
-    return out, nx.sum(weighted, tuple(range(out.ndim, table.ndim)))
+    wins = _windows(x, params["window"], params["strides"], params["padding"])
+    weighted = nx.multiply(wins.read(t), _max_weights(x, out, wins))
+    return out, nx.sum(weighted, tuple(range(out.ndim, len(wins.shape))))
 
 
 def _reduce_window_vjp(ct, ins, out, wants, *, op, window, strides, padding):
     x = ins[0]
     if 0 in x.shape or 0 in ct.shape:
         return (zeros_like(x),)
-    table = _window_table(x.shape, window, strides, padding)
-    spread = nx.broadcast_to(nx.reshape(ct, ct.shape + (1,) * x.ndim), table.shape)
+    wins = _windows(x, window, strides, padding)
+    spread = nx.broadcast_to(nx.reshape(ct, ct.shape + (1,) * x.ndim), wins.shape)
     if op == "max":
-        spread = nx.multiply(spread, _max_weights(x, out, table))
-    return (_scattered(spread, x, table),)
+        spread = nx.multiply(spread, _max_weights(x, out, wins))
+    return (wins.write(spread),)
 
 
 def _reduce_window_batch(values, dims, size, *, op, window, strides, padding):
