@@ -52,6 +52,24 @@ def softplus(x):
     return nx.maximum(x, 0) + nx.log1p(nx.exp(-nx.abs(x)))
 
 
+def leaky_relu(x, negative_slope=0.01):
+    """x where x >= 0, negative_slope * x elsewhere."""
+    x = nx.asarray(x)
+    return nx.where(nx.greater_equal(x, 0), x, negative_slope * x)
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha * (exp(x) - 1) elsewhere (expm1 of the clipped input,
+    so the unused branch never overflows)."""
+    x = nx.asarray(x)
+    return nx.where(nx.greater(x, 0), x, alpha * nx.expm1(nx.minimum(x, 0)))
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), finite for large |x|."""
+    return -softplus(-nx.asarray(x))
+
+
 # ---------------------------------------------------------------- encodings and losses
 
 def one_hot(x, num_classes, dtype=nx.float32, axis=-1):

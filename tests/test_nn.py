@@ -20,6 +20,9 @@ ACTIVATIONS = {
     "silu": (nn.silu, lambda x: x * scipy.special.expit(x)),
     "sigmoid": (nn.sigmoid, scipy.special.expit),
     "softplus": (nn.softplus, lambda x: np.logaddexp(x, 0)),
+    "leaky_relu": (lambda x: nn.leaky_relu(x, 0.1), lambda x: np.where(x >= 0, x, 0.1 * x)),
+    "elu": (lambda x: nn.elu(x, 0.5), lambda x: np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0)))),
+    "log_sigmoid": (nn.log_sigmoid, lambda x: -np.logaddexp(0, -x)),
 }
 
 
