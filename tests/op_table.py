@@ -39,7 +39,7 @@ import ml_dtypes
 import numpy as np
 import scipy.special
 
-from rune import nx
+from rune import nn, nx
 
 # ---------------------------------------------------------------- dtypes
 
@@ -1121,6 +1121,86 @@ def _reduce_window_samples():
 
 case("reduce_window", nx.reduce_window, _np_reduce_window, _reduce_window_samples(), grad=True,
      note="op is 'max' or 'sum'; windows, strides and padding per axis")
+
+
+# ---------------------------------------------------------------- rune.nn (same machinery; not nx names)
+
+def _nn_float_samples(name, shapes=((3, 4), (5,))):
+    rng = _rng(name)
+    return [S(draw(rng, shape, d)) for d in FLOATS for shape in shapes]
+
+
+def _np_softplus(x):
+    return np.logaddexp(x, 0)
+
+
+NN_ACTIVATIONS = {
+    "nn.relu": (nn.relu, lambda x: np.maximum(x, 0)),
+    "nn.gelu": (nn.gelu, lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    "nn.gelu_exact": (lambda x: nn.gelu(x, approximate=False), lambda x: x * scipy.special.ndtr(x)),
+    "nn.silu": (nn.silu, lambda x: x * scipy.special.expit(x)),
+    "nn.softplus": (nn.softplus, _np_softplus),
+    "nn.log_sigmoid": (nn.log_sigmoid, lambda x: -_np_softplus(-x)),
+    "nn.leaky_relu": (nn.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x)),
+    "nn.elu": (nn.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
+}
+for _name, (_fn, _ref) in NN_ACTIVATIONS.items():
+    case(_name, _fn, _in_f64(_ref), _nn_float_samples(_name), grad=True, dtype_rule=float_rule)
+
+
+def _np_cross_entropy(logits, labels, where=None):
+    z = logits.astype(F64)
+    top = z.max(-1, keepdims=True)
+    out = np.log(np.exp(z - top).sum(-1)) + top[..., 0] - np.take_along_axis(z, labels[..., None], -1)[..., 0]
+    return (out if where is None else np.where(where, out, 0.0)).astype(logits.dtype)
+
+
+def _cross_entropy_samples():
+    rng = _rng("nn.cross_entropy")
+    out = []
+    for d in FLOATS:
+        out += [S(draw(rng, (4, 5), d), rng.integers(0, 5, 4).astype(I32)),
+                S(draw(rng, (2, 3, 6), d), rng.integers(0, 6, (2, 3)).astype(I32), rng.random((2, 3)) < 0.5)]
+    return out
+
+
+case("nn.cross_entropy", nn.cross_entropy, _np_cross_entropy, _cross_entropy_samples(), grad=True)
+
+
+def _np_layer_norm(x, gamma=None, beta=None, axis=-1, eps=1e-5):
+    z = x.astype(F64)
+    out = (z - z.mean(axis, keepdims=True)) / np.sqrt(z.var(axis, keepdims=True) + eps)
+    out = out if gamma is None else out * gamma
+    return (out if beta is None else out + beta).astype(x.dtype)
+
+
+def _layer_norm_samples():
+    rng = _rng("nn.layer_norm")
+    return [S(draw(rng, (3, 6), d), draw(rng, (6,), d), draw(rng, (6,), d)) for d in FLOATS] + \
+        [S(draw(rng, (2, 3, 4), F64), draw(rng, (3, 4), F64), draw(rng, (3, 4), F64), axis=(1, 2))]
+
+
+case("nn.layer_norm", nn.layer_norm, _np_layer_norm, _layer_norm_samples(), grad=True, diff_argnums=(0, 1, 2))
+
+
+def _pool_samples(name):
+    rng = _rng(name)
+    out = []
+    for d in FLOATS:
+        out += [S(draw(rng, (2, 4, 6, 3), d), window=2),
+                S(draw(rng, (2, 5, 5, 2), d), window=3, strides=1, padding="SAME")]
+    return out
+
+
+case("nn.max_pool", nn.max_pool,
+     lambda x, window, strides=None, padding="VALID": _np_reduce_window(
+         x, "max", (1, window, window, 1), (1,) + (strides or window,) * 2 + (1,), padding),
+     _pool_samples("nn.max_pool"), grad=True)
+case("nn.avg_pool", nn.avg_pool,
+     lambda x, window, strides=None, padding="VALID": (_np_reduce_window(
+         x, "sum", (1, window, window, 1), (1,) + (strides or window,) * 2 + (1,), padding) / window ** 2
+     ).astype(x.dtype),
+     _pool_samples("nn.avg_pool"), grad=True)
 
 
 # ---------------------------------------------------------------- public surface
