@@ -75,6 +75,13 @@ def test_max_pool_ties_share_the_gradient_as_reduce_max():
     assert np.asarray(g).tolist() == [[1 / 3, 0.0, 1 / 3, 1 / 3]]
 
 
+def test_padding_forms_agree():
+    x, w = nx.asarray(np.arange(2 * 5 * 5 * 1.0).reshape(2, 5, 5, 1)), nx.ones((3, 3, 1, 2))
+    same = np.asarray(nx.conv(x, w, padding="SAME"))
+    for form in (1, [1, 1], [(1, 1), (1, 1)], ((1, 1), 1)):
+        np.testing.assert_array_equal(np.asarray(nx.conv(x, w, padding=form)), same)
+
+
 def test_errors_name_what_was_expected():
     x, w = nx.ones((1, 4, 4, 3)), nx.ones((3, 3, 2, 4))
     with pytest.raises(rune.ShapeError, match="input channels 3"):

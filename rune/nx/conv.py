@@ -70,7 +70,8 @@ def _ints(name, what, value, n, default):
 
 def pads(name, padding, sizes, windows, strides, dilations=None):
     """Explicit (lo, hi) pairs from "VALID", "SAME" (output size ceil(n / stride),
-    the extra padding after, as lax.padtype_to_pads) or a list of pairs."""
+    the extra padding after, as lax.padtype_to_pads), one int for every side, or
+    one int or (lo, hi) pair per axis."""
     n = len(sizes)
     dilations = dilations or (1,) * n
     if isinstance(padding, str):
@@ -84,6 +85,8 @@ def pads(name, padding, sizes, windows, strides, dilations=None):
                 out.append((total // 2, total - total // 2))
             return tuple(out)
         raise ArgumentError(f"{name}: padding must be 'VALID', 'SAME' or (low, high) pairs, got {padding!r}")
+    if isinstance(padding, (int, np.integer)):
+        padding = ((int(padding), int(padding)),) * n
     pairs = tuple((int(p), int(p)) if isinstance(p, (int, np.integer)) else tuple(int(v) for v in p)
                   for p in padding)
     if len(pairs) != n or any(len(p) != 2 for p in pairs):
