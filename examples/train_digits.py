@@ -15,7 +15,6 @@ one, on the host otherwise.
 Needs scikit-learn and tqdm: pip install -e '.[examples]'
 """
 import argparse
-import math
 import os
 import time
 
@@ -150,8 +149,8 @@ def train(args):
         state = {"params": params, "opt": opt_state, "epoch": epoch}
         os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
         rune.save(args.checkpoint, state)
-        print(f"epoch {epoch:3d}  loss {total / max(batches, 1):.4f}  test accuracy {test_acc:.2%}  "
-              f"({time.perf_counter() - start:.1f} s)")
+        tqdm.write(f"epoch {epoch:3d}  loss {total / max(batches, 1):.4f}  test accuracy {test_acc:.2%}  "
+                   f"({time.perf_counter() - start:.1f} s)")
     seconds = time.perf_counter() - start
     print(f"final test accuracy {test_acc:.4f} in {seconds:.1f} s (chance {1 / CLASSES:.2f})")
     return test_acc

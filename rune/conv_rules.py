@@ -15,7 +15,6 @@ reshape, or one scatter-add). Those are
 ordinary nx operations, so higher derivatives, jit and vmap of the rules come
 for free.
 """
-import math
 
 import numpy as np
 

@@ -91,7 +91,26 @@ def warmup_cosine(init_value, peak_value, warmup_steps, decay_steps, end_value=0
     return schedule
 
 
+def cosine_decay(init_value, decay_steps, alpha=0.0):
+    """init_value * ((1 - alpha) * (1 + cos(pi * t / decay_steps)) / 2 + alpha), with t
+    held at decay_steps afterwards (optax.cosine_decay_schedule)."""
+    def schedule(step):
+        t = nx.clip(nx.asarray(step), 0, decay_steps).astype(nx.float32) / decay_steps
+        return init_value * ((1 - alpha) * 0.5 * (1 + nx.cos(math.pi * t)) + alpha)
+    return schedule
+
+
+def exponential_decay(init_value, transition_steps, decay_rate, transition_begin=0, staircase=False):
+    """init_value * decay_rate ** ((step - transition_begin) / transition_steps), the
+    exponent floored with staircase, and held at 0 before transition_begin."""
+    def schedule(step):
+        t = nx.maximum(nx.asarray(step) - transition_begin, 0).astype(nx.float32) / transition_steps
+        return init_value * nx.power(nx.asarray(decay_rate, nx.float32), nx.floor(t) if staircase else t)
+    return schedule
+
+
 constant_schedule, linear_schedule, warmup_cosine_decay_schedule = constant, linear, warmup_cosine
+cosine_decay_schedule = cosine_decay
 
 
 def _schedule(learning_rate):

@@ -134,6 +134,14 @@ def test_schedules():
     lin = optim.linear(1.0, 0.0, transition_steps=4, transition_begin=2)
     assert [float(lin(s)) for s in range(8)] == [1.0, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0, 0.0]
     assert optim.constant(0.3)(7) == 0.3
+    cos = optim.cosine_decay(2.0, decay_steps=8, alpha=0.25)
+    np.testing.assert_allclose([float(cos(s)) for s in (0, 4, 8, 12)],
+                               [2.0, 2.0 * (0.75 * 0.5 + 0.25), 0.5, 0.5], rtol=1e-6)
+    exp = optim.exponential_decay(1.0, transition_steps=2, decay_rate=0.5, transition_begin=1)
+    np.testing.assert_allclose([float(exp(s)) for s in (0, 1, 2, 3, 5)], [1.0, 1.0, 0.5 ** 0.5, 0.5, 0.25],
+                               rtol=1e-6)
+    stairs = optim.exponential_decay(1.0, 2, 0.5, staircase=True)
+    assert [float(stairs(s)) for s in (0, 1, 2, 3, 4)] == [1.0, 1.0, 0.5, 0.5, 0.25]
     # A schedule as the learning rate: step t (from 0) uses schedule(t).
     params, grads = _problem()
     sched = lambda step: 0.1 / (1.0 + nx.astype(step, nx.float64))  # noqa: E731  any function of the step
