@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from . import nx
-from .errors import DTypeError, ShapeError, TreeError
+from .errors import DTypeError, RuneError, ShapeError, TreeError
 
 STRUCTURE_KEY = "rune.tree"
 FORMAT_VERSION = 1
@@ -169,9 +169,17 @@ def _summary(desc):
 
 # ---------------------------------------------------------------- saving
 
+def _safetensors():
+    try:
+        import safetensors
+    except ImportError as e:
+        raise RuneError("rune.save / rune.load need the safetensors package: pip install safetensors") from e
+    return safetensors
+
+
 def _spec(array):
     """One tensor for safetensors.serialize (its current API, or the older dict one)."""
-    import safetensors
+    safetensors = _safetensors()
     if hasattr(safetensors, "TensorSpec"):
         return safetensors.TensorSpec(dtype=array.dtype.name, shape=array.shape,
                                       data_ptr=array.ctypes.data, data_len=array.nbytes)
@@ -181,7 +189,7 @@ def _spec(array):
 def save(path, tree):
     """Write `tree` (a pytree of arrays and Python scalars) to the safetensors file
     `path`, atomically: the previous file stays whole until the new one is."""
-    import safetensors
+    safetensors = _safetensors()
     leaves = {}
     structure = _describe(tree, "", leaves)
     metadata = {STRUCTURE_KEY: json.dumps({"version": FORMAT_VERSION, "tree": structure})}
@@ -220,7 +228,7 @@ def _sync_folder(folder):
 
 def _read(path):
     """({key: NumPy array}, metadata dict) of a safetensors file."""
-    import safetensors
+    safetensors = _safetensors()
     with safetensors.safe_open(path, framework="numpy") as f:
         metadata = f.metadata() or {}
     with open(path, "rb") as f:

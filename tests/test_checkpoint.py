@@ -10,7 +10,9 @@ import textwrap
 import ml_dtypes
 import numpy as np
 import pytest
-import safetensors.numpy
+
+safetensors = pytest.importorskip("safetensors")
+import safetensors.numpy  # noqa: E402
 
 import rune
 from rune import nx, optim
