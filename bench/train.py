@@ -3,8 +3,8 @@ conv-conv-pool-dense-dense, Adam) and the character transformer (batch 32,
 64 characters, d_model 64, 2 layers, AdamW), one whole step each (loss,
 gradient, optimizer update) as `rune.jit` compiles it.
 
-PyTorch runs the same CNN step eagerly (autograd + torch.optim.Adam) when it is
-installed; JAX runs it under jax.jit when installed (Adam written out). Every
+PyTorch runs the same steps eagerly (autograd, torch.optim.Adam / AdamW) when it
+is installed; JAX runs it under jax.jit when installed (Adam written out). Every
 library gets one BLAS/intra-op thread: these matrices are small, and threads
 only add noise on a shared machine.
 """
@@ -115,6 +115,54 @@ def rune_charlm_step():
     return lambda: step(params, state, tokens)[2].item()
 
 
+def torch_charlm_step():
+    """The same transformer in PyTorch: pre-norm blocks, causal attention, tanh GELU, AdamW + clipping."""
+    vocab, seq, d, heads, layers = 100, 64, 64, 4, 2
+    F = torch.nn.functional
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.qkv, self.out = torch.nn.Linear(d, 3 * d, bias=False), torch.nn.Linear(d, d, bias=False)
+            self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).unbind(2)
+            scores = torch.einsum("bthd,bshd->bhts", q, k) / (d // heads) ** 0.5
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            w = torch.softmax(scores.masked_fill(~mask, -1e9), -1)
+            x = x + self.out(torch.einsum("bhts,bshd->bthd", w, v).reshape(b, t, d))
+            return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.position = torch.nn.Embedding(vocab, d), torch.nn.Parameter(torch.zeros(seq, d))
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f, self.readout = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
+
+        def forward(self, tokens):
+            x = self.embed(tokens) + self.position[:tokens.shape[1]]
+            for block in self.blocks:
+                x = block(x)
+            return self.readout(self.ln_f(x))
+
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=0.01)
+    tokens = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (BATCH, seq + 1))).long()
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(tokens[:, :-1]).reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+    return step
+
+
 def run():
     with _one_thread():
         if torch is not None:
@@ -125,6 +173,8 @@ def run():
         if jax is not None:
             digits["jax.jit"] = per_call(jax_digits_step(), budget=1.0)
         charlm = {"rune": per_call(rune_charlm_step(), budget=1.0)}
+        if torch is not None:
+            charlm["torch"] = per_call(torch_charlm_step(), budget=1.0)
     rows = [Row("digits CNN train step (batch 32)", "per step", digits),
             Row("char transformer train step (32 x 64)", "per step", charlm)]
     print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
