@@ -25,7 +25,8 @@ from .batching import batch_rules, to_front
 from .core.prims import P
 from .core.trace import bind
 from .nx import ops as nx
-from .nx.conv import conv_p, dilate, reduce_window_p, window_count
+from .core.windows import dilate, window_count
+from .nx.conv import conv_p, reduce_window_p
 from .nx.creation import zeros, zeros_like
 
 
@@ -105,12 +106,11 @@ class _Indexed:
     offset, the flat index of the element of x it reads, or x.size for padding
     (out of bounds: gathers clamp it and it is masked, scatters drop it)."""
 
-    def __init__(self, x, window, strides, padding):
+    def __init__(self, x, window, strides, padding, counts):
         shape, size = x.shape, x.size
         axes = tuple(range(len(shape)))
         flat = np.arange(size, dtype=np.int64).reshape(shape)
         padded = dilate_pad(flat, axes, (1,) * len(shape), padding, size)
-        counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(shape, window, strides, padding))
         table = windows(padded, axes, window, strides, (1,) * len(shape), counts)
         table = np.ascontiguousarray(table).astype(np.int32 if size < 2 ** 31 - 1 else np.int64)
         self.x, self.shape = x, table.shape
@@ -158,7 +158,7 @@ def _windows(x, window, strides, padding):
     counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding))
     if strides == window and all(p == (0, 0) for p in padding):
         return _Tiled(x, window, counts)
-    return _Indexed(x, window, strides, padding)
+    return _Indexed(x, window, strides, padding, counts)
 
 
 def _max_weights(x, out, wins):

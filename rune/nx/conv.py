@@ -19,24 +19,13 @@ import numpy as np
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import bind, common_device
+from ..core.windows import dilate, window_count
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import ops
 
 conv_p = primitive("conv")
 reduce_window_p = primitive("reduce_window")
 REDUCERS = ("max", "sum")
-
-
-def dilate(n, d):
-    """The extent of `n` elements with `d - 1` holes between neighbours."""
-    return 0 if n == 0 else (n - 1) * d + 1
-
-
-def window_count(n, window, stride, lo, hi, dilation=1, window_dilation=1):
-    """How many windows fit along one axis (padding may be negative: a crop)."""
-    span = dilate(n, dilation) + lo + hi
-    extent = dilate(window, window_dilation)
-    return 0 if span < extent else (span - extent) // stride + 1
 
 
 # ---------------------------------------------------------------- abstract rules

@@ -10,6 +10,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ...core.windows import dilate, window_count
+
 
 def dilate_pad(x, axes, dilations, padding, value):
     """`x` with `dilations[i] - 1` holes between neighbours along axes[i], then
@@ -19,7 +21,7 @@ def dilate_pad(x, axes, dilations, padding, value):
     empty = False
     for a, d, (lo, hi) in zip(axes, dilations, padding):
         n = x.shape[a]
-        span = max((n - 1) * d + 1 if n else 0, 0) + lo + hi
+        span = dilate(n, d) + lo + hi
         shape[a] = max(span, 0)
         first = max(0, -(lo // d)) if lo < 0 else 0          # the first element that lands inside
         last = min(n, (span - 1 - lo) // d + 1) if span > 0 else 0
@@ -49,8 +51,7 @@ def windows(x, axes, window, strides, dilation, counts):
 
 
 def _counts(sizes, window, strides, dilation):
-    return tuple((n - ((k - 1) * d + 1)) // s + 1 if n >= (k - 1) * d + 1 else 0
-                 for n, k, s, d in zip(sizes, window, strides, dilation))
+    return tuple(window_count(n, k, s, window_dilation=d) for n, k, s, d in zip(sizes, window, strides, dilation))
 
 
 def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
