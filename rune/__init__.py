@@ -3,11 +3,13 @@
 The public surface, re-exported; nothing is defined here.
 """
 from . import nx, tree
+from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of conv and reduce_window)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev
 from .batching import vmap
 from .callback import Spec, callback
+from .checkpoints import load, save  # (a module named checkpoint would shadow rune.checkpoint, the remat)
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
@@ -16,12 +18,13 @@ from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceEr
                      DTypeError, IndexingError, NotDifferentiableError, RuneError,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
+from . import nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .stats import reset_stats, stats
 
 __all__ = [
-    "nx", "tree", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
+    "nx", "nn", "optim", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
     "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",

@@ -41,7 +41,7 @@ import numpy as np
 import scipy.special
 
 import rune
-from rune import nx
+from rune import nn, nx
 
 # ---------------------------------------------------------------- dtypes
 
@@ -1056,6 +1056,179 @@ def _at_samples():
 
 case("at", _nx_at, _np_at, _at_samples(), grad=True, diff_argnums=(0, 1),
      note="x.at[idx].set(v) / .add(v); static kwargs idx and mode; set samples never repeat an index")
+
+
+# ---------------------------------------------------------------- convolution and pooling
+
+def _np_pads(padding, sizes, windows, strides, dilation):
+    """Explicit (lo, hi) pairs, as lax.padtype_to_pads: SAME gives ceil(n / stride) outputs."""
+    if padding == "VALID":
+        return [(0, 0)] * len(sizes)
+    if padding == "SAME":
+        out = []
+        for n, k, s, d in zip(sizes, windows, strides, dilation):
+            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+            out.append((total // 2, total - total // 2))
+        return out
+    return [tuple(p) for p in padding]
+
+
+def _np_conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count=1):
+    """A direct loop over output positions and kernel offsets (NHWC input, HWIO kernel)."""
+    nd, groups = x.ndim - 2, feature_group_count
+    strides = (strides,) * nd if isinstance(strides, int) else strides or (1,) * nd
+    dilation = dilation or (1,) * nd
+    pads = _np_pads(padding, x.shape[1:-1], w.shape[:nd], strides, dilation)
+    xp = np.pad(x.astype(F64), [(0, 0)] + pads + [(0, 0)])
+    cg, og = w.shape[-2], w.shape[-1] // groups
+    spatial = [(xp.shape[1 + i] - (w.shape[i] - 1) * dilation[i] - 1) // strides[i] + 1 for i in range(nd)]
+    out = np.zeros((x.shape[0], *[max(n, 0) for n in spatial], w.shape[-1]))
+    for pos in np.ndindex(*out.shape[1:-1]):
+        for k in np.ndindex(*w.shape[:nd]):
+            patch = xp[(slice(None),) + tuple(p * s + o * d for p, s, o, d in zip(pos, strides, k, dilation))]
+            for g in range(groups):
+                out[(slice(None),) + pos + (slice(g * og, (g + 1) * og),)] += (
+                    patch[:, g * cg:(g + 1) * cg] @ w[k][:, g * og:(g + 1) * og].astype(F64))
+    return out.astype(np.result_type(x, w))
+
+
+def _np_reduce_window(x, op, window_dimensions, window_strides=None, padding="VALID"):
+    """A direct loop over window positions; padding holds -inf (max) or 0 (sum)."""
+    strides = window_strides or (1,) * x.ndim
+    pads = _np_pads(padding, x.shape, window_dimensions, strides, (1,) * x.ndim)
+    fill = 0 if op == "sum" else (-np.inf if is_float(x.dtype) else np.iinfo(x.dtype).min)
+    xp = np.pad(x, pads, constant_values=fill)
+    counts = [(n - k) // s + 1 for n, k, s in zip(xp.shape, window_dimensions, strides)]
+    out = np.zeros(counts, x.dtype)
+    reduce = np.max if op == "max" else np.sum
+    for pos in np.ndindex(*counts):
+        out[pos] = reduce(xp[tuple(slice(p * s, p * s + k) for p, s, k in zip(pos, strides, window_dimensions))])
+    return out
+
+
+def _conv_samples():
+    rng = _rng("conv")
+    out = []
+    for d in (F64, F32):
+        out += [S(draw(rng, (2, 5, 6, 3), d), draw(rng, (3, 2, 3, 4), d)),
+                S(draw(rng, (2, 7, 6, 2), d), draw(rng, (3, 2, 2, 3), d), strides=(2, 1),
+                  padding=((1, 2), (0, 1)), dilation=(1, 2)),
+                S(draw(rng, (2, 5, 5, 4), d), draw(rng, (2, 2, 2, 6), d), strides=2, padding="SAME",
+                  feature_group_count=2)]
+    out += [S(draw(rng, (2, 7, 3), F64), draw(rng, (3, 3, 4), F64), strides=(2,), padding="SAME"),
+            S(draw(rng, (1, 4, 4, 4), F64), draw(rng, (3, 3, 1, 4), F64), padding="SAME",
+              feature_group_count=4),
+            S(draw(rng, (1, 4, 3, 3, 2), F64), draw(rng, (2, 2, 2, 2, 3), F64), padding="SAME"),
+            S(draw(rng, (2, 4, 4, 2), I32), draw(rng, (2, 2, 2, 3), I32)),
+            S(draw(rng, (2, 4, 4, 2), F16), draw(rng, (2, 2, 2, 3), F16), padding="SAME"),
+            S(draw(rng, (2, 4, 4, 2), BF16), draw(rng, (2, 2, 2, 3), BF16), strides=2)]
+    return out
+
+
+case("conv", nx.conv, _np_conv, _conv_samples(), grad=True, diff_argnums=(0, 1),
+     note="lax.conv_general_dilated with NHWC input and HWIO kernel; 1-, 2- and 3-d")
+
+
+def _reduce_window_samples():
+    rng = _rng("reduce_window")
+    out = []
+    for d in (F64, F32):
+        for op in ("max", "sum"):
+            out += [S(draw(rng, (2, 5, 6, 3), d), op=op, window_dimensions=(1, 2, 2, 1),
+                      window_strides=(1, 2, 2, 1)),
+                    S(draw(rng, (2, 5, 5, 2), d), op=op, window_dimensions=(1, 3, 3, 1), padding="SAME"),
+                    S(draw(rng, (7,), d), op=op, window_dimensions=(3,), window_strides=(2,),
+                      padding=((1, 2),))]
+    out += [S(draw(rng, (4, 6), I32), op="max", window_dimensions=(2, 3), window_strides=(2, 2),
+              padding="SAME"),
+            S(draw(rng, (4, 6), I32), op="sum", window_dimensions=(2, 2)),
+            S(draw(rng, (2, 6, 6, 2), BF16), op="sum", window_dimensions=(1, 3, 3, 1), padding="SAME"),
+            S(draw(rng, (2, 6, 6, 2), F16), op="max", window_dimensions=(1, 2, 2, 1), window_strides=(1, 2, 2, 1))]
+    return out
+
+
+case("reduce_window", nx.reduce_window, _np_reduce_window, _reduce_window_samples(), grad=True,
+     note="op is 'max' or 'sum'; windows, strides and padding per axis")
+
+
+# ---------------------------------------------------------------- rune.nn (same machinery; not nx names)
+
+def _nn_float_samples(name, shapes=((3, 4), (5,))):
+    rng = _rng(name)
+    return [S(draw(rng, shape, d)) for d in FLOATS for shape in shapes]
+
+
+def _np_softplus(x):
+    return np.logaddexp(x, 0)
+
+
+NN_ACTIVATIONS = {
+    "nn.relu": (nn.relu, lambda x: np.maximum(x, 0)),
+    "nn.gelu": (nn.gelu, lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+    "nn.gelu_exact": (lambda x: nn.gelu(x, approximate=False), lambda x: x * scipy.special.ndtr(x)),
+    "nn.silu": (nn.silu, lambda x: x * scipy.special.expit(x)),
+    "nn.softplus": (nn.softplus, _np_softplus),
+    "nn.log_sigmoid": (nn.log_sigmoid, lambda x: -_np_softplus(-x)),
+    "nn.leaky_relu": (nn.leaky_relu, lambda x: np.where(x >= 0, x, 0.01 * x)),
+    "nn.elu": (nn.elu, lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0)))),
+}
+for _name, (_fn, _ref) in NN_ACTIVATIONS.items():
+    case(_name, _fn, _in_f64(_ref), _nn_float_samples(_name), grad=True, dtype_rule=float_rule)
+
+
+def _np_cross_entropy(logits, labels, where=None):
+    z = logits.astype(F64)
+    top = z.max(-1, keepdims=True)
+    out = np.log(np.exp(z - top).sum(-1)) + top[..., 0] - np.take_along_axis(z, labels[..., None], -1)[..., 0]
+    return (out if where is None else np.where(where, out, 0.0)).astype(logits.dtype)
+
+
+def _cross_entropy_samples():
+    rng = _rng("nn.cross_entropy")
+    out = []
+    for d in FLOATS:
+        out += [S(draw(rng, (4, 5), d), rng.integers(0, 5, 4).astype(I32)),
+                S(draw(rng, (2, 3, 6), d), rng.integers(0, 6, (2, 3)).astype(I32), rng.random((2, 3)) < 0.5)]
+    return out
+
+
+case("nn.cross_entropy", nn.cross_entropy, _np_cross_entropy, _cross_entropy_samples(), grad=True)
+
+
+def _np_layer_norm(x, gamma=None, beta=None, axis=-1, eps=1e-5):
+    z = x.astype(F64)
+    out = (z - z.mean(axis, keepdims=True)) / np.sqrt(z.var(axis, keepdims=True) + eps)
+    out = out if gamma is None else out * gamma
+    return (out if beta is None else out + beta).astype(x.dtype)
+
+
+def _layer_norm_samples():
+    rng = _rng("nn.layer_norm")
+    return [S(draw(rng, (3, 6), d), draw(rng, (6,), d), draw(rng, (6,), d)) for d in FLOATS] + \
+        [S(draw(rng, (2, 3, 4), F64), draw(rng, (3, 4), F64), draw(rng, (3, 4), F64), axis=(1, 2))]
+
+
+case("nn.layer_norm", nn.layer_norm, _np_layer_norm, _layer_norm_samples(), grad=True, diff_argnums=(0, 1, 2))
+
+
+def _pool_samples(name):
+    rng = _rng(name)
+    out = []
+    for d in FLOATS:
+        out += [S(draw(rng, (2, 4, 6, 3), d), window=2),
+                S(draw(rng, (2, 5, 5, 2), d), window=3, strides=1, padding="SAME")]
+    return out
+
+
+case("nn.max_pool", nn.max_pool,
+     lambda x, window, strides=None, padding="VALID": _np_reduce_window(
+         x, "max", (1, window, window, 1), (1,) + (strides or window,) * 2 + (1,), padding),
+     _pool_samples("nn.max_pool"), grad=True)
+case("nn.avg_pool", nn.avg_pool,
+     lambda x, window, strides=None, padding="VALID": (_np_reduce_window(
+         x, "sum", (1, window, window, 1), (1,) + (strides or window,) * 2 + (1,), padding) / window ** 2
+     ).astype(x.dtype),
+     _pool_samples("nn.avg_pool"), grad=True)
 
 
 # ---------------------------------------------------------------- public surface

@@ -4,6 +4,7 @@ from . import ops as _ops
 from . import indexing as _indexing
 from . import random
 from .array import Array
+from .conv import conv, reduce_window
 from .creation import (arange, create, eye, full, full_like, identity, linspace, ones, ones_like,
                        scalar, zeros, zeros_like)
 from .dtypes import (bfloat16, bool_, dtype, float16, float32, float64, int8, int16, int32, int64,

@@ -245,3 +245,7 @@ IMPLS.update({
     "dynamic_update_slice": _dynamic_update_slice, "dot_general": _dot_general,
     "random_bits": _random_bits,
 })
+
+# Convolution and pooling: library calls, in their own module.
+from .conv import IMPLS as _CONV_IMPLS  # noqa: E402
+IMPLS.update(_CONV_IMPLS)

@@ -1,0 +1,186 @@
+"""Training steps of the two examples: the digits CNN (batch 32, 8x8x1 images,
+conv-conv-pool-dense-dense, Adam) and the character transformer (batch 32,
+64 characters, d_model 64, 2 layers, AdamW), one whole step each (loss,
+gradient, optimizer update) as `rune.jit` compiles it.
+
+PyTorch runs the same steps eagerly (autograd, torch.optim.Adam / AdamW) when it
+is installed; JAX runs it under jax.jit when installed (Adam written out). Every
+library gets one BLAS/intra-op thread: these matrices are small, and threads
+only add noise on a shared machine.
+"""
+import contextlib
+import importlib.util
+import os
+
+import numpy as np
+
+import rune
+from rune import nx, optim
+
+from .common import Row, jax, per_call, print_table, torch
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+BATCH = 32
+
+
+def _example(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(EXAMPLES, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _one_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+def digits_batch():
+    rng = np.random.default_rng(0)
+    return rng.random((BATCH, 8, 8, 1), dtype=np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
+
+
+def rune_digits_step():
+    digits = _example("train_digits")
+    opt = optim.adam(1e-3)
+    params = digits.init_params(nx.random.key(0))
+    state = opt.init(params)
+    step = digits.make_step(opt)
+    x, y = (nx.asarray(a) for a in digits_batch())
+    return lambda: step(params, state, x, y)[2].item()
+
+
+def torch_digits_step():
+    nn_ = torch.nn
+    model = nn_.Sequential(nn_.Conv2d(1, 16, 3, padding=1), nn_.ReLU(), nn_.Conv2d(16, 32, 3, padding=1),
+                           nn_.ReLU(), nn_.MaxPool2d(2), nn_.Flatten(), nn_.Linear(4 * 4 * 32, 64), nn_.ReLU(),
+                           nn_.Linear(64, 10))
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    x, y = digits_batch()
+    tx, ty = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous(), torch.from_numpy(y).long()
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(tx), ty)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+def jax_digits_step():
+    jnp, lax = jax.numpy, jax.lax
+    rng = np.random.default_rng(0)
+    shapes = {"c1": (3, 3, 1, 16), "c2": (3, 3, 16, 32), "d1": (512, 64), "d2": (64, 10)}
+    params = {k: jnp.asarray(rng.standard_normal(s).astype(np.float32) * 0.1) for k, s in shapes.items()}
+    dims = ("NHWC", "HWIO", "NHWC")
+
+    def loss(p, x, y):
+        h = jax.nn.relu(lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME", dimension_numbers=dims))
+        h = jax.nn.relu(lax.conv_general_dilated(h, p["c2"], (1, 1), "SAME", dimension_numbers=dims))
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID").reshape(x.shape[0], -1)
+        z = jax.nn.relu(h @ p["d1"]) @ p["d2"]
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(z), y[:, None], 1))
+
+    @jax.jit
+    def step(p, m, v, t, x, y):
+        value, g = jax.value_and_grad(loss)(p, x, y)
+        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = jax.tree_util.tree_map(lambda p, m, v: p - 1e-3 * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), p, m, v)
+        return p, m, v, value
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    x, y = (jnp.asarray(a) for a in digits_batch())
+    return lambda: step(params, zeros, zeros, 1.0, x, y)[3].block_until_ready()
+
+
+def rune_charlm_step():
+    lm = _example("train_charlm")
+    vocab, seq, heads = 100, 64, 4
+    params = lm.init_params(nx.random.key(0), vocab, seq, 64, 2, 256)
+    opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-3, weight_decay=0.01))
+    state = opt.init(params)
+
+    @rune.jit
+    def step(params, state, tokens):
+        loss, grads = rune.value_and_grad(lm.loss_fn)(params, tokens, heads)
+        updates, state = opt.update(grads, state, params)
+        return optim.apply_updates(params, updates), state, loss
+
+    tokens = nx.asarray(np.random.default_rng(0).integers(0, vocab, (BATCH, seq + 1)).astype(np.int32))
+    return lambda: step(params, state, tokens)[2].item()
+
+
+def torch_charlm_step():
+    """The same transformer in PyTorch: pre-norm blocks, causal attention, tanh GELU, AdamW + clipping."""
+    vocab, seq, d, heads, layers = 100, 64, 64, 4, 2
+    F = torch.nn.functional
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+            self.qkv, self.out = torch.nn.Linear(d, 3 * d, bias=False), torch.nn.Linear(d, d, bias=False)
+            self.up, self.down = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads).unbind(2)
+            scores = torch.einsum("bthd,bshd->bhts", q, k) / (d // heads) ** 0.5
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            w = torch.softmax(scores.masked_fill(~mask, -1e9), -1)
+            x = x + self.out(torch.einsum("bhts,bshd->bthd", w, v).reshape(b, t, d))
+            return x + self.down(F.gelu(self.up(self.ln2(x)), approximate="tanh"))
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.position = torch.nn.Embedding(vocab, d), torch.nn.Parameter(torch.zeros(seq, d))
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f, self.readout = torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)
+
+        def forward(self, tokens):
+            x = self.embed(tokens) + self.position[:tokens.shape[1]]
+            for block in self.blocks:
+                x = block(x)
+            return self.readout(self.ln_f(x))
+
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=0.01)
+    tokens = torch.from_numpy(np.random.default_rng(0).integers(0, vocab, (BATCH, seq + 1))).long()
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(tokens[:, :-1]).reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss.item()
+    return step
+
+
+def run():
+    with _one_thread():
+        if torch is not None:
+            torch.set_num_threads(1)
+        digits = {"rune": per_call(rune_digits_step(), budget=1.0)}
+        if torch is not None:
+            digits["torch"] = per_call(torch_digits_step(), budget=1.0)
+        if jax is not None:
+            digits["jax.jit"] = per_call(jax_digits_step(), budget=1.0)
+        charlm = {"rune": per_call(rune_charlm_step(), budget=1.0)}
+        if torch is not None:
+            charlm["torch"] = per_call(torch_charlm_step(), budget=1.0)
+    rows = [Row("digits CNN train step (batch 32)", "per step", digits),
+            Row("char transformer train step (32 x 64)", "per step", charlm)]
+    print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
+                note="torch: eager autograd + torch.optim.Adam; jax: jax.jit of the step with Adam written out")
+    return rows
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,160 @@
+"""Train a small CNN on the 8x8 handwritten digits that ship with scikit-learn.
+
+    python examples/train_digits.py                 # about 97-99% test accuracy
+    python examples/train_digits.py --resume        # continue from the last checkpoint
+    python examples/train_digits.py --device cpu --epochs 3 --limit 500
+
+The model: conv 3x3x16 - relu - conv 3x3x32 - relu - max pool 2 - dense 64 -
+relu - dense 10 (NHWC, `nx.conv` and `nn.max_pool`). One jitted function does
+a whole training step: the loss and its gradient (`rune.value_and_grad`) and
+the Adam update (`rune.optim.adam`). After every epoch the model is evaluated
+on the held-out digits and everything needed to resume (parameters,
+optimizer state, epoch) is saved with `rune.save`. On a GPU when rune lists
+one, on the host otherwise.
+
+Needs scikit-learn and tqdm: pip install -e '.[examples]'
+"""
+import argparse
+import os
+import time
+
+import numpy as np
+
+import rune
+from rune import nn, nx, optim
+
+CLASSES = 10
+
+
+def load_data(test_fraction=0.2, seed=0):
+    """(x_train, y_train), (x_test, y_test) as NumPy arrays: images (n, 8, 8, 1)
+    scaled to [0, 1], integer labels; a fixed shuffled split."""
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    images = (digits.images / 16.0).astype(np.float32)[..., None]
+    labels = digits.target.astype(np.int32)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    n_test = int(len(labels) * test_fraction)
+    test, train = order[:n_test], order[n_test:]
+    return (images[train], labels[train]), (images[test], labels[test])
+
+
+def init_params(key):
+    k1, k2, k3, k4 = nx.random.split(key, 4)
+    return {
+        "conv1": {"w": nn.he_normal(k1, (3, 3, 1, 16)), "b": nx.zeros((16,))},
+        "conv2": {"w": nn.he_normal(k2, (3, 3, 16, 32)), "b": nx.zeros((32,))},
+        "dense1": {"w": nn.he_normal(k3, (4 * 4 * 32, 64)), "b": nx.zeros((64,))},
+        "dense2": {"w": nn.glorot_uniform(k4, (64, CLASSES)), "b": nx.zeros((CLASSES,))},
+    }
+
+
+def logits(params, images):
+    h = nn.relu(nx.conv(images, params["conv1"]["w"], padding="SAME") + params["conv1"]["b"])
+    h = nn.relu(nx.conv(h, params["conv2"]["w"], padding="SAME") + params["conv2"]["b"])
+    h = nn.max_pool(h, 2)                                    # (n, 4, 4, 32)
+    h = nx.reshape(h, (h.shape[0], -1))
+    h = nn.relu(h @ params["dense1"]["w"] + params["dense1"]["b"])
+    return h @ params["dense2"]["w"] + params["dense2"]["b"]
+
+
+def loss_fn(params, images, labels):
+    return nx.mean(nn.cross_entropy(logits(params, images), labels))
+
+
+def make_step(optimizer):
+    loss_and_grad = rune.value_and_grad(loss_fn)
+
+    def step(params, opt_state, images, labels):
+        loss, grads = loss_and_grad(params, images, labels)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optim.apply_updates(params, updates), opt_state, loss
+    return rune.jit(step)
+
+
+@rune.jit
+def correct(params, images, labels):
+    return nx.sum(nx.argmax(logits(params, images), axis=-1) == labels)
+
+
+def accuracy(params, images, labels, batch=512):
+    hits = sum(int(correct(params, images[i:i + batch], labels[i:i + batch]))
+               for i in range(0, images.shape[0], batch))
+    return hits / images.shape[0]
+
+
+def default_device():
+    return "cuda" if rune.devices("cuda") else "cpu"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--limit", type=int, default=None, help="use only this many training images")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: a GPU if listed)")
+    parser.add_argument("--checkpoint", default=os.path.join("checkpoints", "digits.safetensors"))
+    parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar (logs, CI)")
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="host BLAS threads (default 1: this model's matrices are small)")
+    args = parser.parse_args(argv)
+    # The host's matmuls here are a few hundred kFLOP each: starting BLAS threads
+    # for them costs more than it gives (ten times more on a busy 2-core machine).
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(args.blas_threads, user_api="blas"):
+        return train(args)
+
+
+def train(args):
+    from tqdm import tqdm
+
+    device = args.device or default_device()
+    (x_train, y_train), (x_test, y_test) = load_data(seed=args.seed)
+    if args.limit:
+        x_train, y_train = x_train[:args.limit], y_train[:args.limit]
+    x_test, y_test = nx.asarray(x_test, device=device), nx.asarray(y_test, device=device)
+
+    optimizer = optim.adam(args.lr)
+    params = rune.place(init_params(nx.random.key(args.seed)), device)
+    state = {"params": params, "opt": optimizer.init(params), "epoch": 0}
+    if args.resume and os.path.exists(args.checkpoint):
+        state = rune.load(args.checkpoint, device=device, like=state)
+        print(f"resumed from {args.checkpoint} after epoch {state['epoch']}")
+    step = make_step(optimizer)
+    batches = x_train.shape[0] // args.batch_size  # whole batches only: one compiled signature
+    print(f"device {device}: {x_train.shape[0]} training / {x_test.shape[0]} test digits, "
+          f"batch {args.batch_size}, Adam lr {args.lr}")
+
+    shuffle = np.random.default_rng(args.seed + 1)
+    start = time.perf_counter()
+    test_acc = accuracy(state["params"], x_test, y_test)
+    for epoch in range(state["epoch"] + 1, args.epochs + 1):
+        order = shuffle.permutation(x_train.shape[0])
+        params, opt_state = state["params"], state["opt"]
+        bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", disable=args.no_progress,
+                   leave=False, unit="batch")
+        tick, total = time.perf_counter(), 0.0
+        for b in bar:
+            rows = order[b * args.batch_size:(b + 1) * args.batch_size]
+            images = nx.asarray(x_train[rows], device=device)
+            labels = nx.asarray(y_train[rows], device=device)
+            params, opt_state, loss = step(params, opt_state, images, labels)
+            total += float(loss)
+            rate = (b + 1) * args.batch_size / (time.perf_counter() - tick)
+            bar.set_postfix(loss=f"{total / (b + 1):.4f}", img_s=f"{rate:.0f}")
+        test_acc = accuracy(params, x_test, y_test)
+        state = {"params": params, "opt": opt_state, "epoch": epoch}
+        os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
+        rune.save(args.checkpoint, state)
+        tqdm.write(f"epoch {epoch:3d}  loss {total / max(batches, 1):.4f}  test accuracy {test_acc:.2%}  "
+                   f"({time.perf_counter() - start:.1f} s)")
+    seconds = time.perf_counter() - start
+    print(f"final test accuracy {test_acc:.4f} in {seconds:.1f} s (chance {1 / CLASSES:.2f})")
+    return test_acc
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Host implementations of `conv` and `reduce_window` (rune/nx/conv.py).
+
+Both read windows through a strided view of the padded (and dilated) input,
+without copying it: `reduce_window` reduces the view over its window axes;
+`conv` flattens it into patches (im2col, the one copy) and multiplies them by
+the kernel with one BLAS matmul per feature group.
+"""
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ...core.windows import dilate, window_count
+
+
+def dilate_pad(x, axes, dilations, padding, value):
+    """`x` with `dilations[i] - 1` holes between neighbours along axes[i], then
+    padded by padding[i] = (lo, hi) (negative: cropped); holes and padding hold `value`."""
+    shape = list(x.shape)
+    src, dst = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    empty = False
+    for a, d, (lo, hi) in zip(axes, dilations, padding):
+        n = x.shape[a]
+        span = dilate(n, d) + lo + hi
+        shape[a] = max(span, 0)
+        first = max(0, -(lo // d)) if lo < 0 else 0          # the first element that lands inside
+        last = min(n, (span - 1 - lo) // d + 1) if span > 0 else 0
+        if last <= first:
+            empty = True
+            continue
+        src[a] = slice(first, last)
+        dst[a] = slice(first * d + lo, (last - 1) * d + lo + 1, d)
+    if not empty and all(d == 1 for d in dilations) and all(p == (0, 0) for p in padding):
+        return x
+    out = np.full(shape, value, x.dtype)
+    if not empty:
+        out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+def windows(x, axes, window, strides, dilation, counts):
+    """A read-only view of `x` with, for each axis in `axes`, that axis replaced
+    by (window position) and a window axis appended at the end."""
+    shape, steps = list(x.shape), list(x.strides)
+    tail_shape, tail_steps = [], []
+    for a, k, s, d, c in zip(axes, window, strides, dilation, counts):
+        shape[a], steps[a] = c, x.strides[a] * s
+        tail_shape.append(k)
+        tail_steps.append(x.strides[a] * d)
+    return as_strided(x, tuple(shape) + tuple(tail_shape), tuple(steps) + tuple(tail_steps), writeable=False)
+
+
+def _counts(sizes, window, strides, dilation):
+    return tuple(window_count(n, k, s, window_dilation=d) for n, k, s, d in zip(sizes, window, strides, dilation))
+
+
+def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
+    g, n, c, o = x.shape[0], x.shape[1], x.shape[-1], w.shape[-1]
+    nd = x.ndim - 3
+    axes = tuple(range(2, 2 + nd))
+    x = dilate_pad(x, axes, lhs_dilation, padding, x.dtype.type(0))
+    kernel = w.shape[1:-2]
+    counts = _counts(x.shape[2:-1], kernel, strides, rhs_dilation)
+    out_shape = (g, n) + counts + (o,)
+    if 0 in out_shape:
+        return np.zeros(out_shape, x.dtype)
+    view = windows(x, axes, kernel, strides, rhs_dilation, counts)   # (G, N, *out, C, *K)
+    view = np.moveaxis(view, 2 + nd, -1)                              # (G, N, *out, *K, C)
+    patches = view.reshape(g, n * math.prod(counts), math.prod(kernel) * c)
+    kernel_matrix = w.reshape(g, math.prod(kernel) * c, o)
+    if _half(x.dtype):
+        # Half precision is computed in float32 (BLAS) and rounded once on store.
+        out = np.matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
+    else:
+        out = np.matmul(patches, kernel_matrix)
+    return out.reshape(out_shape)
+
+
+def _half(dtype):
+    return dtype.itemsize == 2 and dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def identity(op, dtype):
+    """The value a window reduction starts from (and pads with)."""
+    if op == "sum":
+        return dtype.type(0)
+    if dtype.kind == "b":
+        return dtype.type(False)
+    if dtype.kind in "iu":
+        return dtype.type(np.iinfo(dtype).min)
+    return dtype.type(-math.inf)
+
+
+def reduce_window(x, *, op, window, strides, padding):
+    axes = tuple(range(x.ndim))
+    x = dilate_pad(x, axes, (1,) * x.ndim, padding, identity(op, x.dtype))
+    counts = _counts(x.shape, window, strides, (1,) * x.ndim)
+    if 0 in counts:
+        return np.zeros(counts, x.dtype)
+    view = windows(x, axes, window, strides, (1,) * x.ndim, counts)
+    tail = tuple(range(x.ndim, 2 * x.ndim))
+    if op == "max":
+        return np.asarray(np.max(view, axis=tail))
+    # Half-precision windows add in float32 and round once; dtype= keeps narrow
+    # ints narrow (NumPy would widen their sums to int64).
+    wide = np.float32 if _half(x.dtype) else x.dtype
+    return np.asarray(np.sum(view, axis=tail, dtype=wide)).astype(x.dtype, copy=False)
+
+
+IMPLS = {"conv": conv, "reduce_window": reduce_window}

@@ -1,0 +1,100 @@
+"""conv and reduce_window beyond the op table: second derivatives, transformations
+of derivatives, tie-sharing, and the errors users see."""
+import numpy as np
+import pytest
+
+import rune
+from rune import nn, nx
+
+from op_table import _np_conv
+
+
+def _hvp_check(f, args, argnums):
+    rng = np.random.default_rng(0)
+    grad = rune.grad(f, argnums=argnums)
+    us = [nx.asarray(rng.standard_normal(args[i].shape)) for i in argnums]
+    primals = [args[i] for i in argnums]
+
+    def g(*p):
+        full = list(args)
+        for i, v in zip(argnums, p):
+            full[i] = v
+        return grad(*full)
+
+    _, hvp = rune.jvp(g, primals, us)
+    eps = 1e-5
+    plus = g(*[p + eps * u for p, u in zip(primals, us)])
+    minus = g(*[p - eps * u for p, u in zip(primals, us)])
+    for h, a, b in zip(hvp, plus, minus):
+        np.testing.assert_allclose(np.asarray(h), (np.asarray(a) - np.asarray(b)) / (2 * eps), rtol=1e-5, atol=1e-6)
+
+
+def test_second_derivatives_of_conv_match_finite_differences():
+    rng = np.random.default_rng(1)
+    x, w = nx.asarray(rng.standard_normal((2, 5, 5, 2))), nx.asarray(rng.standard_normal((3, 3, 2, 3)))
+    f = lambda x, w: nx.sum(nx.tanh(nx.conv(x, w, strides=2, padding="SAME")))  # noqa: E731
+    _hvp_check(f, [x, w], (0, 1))
+
+
+def test_second_derivatives_of_pooling_match_finite_differences():
+    x = nx.asarray(np.random.default_rng(2).standard_normal((2, 6, 6, 2)))
+    for pool in (nn.max_pool, nn.avg_pool):
+        _hvp_check(lambda x: nx.sum(nx.sin(pool(x, 3, strides=2, padding="SAME")) ** 2), [x], (0,))
+
+
+def test_grad_under_jit_and_vmap_of_the_kernel_gradient():
+    rng = np.random.default_rng(3)
+    xs = nx.asarray(rng.standard_normal((3, 2, 6, 6, 4)))
+    w = nx.asarray(rng.standard_normal((3, 3, 2, 4)))
+    loss = lambda w, x: nx.sum(nx.conv(x, w, padding=[(1, 0), (2, 1)], dilation=(2, 1), feature_group_count=2) ** 2)  # noqa: E731
+    per_example = [np.asarray(rune.grad(loss)(w, xs[i])) for i in range(3)]
+    np.testing.assert_allclose(np.asarray(rune.vmap(rune.grad(loss), in_axes=(None, 0))(w, xs)),
+                               np.stack(per_example), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(rune.jit(rune.grad(loss))(w, xs[0])), per_example[0], rtol=1e-10)
+
+
+def test_transposed_strides_agree_with_a_loop():
+    # The input cotangent of a strided conv is a conv with lhs dilation: check the
+    # pullback against the adjoint identity <ct, conv(x)> = <pullback(ct), x>.
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 7, 8, 2)), rng.standard_normal((2, 3, 2, 2))
+    out, pullback = rune.vjp(lambda x: nx.conv(x, nx.asarray(w), strides=(3, 2), padding=[(2, 1), (0, 2)]),
+                             nx.asarray(x))
+    ct = rng.standard_normal(out.shape)
+    (cx,) = pullback(nx.asarray(ct))
+    want = _np_conv(x, w, strides=(3, 2), padding=[(2, 1), (0, 2)])
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-12)
+    assert np.sum(ct * want) == pytest.approx(np.sum(np.asarray(cx) * x), rel=1e-12)
+
+
+def test_max_pool_ties_share_the_gradient_as_reduce_max():
+    x = nx.asarray(np.array([[1.0, 3.0, 3.0, 0.0]]))
+    g = rune.grad(lambda x: nx.sum(nx.reduce_window(x, "max", (1, 2), (1, 2))))(x)
+    assert np.asarray(g).tolist() == [[0.0, 1.0, 1.0, 0.0]]
+    g = rune.grad(lambda x: nx.sum(nx.reduce_window(x, "max", (1, 4))))(nx.asarray(np.array([[3.0, 1.0, 3.0, 3.0]])))
+    assert np.asarray(g).tolist() == [[1 / 3, 0.0, 1 / 3, 1 / 3]]
+
+
+def test_padding_forms_agree():
+    x, w = nx.asarray(np.arange(2 * 5 * 5 * 1.0).reshape(2, 5, 5, 1)), nx.ones((3, 3, 1, 2))
+    same = np.asarray(nx.conv(x, w, padding="SAME"))
+    for form in (1, [1, 1], [(1, 1), (1, 1)], ((1, 1), 1)):
+        np.testing.assert_array_equal(np.asarray(nx.conv(x, w, padding=form)), same)
+
+
+def test_errors_name_what_was_expected():
+    x, w = nx.ones((1, 4, 4, 3)), nx.ones((3, 3, 2, 4))
+    with pytest.raises(rune.ShapeError, match="input channels 3"):
+        nx.conv(x, w)
+    with pytest.raises(rune.ShapeError, match="rank"):
+        nx.conv(nx.ones((4, 3)), nx.ones((3, 4)))
+    with pytest.raises(rune.ArgumentError, match="padding"):
+        nx.conv(x, nx.ones((3, 3, 3, 4)), padding="FULL")
+    with pytest.raises(rune.ShapeError, match="strides"):
+        nx.conv(x, nx.ones((3, 3, 3, 4)), strides=(1, 0))
+    with pytest.raises(rune.ArgumentError, match="'max' or|one of"):
+        nx.reduce_window(x, "mean", (1, 2, 2, 1))
+    with pytest.raises(rune.ShapeError, match="window_dimensions"):
+        nx.reduce_window(x, "max", (2, 2))
+    with pytest.raises(rune.ShapeError, match="spatial"):
+        nn.max_pool(x, (2, 2, 2))
