@@ -279,6 +279,11 @@ def flatten(tree, is_leaf=None):
     is_leaf(node) -> True stops at a container and makes it a leaf.
     """
     flat, nodes = [], []
+    # Ids of the containers met so far. A tree that contains itself would
+    # flatten forever; it must meet some container twice, and only then is
+    # the (slower) exact check run. Sharing a subtree is fine, so once the
+    # check passes, looking stops.
+    seen = set()
     # An explicit stack instead of recursion: fewer calls, and no depth limit.
     stack = [tree]
     while stack:
@@ -289,9 +294,41 @@ def flatten(tree, is_leaf=None):
             nodes.append(None)
         else:
             children, aux = handler.flatten(node)
+            if children and seen is not None:
+                if id(node) in seen:
+                    _check_acyclic(tree, is_leaf)
+                    seen = None
+                else:
+                    seen.add(id(node))
             nodes.append((handler, aux, len(children)))
             stack.extend(reversed(children))  # First child on top: leaves come out in order.
     return flat, Structure(tuple(nodes))
+
+
+def _check_acyclic(tree, is_leaf):
+    """Raise a TreeError naming the path where a container of tree holds itself."""
+    on_path = {}  # id -> path, for the containers from the root down to the node visited
+    stack = [(tree, "", False)]  # (node, path, leaving): leaving takes a node off the path
+    while stack:
+        node, path, leaving = stack.pop()
+        if leaving:
+            del on_path[id(node)]
+            continue
+        handler = _handler(type(node))
+        if handler is None or (is_leaf is not None and is_leaf(node)):
+            continue
+        children, aux = handler.flatten(node)
+        if not children:
+            continue
+        if id(node) in on_path:
+            raise TreeError(
+                f"the pytree contains itself: the container at {path} is the one at "
+                f"{on_path[id(node)] or 'the root'} (a cycle); a pytree must be a tree"
+            )
+        on_path[id(node)] = path
+        stack.append((node, path, True))
+        keys = handler.keys(aux, len(children))
+        stack.extend((child, path + key, False) for child, key in zip(reversed(children), reversed(keys)))
 
 
 def unflatten(structure, leaves):

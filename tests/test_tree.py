@@ -324,3 +324,70 @@ def test_leaves_and_structure_agree_with_flatten():
     flat, s = tree.flatten(t)
     assert tree.structure(t) == s
     assert len(tree.leaves(t)) == len(flat)
+
+
+# ---------------------------------------------------------------- cycles
+
+
+def _cyclic_trees():
+    """(tree that contains itself, path of the back reference, path of the container it repeats)."""
+    lst = [1.0]
+    lst.append(lst)
+    dct = {"a": [2.0]}
+    dct["a"].insert(0, dct)
+    inner = [3.0]
+    nested = {"a": inner, "b": 4.0}
+    inner.append(inner)
+    node = Params(w=[5.0], b=None)
+    node.b = (6.0, node)
+    boxed = Box("k", [7.0])
+    boxed.items.append(Point(boxed, 8.0))
+    return [
+        (lst, "[1]", "the root"),
+        (dct, "['a'][0]", "the root"),
+        (nested, "['a'][1]", "['a']"),
+        (node, ".b[1]", "the root"),
+        (boxed, "[1].x", "the root"),
+    ]
+
+
+@pytest.mark.parametrize("cyclic,path,ancestor", _cyclic_trees())
+def test_a_tree_that_contains_itself_is_an_error_naming_the_path(cyclic, path, ancestor):
+    for fn in (tree.flatten, tree.leaves, tree.structure, lambda t: tree.map(lambda x: x, t)):
+        with pytest.raises(TreeError) as info:
+            fn(cyclic)
+        assert f"at {path} is the one at {ancestor}" in str(info.value)
+        assert isinstance(info.value, ValueError)
+
+
+def test_shared_subtrees_are_not_cycles():
+    shared = [1.0, (2.0,)]
+    point = Point(shared, shared)
+    t = {"x": shared, "y": [shared, point], "z": (None, None, (), ())}
+    leaves, struct = tree.flatten(t)
+    assert leaves == [1.0, 2.0] * 4
+    assert struct.unflatten(leaves) == t
+    # A cycle below a shared subtree is still found once the sharing was checked.
+    loop = [0.0]
+    loop.append(loop)
+    with pytest.raises(TreeError, match=r"at \[2\]\[1\]\[1\] is the one at \[2\]\[1\]"):
+        tree.flatten([shared, shared, [9.0, loop]])
+
+
+def test_transformations_report_a_cyclic_argument():
+    import rune
+    from rune import nx
+
+    x = nx.ones(3)
+    loop = [x]
+    loop.append(loop)
+    entries = {
+        "jit": lambda: rune.jit(lambda t: t[0])(loop),
+        "grad": lambda: rune.grad(lambda t: nx.sum(t[0]))(loop),
+        "vmap": lambda: rune.vmap(lambda t: t[0])(loop),
+        "place": lambda: rune.place(loop, "cpu"),
+        "callback": lambda: rune.callback(lambda t: t[0], loop, like=rune.Spec((3,), "float32")),
+    }
+    for name, call in entries.items():
+        with pytest.raises(TreeError, match=r"contains itself: the container at \S*\[1\] is the one at"):
+            call()
