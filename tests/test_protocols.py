@@ -1,0 +1,75 @@
+"""Python and NumPy protocols on arrays: pickling and copying, NumPy's functions
+on rune arrays, comparisons with None, and values rune must refuse to convert.
+
+Tests that need two host devices run in a child process (see test_placement.py).
+"""
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+
+from test_placement import TWO, _child, two_devices
+
+
+def _weak_array():
+    x = rune.jit(lambda a: a * 2)(1.5)  # a Python scalar argument gives a weak result
+    assert isinstance(x, nx.Array)
+    return x
+
+
+# ---------------------------------------------------------------- pickle and copy
+
+ROUND_TRIPS = {
+    "pickle": lambda x: pickle.loads(pickle.dumps(x)),
+    "deepcopy": copy.deepcopy,
+    "copy": copy.copy,
+}
+
+
+@pytest.mark.parametrize("how", ROUND_TRIPS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int8", "bool"])
+def test_round_trip_gives_an_equal_array(how, dtype):
+    host = (np.arange(6).reshape(2, 3) % 3).astype(nx.dtype(dtype))
+    x = nx.asarray(host)
+    y = ROUND_TRIPS[how](x)
+    assert type(y) is nx.Array
+    assert y.dtype == x.dtype and y.shape == x.shape and y.device == x.device and y.weak == x.weak
+    np.testing.assert_array_equal(np.asarray(y), host)
+    assert np.asarray(y.at[0, 0].set(1)).tolist()[0][0] == 1  # a whole Array, `.at` and all
+
+
+@pytest.mark.parametrize("how", ROUND_TRIPS)
+def test_round_trip_keeps_weak_type(how):
+    x = _weak_array()
+    y = ROUND_TRIPS[how](x)
+    assert y.weak == x.weak
+    assert (y + np.float16(1)).dtype == (x + np.float16(1)).dtype
+
+
+def test_deepcopy_inside_a_pytree_is_independent_of_the_original():
+    params = {"w": nx.ones((2, 2)), "b": [nx.zeros(2)]}
+    again = copy.deepcopy(params)
+    assert type(again["w"]) is nx.Array and type(again["b"][0]) is nx.Array
+    assert again["w"]._raw is not params["w"]._raw
+    np.testing.assert_array_equal(np.asarray(again["w"]), np.ones((2, 2)))
+
+
+@two_devices
+def test_two_devices_pickle_and_copy_keep_the_device():
+    x = nx.place(nx.arange(4.0), "cpu:1")
+    for how, round_trip in ROUND_TRIPS.items():
+        y = round_trip(x)
+        assert str(y.device) == "cpu:1", how
+        np.testing.assert_array_equal(np.asarray(y), np.arange(4.0))
+
+
+@pytest.mark.skipif(TWO, reason="this process already has two host devices")
+def test_protocols_with_two_host_devices():
+    run = _child(None, {"RUNE_HOST_DEVICES": "2"},
+                 [__file__, "-q", "-p", "no:cacheprovider", "-k", "two_devices"])
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert " passed" in run.stdout and "skipped" not in run.stdout.splitlines()[-1], run.stdout[-2000:]
