@@ -391,3 +391,89 @@ def test_transformations_report_a_cyclic_argument():
     for name, call in entries.items():
         with pytest.raises(TreeError, match=r"contains itself: the container at \S*\[1\] is the one at"):
             call()
+
+
+# ---------------------------------------------------------------- register_dataclass
+
+
+def test_register_dataclass_infers_static_fields_as_meta():
+    @tree.register_dataclass
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        activation: str = dataclasses.field(default="relu", metadata=dict(static=True))
+        b: object = 0.0
+
+    layer = Layer([1.0, 2.0], "tanh", 3.0)
+    flat, s = tree.flatten(layer)
+    assert flat == [1.0, 2.0, 3.0]
+    assert s.unflatten([4.0, 5.0, 6.0]) == Layer([4.0, 5.0], "tanh", 6.0)
+    assert s != tree.structure(Layer([1.0, 2.0], "relu", 3.0))  # meta fields are part of the structure
+    assert [p for p, _ in tree.flatten_with_paths(layer)[0]] == [".w[0]", ".w[1]", ".b"]
+    assert repr(s) == "Structure(Layer(w=[*, *], b=*, activation='tanh'))"
+
+
+def test_register_dataclass_with_explicit_fields_and_a_plain_class():
+    class Pair:
+        def __init__(self, x, y, name):
+            self.x, self.y, self.name = x, y, name
+
+    assert tree.register_dataclass(Pair, data_fields=["y", "x"], meta_fields=["name"]) is Pair
+    flat, s = tree.flatten(Pair(1, 2, "p"))
+    assert flat == [2, 1]
+    back = s.unflatten([20, 10])
+    assert (back.x, back.y, back.name) == (10, 20, "p")
+
+    @dataclasses.dataclass
+    class Both:
+        a: object
+        b: object
+        c: object = dataclasses.field(init=False, default=None)  # left to the constructor
+
+    tree.register_dataclass(Both, ["b"], ["a"])
+    assert tree.leaves(Both(1, 2)) == [2]
+
+
+def test_register_dataclass_errors():
+    @dataclasses.dataclass
+    class D:
+        a: object
+        b: object
+
+    with pytest.raises(TreeError, match="both data_fields and meta_fields"):
+        tree.register_dataclass(D, data_fields=["a", "b"])
+    with pytest.raises(TreeError, match="each init field"):
+        tree.register_dataclass(D, data_fields=["a"], meta_fields=[])
+    with pytest.raises(TreeError, match="each init field"):
+        tree.register_dataclass(D, data_fields=["a", "b"], meta_fields=["a"])
+    with pytest.raises(TreeError, match="needs data_fields and meta_fields, or a dataclass"):
+        tree.register_dataclass(type("Plain", (), {}))
+    with pytest.raises(TreeError, match="already registered"):
+        tree.register_dataclass(Params)
+
+
+def test_register_dataclass_meta_fields_are_static_under_jit():
+    import rune
+    from rune import nx
+
+    @tree.register_dataclass
+    @dataclasses.dataclass
+    class Scaled:
+        x: object
+        power: int = dataclasses.field(metadata=dict(static=True))
+
+    @rune.jit
+    def apply(s):
+        out = s.x
+        for _ in range(s.power - 1):  # a Python loop over a meta field: it is not traced
+            out = out * s.x
+        return Scaled(out, s.power)
+
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for power in (2, 3):
+        got = apply(Scaled(nx.asarray(x), power))
+        assert got.power == power
+        np.testing.assert_allclose(np.asarray(got.x), x ** power)
+    g = rune.grad(lambda s: nx.sum(s.x ** s.power))(Scaled(nx.asarray(x), 3))
+    assert g.power == 3
+    np.testing.assert_allclose(np.asarray(g.x), 3 * x ** 2)
