@@ -73,3 +73,23 @@ def test_protocols_with_two_host_devices():
                  [__file__, "-q", "-p", "no:cacheprovider", "-k", "two_devices"])
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout.splitlines()[-1], run.stdout[-2000:]
+
+
+# ---------------------------------------------------------------- comparisons with None
+
+def test_comparing_with_none_is_an_identity_test():
+    x = nx.arange(3.0)
+    assert (x == None) is False and (x != None) is True  # noqa: E711
+    assert (None == x) is False and (None != x) is True  # noqa: E711
+    assert x not in (None,) and [None, x].index(x) == 1
+    seen = []
+
+    def f(a):
+        seen.append((a == None, a != None))  # noqa: E711
+        return a * 2
+
+    np.testing.assert_array_equal(np.asarray(rune.jit(f)(x)), [0.0, 2.0, 4.0])
+    rune.grad(lambda a: nx.sum(f(a)))(x)
+    rune.vmap(f)(x)
+    assert seen == [(False, True)] * 3
+    np.testing.assert_array_equal(np.asarray(x == x), [True] * 3)  # arrays still compare elementwise

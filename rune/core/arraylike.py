@@ -56,8 +56,10 @@ class ArrayLike:
     def __le__(self, o): return ops.less_equal(self, o)
     def __gt__(self, o): return ops.greater(self, o)
     def __ge__(self, o): return ops.greater_equal(self, o)
-    def __eq__(self, o): return ops.equal(self, o)
-    def __ne__(self, o): return ops.not_equal(self, o)
+    # Comparing with None is an identity test (False for ==, True for !=), as in
+    # JAX: code like `if x == None` or `x in (None, ...)` must not fail.
+    def __eq__(self, o): return NotImplemented if o is None else ops.equal(self, o)
+    def __ne__(self, o): return NotImplemented if o is None else ops.not_equal(self, o)
     __hash__ = None
 
     def __getitem__(self, idx): return ops.getitem(self, idx)
