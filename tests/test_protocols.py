@@ -93,3 +93,32 @@ def test_comparing_with_none_is_an_identity_test():
     rune.vmap(f)(x)
     assert seen == [(False, True)] * 3
     np.testing.assert_array_equal(np.asarray(x == x), [True] * 3)  # arrays still compare elementwise
+
+
+# ---------------------------------------------------------------- values that are not arrays
+
+class Pair(tuple):
+    """A tuple subclass that is neither a NamedTuple nor registered."""
+
+
+@pytest.mark.parametrize("call", [
+    lambda p: nx.asarray(p),
+    lambda p: nx.sum(p),
+    lambda p: nx.arange(2.0) + p,
+    lambda p: rune.jit(lambda t: t)(p),
+    lambda p: rune.grad(lambda t: nx.sum(t[0]))(p),
+    lambda p: rune.vmap(lambda t: t)(p),
+], ids=["asarray", "sum", "operator", "jit", "grad", "vmap"])
+def test_an_unregistered_tuple_subclass_is_not_taken_as_an_array(call):
+    with pytest.raises(rune.UsageError, match=r"Pair \(a tuple subclass\).*rune\.tree\.register") as info:
+        call(Pair((nx.arange(2.0), nx.arange(2.0))))
+    assert isinstance(info.value, TypeError)
+
+
+def test_a_registered_tuple_subclass_is_a_container():
+    class Registered(tuple):
+        pass
+
+    rune.tree.register(Registered, lambda t: (list(t), None), lambda aux, ch: Registered(ch))
+    out = rune.jit(lambda t: t[0] + t[1])(Registered((nx.arange(2.0), nx.ones(2))))
+    np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0])

@@ -13,7 +13,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import DTypeError, ScalarOverflowError, ShapeError
+from ..errors import DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -42,6 +42,8 @@ def asarray(x, dtype=None, device=None):
         host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
         host = host if dtype is None else host.astype(dtype)
     else:
+        if isinstance(x, tuple) and type(x) is not tuple:
+            _check_tuple_subclass(x)
         host = np.asarray(x)
         if dtype is not None:
             host = host.astype(dtype)
@@ -55,6 +57,16 @@ def asarray(x, dtype=None, device=None):
                                               f"pass dtype=nx.int64")
             host = host.astype(target)
     return from_host(np.array(host, copy=True) if host is x else host, device)
+
+
+def _check_tuple_subclass(x):
+    """A tuple subclass that is not a pytree container reached here as a leaf:
+    it would silently become one array. JAX refuses such leaves too."""
+    from ..tree import _handler
+    if _handler(type(x)) is None:
+        raise UsageError(f"a {type(x).__qualname__} (a tuple subclass) is not an array, and rune.tree does "
+                         f"not know it as a container of arrays: register it with rune.tree.register "
+                         f"(or make it a NamedTuple)")
 
 
 def _is_host_dlpack(x):
@@ -684,13 +696,17 @@ def flip(x, axis=None):
 
 def pad(x, pad_width, constant_values=0):
     x = asarray(x)
-    if isinstance(pad_width, int):
-        config = ((pad_width, pad_width),) * x.ndim
-    else:
-        pw = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in pad_width]
-        config = tuple(pw * x.ndim) if len(pw) == 1 else tuple(pw)
-    if len(config) != x.ndim or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
-        raise ShapeError(f"pad: expected {x.ndim} non-negative (before, after) pairs, got {pad_width}")
+    # NumPy's forms: n, (n,), (before, after), ((before, after),) or one pair per axis.
+    try:
+        widths = np.asarray(pad_width)
+        if widths.dtype.kind not in "iu":
+            raise ValueError
+        config = np.broadcast_to(widths, (x.ndim, 2)).tolist()
+    except ValueError:
+        config = None
+    if config is None or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
+        raise ShapeError(f"pad: pad_width must be n, (before, after) or one (before, after) pair per axis "
+                         f"of shape {x.shape}, in non-negative ints; got {pad_width!r}")
     if type(constant_values) in _SCALARS:
         constant_values = _literal("pad", constant_values, x.dtype)
     value = constant_like(constant_values, x, x.dtype)
