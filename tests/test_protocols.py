@@ -122,3 +122,82 @@ def test_a_registered_tuple_subclass_is_a_container():
     rune.tree.register(Registered, lambda t: (list(t), None), lambda aux, ch: Registered(ch))
     out = rune.jit(lambda t: t[0] + t[1])(Registered((nx.arange(2.0), nx.ones(2))))
     np.testing.assert_array_equal(np.asarray(out), [1.0, 2.0])
+
+
+# ---------------------------------------------------------------- NumPy's functions on rune arrays
+
+A = (np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5) / 3
+MASK = (np.arange(24).reshape(2, 3, 4) % 3) != 0
+
+NUMPY_CALLS = [
+    (np.sum, {}), (np.sum, dict(axis=1)), (np.sum, dict(axis=(0, 2), keepdims=True)),
+    (np.sum, dict(dtype=np.float64)), (np.sum, dict(initial=10.0, axis=0)), (np.sum, dict(where=MASK)),
+    (np.prod, dict(axis=2)), (np.prod, dict(initial=2.0, where=MASK, axis=1)),
+    (np.max, {}), (np.max, dict(axis=1, keepdims=True)), (np.max, dict(initial=1.5)),
+    (np.max, dict(where=MASK, initial=-100.0, axis=2)), (np.amax, dict(axis=0)),
+    (np.min, dict(axis=-1)), (np.min, dict(initial=-9.0, axis=(1, 2))), (np.amin, {}),
+    (np.mean, {}), (np.mean, dict(axis=(0, 1))), (np.mean, dict(dtype=np.float64, axis=2)),
+    (np.mean, dict(where=MASK, axis=1)),
+    (np.std, {}), (np.std, dict(ddof=1, axis=2)), (np.std, dict(where=MASK, axis=0, keepdims=True)),
+    (np.var, dict(axis=1)), (np.var, dict(ddof=1, where=MASK, axis=2)),
+    (np.argmax, {}), (np.argmax, dict(axis=1)), (np.argmin, dict(axis=2, keepdims=True)),
+    (np.any, dict(axis=0)), (np.all, dict(where=MASK)), (np.any, dict(where=MASK, axis=2)),
+    (np.clip, dict(a_min=-1.0, a_max=1.0)), (np.round, dict(decimals=1)),
+    (np.reshape, dict(shape=(4, 6))), (np.transpose, {}), (np.squeeze, {}),
+]
+
+
+@pytest.mark.parametrize("fn,kwargs", NUMPY_CALLS,
+                         ids=[f"{f.__name__}-{'-'.join(k)}" for f, k in NUMPY_CALLS])
+def test_numpy_functions_dispatch_to_the_array_methods(fn, kwargs):
+    expected = fn(A, **kwargs)
+    got = fn(nx.asarray(A), **kwargs)
+    assert isinstance(got, nx.Array), type(got)  # computed by rune, not by NumPy on a copy
+    assert got.shape == np.shape(expected)
+    np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(expected, np.float64), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float64, np.float16, bool])
+def test_numpy_dtype_sets_the_accumulator_and_result(dtype):
+    ints = np.arange(-30, 30, dtype=np.int32).reshape(6, 10) * 7
+    for fn in (np.sum, np.prod):
+        got, expected = fn(nx.asarray(ints), axis=1, dtype=dtype), fn(ints, axis=1, dtype=dtype)
+        assert got.dtype == expected.dtype
+        np.testing.assert_array_equal(np.asarray(got), expected)
+    if np.dtype(dtype).kind == "f":
+        got, expected = np.mean(nx.asarray(ints), axis=0, dtype=dtype), np.mean(ints, axis=0, dtype=dtype)
+        assert got.dtype == expected.dtype
+        np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-3)
+
+
+def test_initial_over_empty_axes_and_low_precision_where():
+    empty = np.zeros((0, 3), np.float32)
+    for fn, init in ((np.max, -2.0), (np.min, 4.0), (np.sum, 1.5), (np.prod, 3.0)):
+        np.testing.assert_array_equal(np.asarray(fn(nx.asarray(empty), axis=0, initial=init)),
+                                      fn(empty, axis=0, initial=init))
+    ones = nx.ones(3000, dtype=nx.bfloat16)
+    assert float(np.mean(ones, where=np.arange(3000) % 2 == 0)) == 1.0
+    np.testing.assert_allclose(float(np.sum(ones, where=np.ones(3000, bool), dtype=np.float32)), 3000.0)
+
+
+def test_numpy_functions_work_under_transformations():
+    x = nx.asarray(A)
+    np.testing.assert_allclose(np.asarray(rune.jit(lambda a: np.sum(a, axis=1, initial=1.0))(x)),
+                               np.sum(A, axis=1, initial=1.0), rtol=1e-6)
+    g = rune.grad(lambda a: np.mean(a * a, where=MASK))(x)
+    np.testing.assert_allclose(np.asarray(g), 2 * A * MASK / MASK.sum(), rtol=1e-5, atol=1e-7)
+    rows = rune.vmap(lambda a: np.max(a, initial=0.0))(x)
+    np.testing.assert_allclose(np.asarray(rows), np.max(A, axis=(1, 2), initial=0.0))
+
+
+def test_out_and_unknown_keywords_are_clear_errors():
+    x = nx.asarray(A)
+    for fn in (np.sum, np.max, np.mean, np.std, np.argmax, np.any):
+        with pytest.raises(rune.ArgumentError, match=rf"{fn.__name__}: out= must be None"):
+            fn(x, out=np.zeros(()))
+    with pytest.raises(rune.ArgumentError, match="where= needs initial="):
+        np.max(x, where=MASK)
+    with pytest.raises(rune.ShapeError, match="initial must be a scalar"):
+        np.sum(x, initial=np.ones(2))
+    with pytest.raises(rune.ShapeError, match=r"where= of shape \(5,\) does not broadcast"):
+        np.sum(x, where=np.ones(5, bool))

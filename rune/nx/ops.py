@@ -13,7 +13,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import DTypeError, ScalarOverflowError, ShapeError, UsageError
+from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -507,6 +507,125 @@ def var(x, axis=None, keepdims=False, ddof=0):
 
 def std(x, axis=None, keepdims=False, ddof=0):
     return sqrt(var(x, axis, keepdims, ddof))
+
+
+# ---------------------------------------------------------------- NumPy's reduction keywords
+# np.sum(a), np.mean(a), ... call the array's methods with NumPy's keywords
+# (dtype=, out=None, initial=, where=, ddof=); the methods pass them here.
+
+
+def check_out(name, out):
+    """NumPy's out=: only None, since arrays are immutable."""
+    if out is not None:
+        raise ArgumentError(f"{name}: out= must be None (rune arrays are immutable, so the result is "
+                            f"returned instead), got {type(out).__name__}")
+
+
+def _reduced_shape(shape, axes, keepdims):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else \
+        tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _with_numpy_keywords(reduce, fill=None, combine=None):
+    """`reduce(x, axis, keepdims)` that also takes NumPy's keywords: dtype= (of the
+    accumulator and the result), initial= (a scalar that takes part, so an empty
+    axis gives it; where `combine` joins it to a result), where= (elements where
+    it is False do not take part: they become `fill`, else `initial`) and out=None."""
+    name = reduce.__name__
+
+    def op(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, where=None):
+        check_out(name, out)
+        if dtype is None and initial is None and where is None:
+            return reduce(x, axis, keepdims)
+        x = asarray(x)
+        if dtype is not None:
+            x = astype(x, dtype)
+        if initial is not None:
+            if combine is None:
+                raise ArgumentError(f"{name}: initial= is not an argument of {name}")
+            initial = constant_like(initial, x, x.dtype)
+            if initial.ndim:
+                raise ShapeError(f"{name}: initial must be a scalar, got shape {initial.shape}")
+        if where is not None:
+            value = initial if fill is None else fill
+            if value is None:
+                raise ArgumentError(f"{name}: where= needs initial= (an axis where nothing is selected "
+                                    f"has no {name}imum)")
+            x = _select(_mask(name, where, x), x, value)
+        axes = _axes(name, axis, x.ndim)
+        if initial is None:
+            out = reduce(x, axes, keepdims)
+        elif builtins.any(x.shape[a] == 0 for a in axes):
+            out = broadcast_to(initial, _reduced_shape(x.shape, axes, keepdims))
+        else:
+            out = combine(reduce(x, axes, keepdims), initial)
+        # Small integers accumulate wider; NumPy's result has the dtype asked for.
+        return out if dtype is None else astype(out, dtype)
+
+    op.__name__ = name
+    op.__doc__ = reduce.__doc__
+    return op
+
+
+def _mask(name, where, x):
+    mask = astype(constant_like(where, x), dt.bool_)
+    try:
+        fits = broadcast_shapes(name, mask.shape, x.shape) == x.shape
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{name}: where= of shape {mask.shape} does not broadcast to the array's {x.shape}")
+    return mask
+
+
+def _statistic_with_numpy_keywords(stat):
+    """mean/var/std that also take dtype= (of the computation and the result),
+    where= (only elements where it holds count) and out=None, as NumPy's."""
+    name = stat.__name__
+
+    def op(x, axis=None, keepdims=False, *args, dtype=None, out=None, where=None, **kwargs):
+        check_out(name, out)
+        if dtype is None and where is None:
+            return stat(x, axis, keepdims, *args, **kwargs)
+        x = asarray(x)
+        if dtype is not None and dt.is_float(dt.dtype(dtype)):
+            x = astype(x, dtype)
+        if where is None:
+            out = stat(x, axis, keepdims, *args, **kwargs)
+        else:
+            out = _masked_statistic(name, x, _mask(name, where, x), axis, keepdims, *args, **kwargs)
+        return out if dtype is None else astype(out, dtype)
+
+    op.__name__ = name
+    op.__doc__ = stat.__doc__
+    return op
+
+
+def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
+    low = x.dtype in (dt.float16, dt.bfloat16)  # accumulated in float32 and rounded once
+    work = dt.float32 if low or not dt.is_float(x.dtype) else x.dtype
+    xw = astype(x, work)
+    axes = _axes(name, axis, x.ndim)
+    count = sum(astype(broadcast_to(mask, x.shape), work), axes, True)
+    mu = divide(sum(xw, axes, True, where=mask), count)
+    if name == "mean":
+        out = mu
+    else:
+        out = divide(sum(square(subtract(xw, mu)), axes, True, where=mask), maximum(subtract(count, ddof), 0))
+        out = sqrt(out) if name == "std" else out
+    out = out if keepdims else reshape(out, _reduced_shape(x.shape, axes, False))
+    return astype(out, x.dtype) if low else out
+
+
+_select = where
+sum = _with_numpy_keywords(sum, 0, add)
+prod = _with_numpy_keywords(prod, 1, multiply)
+max = _with_numpy_keywords(max, None, maximum)
+min = _with_numpy_keywords(min, None, minimum)
+amax, amin = max, min
+any = _with_numpy_keywords(any, False)
+all = _with_numpy_keywords(all, True)
+mean, var, std = (_statistic_with_numpy_keywords(f) for f in (mean, var, std))
 
 
 def _floating(x):
