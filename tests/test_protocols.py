@@ -201,3 +201,45 @@ def test_out_and_unknown_keywords_are_clear_errors():
         np.sum(x, initial=np.ones(2))
     with pytest.raises(rune.ShapeError, match=r"where= of shape \(5,\) does not broadcast"):
         np.sum(x, where=np.ones(5, bool))
+
+
+# ---------------------------------------------------------------- NumPy arrays meet rune arrays where they are
+
+MEETINGS = {
+    "add": lambda x, n, m: x + n,
+    "radd": lambda x, n, m: n + x,
+    "list": lambda x, n, m: x * [1.0, 2.0, 3.0],
+    "where": lambda x, n, m: nx.where(n > 0, x, n),
+    "clip": lambda x, n, m: nx.clip(x, n * 0, n),
+    "matmul": lambda x, n, m: x @ m,
+    "dot": lambda x, n, m: nx.dot(m, x),
+    "einsum": lambda x, n, m: nx.einsum("i,ij->j", x, m),
+    "stack": lambda x, n, m: nx.stack([n, x]),
+    "concatenate": lambda x, n, m: nx.concatenate([n, x]),
+    "np.sum where": lambda x, n, m: np.sum(x, where=n > 0),
+    "grad": lambda x, n, m: rune.grad(lambda a, b: nx.sum(a * b))(x, n),
+    "vmap": lambda x, n, m: rune.vmap(lambda a, b: a * b)(x, n),
+}
+
+
+@two_devices
+@pytest.mark.parametrize("name", MEETINGS)
+def test_two_devices_numpy_operands_are_placed_with_the_rune_array(name):
+    x = nx.place(nx.asarray(np.array([1.0, 2.0, 3.0], np.float32)), "cpu:1")
+    n, m = np.ones(3, np.float32), np.eye(3, dtype=np.float32)
+    rune.reset_stats()
+    got = MEETINGS[name](x, n, m)
+    assert str(got.device) == "cpu:1"
+    plain = MEETINGS[name](nx.asarray(np.asarray(x)), n, m)  # the same on the default device
+    assert str(plain.device) == "cpu:0"
+    np.testing.assert_allclose(np.asarray(got), np.asarray(plain))
+    assert rune.stats()["transfers"] == 0  # built there, not moved there
+
+
+@two_devices
+def test_two_devices_rune_arrays_on_different_devices_still_mismatch():
+    x = nx.place(nx.arange(3.0), "cpu:1")
+    for call in (lambda: x + nx.arange(3.0), lambda: nx.where(x > 0, x, nx.zeros(3)),
+                 lambda: nx.stack([x, nx.ones(3)]), lambda: nx.dot(x, nx.ones(3))):
+        with pytest.raises(rune.DeviceMismatchError):
+            call()

@@ -93,9 +93,25 @@ def array(x, dtype=None, device=None):
     return asarray(x, dtype, device)
 
 
+def committed_device(xs):
+    """The device of the first rune array or tracer among `xs` (None if none).
+
+    The placement rule: rune arrays are committed to their device, so operands
+    on different devices are an error. NumPy arrays, lists and Python scalars
+    are not (as JAX treats NumPy arrays): meeting rune arrays, they become
+    arrays on this device; alone, on the default device.
+    """
+    for x in xs:
+        if isinstance(x, (Array, Tracer)):
+            return x.device
+    return None
+
+
 def operands(xs):
-    """Each of `xs` as an Array or tracer (Python and NumPy values become arrays)."""
-    return [x if isinstance(x, (Array, Tracer)) else asarray(x) for x in xs]
+    """Each of `xs` as an Array or tracer; Python and NumPy values become arrays
+    placed with the rune arrays among `xs` (see `committed_device`)."""
+    device = committed_device(xs)
+    return [x if isinstance(x, (Array, Tracer)) else asarray(x, device=device) for x in xs]
 
 
 def tree_operands(tree_):
@@ -113,15 +129,22 @@ def _flat(xs):
             yield e
 
 
-def _operand(x):
+def _operand(x, device=None):
     if isinstance(x, (Array, Tracer, np.generic)) or type(x) in _SCALARS:
         return x
-    return asarray(x)
+    return asarray(x, device=device)
+
+
+def _operands(xs):
+    """Each of `xs` as an operand of one operation: scalars stay literals, NumPy
+    arrays and lists become arrays placed by `committed_device`'s rule."""
+    device = committed_device(xs)
+    return [_operand(x, device) for x in xs]
 
 
 def promote(name, *xs):
     """Operands with one common dtype (NEP 50; Python scalars are weak literals)."""
-    xs = [_operand(x) for x in xs]
+    xs = _operands(xs)
     keys = []
     for x in xs:
         if type(x) in _SCALARS:
@@ -360,7 +383,7 @@ def reciprocal(x):
 
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
-    cond = _operand(cond)
+    cond, x, y = _operands((cond, x, y))
     x, y = promote("where", x, y)
     if type(cond) in _LITERALS:  # a scalar condition picks a side, placed with what it meets
         if type(x) in _LITERALS and type(y) in _LITERALS:
@@ -769,7 +792,7 @@ def concatenate(xs, axis=0):
 
 
 def stack(xs, axis=0):
-    xs = [asarray(x) for x in xs]
+    xs = [asarray(x) for x in _operands(list(xs))]
     if not xs:
         raise ShapeError("stack: needs at least one array")
     shapes = {x.shape for x in xs}
@@ -916,7 +939,7 @@ def matmul(x, y):
 
 
 def dot(x, y):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
     if y.ndim <= 2:
@@ -933,12 +956,12 @@ def outer(x, y):
 
 
 def inner(x, y):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
 
 
 def tensordot(x, y, axes=2):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     if isinstance(axes, int):
         lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
     else:
@@ -949,7 +972,7 @@ def tensordot(x, y, axes=2):
 def einsum(spec, *operands):
     """Einstein summation over any number of operands, as pairwise dot_generals."""
     spec = spec.replace(" ", "")
-    operands = [asarray(o) for o in operands]
+    operands = [asarray(o) for o in _operands(operands)]
     if "." in spec:
         spec = _expand_ellipsis(spec, operands)
     if "->" in spec:
