@@ -320,7 +320,8 @@ def flatten(tree, is_leaf=None):
     # Ids of the containers met so far. A tree that contains itself would
     # flatten forever; it must meet some container twice, and only then is
     # the (slower) exact check run. Sharing a subtree is fine, so once the
-    # check passes, looking stops.
+    # check passes, looking stops. Plain tuples are not tracked (the commonest
+    # container, and immutable: every cycle also passes through a mutable one).
     seen = set()
     # An explicit stack instead of recursion: fewer calls, and no depth limit.
     stack = [tree]
@@ -332,7 +333,7 @@ def flatten(tree, is_leaf=None):
             nodes.append(None)
         else:
             children, aux = handler.flatten(node)
-            if children and seen is not None:
+            if children and seen is not None and type(node) is not tuple:
                 if id(node) in seen:
                     _check_acyclic(tree, is_leaf)
                     seen = None

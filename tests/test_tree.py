@@ -477,3 +477,12 @@ def test_register_dataclass_meta_fields_are_static_under_jit():
     g = rune.grad(lambda s: nx.sum(s.x ** s.power))(Scaled(nx.asarray(x), 3))
     assert g.power == 3
     np.testing.assert_allclose(np.asarray(g.x), 3 * x ** 2)
+
+
+def test_a_cycle_through_tuples_is_found_at_its_mutable_link():
+    t = ([1.0],)
+    t[0].append(t)
+    with pytest.raises(TreeError, match=r"at \[0\]\[1\] is the one at the root"):
+        tree.flatten(t)
+    shared = (1.0, 2.0)
+    assert tree.leaves([shared, (shared, shared)]) == [1.0, 2.0] * 3
