@@ -147,6 +147,7 @@ NUMPY_CALLS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own, for all-masked slices
 @pytest.mark.parametrize("fn,kwargs", NUMPY_CALLS,
                          ids=[f"{f.__name__}-{'-'.join(k)}" for f, k in NUMPY_CALLS])
 def test_numpy_functions_dispatch_to_the_array_methods(fn, kwargs):
@@ -157,6 +158,7 @@ def test_numpy_functions_dispatch_to_the_array_methods(fn, kwargs):
     np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(expected, np.float64), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's float16 product overflows, as ours
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.float64, np.float16, bool])
 def test_numpy_dtype_sets_the_accumulator_and_result(dtype):
     ints = np.arange(-30, 30, dtype=np.int32).reshape(6, 10) * 7
