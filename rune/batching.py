@@ -332,7 +332,9 @@ def vmap(f, in_axes=0, out_axes=0):
         axes = tree.prefix_broadcast((axes_prefix, 0), everything, "vmap in_axes")
         # Mapped leaves become arrays; unmapped ones pass as they are (a Python
         # scalar stays weak).
-        leaves = [x if a is None or hasattr(x, "aval") else nx.asarray(x) for x, a in zip(leaves, axes)]
+        device = nx.committed_device(leaves)  # NumPy arguments meet rune arrays on their device
+        leaves = [x if a is None or hasattr(x, "aval") else nx.asarray(x, device=device)
+                  for x, a in zip(leaves, axes)]
         axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
         sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
         if not sizes:

@@ -20,6 +20,7 @@ from .errors import TreeError
 __all__ = [
     "Structure",
     "register",
+    "register_dataclass",
     "flatten",
     "unflatten",
     "leaves",
@@ -64,12 +65,14 @@ def _flatten_dict(d):
     return [d[k] for k in keys], tuple(keys)
 
 
-def _fields_handler(cls, names, flatten, unflatten):
-    """A handler for classes whose children are named attributes."""
+def _fields_handler(cls, names, flatten, unflatten, meta=()):
+    """A handler for classes whose children are named attributes (`names`);
+    the attributes in `meta` are the aux data, in that order."""
     keys = [f".{name}" for name in names]
 
     def show(aux, parts):
-        return f"{cls.__name__}(" + ", ".join(f"{n}={p}" for n, p in zip(names, parts)) + ")"
+        shown = [f"{n}={p}" for n, p in zip(names, parts)] + [f"{n}={v!r}" for n, v in zip(meta, aux or ())]
+        return f"{cls.__name__}(" + ", ".join(shown) + ")"
 
     return _Handler(cls, flatten, unflatten, lambda aux, n: keys, show)
 
@@ -78,21 +81,14 @@ def _namedtuple_handler(cls):
     return _fields_handler(cls, cls._fields, lambda t: (t, None), lambda aux, ch: cls(*ch))
 
 
-def _dataclass_handler(cls):
-    fields = dataclasses.fields(cls)
-    skipped = [f.name for f in fields if not f.init]
-    if skipped:
-        # Rebuilding calls the constructor, which cannot set these fields.
-        raise TreeError(
-            f"cannot register dataclass {cls.__name__}: fields {skipped} have init=False; "
-            "pass flatten and unflatten instead"
-        )
-    names = tuple(f.name for f in fields)
+def _attributes_handler(cls, data, meta):
+    """Children are the attributes `data`, aux data those in `meta`; rebuilt by cls(**all of them)."""
     return _fields_handler(
         cls,
-        names,
-        lambda obj: ([getattr(obj, n) for n in names], None),
-        lambda aux, ch: cls(**dict(zip(names, ch))),
+        data,
+        lambda obj: ([getattr(obj, n) for n in data], tuple(getattr(obj, n) for n in meta)),
+        lambda aux, ch: cls(**dict(zip(data, ch)), **dict(zip(meta, aux))),
+        meta,
     )
 
 
@@ -152,7 +148,8 @@ def register(cls, flatten=None, unflatten=None):
     With flatten and unflatten: flatten(obj) -> (children sequence, aux_data)
     and unflatten(aux_data, children) -> obj. aux_data must be hashable and
     comparable: it is part of the structure. Without them cls must be a
-    dataclass; its fields, in declaration order, are the children.
+    dataclass; its fields, in declaration order, are the children, except
+    those marked static (see `register_dataclass`).
 
     Subclasses of cls are not containers unless registered themselves: the
     parent's unflatten would rebuild them as the parent.
@@ -162,7 +159,14 @@ def register(cls, flatten=None, unflatten=None):
     if flatten is None and unflatten is None:
         if not dataclasses.is_dataclass(cls):
             raise TreeError(f"register({cls.__name__}) needs flatten and unflatten, or a dataclass")
-        _HANDLERS[cls] = _dataclass_handler(cls)
+        skipped = [f.name for f in dataclasses.fields(cls) if not f.init]
+        if skipped:
+            # Rebuilding calls the constructor, which cannot set these fields.
+            raise TreeError(
+                f"cannot register dataclass {cls.__name__}: fields {skipped} have init=False; "
+                "use register_dataclass (which leaves them to the constructor) or pass flatten and unflatten"
+            )
+        register_dataclass(cls)
     elif flatten is None or unflatten is None:
         raise TreeError(f"register({cls.__name__}) needs both flatten and unflatten")
     else:
@@ -171,6 +175,40 @@ def register(cls, flatten=None, unflatten=None):
             return cls.__name__ + ("" if aux is None else f"[{aux!r}]") + "(" + ", ".join(parts) + ")"
 
         _HANDLERS[cls] = _Handler(cls, flatten, unflatten, _index_keys, show)
+    return cls
+
+
+def register_dataclass(cls, data_fields=None, meta_fields=None):
+    """Make instances of cls pytree containers by their attributes (as JAX's
+    register_dataclass); returns cls, so it decorates.
+
+    data_fields name the children; meta_fields name attributes kept in the
+    structure (hashable, compared by jit's cache: not traced). Instances are
+    rebuilt by cls(**attributes). Give both lists, or neither: then cls must be
+    a dataclass, and its init fields declared with
+    `dataclasses.field(metadata=dict(static=True))` are the meta fields, the
+    others the data fields.
+    """
+    if cls in _HANDLERS:
+        raise TreeError(f"{cls.__name__} is already registered as a pytree container")
+    if data_fields is None and meta_fields is None:
+        if not dataclasses.is_dataclass(cls):
+            raise TreeError(f"register_dataclass({cls.__name__}) needs data_fields and meta_fields, "
+                            "or a dataclass")
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        data_fields = [f.name for f in fields if not f.metadata.get("static", False)]
+        meta_fields = [f.name for f in fields if f.metadata.get("static", False)]
+    elif data_fields is None or meta_fields is None:
+        raise TreeError(f"register_dataclass({cls.__name__}) needs both data_fields and meta_fields, or neither")
+    data, meta = tuple(data_fields), tuple(meta_fields)
+    if dataclasses.is_dataclass(cls):
+        init = {f.name for f in dataclasses.fields(cls) if f.init}
+        if set(data + meta) != init or len(data + meta) != len(init):
+            raise TreeError(
+                f"register_dataclass({cls.__name__}): data_fields {list(data)} and meta_fields "
+                f"{list(meta)} must name each init field {sorted(init)} once"
+            )
+    _HANDLERS[cls] = _attributes_handler(cls, data, meta)
     return cls
 
 
@@ -279,6 +317,12 @@ def flatten(tree, is_leaf=None):
     is_leaf(node) -> True stops at a container and makes it a leaf.
     """
     flat, nodes = [], []
+    # Ids of the containers met so far. A tree that contains itself would
+    # flatten forever; it must meet some container twice, and only then is
+    # the (slower) exact check run. Sharing a subtree is fine, so once the
+    # check passes, looking stops. Plain tuples are not tracked (the commonest
+    # container, and immutable: every cycle also passes through a mutable one).
+    seen = set()
     # An explicit stack instead of recursion: fewer calls, and no depth limit.
     stack = [tree]
     while stack:
@@ -289,9 +333,41 @@ def flatten(tree, is_leaf=None):
             nodes.append(None)
         else:
             children, aux = handler.flatten(node)
+            if children and seen is not None and type(node) is not tuple:
+                if id(node) in seen:
+                    _check_acyclic(tree, is_leaf)
+                    seen = None
+                else:
+                    seen.add(id(node))
             nodes.append((handler, aux, len(children)))
             stack.extend(reversed(children))  # First child on top: leaves come out in order.
     return flat, Structure(tuple(nodes))
+
+
+def _check_acyclic(tree, is_leaf):
+    """Raise a TreeError naming the path where a container of tree holds itself."""
+    on_path = {}  # id -> path, for the containers from the root down to the node visited
+    stack = [(tree, "", False)]  # (node, path, leaving): leaving takes a node off the path
+    while stack:
+        node, path, leaving = stack.pop()
+        if leaving:
+            del on_path[id(node)]
+            continue
+        handler = _handler(type(node))
+        if handler is None or (is_leaf is not None and is_leaf(node)):
+            continue
+        children, aux = handler.flatten(node)
+        if not children:
+            continue
+        if id(node) in on_path:
+            raise TreeError(
+                f"the pytree contains itself: the container at {path} is the one at "
+                f"{on_path[id(node)] or 'the root'} (a cycle); a pytree must be a tree"
+            )
+        on_path[id(node)] = path
+        stack.append((node, path, True))
+        keys = handler.keys(aux, len(children))
+        stack.extend((child, path + key, False) for child, key in zip(reversed(children), reversed(keys)))
 
 
 def unflatten(structure, leaves):

@@ -324,3 +324,165 @@ def test_leaves_and_structure_agree_with_flatten():
     flat, s = tree.flatten(t)
     assert tree.structure(t) == s
     assert len(tree.leaves(t)) == len(flat)
+
+
+# ---------------------------------------------------------------- cycles
+
+
+def _cyclic_trees():
+    """(tree that contains itself, path of the back reference, path of the container it repeats)."""
+    lst = [1.0]
+    lst.append(lst)
+    dct = {"a": [2.0]}
+    dct["a"].insert(0, dct)
+    inner = [3.0]
+    nested = {"a": inner, "b": 4.0}
+    inner.append(inner)
+    node = Params(w=[5.0], b=None)
+    node.b = (6.0, node)
+    boxed = Box("k", [7.0])
+    boxed.items.append(Point(boxed, 8.0))
+    return [
+        (lst, "[1]", "the root"),
+        (dct, "['a'][0]", "the root"),
+        (nested, "['a'][1]", "['a']"),
+        (node, ".b[1]", "the root"),
+        (boxed, "[1].x", "the root"),
+    ]
+
+
+@pytest.mark.parametrize("cyclic,path,ancestor", _cyclic_trees())
+def test_a_tree_that_contains_itself_is_an_error_naming_the_path(cyclic, path, ancestor):
+    for fn in (tree.flatten, tree.leaves, tree.structure, lambda t: tree.map(lambda x: x, t)):
+        with pytest.raises(TreeError) as info:
+            fn(cyclic)
+        assert f"at {path} is the one at {ancestor}" in str(info.value)
+        assert isinstance(info.value, ValueError)
+
+
+def test_shared_subtrees_are_not_cycles():
+    shared = [1.0, (2.0,)]
+    point = Point(shared, shared)
+    t = {"x": shared, "y": [shared, point], "z": (None, None, (), ())}
+    leaves, struct = tree.flatten(t)
+    assert leaves == [1.0, 2.0] * 4
+    assert struct.unflatten(leaves) == t
+    # A cycle below a shared subtree is still found once the sharing was checked.
+    loop = [0.0]
+    loop.append(loop)
+    with pytest.raises(TreeError, match=r"at \[2\]\[1\]\[1\] is the one at \[2\]\[1\]"):
+        tree.flatten([shared, shared, [9.0, loop]])
+
+
+def test_transformations_report_a_cyclic_argument():
+    import rune
+    from rune import nx
+
+    x = nx.ones(3)
+    loop = [x]
+    loop.append(loop)
+    entries = {
+        "jit": lambda: rune.jit(lambda t: t[0])(loop),
+        "grad": lambda: rune.grad(lambda t: nx.sum(t[0]))(loop),
+        "vmap": lambda: rune.vmap(lambda t: t[0])(loop),
+        "place": lambda: rune.place(loop, "cpu"),
+        "callback": lambda: rune.callback(lambda t: t[0], loop, like=rune.Spec((3,), "float32")),
+    }
+    for name, call in entries.items():
+        with pytest.raises(TreeError, match=r"contains itself: the container at \S*\[1\] is the one at"):
+            call()
+
+
+# ---------------------------------------------------------------- register_dataclass
+
+
+def test_register_dataclass_infers_static_fields_as_meta():
+    @tree.register_dataclass
+    @dataclasses.dataclass
+    class Layer:
+        w: object
+        activation: str = dataclasses.field(default="relu", metadata=dict(static=True))
+        b: object = 0.0
+
+    layer = Layer([1.0, 2.0], "tanh", 3.0)
+    flat, s = tree.flatten(layer)
+    assert flat == [1.0, 2.0, 3.0]
+    assert s.unflatten([4.0, 5.0, 6.0]) == Layer([4.0, 5.0], "tanh", 6.0)
+    assert s != tree.structure(Layer([1.0, 2.0], "relu", 3.0))  # meta fields are part of the structure
+    assert [p for p, _ in tree.flatten_with_paths(layer)[0]] == [".w[0]", ".w[1]", ".b"]
+    assert repr(s) == "Structure(Layer(w=[*, *], b=*, activation='tanh'))"
+
+
+def test_register_dataclass_with_explicit_fields_and_a_plain_class():
+    class Pair:
+        def __init__(self, x, y, name):
+            self.x, self.y, self.name = x, y, name
+
+    assert tree.register_dataclass(Pair, data_fields=["y", "x"], meta_fields=["name"]) is Pair
+    flat, s = tree.flatten(Pair(1, 2, "p"))
+    assert flat == [2, 1]
+    back = s.unflatten([20, 10])
+    assert (back.x, back.y, back.name) == (10, 20, "p")
+
+    @dataclasses.dataclass
+    class Both:
+        a: object
+        b: object
+        c: object = dataclasses.field(init=False, default=None)  # left to the constructor
+
+    tree.register_dataclass(Both, ["b"], ["a"])
+    assert tree.leaves(Both(1, 2)) == [2]
+
+
+def test_register_dataclass_errors():
+    @dataclasses.dataclass
+    class D:
+        a: object
+        b: object
+
+    with pytest.raises(TreeError, match="both data_fields and meta_fields"):
+        tree.register_dataclass(D, data_fields=["a", "b"])
+    with pytest.raises(TreeError, match="each init field"):
+        tree.register_dataclass(D, data_fields=["a"], meta_fields=[])
+    with pytest.raises(TreeError, match="each init field"):
+        tree.register_dataclass(D, data_fields=["a", "b"], meta_fields=["a"])
+    with pytest.raises(TreeError, match="needs data_fields and meta_fields, or a dataclass"):
+        tree.register_dataclass(type("Plain", (), {}))
+    with pytest.raises(TreeError, match="already registered"):
+        tree.register_dataclass(Params)
+
+
+def test_register_dataclass_meta_fields_are_static_under_jit():
+    import rune
+    from rune import nx
+
+    @tree.register_dataclass
+    @dataclasses.dataclass
+    class Scaled:
+        x: object
+        power: int = dataclasses.field(metadata=dict(static=True))
+
+    @rune.jit
+    def apply(s):
+        out = s.x
+        for _ in range(s.power - 1):  # a Python loop over a meta field: it is not traced
+            out = out * s.x
+        return Scaled(out, s.power)
+
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    for power in (2, 3):
+        got = apply(Scaled(nx.asarray(x), power))
+        assert got.power == power
+        np.testing.assert_allclose(np.asarray(got.x), x ** power)
+    g = rune.grad(lambda s: nx.sum(s.x ** s.power))(Scaled(nx.asarray(x), 3))
+    assert g.power == 3
+    np.testing.assert_allclose(np.asarray(g.x), 3 * x ** 2)
+
+
+def test_a_cycle_through_tuples_is_found_at_its_mutable_link():
+    t = ([1.0],)
+    t[0].append(t)
+    with pytest.raises(TreeError, match=r"at \[0\]\[1\] is the one at the root"):
+        tree.flatten(t)
+    shared = (1.0, 2.0)
+    assert tree.leaves([shared, (shared, shared)]) == [1.0, 2.0] * 3

@@ -4,7 +4,7 @@ Both `nx.Array` and every `Tracer` inherit these, so user code written against
 arrays runs unchanged under every transformation. The methods call the public
 `nx` functions, which are bound late (nx imports core, not the other way).
 """
-from ..errors import UsageError
+from ..errors import ArgumentError, UsageError
 
 ops = None  # rune.nx.ops, set when rune.nx is imported
 
@@ -56,8 +56,10 @@ class ArrayLike:
     def __le__(self, o): return ops.less_equal(self, o)
     def __gt__(self, o): return ops.greater(self, o)
     def __ge__(self, o): return ops.greater_equal(self, o)
-    def __eq__(self, o): return ops.equal(self, o)
-    def __ne__(self, o): return ops.not_equal(self, o)
+    # Comparing with None is an identity test (False for ==, True for !=), as in
+    # JAX: code like `if x == None` or `x in (None, ...)` must not fail.
+    def __eq__(self, o): return NotImplemented if o is None else ops.equal(self, o)
+    def __ne__(self, o): return NotImplemented if o is None else ops.not_equal(self, o)
     __hash__ = None
 
     def __getitem__(self, idx): return ops.getitem(self, idx)
@@ -68,22 +70,44 @@ class ArrayLike:
     @property
     def T(self): return ops.transpose(self)
 
+    # Methods take ndarray's parameters, in its order: NumPy's functions
+    # (np.sum(x), np.argmax(x), np.clip(x, 0, 1), ...) call them with keywords.
     def astype(self, dtype): return ops.astype(self, dtype)
-    def reshape(self, *shape):
+    def reshape(self, *shape, order="C"):
+        if order != "C":
+            raise ArgumentError(f"reshape: only order='C' is supported, got {order!r}")
         return ops.reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
     def transpose(self, *axes): return ops.transpose(self, axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else (axes or None))
     def flatten(self): return ops.reshape(self, (-1,))
     def squeeze(self, axis=None): return ops.squeeze(self, axis)
-    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis, keepdims=keepdims)
-    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis, keepdims=keepdims)
-    def prod(self, axis=None, keepdims=False): return ops.prod(self, axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return ops.max(self, axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return ops.min(self, axis, keepdims=keepdims)
-    def argmax(self, axis=None, keepdims=False): return ops.argmax(self, axis, keepdims=keepdims)
-    def argmin(self, axis=None, keepdims=False): return ops.argmin(self, axis, keepdims=keepdims)
-    def any(self, axis=None, keepdims=False): return ops.any(self, axis, keepdims=keepdims)
-    def all(self, axis=None, keepdims=False): return ops.all(self, axis, keepdims=keepdims)
-    def var(self, axis=None, keepdims=False, ddof=0): return ops.var(self, axis, keepdims=keepdims, ddof=ddof)
-    def std(self, axis=None, keepdims=False, ddof=0): return ops.std(self, axis, keepdims=keepdims, ddof=ddof)
-    def clip(self, min=None, max=None): return ops.clip(self, min, max)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        return ops.sum(self, axis, keepdims, dtype=dtype, out=out, initial=initial, where=where)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        return ops.prod(self, axis, keepdims, dtype=dtype, out=out, initial=initial, where=where)
+    def max(self, axis=None, out=None, keepdims=False, initial=None, where=None):
+        return ops.max(self, axis, keepdims, out=out, initial=initial, where=where)
+    def min(self, axis=None, out=None, keepdims=False, initial=None, where=None):
+        return ops.min(self, axis, keepdims, out=out, initial=initial, where=where)
+    def any(self, axis=None, out=None, keepdims=False, *, where=None):
+        return ops.any(self, axis, keepdims, out=out, where=where)
+    def all(self, axis=None, out=None, keepdims=False, *, where=None):
+        return ops.all(self, axis, keepdims, out=out, where=where)
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+        return ops.mean(self, axis, keepdims, dtype=dtype, out=out, where=where)
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
+        return ops.var(self, axis, keepdims, ddof, dtype=dtype, out=out, where=where)
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
+        return ops.std(self, axis, keepdims, ddof, dtype=dtype, out=out, where=where)
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        ops.check_out("argmax", out)
+        return ops.argmax(self, axis, keepdims=keepdims)
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        ops.check_out("argmin", out)
+        return ops.argmin(self, axis, keepdims=keepdims)
+    def clip(self, min=None, max=None, out=None):
+        ops.check_out("clip", out)
+        return ops.clip(self, min, max)
+    def round(self, decimals=0, out=None):
+        ops.check_out("round", out)
+        return ops.round(self, decimals)
     def dot(self, o): return ops.dot(self, o)

@@ -87,12 +87,21 @@ class Array(ArrayLike):
     def block_until_ready(self):
         return self
 
+    # Pickling and copying keep what makes an Array more than its values: the
+    # device (by name, so it resolves in the loading process) and weakness.
     def __reduce__(self):
-        return (_rebuild, (self._host(), self.device.name))
+        return (_rebuild, (self._host(), self.device.name, self.weak))
+
+    def __copy__(self):
+        return self  # immutable: a shallow copy may share everything
+
+    def __deepcopy__(self, memo):
+        return Array(self._raw.copy(), self.device, self.weak)
 
 
-def _rebuild(host, device_name):
-    return place_raw(host, get_device("cpu"), get_device(device_name))
+def _rebuild(host, device_name, weak=False):
+    device = get_device(device_name)
+    return Array(place_raw(host, _HOST0, device), device, weak)
 
 
 _HOST0 = get_device("cpu")

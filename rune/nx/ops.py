@@ -14,7 +14,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import DTypeError, ScalarOverflowError, ShapeError
+from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -43,6 +43,8 @@ def asarray(x, dtype=None, device=None):
         host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
         host = host if dtype is None else host.astype(dtype)
     else:
+        if isinstance(x, tuple) and type(x) is not tuple:
+            _check_tuple_subclass(x)
         try:
             host = np.asarray(x)
         except ValueError as e:
@@ -77,6 +79,16 @@ def _ragged(x, path=""):
     return ""
 
 
+def _check_tuple_subclass(x):
+    """A tuple subclass that is not a pytree container reached here as a leaf:
+    it would silently become one array. JAX refuses such leaves too."""
+    from ..tree import _handler
+    if _handler(type(x)) is None:
+        raise UsageError(f"a {type(x).__qualname__} (a tuple subclass) is not an array, and rune.tree does "
+                         f"not know it as a container of arrays: register it with rune.tree.register "
+                         f"(or make it a NamedTuple)")
+
+
 def _is_host_dlpack(x):
     try:
         return x.__dlpack_device__()[0] == 1  # kDLCPU
@@ -101,9 +113,25 @@ def array(x, dtype=None, device=None):
     return asarray(x, dtype, device)
 
 
+def committed_device(xs):
+    """The device of the first rune array or tracer among `xs` (None if none).
+
+    The placement rule: rune arrays are committed to their device, so operands
+    on different devices are an error. NumPy arrays, lists and Python scalars
+    are not (as JAX treats NumPy arrays): meeting rune arrays, they become
+    arrays on this device; alone, on the default device.
+    """
+    for x in xs:
+        if isinstance(x, (Array, Tracer)):
+            return x.device
+    return None
+
+
 def operands(xs):
-    """Each of `xs` as an Array or tracer (Python and NumPy values become arrays)."""
-    return [x if isinstance(x, (Array, Tracer)) else asarray(x) for x in xs]
+    """Each of `xs` as an Array or tracer; Python and NumPy values become arrays
+    placed with the rune arrays among `xs` (see `committed_device`)."""
+    device = committed_device(xs)
+    return [x if isinstance(x, (Array, Tracer)) else asarray(x, device=device) for x in xs]
 
 
 def tree_operands(tree_):
@@ -121,15 +149,22 @@ def _flat(xs):
             yield e
 
 
-def _operand(x):
+def _operand(x, device=None):
     if isinstance(x, (Array, Tracer, np.generic)) or type(x) in _SCALARS:
         return x
-    return asarray(x)
+    return asarray(x, device=device)
+
+
+def _operands(xs):
+    """Each of `xs` as an operand of one operation: scalars stay literals, NumPy
+    arrays and lists become arrays placed by `committed_device`'s rule."""
+    device = committed_device(xs)
+    return [_operand(x, device) for x in xs]
 
 
 def promote(name, *xs):
     """Operands with one common dtype (NEP 50; Python scalars are weak literals)."""
-    xs = [_operand(x) for x in xs]
+    xs = _operands(xs)
     keys = []
     for x in xs:
         if type(x) in _SCALARS:
@@ -370,7 +405,7 @@ def reciprocal(x):
 
 def where(cond, x, y):
     """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
-    cond = _operand(cond)
+    cond, x, y = _operands((cond, x, y))
     x, y = promote("where", x, y)
     if type(cond) in _LITERALS:  # a scalar condition picks a side, placed with what it meets
         if type(x) in _LITERALS and type(y) in _LITERALS:
@@ -458,24 +493,6 @@ def _reduction(prim_name, accumulate_as=None):
     return op
 
 
-def _with_initial(reduce, combine):
-    """max/min with NumPy's `initial=`: a scalar that also takes part, so an empty
-    axis gives it instead of an error."""
-    def op(x, axis=None, keepdims=False, initial=None):
-        if initial is None:
-            return reduce(x, axis, keepdims)
-        x = asarray(x)
-        initial = constant_like(initial, x, x.dtype)
-        if initial.ndim:
-            raise ShapeError(f"{op.__name__}: initial must be a scalar, got shape {initial.shape}")
-        axes = _axes(op.__name__, axis, x.ndim)
-        if builtins.any(x.shape[a] == 0 for a in axes):
-            return broadcast_to(initial, _reduced_shape(x.shape, axes, keepdims))
-        return combine(reduce(x, axes, keepdims), initial)
-    op.__name__ = reduce.__name__
-    return op
-
-
 def _reduced_shape(shape, axes, keepdims):
     return tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else \
         tuple(d for i, d in enumerate(shape) if i not in axes)
@@ -486,8 +503,6 @@ prod = _reduction("reduce_prod", dt.int32)
 max = _reduction("reduce_max")
 min = _reduction("reduce_min")
 sum.__name__, prod.__name__, max.__name__, min.__name__ = "sum", "prod", "max", "min"
-max, min = _with_initial(max, maximum), _with_initial(min, minimum)
-amax, amin = max, min
 
 
 def any(x, axis=None, keepdims=False):
@@ -559,6 +574,120 @@ def var(x, axis=None, keepdims=False, ddof=0):
 @_in_float32
 def std(x, axis=None, keepdims=False, ddof=0):
     return sqrt(var(x, axis, keepdims, ddof))
+
+
+# ---------------------------------------------------------------- NumPy's reduction keywords
+# np.sum(a), np.mean(a), ... call the array's methods with NumPy's keywords
+# (dtype=, out=None, initial=, where=, ddof=); the methods pass them here.
+
+
+def check_out(name, out):
+    """NumPy's out=: only None, since arrays are immutable."""
+    if out is not None:
+        raise ArgumentError(f"{name}: out= must be None (rune arrays are immutable, so the result is "
+                            f"returned instead), got {type(out).__name__}")
+
+
+def _with_numpy_keywords(reduce, fill=None, combine=None):
+    """`reduce(x, axis, keepdims)` that also takes NumPy's keywords: dtype= (of the
+    accumulator and the result), initial= (a scalar that takes part, so an empty
+    axis gives it; where `combine` joins it to a result), where= (elements where
+    it is False do not take part: they become `fill`, else `initial`) and out=None."""
+    name = reduce.__name__
+
+    def op(x, axis=None, keepdims=False, *, dtype=None, out=None, initial=None, where=None):
+        check_out(name, out)
+        if dtype is None and initial is None and where is None:
+            return reduce(x, axis, keepdims)
+        x = asarray(x)
+        if dtype is not None:
+            x = astype(x, dtype)
+        if initial is not None:
+            if combine is None:
+                raise ArgumentError(f"{name}: initial= is not an argument of {name}")
+            initial = constant_like(initial, x, x.dtype)
+            if initial.ndim:
+                raise ShapeError(f"{name}: initial must be a scalar, got shape {initial.shape}")
+        if where is not None:
+            value = initial if fill is None else fill
+            if value is None:
+                raise ArgumentError(f"{name}: where= needs initial= (an axis where nothing is selected "
+                                    f"has no {name}imum)")
+            x = _select(_mask(name, where, x), x, value)
+        axes = _axes(name, axis, x.ndim)
+        if initial is None:
+            out = reduce(x, axes, keepdims)
+        elif builtins.any(x.shape[a] == 0 for a in axes):
+            out = broadcast_to(initial, _reduced_shape(x.shape, axes, keepdims))
+        else:
+            out = combine(reduce(x, axes, keepdims), initial)
+        # Small integers accumulate wider; NumPy's result has the dtype asked for.
+        return out if dtype is None else astype(out, dtype)
+
+    op.__name__ = name
+    op.__doc__ = reduce.__doc__
+    return op
+
+
+def _mask(name, where, x):
+    mask = astype(constant_like(where, x), dt.bool_)
+    try:
+        fits = broadcast_shapes(name, mask.shape, x.shape) == x.shape
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"{name}: where= of shape {mask.shape} does not broadcast to the array's {x.shape}")
+    return mask
+
+
+def _statistic_with_numpy_keywords(stat):
+    """mean/var/std that also take dtype= (of the computation and the result),
+    where= (only elements where it holds count) and out=None, as NumPy's."""
+    name = stat.__name__
+
+    def op(x, axis=None, keepdims=False, *args, dtype=None, out=None, where=None, **kwargs):
+        check_out(name, out)
+        if dtype is None and where is None:
+            return stat(x, axis, keepdims, *args, **kwargs)
+        x = asarray(x)
+        if dtype is not None and dt.is_float(dt.dtype(dtype)):
+            x = astype(x, dtype)
+        if where is None:
+            out = stat(x, axis, keepdims, *args, **kwargs)
+        else:
+            out = _masked_statistic(name, x, _mask(name, where, x), axis, keepdims, *args, **kwargs)
+        return out if dtype is None else astype(out, dtype)
+
+    op.__name__ = name
+    op.__doc__ = stat.__doc__
+    return op
+
+
+def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
+    low = x.dtype in (dt.float16, dt.bfloat16)  # accumulated in float32 and rounded once
+    work = dt.float32 if low or not dt.is_float(x.dtype) else x.dtype
+    xw = astype(x, work)
+    axes = _axes(name, axis, x.ndim)
+    count = sum(astype(broadcast_to(mask, x.shape), work), axes, True)
+    mu = divide(sum(xw, axes, True, where=mask), count)
+    if name == "mean":
+        out = mu
+    else:
+        out = divide(sum(square(subtract(xw, mu)), axes, True, where=mask), maximum(subtract(count, ddof), 0))
+        out = sqrt(out) if name == "std" else out
+    out = out if keepdims else reshape(out, _reduced_shape(x.shape, axes, False))
+    return astype(out, x.dtype) if low else out
+
+
+_select = where
+sum = _with_numpy_keywords(sum, 0, add)
+prod = _with_numpy_keywords(prod, 1, multiply)
+max = _with_numpy_keywords(max, None, maximum)
+min = _with_numpy_keywords(min, None, minimum)
+amax, amin = max, min
+any = _with_numpy_keywords(any, False)
+all = _with_numpy_keywords(all, True)
+mean, var, std = (_statistic_with_numpy_keywords(f) for f in (mean, var, std))
 
 
 def _floating(x):
@@ -716,7 +845,7 @@ def concatenate(xs, axis=0):
 
 
 def stack(xs, axis=0):
-    xs = [asarray(x) for x in xs]
+    xs = [asarray(x) for x in _operands(list(xs))]
     if not xs:
         raise ShapeError("stack: needs at least one array")
     shapes = {x.shape for x in xs}
@@ -762,13 +891,17 @@ def flip(x, axis=None):
 
 def pad(x, pad_width, constant_values=0):
     x = asarray(x)
-    if isinstance(pad_width, int):
-        config = ((pad_width, pad_width),) * x.ndim
-    else:
-        pw = [tuple(p) if isinstance(p, (tuple, list)) else (p, p) for p in pad_width]
-        config = tuple(pw * x.ndim) if len(pw) == 1 else tuple(pw)
-    if len(config) != x.ndim or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
-        raise ShapeError(f"pad: expected {x.ndim} non-negative (before, after) pairs, got {pad_width}")
+    # NumPy's forms: n, (n,), (before, after), ((before, after),) or one pair per axis.
+    try:
+        widths = np.asarray(pad_width)
+        if widths.dtype.kind not in "iu":
+            raise ValueError
+        config = np.broadcast_to(widths, (x.ndim, 2)).tolist()
+    except ValueError:
+        config = None
+    if config is None or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
+        raise ShapeError(f"pad: pad_width must be n, (before, after) or one (before, after) pair per axis "
+                         f"of shape {x.shape}, in non-negative ints; got {pad_width!r}")
     if type(constant_values) in _SCALARS:
         constant_values = _literal("pad", constant_values, x.dtype)
     value = constant_like(constant_values, x, x.dtype)
@@ -859,7 +992,7 @@ def matmul(x, y):
 
 
 def dot(x, y):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
     if y.ndim <= 2:
@@ -876,12 +1009,12 @@ def outer(x, y):
 
 
 def inner(x, y):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
 
 
 def tensordot(x, y, axes=2):
-    x, y = asarray(x), asarray(y)
+    x, y = (asarray(v) for v in _operands((x, y)))
     if isinstance(axes, int):
         lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
     else:
@@ -892,7 +1025,7 @@ def tensordot(x, y, axes=2):
 def einsum(spec, *operands):
     """Einstein summation over any number of operands, as pairwise dot_generals."""
     spec = spec.replace(" ", "")
-    operands = [asarray(o) for o in operands]
+    operands = [asarray(o) for o in _operands(operands)]
     if "." in spec:
         spec = _expand_ellipsis(spec, operands)
     if "->" in spec:

@@ -133,3 +133,106 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     drawn = ops.astype(ops.add(lo, offset), dtype)
     # An empty range (maxval <= minval) gives minval, as in JAX.
     return ops.where(ops.less(minval, maxval), drawn, minval)
+
+
+def _ascending(keys):
+    """`keys` (its last axis 2**k long) sorted along the last axis.
+
+    rune has no sort primitive, so this is a bitonic sorting network of
+    elementwise min/max on reshaped views: O(n log^2 n) work in O(log^2 n)
+    steps, and it runs under every transformation and on every backend.
+    """
+    lead, n = keys.shape[:-1], keys.shape[-1]
+
+    def halves(x, width):
+        x = ops.reshape(x, lead + (n // (2 * width), 2, width))
+        return x[..., 0, :], x[..., 1, :]
+
+    def join(a, b):
+        return ops.reshape(ops.stack([a, b], axis=-2), lead + (n,))
+
+    run = 1
+    while run < n:
+        # Merge sorted runs of length `run` pairwise: each element meets its
+        # mirror in the other run, leaving two bitonic halves, lower below upper...
+        a, b = halves(keys, run)
+        b = ops.flip(b, -1)
+        keys = join(ops.minimum(a, b), ops.flip(ops.maximum(a, b), -1))
+        # ...which half-cleaners of shrinking width sort.
+        width = run // 2
+        while width:
+            a, b = halves(keys, width)
+            keys = join(ops.minimum(a, b), ops.maximum(a, b))
+            width //= 2
+        run *= 2
+    return keys
+
+
+def _random_order(key, lead, n):
+    """Independent uniformly random orders of range(n), shape lead + (n,), int32.
+
+    Each position gets a random 64-bit sort key whose low bits are its index,
+    so keys are distinct and the sorted keys' low bits are the order.
+    """
+    bits = max((n - 1).bit_length(), 1)
+    size = 1 << (n - 1).bit_length() if n else 0
+    index = ops.constant_like(np.arange(n, dtype=np.uint64), key)
+    keys = ops.bitwise_or(ops.left_shift(_bits(key, lead + (n,), 64), np.uint64(bits)), index)
+    if size > n:  # padding keys above every real key sort to the end
+        keys = ops.pad(keys, [(0, 0)] * len(lead) + [(0, size - n)], constant_values=np.uint64(2 ** 64 - 1))
+    order = ops.bitwise_and(_ascending(keys)[..., :n], np.uint64((1 << bits) - 1))
+    return ops.astype(order, dt.int32 if n <= 2 ** 31 else dt.int64)
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A random permutation of range(x) if `x` is an int, else of `x` along
+    `axis`: the same one for every slice, or with independent=True one per
+    1-D vector along `axis` (JAX's argument order and meaning)."""
+    key = _check_key(key, "permutation")
+    if np.ndim(x) == 0:
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, Array, Tracer)):
+            raise UsageError(f"random.permutation: x must be an int or an array, got {type(x).__name__}")
+        n = ops.asarray(x).item() if isinstance(x, (Array, Tracer)) else int(x)
+        if n < 0:
+            raise ShapeError(f"random.permutation: x must be a non-negative int, got {n}")
+        return _random_order(key, (), n)
+    x = ops.asarray(x)
+    a = ops.normalize_axis("random.permutation", axis, x.ndim)
+    n = x.shape[a]
+    if not independent:
+        return ops.take(x, _random_order(key, (), n), axis=a)
+    moved = ops.moveaxis(x, a, -1)
+    lead = moved.shape[:-1]
+    rows = math.prod(lead)
+    order = ops.reshape(_random_order(key, lead, n), (rows, n))
+    # One gather on the flattened array: row r's order shifted to its row.
+    wide = np.int64 if rows * n > 2 ** 31 else np.int32
+    flat_index = ops.add(ops.astype(order, wide), (np.arange(rows, dtype=wide) * n)[:, None])
+    out = ops.take(ops.reshape(moved, (rows * n,)), flat_index)
+    return ops.moveaxis(ops.reshape(out, lead + (n,)), -1, a)
+
+
+def categorical(key, logits, axis=-1, shape=None):
+    """Indices drawn along `axis` with probabilities softmax(logits) (Gumbel-max).
+
+    shape is the result's shape: by default logits' shape without `axis`;
+    otherwise it ends with dims that broadcast with those (JAX's meaning).
+    """
+    key = _check_key(key, "categorical")
+    logits = ops.asarray(logits)
+    if logits.ndim == 0:
+        raise ShapeError("random.categorical: logits must have at least one axis, got a 0-d array")
+    a = ops.normalize_axis("random.categorical", axis, logits.ndim)
+    batch = logits.shape[:a] + logits.shape[a + 1:]
+    shape = batch if shape is None else ((shape,) if isinstance(shape, int) else tuple(shape))
+    tail = shape[len(shape) - len(batch):] if batch else ()
+    if len(shape) < len(batch) or any(b not in (t, 1) for t, b in zip(tail, batch)):
+        raise ShapeError(f"random.categorical: shape {shape} must end with dims that logits' other dims "
+                         f"{batch} broadcast to")
+    prefix = shape[:len(shape) - len(batch)]
+    dtype = logits.dtype if dt.is_float(logits.dtype) else dt.float32
+    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype  # Gumbel noise needs the range
+    noise_shape = prefix + tail[:a] + (logits.shape[a],) + tail[a:]
+    u = uniform(key, noise_shape, work, minval=float(np.finfo(work).tiny), maxval=1.0)
+    gumbel = ops.negative(ops.log(ops.negative(ops.log(u))))
+    return ops.argmax(ops.add(ops.astype(logits, work), gumbel), axis=len(prefix) + a)
