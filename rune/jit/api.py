@@ -138,7 +138,8 @@ class Jitted:
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
         leaves, struct = tree.flatten((dyn_args, dyn_kwargs))
         try:
-            leaves = [self._leaf(x) for x in leaves]
+            committed = nx.committed_device(leaves)
+            leaves = [self._leaf(x, committed) for x in leaves]
         except DTypeError:
             self._raise_bad_leaf((dyn_args, dyn_kwargs), "argument")
             raise
@@ -156,11 +157,13 @@ class Jitted:
             raise ArgumentError(f"jit({_name(self.f)}): static arguments must be hashable: {e}") from e
         return key, leaves
 
-    def _leaf(self, x):
-        """A leaf as the staged program sees it: an Array (or tracer), on `device` if given."""
+    def _leaf(self, x, committed=None):
+        """A leaf as the staged program sees it: an Array (or tracer), on `device` if
+        given. Uncommitted values (NumPy, Python) go to `committed`, the device of the
+        rune arrays they came with, as in eager code (`nx.ops.committed_device`)."""
         if type(x) is not Array:
             weak = type(x) in (bool, int, float)  # Python scalars stay weak; NumPy values do not
-            x = nx.asarray(x)
+            x = nx.asarray(x, device=committed)
             if weak:
                 x = Array(x._raw, x.device, True)
         if self.device is not None and x.device != self.device:
