@@ -1,0 +1,115 @@
+"""Collectives on host (NumPy) buffers through MPI's buffer interface: no pickling.
+
+Leaves of one dtype travel together: they are packed into one flat buffer
+(up to `BUCKET_BYTES`; a larger tree makes several buckets, a leaf larger than
+a bucket goes alone and uncopied), so a tree of a hundred gradients costs one
+or a few MPI calls. Reductions of float16 and bfloat16 run in float32 (MPI has
+no such types; summing in float32 also loses less); broadcasts and gathers
+move raw bytes, so any dtype travels bit for bit.
+"""
+import numpy as np
+
+from ..errors import DTypeError
+from ..nx import dtypes as dt
+
+BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
+
+
+def _buckets(arrays, index):
+    """Split the leaves `index` into runs of at most BUCKET_BYTES (a larger leaf alone)."""
+    run, size = [], 0
+    for i in index:
+        n = arrays[i].nbytes
+        if run and size + n > BUCKET_BYTES:
+            yield run
+            run, size = [], 0
+        run.append(i)
+        size += n
+    if run:
+        yield run
+
+
+def _by_dtype(arrays):
+    groups = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(a.dtype, []).append(i)
+    return groups.items()
+
+
+def work_dtype(dtype, op):
+    """The dtype a reduction `op` of `dtype` leaves runs in; DTypeError when it has no meaning."""
+    if dtype == np.bool_:
+        if op in ("sum", "mean"):
+            raise DTypeError(f"all_reduce: op {op!r} needs numbers, got a bool leaf (use 'max' for "
+                             f"logical or, 'min' for logical and)")
+        return np.dtype(np.uint8)
+    if op == "mean" and dtype.kind not in "fcV":
+        raise DTypeError(f"all_reduce: op 'mean' needs floating leaves, got {dtype.name}; "
+                         f"use op 'sum' and divide")
+    if op in ("max", "min") and dtype.kind == "c":
+        raise DTypeError(f"all_reduce: op {op!r} has no order on complex leaves ({dtype.name})")
+    return np.dtype(np.float32) if dtype in (np.float16, dt.bfloat16) else dtype
+
+
+def all_reduce(group, arrays, op):
+    """Every rank's `arrays` reduced elementwise; a list of new NumPy arrays."""
+    MPI = group.MPI
+    out = [None] * len(arrays)
+    for dtype, index in _by_dtype(arrays):
+        work = work_dtype(dtype, op)
+        mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+        for run in _buckets(arrays, index):
+            sizes = [arrays[i].size for i in run]
+            if sum(sizes) == 0:
+                flat = np.empty(0, work)
+            elif len(run) == 1:   # one leaf: reduce straight from its own buffer
+                send = np.ascontiguousarray(arrays[run[0]]).reshape(-1).astype(work, copy=False)
+                flat = np.empty_like(send)
+                group.comm.Allreduce(send, flat, op=mpi_op)
+            else:
+                flat = np.concatenate([arrays[i].reshape(-1).astype(work, copy=False) for i in run])
+                group.comm.Allreduce(group.MPI.IN_PLACE, flat, op=mpi_op)
+            if op == "mean":
+                flat /= flat.dtype.type(group.size)
+            flat = flat.astype(dtype, copy=False)
+            for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+                out[i] = piece.reshape(arrays[i].shape)
+    return out
+
+
+def _as_bytes(a):
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def broadcast(group, arrays, root):
+    """`root`'s arrays on every rank (bit for bit)."""
+    out = [None] * len(arrays)
+    for run in _buckets(arrays, range(len(arrays))):
+        sizes = [arrays[i].nbytes for i in run]
+        if group.rank == root:
+            flat = np.concatenate([_as_bytes(arrays[i]) for i in run]) if len(run) > 1 else \
+                _as_bytes(arrays[run[0]]).copy()
+        else:
+            flat = np.empty(sum(sizes), np.uint8)
+        if flat.size:
+            group.comm.Bcast(flat, root=root)
+        for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+            out[i] = piece.view(arrays[i].dtype).reshape(arrays[i].shape)
+    return out
+
+
+def all_gather(group, arrays, axis):
+    """Every rank's arrays concatenated along `axis` (rank order), bit for bit."""
+    out = [None] * len(arrays)
+    for run in _buckets(arrays, range(len(arrays))):
+        sizes = [arrays[i].nbytes for i in run]
+        mine = np.concatenate([_as_bytes(arrays[i]) for i in run]) if run else np.empty(0, np.uint8)
+        every = np.empty((group.size, mine.size), np.uint8)
+        if mine.size:
+            group.comm.Allgather(mine, every)
+        for k, i in enumerate(run):
+            start = sum(sizes[:k])
+            parts = [every[r, start:start + sizes[k]].view(arrays[i].dtype).reshape(arrays[i].shape)
+                     for r in range(group.size)]
+            out[i] = np.concatenate(parts, axis=axis[i])
+    return out
