@@ -28,7 +28,7 @@ process, never once per lane.
 """
 import numpy as np
 
-from .. import tree
+from .. import tree as pytree
 from ..autodiff.jvp import jvp_rules
 from ..autodiff.vjp import vjp_rules
 from ..batching import batch_rules
@@ -132,31 +132,31 @@ def _bind(prim, kind, option, leaves, out_avals=None):
 
 # ---------------------------------------------------------------- public functions
 
-def all_reduce(tree_, op="sum"):
-    """Every rank's `tree_` reduced leaf by leaf: op "sum", "mean", "max" or "min".
+def all_reduce(tree, op="sum"):
+    """Every rank's `tree` reduced leaf by leaf: op "sum", "mean", "max" or "min".
 
     Every rank must pass the same structure, shapes and dtypes. float16 and
     bfloat16 leaves are reduced in float32; "mean" needs floating leaves.
     """
     if op not in OPS:
         raise ArgumentError(f"all_reduce: op must be one of {OPS}, got {op!r}")
-    leaves, struct = nx.tree_operands(tree_)
+    leaves, struct = nx.tree_operands(tree)
     for path_leaf in leaves:
         host.work_dtype(np.dtype(path_leaf.dtype), op)
     if not leaves:
-        return tree_
-    return tree.unflatten(struct, _bind(all_reduce_p, "all_reduce", op, leaves))
+        return tree
+    return pytree.unflatten(struct, _bind(all_reduce_p, "all_reduce", op, leaves))
 
 
-def broadcast(tree_, root=0):
-    """`root`'s `tree_` on every rank, bit for bit (every rank passes the same layout)."""
+def broadcast(tree, root=0):
+    """`root`'s `tree` on every rank, bit for bit (every rank passes the same layout)."""
     size = runtime.initialize().size
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
         raise ArgumentError(f"broadcast: root must be a rank in [0, {size}), got {root!r}")
-    leaves, struct = nx.tree_operands(tree_)
+    leaves, struct = nx.tree_operands(tree)
     if not leaves:
-        return tree_
-    return tree.unflatten(struct, _bind(broadcast_p, "broadcast", int(root), leaves))
+        return tree
+    return pytree.unflatten(struct, _bind(broadcast_p, "broadcast", int(root), leaves))
 
 
 def all_gather(x, axis=0):
@@ -176,7 +176,7 @@ def all_gather(x, axis=0):
             raise ArgumentError(f"all_gather: axis {axis} is out of range for leaf {k} of shape "
                                 f"{tuple(leaf.shape)}")
         axes.append(int(axis) % leaf.ndim)
-    return tree.unflatten(struct, _gather(leaves, tuple(axes)))
+    return pytree.unflatten(struct, _gather(leaves, tuple(axes)))
 
 
 def _gather(leaves, axes):
