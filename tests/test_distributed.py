@@ -124,3 +124,22 @@ def test_shard_of_one_process_is_a_per_epoch_permutation():
     assert sorted(a.tolist()) == sorted(b.tolist()) == list(range(50))
     assert not np.array_equal(a, b) and np.array_equal(a, dist.shard(50, 0, 1))
     assert not np.array_equal(a, dist.shard(50, 0, 2))
+
+
+def test_large_result_buffers_are_recycled_only_once_unreferenced():
+    from rune.distributed import host
+    f32 = np.dtype(np.float32)
+    n = host.POOL_MIN_BYTES // 4
+    import weakref
+    host._pool.clear()
+    first = host._result_buffer(n, f32)
+    was_first = weakref.ref(first)
+    view = first[:10]
+    del first
+    second = host._result_buffer(n, f32)
+    assert second is not was_first()   # a view still reads the first buffer
+    del view
+    third = host._result_buffer(n, f32)
+    assert third is was_first() and third is not second
+    assert sum(b.nbytes for b in host._pool) <= host.POOL_MAX_BYTES
+    host._pool.clear()

@@ -7,12 +7,41 @@ or a few MPI calls. Reductions of float16 and bfloat16 run in float32 (MPI has
 no such types; summing in float32 also loses less); broadcasts and gathers
 move raw bytes, so any dtype travels bit for bit.
 """
+import sys
+
 import numpy as np
 
 from ..errors import DTypeError
 from ..nx import dtypes as dt
 
 BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
+
+# Result buffers of large reductions are recycled once nothing refers to them any
+# more (a training loop reduces same-shaped gradients every step): a fresh 100 MB
+# buffer costs its page faults, about a sixth of the reduction itself.
+POOL_MIN_BYTES = 1 << 20
+POOL_MAX_BYTES = 1 << 29  # at most this much memory kept for reuse
+_pool = []
+
+
+def _result_buffer(size, dtype):
+    """A flat array of `size` elements: a recycled one nobody refers to, or a new one."""
+    nbytes = size * dtype.itemsize
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(size, dtype)
+    for k in range(len(_pool)):
+        buf = _pool[k]
+        # Referenced only by the pool, `buf` and getrefcount's argument: every array
+        # handed out over it (a view keeps its base alive) is gone.
+        if buf.size == size and buf.dtype == dtype and sys.getrefcount(buf) == 3:
+            del _pool[k]
+            _pool.append(buf)
+            return buf
+    buf = np.empty(size, dtype)
+    _pool.append(buf)
+    while sum(b.nbytes for b in _pool) > POOL_MAX_BYTES:
+        del _pool[0]
+    return buf
 
 
 def _buckets(arrays, index):
@@ -62,13 +91,14 @@ def all_reduce(group, arrays, op):
             sizes = [arrays[i].size for i in run]
             if sum(sizes) == 0:
                 flat = np.empty(0, work)
-            elif len(run) == 1:   # one leaf: reduce straight from its own buffer
-                send = np.ascontiguousarray(arrays[run[0]]).reshape(-1).astype(work, copy=False)
-                flat = np.empty_like(send)
-                group.comm.Allreduce(send, flat, op=mpi_op)
             else:
-                flat = np.concatenate([arrays[i].reshape(-1).astype(work, copy=False) for i in run])
-                group.comm.Allreduce(group.MPI.IN_PLACE, flat, op=mpi_op)
+                if len(run) == 1:   # one leaf: reduce straight from its own buffer
+                    send = np.ascontiguousarray(arrays[run[0]]).reshape(-1).astype(work, copy=False)
+                else:
+                    send = np.concatenate([arrays[i].reshape(-1).astype(work, copy=False) for i in run])
+                # Into a separate buffer: MPICH's in-place reduction copies, twice as slow.
+                flat = _result_buffer(send.size, send.dtype)
+                group.comm.Allreduce(send, flat, op=mpi_op)
             if op == "mean":
                 flat /= flat.dtype.type(group.size)
             flat = flat.astype(dtype, copy=False)

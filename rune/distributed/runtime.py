@@ -135,12 +135,17 @@ def _check_exits(group, what):
 
 def wait(group, request, what):
     """Complete a non-blocking request, watching for ranks that ended meanwhile."""
-    polls = 0
+    start = None
     while not request.Test():
         _check_exits(group, what)
-        polls += 1
-        if polls > 200:   # a long wait: stop spinning, the cores are shared
-            time.sleep(min(1e-3, 1e-6 * polls))
+        # Ranks in step arrive within microseconds: spin for the first millisecond, then
+        # yield the core (the cores may be shared) but stay awake up to 50 ms; a longer
+        # wait (another rank evaluating, saving) polls once a millisecond.
+        if start is None:
+            start = time.perf_counter()
+        waited = time.perf_counter() - start
+        if waited > 1e-3:
+            time.sleep(0 if waited < 0.05 else 1e-3)
 
 
 def agree(group, what, detail):
