@@ -19,6 +19,7 @@ import atexit
 import os
 import sys
 import time
+import traceback
 import zlib
 
 import numpy as np
@@ -34,6 +35,7 @@ _LAUNCHERS = (
 )
 
 _EXIT_TAG = 0x52554E  # the notice a rank sends when it ends normally
+ABORT_GRACE_S = 0.5   # between a failing rank's last words and MPI_Abort
 
 
 class _Group:
@@ -44,6 +46,7 @@ class _Group:
         self.MPI = None
         self.comm = None     # data collectives
         self.ctl = None      # signatures, exit notices (a duplicate: never mixed with data)
+        self.bye = None      # the barrier at exit (its own: a rank may still wait in a signature)
         self.seq = 0         # collectives completed by this rank
         self.exited = {}     # rank -> collectives it completed before it ended
 
@@ -85,6 +88,7 @@ def _start_mpi(group, found):
     group.MPI = MPI
     group.comm = MPI.COMM_WORLD.Dup()
     group.ctl = MPI.COMM_WORLD.Dup()
+    group.bye = MPI.COMM_WORLD.Dup()
     group.rank, group.size = group.comm.Get_rank(), group.comm.Get_size()
     # The rank among the processes of this node (which GPU to use): asked of MPI
     # itself, since not every launcher sets a variable for it.
@@ -94,10 +98,17 @@ def _start_mpi(group, found):
     _previous_hook = sys.excepthook
 
     def abort_on_exception(etype, value, tb):
-        _previous_hook(etype, value, tb)
-        sys.stderr.write(f"rune.distributed: rank {group.rank} of {group.size} raised "
-                         f"{etype.__name__}: {value}\nrune.distributed: aborting all {group.size} ranks\n")
+        note = (f"rune.distributed: rank {group.rank} of {group.size} raised {etype.__name__}: {value}\n"
+                f"rune.distributed: aborting all {group.size} ranks\n")
+        if _previous_hook is sys.__excepthook__:   # one write: the launcher forwards it whole
+            sys.stderr.write("".join(traceback.format_exception(etype, value, tb)) + note)
+        else:
+            _previous_hook(etype, value, tb)
+            sys.stderr.write(note)
         sys.stderr.flush()
+        # MPI_Abort makes the launcher kill every rank, and it may do so before it has
+        # forwarded what this rank just wrote: give it a moment.
+        time.sleep(ABORT_GRACE_S)
         MPI.COMM_WORLD.Abort(1)
 
     sys.excepthook = abort_on_exception
@@ -108,7 +119,7 @@ def _leave(group):
     """At a normal exit: tell every other rank, then wait until all have ended too."""
     notice = np.array([group.seq], np.int64)
     sends = [group.ctl.Isend(notice, dest=r, tag=_EXIT_TAG) for r in range(group.size) if r != group.rank]
-    done = group.ctl.Ibarrier()
+    done = group.bye.Ibarrier()
     # Waits as long as the others run (a rank may still be evaluating or saving);
     # a rank stuck in a collective this one never joins aborts the run.
     while not done.Test():
