@@ -74,8 +74,9 @@ def _epoch_seconds(processes):
 
 
 def run():
-    if _mpiexec() is None:
-        print("\n(distributed: no mpiexec; pip install 'rune[distributed]')")
+    import importlib.util
+    if _mpiexec() is None or importlib.util.find_spec("mpi4py") is None:
+        print("\n(distributed: skipped, no mpi4py or mpiexec; pip install 'rune[distributed]')")
         return []
     done = subprocess.run([_mpiexec(), "-n", "2", sys.executable, "-m", "bench.distributed", "--worker",
                            "allreduce"], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=600)
