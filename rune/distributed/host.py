@@ -19,9 +19,31 @@ BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
 # Result buffers of large reductions are recycled once nothing refers to them any
 # more (a training loop reduces same-shaped gradients every step): a fresh 100 MB
 # buffer costs its page faults, about a sixth of the reduction itself.
-POOL_MIN_BYTES = 1 << 20
+POOL_MIN_BYTES = 1 << 16
 POOL_MAX_BYTES = 1 << 29  # at most this much memory kept for reuse
 _pool = []
+
+
+SCRATCH_MAX_BYTES = 1 << 28
+_scratch = {}   # (size, dtype) -> the packing buffer of the last reduction of that layout
+
+
+def _packed(arrays, run, work):
+    """The leaves `run` as one flat `work` buffer, packed into a reused scratch buffer
+    (only this call reads it; MPI is slower on fresh memory than on warm pages)."""
+    size = sum(arrays[i].size for i in run)
+    buf = _scratch.pop((size, work), None)
+    if buf is None:
+        buf = np.empty(size, work)
+    _scratch[(size, work)] = buf
+    while sum(b.nbytes for b in _scratch.values()) > SCRATCH_MAX_BYTES:
+        del _scratch[next(iter(_scratch))]   # the least recently used layout first
+    start = 0
+    for i in run:
+        n = arrays[i].size
+        buf[start:start + n] = arrays[i].reshape(-1)
+        start += n
+    return buf
 
 
 def _result_buffer(size, dtype):
@@ -95,7 +117,7 @@ def all_reduce(group, arrays, op):
                 if len(run) == 1:   # one leaf: reduce straight from its own buffer
                     send = np.ascontiguousarray(arrays[run[0]]).reshape(-1).astype(work, copy=False)
                 else:
-                    send = np.concatenate([arrays[i].reshape(-1).astype(work, copy=False) for i in run])
+                    send = _packed(arrays, run, work)
                 # Into a separate buffer: MPICH's in-place reduction copies, twice as slow.
                 flat = _result_buffer(send.size, send.dtype)
                 group.comm.Allreduce(send, flat, op=mpi_op)

@@ -28,6 +28,7 @@ def inputs(r):
         "i32": ints((5,)).astype(np.int32),
         "i64_0d": np.int64(ints(())),
         "bf16": ints((3,)).astype(dt.bfloat16),
+        "bf16_b": ints((2, 2)).astype(dt.bfloat16),     # two bf16 leaves: packed together
         "f16": ints((2, 2)).astype(np.float16),
         "bool": ints((4,), 0, 2).astype(bool),
         "empty": np.zeros((0, 3), np.float32),
