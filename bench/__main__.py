@@ -14,10 +14,11 @@ import platform
 import sys
 import time
 
-from . import callbacks, eager, grad, train, vmap
+from . import callbacks, distributed, eager, grad, train, vmap
 from .common import print_table
 
-BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("train", train))
+BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("train", train),
+           ("distributed", distributed))
 
 
 def main(argv=None):

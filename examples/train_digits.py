@@ -3,6 +3,7 @@
     python examples/train_digits.py                 # about 97-99% test accuracy
     python examples/train_digits.py --resume        # continue from the last checkpoint
     python examples/train_digits.py --device cpu --epochs 3 --limit 500
+    mpiexec -n 2 python examples/train_digits.py    # data parallel over 2 processes
 
 The model: conv 3x3x16 - relu - conv 3x3x32 - relu - max pool 2 - dense 64 -
 relu - dense 10 (NHWC, `nx.conv` and `nn.max_pool`). One jitted function does
@@ -11,6 +12,14 @@ the Adam update (`rune.optim.adam`). After every epoch the model is evaluated
 on the held-out digits and everything needed to resume (parameters,
 optimizer state, epoch) is saved with `rune.save`. On a GPU when rune lists
 one, on the host otherwise.
+
+Launched by `mpiexec -n N` it trains data-parallel (`rune.distributed`): each
+process takes its shard of every epoch (`shard`), batches of --batch-size
+each, and the jitted step ends by averaging the gradients over the processes
+(`all_reduce(grads, "mean")`), so every process applies the same update and
+the parameters stay bit-identical (checked after every epoch). Process 0
+prints, evaluates and writes the checkpoint, which every process reads on
+--resume. Needs mpi4py and an MPI: pip install -e '.[distributed]'.
 
 Needs scikit-learn and tqdm: pip install -e '.[examples]'
 """
@@ -21,6 +30,7 @@ import time
 import numpy as np
 
 import rune
+import rune.distributed as dist
 from rune import nn, nx, optim
 
 CLASSES = 10
@@ -62,11 +72,13 @@ def loss_fn(params, images, labels):
     return nx.mean(nn.cross_entropy(logits(params, images), labels))
 
 
-def make_step(optimizer):
+def make_step(optimizer, data_parallel=False):
     loss_and_grad = rune.value_and_grad(loss_fn)
 
     def step(params, opt_state, images, labels):
         loss, grads = loss_and_grad(params, images, labels)
+        if data_parallel:  # one collective: the mean gradient and loss over every process's batch
+            grads, loss = dist.all_reduce((grads, loss), "mean")
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optim.apply_updates(params, updates), opt_state, loss
     return rune.jit(step)
@@ -84,7 +96,20 @@ def accuracy(params, images, labels, batch=512):
 
 
 def default_device():
-    return "cuda" if rune.devices("cuda") else "cpu"
+    if not rune.devices("cuda"):
+        return "cpu"
+    return f"cuda:{dist.local_rank()}" if dist.size() > 1 else "cuda"  # a GPU per process of a node
+
+
+def check_replicas(params):
+    """Fail unless every process holds bit-identical parameters; returns their digest."""
+    import hashlib
+    data = b"".join(np.asarray(leaf).tobytes() for leaf in rune.tree.leaves(params))
+    digest = np.frombuffer(hashlib.sha256(data).digest()[:8], np.int64)
+    every = np.asarray(dist.all_gather(nx.asarray(digest)))
+    if (every != digest).any():
+        raise RuntimeError(f"parameters differ between processes: digests {every.view(np.uint64).tolist()}")
+    return digest.view(np.uint64)[0]
 
 
 def main(argv=None):
@@ -111,6 +136,9 @@ def main(argv=None):
 def train(args):
     from tqdm import tqdm
 
+    dist.initialize()
+    world, lead = dist.size(), dist.rank() == 0   # process 0 prints, evaluates and saves
+    say = print if lead else (lambda *a, **k: None)
     device = args.device or default_device()
     (x_train, y_train), (x_test, y_test) = load_data(seed=args.seed)
     if args.limit:
@@ -119,22 +147,30 @@ def train(args):
 
     optimizer = optim.adam(args.lr)
     params = rune.place(init_params(nx.random.key(args.seed)), device)
+    if world > 1:   # the same key gives the same parameters; the broadcast makes sure of it
+        params = dist.broadcast(params, root=0)
     state = {"params": params, "opt": optimizer.init(params), "epoch": 0}
     if args.resume and os.path.exists(args.checkpoint):
         state = rune.load(args.checkpoint, device=device, like=state)
-        print(f"resumed from {args.checkpoint} after epoch {state['epoch']}")
-    step = make_step(optimizer)
-    batches = x_train.shape[0] // args.batch_size  # whole batches only: one compiled signature
-    print(f"device {device}: {x_train.shape[0]} training / {x_test.shape[0]} test digits, "
-          f"batch {args.batch_size}, Adam lr {args.lr}")
+        say(f"resumed from {args.checkpoint} after epoch {state['epoch']}")
+    step = make_step(optimizer, data_parallel=world > 1)
+    per_process = x_train.shape[0] // world
+    batches = per_process // args.batch_size  # whole batches only: one compiled signature
+    say(f"device {device}: {x_train.shape[0]} training / {x_test.shape[0]} test digits, "
+        f"batch {args.batch_size}, Adam lr {args.lr}"
+        + (f", {world} processes (data parallel: {per_process} digits and batch {args.batch_size} each)"
+           if world > 1 else ""))
 
     shuffle = np.random.default_rng(args.seed + 1)
     start = time.perf_counter()
-    test_acc = accuracy(state["params"], x_test, y_test)
+    test_acc = accuracy(state["params"], x_test, y_test) if lead else None
     for epoch in range(state["epoch"] + 1, args.epochs + 1):
-        order = shuffle.permutation(x_train.shape[0])
+        if world > 1:  # this process's part of the epoch: the same permutation on every process
+            order = dist.shard(x_train.shape[0], epoch, args.seed + 1)
+        else:
+            order = shuffle.permutation(x_train.shape[0])
         params, opt_state = state["params"], state["opt"]
-        bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", disable=args.no_progress,
+        bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", disable=args.no_progress or not lead,
                    leave=False, unit="batch")
         tick, total = time.perf_counter(), 0.0
         for b in bar:
@@ -145,12 +181,20 @@ def train(args):
             total += float(loss)
             rate = (b + 1) * args.batch_size / (time.perf_counter() - tick)
             bar.set_postfix(loss=f"{total / (b + 1):.4f}", img_s=f"{rate:.0f}")
-        test_acc = accuracy(params, x_test, y_test)
         state = {"params": params, "opt": opt_state, "epoch": epoch}
+        if world > 1:
+            say(f"parameters identical on all {world} ranks: {check_replicas(params):016x}")
+        if not lead:
+            continue
+        test_acc = accuracy(params, x_test, y_test)
         os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
         rune.save(args.checkpoint, state)
         tqdm.write(f"epoch {epoch:3d}  loss {total / max(batches, 1):.4f}  test accuracy {test_acc:.2%}  "
                    f"({time.perf_counter() - start:.1f} s)")
+    if world > 1:
+        dist.barrier()   # the checkpoint is written before any process ends
+        if not lead:
+            return None
     seconds = time.perf_counter() - start
     print(f"final test accuracy {test_acc:.4f} in {seconds:.1f} s (chance {1 / CLASSES:.2f})")
     return test_acc

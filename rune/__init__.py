@@ -15,20 +15,21 @@ from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
 from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
-                     DTypeError, IndexingError, NotDifferentiableError, RuneError,
+                     DistributedError, DTypeError, IndexingError, NotDifferentiableError, RuneError,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
-from . import nn, optim
+from . import distributed, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .stats import reset_stats, stats
 
 __all__ = [
-    "nx", "nn", "optim", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
+    "nx", "nn", "optim", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
+    "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
     "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
-    "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
+    "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
     "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
     "reset_stats", "stats",
 ]

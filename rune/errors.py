@@ -51,3 +51,8 @@ class CallbackError(RuneError, RuntimeError):
 
 class IndexingError(RuneError, IndexError):
     """An index that does not fit the array."""
+
+
+class DistributedError(RuneError, RuntimeError):
+    """Processes of a distributed run that disagree (a collective called with different
+    shapes, a rank that exited early) or a launch rune cannot join."""

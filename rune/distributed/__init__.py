@@ -1,0 +1,41 @@
+"""Data-parallel runs over many processes and machines: MPI for host arrays and
+start-up, NCCL (CuPy) for GPU arrays (DESIGN 1.5).
+
+Launch a script with `mpiexec -n N python script.py`; run plainly, it is one
+process of size 1 and every collective is the identity. Importing rune never
+imports mpi4py: MPI starts in `initialize()` (or the first call that needs it).
+"""
+from .collectives import all_gather, all_reduce, broadcast
+from .runtime import initialize as _initialize
+from .sharding import shard
+
+
+def initialize():
+    """Join the run started by an MPI launcher (`mpiexec -n N`), or a run of one
+    process when there is none. Idempotent; the other functions call it too."""
+    _initialize()
+
+
+def rank():
+    """This process's rank, 0 .. size() - 1."""
+    return _initialize().rank
+
+
+def size():
+    """How many processes the run has."""
+    return _initialize().size
+
+
+def local_rank():
+    """This process's rank among those on its machine: use GPU `cuda:local_rank()`."""
+    return _initialize().local_rank
+
+
+def barrier():
+    """Wait until every rank gets here."""
+    from .runtime import barrier as _barrier
+    _barrier(_initialize())
+
+
+__all__ = ["initialize", "rank", "size", "local_rank", "barrier", "all_reduce", "broadcast",
+           "all_gather", "shard"]

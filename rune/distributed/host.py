@@ -1,0 +1,167 @@
+"""Collectives on host (NumPy) buffers through MPI's buffer interface: no pickling.
+
+Leaves of one dtype travel together: they are packed into one flat buffer
+(up to `BUCKET_BYTES`; a larger tree makes several buckets, a leaf larger than
+a bucket goes alone and uncopied), so a tree of a hundred gradients costs one
+or a few MPI calls. Reductions of float16 and bfloat16 run in float32 (MPI has
+no such types; summing in float32 also loses less); broadcasts and gathers
+move raw bytes, so any dtype travels bit for bit.
+"""
+import sys
+
+import numpy as np
+
+from ..errors import DTypeError
+from ..nx import dtypes as dt
+
+BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
+
+# Result buffers of large reductions are recycled once nothing refers to them any
+# more (a training loop reduces same-shaped gradients every step): a fresh 100 MB
+# buffer costs its page faults, about a sixth of the reduction itself.
+POOL_MIN_BYTES = 1 << 16
+POOL_MAX_BYTES = 1 << 29  # at most this much memory kept for reuse
+_pool = []
+
+
+SCRATCH_MAX_BYTES = 1 << 28
+_scratch = {}   # (size, dtype) -> the packing buffer of the last reduction of that layout
+
+
+def _packed(arrays, run, work):
+    """The leaves `run` as one flat `work` buffer, packed into a reused scratch buffer
+    (only this call reads it; MPI is slower on fresh memory than on warm pages)."""
+    size = sum(arrays[i].size for i in run)
+    buf = _scratch.pop((size, work), None)
+    if buf is None:
+        buf = np.empty(size, work)
+    _scratch[(size, work)] = buf
+    while sum(b.nbytes for b in _scratch.values()) > SCRATCH_MAX_BYTES:
+        del _scratch[next(iter(_scratch))]   # the least recently used layout first
+    start = 0
+    for i in run:
+        n = arrays[i].size
+        buf[start:start + n] = arrays[i].reshape(-1)
+        start += n
+    return buf
+
+
+def _result_buffer(size, dtype):
+    """A flat array of `size` elements: a recycled one nobody refers to, or a new one."""
+    nbytes = size * dtype.itemsize
+    if nbytes < POOL_MIN_BYTES:
+        return np.empty(size, dtype)
+    for k in range(len(_pool)):
+        buf = _pool[k]
+        # Referenced only by the pool, `buf` and getrefcount's argument: every array
+        # handed out over it (a view keeps its base alive) is gone.
+        if buf.size == size and buf.dtype == dtype and sys.getrefcount(buf) == 3:
+            del _pool[k]
+            _pool.append(buf)
+            return buf
+    buf = np.empty(size, dtype)
+    _pool.append(buf)
+    while sum(b.nbytes for b in _pool) > POOL_MAX_BYTES:
+        del _pool[0]
+    return buf
+
+
+def _buckets(arrays, index):
+    """Split the leaves `index` into runs of at most BUCKET_BYTES (a larger leaf alone)."""
+    run, size = [], 0
+    for i in index:
+        n = arrays[i].nbytes
+        if run and size + n > BUCKET_BYTES:
+            yield run
+            run, size = [], 0
+        run.append(i)
+        size += n
+    if run:
+        yield run
+
+
+def _by_dtype(arrays):
+    groups = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(a.dtype, []).append(i)
+    return groups.items()
+
+
+def work_dtype(dtype, op):
+    """The dtype a reduction `op` of `dtype` leaves runs in; DTypeError when it has no meaning."""
+    if dtype == np.bool_:
+        if op in ("sum", "mean"):
+            raise DTypeError(f"all_reduce: op {op!r} needs numbers, got a bool leaf (use 'max' for "
+                             f"logical or, 'min' for logical and)")
+        return np.dtype(np.uint8)
+    if op == "mean" and dtype.kind not in "fcV":
+        raise DTypeError(f"all_reduce: op 'mean' needs floating leaves, got {dtype.name}; "
+                         f"use op 'sum' and divide")
+    if op in ("max", "min") and dtype.kind == "c":
+        raise DTypeError(f"all_reduce: op {op!r} has no order on complex leaves ({dtype.name})")
+    return np.dtype(np.float32) if dtype in (np.float16, dt.bfloat16) else dtype
+
+
+def all_reduce(group, arrays, op):
+    """Every rank's `arrays` reduced elementwise; a list of new NumPy arrays."""
+    MPI = group.MPI
+    out = [None] * len(arrays)
+    for dtype, index in _by_dtype(arrays):
+        work = work_dtype(dtype, op)
+        mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+        for run in _buckets(arrays, index):
+            sizes = [arrays[i].size for i in run]
+            if sum(sizes) == 0:
+                flat = np.empty(0, work)
+            else:
+                if len(run) == 1:   # one leaf: reduce straight from its own buffer
+                    send = np.ascontiguousarray(arrays[run[0]]).reshape(-1).astype(work, copy=False)
+                else:
+                    send = _packed(arrays, run, work)
+                # Into a separate buffer: MPICH's in-place reduction copies, twice as slow.
+                flat = _result_buffer(send.size, send.dtype)
+                group.comm.Allreduce(send, flat, op=mpi_op)
+            if op == "mean":
+                flat /= flat.dtype.type(group.size)
+            flat = flat.astype(dtype, copy=False)
+            for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+                out[i] = piece.reshape(arrays[i].shape)
+    return out
+
+
+def _as_bytes(a):
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def broadcast(group, arrays, root):
+    """`root`'s arrays on every rank (bit for bit)."""
+    out = [None] * len(arrays)
+    for run in _buckets(arrays, range(len(arrays))):
+        sizes = [arrays[i].nbytes for i in run]
+        if group.rank == root:
+            flat = np.concatenate([_as_bytes(arrays[i]) for i in run]) if len(run) > 1 else \
+                _as_bytes(arrays[run[0]]).copy()
+        else:
+            flat = np.empty(sum(sizes), np.uint8)
+        if flat.size:
+            group.comm.Bcast(flat, root=root)
+        for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+            out[i] = piece.view(arrays[i].dtype).reshape(arrays[i].shape)
+    return out
+
+
+def all_gather(group, arrays, axis):
+    """Every rank's arrays concatenated along `axis` (rank order), bit for bit."""
+    out = [None] * len(arrays)
+    for run in _buckets(arrays, range(len(arrays))):
+        sizes = [arrays[i].nbytes for i in run]
+        mine = np.concatenate([_as_bytes(arrays[i]) for i in run]) if run else np.empty(0, np.uint8)
+        every = np.empty((group.size, mine.size), np.uint8)
+        if mine.size:
+            group.comm.Allgather(mine, every)
+        for k, i in enumerate(run):
+            start = sum(sizes[:k])
+            parts = [every[r, start:start + sizes[k]].view(arrays[i].dtype).reshape(arrays[i].shape)
+                     for r in range(group.size)]
+            out[i] = np.concatenate(parts, axis=axis[i])
+    return out

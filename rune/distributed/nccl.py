@@ -1,0 +1,137 @@
+"""Collectives on GPU (CuPy) arrays through NCCL.
+
+One NCCL communicator per GPU this process uses; rank 0 makes its unique id
+and MPI broadcasts it (a run of one process makes a communicator of one rank,
+which is what the GPU check exercises). Work is queued on the current CuPy
+stream of the arrays' device, so it orders with the kernels that made them.
+Importing this module never imports CuPy: everything happens on first use.
+"""
+import numpy as np
+
+from ..errors import DeviceError
+
+_comms = {}   # CUDA device index -> NcclCommunicator
+
+
+def available():
+    """Whether CuPy with NCCL support can be imported here."""
+    try:
+        from cupy.cuda import nccl  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def _nccl():
+    try:
+        from cupy.cuda import nccl
+    except Exception as e:
+        raise DeviceError(f"rune.distributed: arrays on a GPU travel through NCCL, but cupy.cuda.nccl "
+                          f"cannot be imported ({type(e).__name__}: {e}); install a CuPy built with NCCL "
+                          f"or place the arrays on the host") from e
+    return nccl
+
+
+def communicator(group, device_index):
+    comm = _comms.get(device_index)
+    if comm is None:
+        import cupy
+        nccl = _nccl()
+        uid = nccl.get_unique_id() if group.rank == 0 else None
+        if group.comm is not None:
+            uid = group.comm.bcast(uid, root=0)   # a few bytes, once: pickling is fine here
+        with cupy.cuda.Device(device_index):
+            comm = nccl.NcclCommunicator(group.size, uid, group.rank)
+        _comms[device_index] = comm
+    return comm
+
+
+def _types(nccl):
+    return {np.dtype(np.float32): nccl.NCCL_FLOAT32, np.dtype(np.float64): nccl.NCCL_FLOAT64,
+            np.dtype(np.int32): nccl.NCCL_INT32, np.dtype(np.int64): nccl.NCCL_INT64,
+            np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.int8): nccl.NCCL_INT8,
+            np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
+            np.dtype(np.float16): nccl.NCCL_FLOAT16}
+
+
+def _flat(xp, arrays, run, work):
+    parts = [xp.ascontiguousarray(arrays[i]).reshape(-1).astype(work, copy=False) for i in run]
+    return parts[0].copy() if len(parts) == 1 else xp.concatenate(parts)
+
+
+def _split(xp, flat, arrays, run, sizes):
+    out, start = {}, 0
+    for i, n in zip(run, sizes):
+        out[i] = flat[start:start + n]
+        start += n
+    return out
+
+
+def all_reduce(group, arrays, op, device_index):
+    import cupy
+    from .host import _buckets, _by_dtype, work_dtype
+    nccl = _nccl()
+    types = _types(nccl)
+    comm = communicator(group, device_index)
+    ops = {"sum": nccl.NCCL_SUM, "mean": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}
+    out = [None] * len(arrays)
+    with cupy.cuda.Device(device_index):
+        stream = cupy.cuda.get_current_stream().ptr
+        for dtype, index in _by_dtype(arrays):
+            work = work_dtype(dtype, op)
+            for run in _buckets(arrays, index):
+                sizes = [arrays[i].size for i in run]
+                flat = _flat(cupy, arrays, run, work)
+                if flat.size:
+                    comm.allReduce(flat.data.ptr, flat.data.ptr, flat.size, types[np.dtype(work)],
+                                   ops[op], stream)
+                if op == "mean":
+                    flat /= flat.dtype.type(group.size)
+                flat = flat.astype(dtype, copy=False)
+                for i, piece in _split(cupy, flat, arrays, run, sizes).items():
+                    out[i] = piece.reshape(arrays[i].shape)
+    return out
+
+
+def broadcast(group, arrays, root, device_index):
+    import cupy
+    from .host import _buckets
+    nccl = _nccl()
+    comm = communicator(group, device_index)
+    out = [None] * len(arrays)
+    with cupy.cuda.Device(device_index):
+        stream = cupy.cuda.get_current_stream().ptr
+        for run in _buckets(arrays, range(len(arrays))):
+            sizes = [arrays[i].nbytes for i in run]
+            flat = _flat(cupy, [cupy.ascontiguousarray(a).reshape(-1).view(cupy.uint8) for a in arrays],
+                         run, cupy.uint8)
+            if flat.size:
+                comm.bcast(flat.data.ptr, flat.size, nccl.NCCL_UINT8, root, stream)
+            for i, piece in _split(cupy, flat, arrays, run, sizes).items():
+                out[i] = piece.view(arrays[i].dtype).reshape(arrays[i].shape)
+    return out
+
+
+def all_gather(group, arrays, axis, device_index):
+    import cupy
+    from .host import _buckets
+    nccl = _nccl()
+    comm = communicator(group, device_index)
+    out = [None] * len(arrays)
+    with cupy.cuda.Device(device_index):
+        stream = cupy.cuda.get_current_stream().ptr
+        for run in _buckets(arrays, range(len(arrays))):
+            sizes = [arrays[i].nbytes for i in run]
+            mine = _flat(cupy, [cupy.ascontiguousarray(a).reshape(-1).view(cupy.uint8) for a in arrays],
+                         run, cupy.uint8)
+            every = cupy.empty((group.size, mine.size), cupy.uint8)
+            if mine.size:
+                comm.allGather(mine.data.ptr, every.data.ptr, mine.size, nccl.NCCL_UINT8, stream)
+            start = 0
+            for i, n in zip(run, sizes):
+                parts = [every[r, start:start + n].view(arrays[i].dtype).reshape(arrays[i].shape)
+                         for r in range(group.size)]
+                out[i] = cupy.concatenate(parts, axis=axis[i])
+                start += n
+    return out
+

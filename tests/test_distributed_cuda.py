@@ -1,0 +1,47 @@
+"""The NCCL path on one GPU: a communicator of one rank, every collective on CuPy
+arrays against NumPy (for the GPU check; skipped without a GPU and CuPy). bfloat16
+is left out: CuPy has no such dtype, so how rune's CUDA backend will hold it decides
+how it reaches NCCL."""
+import numpy as np
+import pytest
+
+from rune.distributed import nccl, runtime
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture
+def cupy():
+    cp = pytest.importorskip("cupy")
+    if not nccl.available():
+        pytest.skip("CuPy without NCCL")
+    return cp
+
+
+def _leaves(cp):
+    host = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(4.0), np.arange(5, dtype=np.int32),
+            np.ones((2, 2), np.float16), np.zeros((0, 3), np.float32),
+            np.float32(2.5).reshape(())]
+    return host, [cp.asarray(h) for h in host]
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min"])
+def test_all_reduce_of_one_rank_is_the_identity(cupy, op):
+    group = runtime.initialize()
+    host, dev = _leaves(cupy)
+    keep = [k for k, h in enumerate(host) if op != "mean" or h.dtype.kind in "fV"]
+    out = nccl.all_reduce(group, [dev[k] for k in keep], op, 0)
+    for k, o in zip(keep, out):
+        got = cupy.asnumpy(o)
+        assert got.dtype == host[k].dtype and got.shape == host[k].shape
+        assert got.tobytes() == host[k].tobytes()
+
+
+def test_broadcast_and_all_gather_move_bits(cupy):
+    group = runtime.initialize()
+    host, dev = _leaves(cupy)
+    for o, h in zip(nccl.broadcast(group, dev, 0, 0), host):
+        assert cupy.asnumpy(o).tobytes() == h.tobytes()
+    gathered = nccl.all_gather(group, dev[:4], [0] * 4, 0)
+    for o, h in zip(gathered, host):
+        assert cupy.asnumpy(o).tobytes() == h.tobytes()
