@@ -20,7 +20,9 @@ from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
+from .devices import current_default
 from .nx import ops as nx
+from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
 
 scan_p = primitive("scan", multiple_results=True)
@@ -317,7 +319,7 @@ def _cond_abstract(index, *avals, branches, num_consts):
 
 
 def _cond_eval(index, *args, branches, num_consts):
-    return branches[int(index.item())](*args)
+    return branches[read_scalar(index._raw, index.device)](*args)
 
 
 abstract_rules[cond_p] = _cond_abstract
@@ -443,9 +445,18 @@ def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
 
 
 def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
-    from .jit.plan import program_plan, run_while_arrays
-    return run_while_arrays(program_plan(cond), program_plan(body), args, num_cond_consts,
-                            num_body_consts)
+    """Eager while: the plans of cond and body, the predicate read back (counted)
+    once per iteration."""
+    from .jit.plan import program_plan
+    cond_plan, body_plan = program_plan(cond), program_plan(body)
+    raws = [a._raw for a in args]
+    cc = raws[:num_cond_consts]
+    bc = raws[num_cond_consts:num_cond_consts + num_body_consts]
+    carry = raws[num_cond_consts + num_body_consts:]
+    where = cond.out_avals[0].device or current_default()
+    while read_scalar(cond_plan.run(cc + carry)[0], where):
+        carry = body_plan.run(bc + carry)
+    return wrap_raws(carry, body.out_avals)
 
 
 abstract_rules[while_p] = _while_abstract

@@ -199,7 +199,7 @@ class EvalInterpreter(Interpreter):
         if device is None:
             from ..devices import current_default
             device = current_default()
-        impl = prim.impls.get(device.platform)
+        impl = prim.impls.get(device)
         if impl is None:
             impl = _load_impl(prim, device)
         try:
@@ -224,10 +224,10 @@ def raise_user_error(prim, args, params, error):
 def _load_impl(prim, device):
     from ..backends import backend_for
     from ..errors import RuneError
-    table = backend_for(device).IMPLS
+    table = backend_for(device).impls(device)
     if prim.name not in table:
         raise RuneError(f"{prim.name} has no implementation on {device.platform}")
-    prim.impls[device.platform] = table[prim.name]
+    prim.impls[device] = table[prim.name]
     return table[prim.name]
 
 

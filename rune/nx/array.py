@@ -1,6 +1,7 @@
 """`nx.Array`: an immutable n-d array on one device."""
 import numpy as np
 
+from ..backends import backend_for
 from ..core import trace as _trace
 from ..errors import ShapeError
 from ..core.arraylike import ArrayLike
@@ -85,6 +86,7 @@ class Array(ArrayLike):
         return self._raw.__dlpack_device__()
 
     def block_until_ready(self):
+        backend_for(self.device).synchronize(self.device)
         return self
 
     def __reduce__(self):
@@ -103,6 +105,19 @@ def wrap_outputs(prim, out, device, weak):
     if prim.multiple_results:
         return [Array(o, device, False) for o in out]
     return Array(out, device, weak)
+
+
+def read_scalar(raw, device):
+    """A device value as a Python scalar for the host to decide with (a loop
+    predicate, a branch index): a counted read that waits for the device."""
+    return backend_for(device).read_scalar(raw)
+
+
+def wrap_raws(raws, avals):
+    """Raw outputs of a program as Arrays, each where its aval says (unplaced
+    values on the default device)."""
+    return [Array(r, a.device if a.device is not None else current_default(), a.weak)
+            for r, a in zip(raws, avals)]
 
 
 def place_raw(raw, src, dst):

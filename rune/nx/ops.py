@@ -16,7 +16,16 @@ from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
 from ..errors import DTypeError, ScalarOverflowError, ShapeError
 from . import dtypes as dt
+from ..backends import backend_for
+from ..devices import get_device
 from .array import Array, from_host
+
+_HOST0 = get_device("cpu")
+
+
+def host_backend():
+    """The backend of host memory: literals and foreign host data live there."""
+    return backend_for(_HOST0)
 
 _SCALARS = (bool, int, float)
 # Scalars that can stand as literals in an equation: Python's and NumPy's.
@@ -40,7 +49,7 @@ def asarray(x, dtype=None, device=None):
         target = dtype or dt.weak_dtype_of(x)
         host = np.asarray(_literal("asarray", x, target) if type(x) is int else x, target)
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
-        host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
+        host = np.asarray(host_backend().from_foreign(x, _HOST0))
         host = host if dtype is None else host.astype(dtype)
     else:
         try:
@@ -75,13 +84,6 @@ def _ragged(x, path=""):
         if shape != shapes[0]:
             return f"x{path}[{i}] has shape {shape} and x{path}[0] has shape {shapes[0]}"
     return ""
-
-
-def _is_host_dlpack(x):
-    try:
-        return x.__dlpack_device__()[0] == 1  # kDLCPU
-    except Exception:
-        return False
 
 
 def _default_for_kind(np_dtype, source):
@@ -269,8 +271,7 @@ def _literal_op(prim, name, x, y, kinds, to_float):
         raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
     if to_float and not dt.is_float(d):
         x, y = dt.default_float.type(x), dt.default_float.type(y)
-    from ..backends.cpu.backend import IMPLS  # literals are host values
-    return IMPLS[prim.name](x, y)[()]
+    return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
 
 
 def _fits(dtype, value):
@@ -288,7 +289,7 @@ _IINFO = {}
 
 def _eager(prim, device, *raws):
     """The backend result, or None to take the general path (which reports errors well)."""
-    impl = prim.impls.get(device.platform)
+    impl = prim.impls.get(device)
     if impl is None:
         return None
     try:
