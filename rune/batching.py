@@ -158,6 +158,26 @@ def _random_bits_rule(values, dims, size, *, shape, width):
 batch_rules[P["random_bits"]] = _random_bits_rule
 
 
+def _lanes(values, dims, size, ndim):
+    """A batched scalar operand, shaped (size, 1, ..., 1) to broadcast over a lane."""
+    return nx.reshape(to_front(values[0], dims[0]), (size,) + (1,) * ndim)
+
+
+def _full_rule(values, dims, size, *, shape, device):
+    return nx.broadcast_to(_lanes(values, dims, size, len(shape)), (size,) + tuple(shape)), 0
+
+
+def _iota_rule(values, dims, size, *, shape, dimension, device):
+    start = _lanes(values, dims, size, len(shape))
+    index = bind(P["iota"], start.dtype.type(0), shape=(size,) + tuple(shape), dimension=dimension + 1,
+                 device=device)
+    return nx.add(index, start), 0
+
+
+batch_rules[P["full"]] = _full_rule
+batch_rules[P["iota"]] = _iota_rule
+
+
 def _pad_rule(values, dims, size, *, config):
     if dims[1] is not None:
         return _loop_rule(P["pad"], values, dims, size, config=config)

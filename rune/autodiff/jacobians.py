@@ -12,6 +12,7 @@ from .. import tree
 from ..batching import vmap
 from ..core.staging import abstract, stage
 from ..nx import ops as nx
+from ..nx.constants import iota
 from ..nx.creation import zeros
 from .api import jvp, select, vjp
 
@@ -27,11 +28,12 @@ def _one_hots(leaves):
     """One batch of one-hot arrays covering every element of every leaf: for leaf k,
     shape (total,) + leaf.shape, where total is the number of elements of all leaves."""
     total = sum(x.size for x in leaves)
-    eye = np.eye(total)
     out, offset = [], 0
     for x in leaves:
-        block = eye[:, offset:offset + x.size].reshape((total,) + x.shape).astype(x.dtype)
-        out.append(nx.asarray(block, device=x.device))
+        # Row r is one at column r - offset: made on x's device, never on the host.
+        rows = iota((total, x.size), np.int32, 0, x.device, start=-offset)
+        hot = nx.equal(rows, iota((total, x.size), np.int32, 1, x.device))
+        out.append(nx.reshape(nx.astype(hot, x.dtype), (total,) + x.shape))
         offset += x.size
     return out
 

@@ -11,6 +11,7 @@ import numpy as np
 from ..core.prims import P
 from ..core.trace import bind
 from ..nx import ops as nx
+from ..nx.constants import filled, iota
 from ..nx.creation import ones_like, zeros_like
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
@@ -287,6 +288,24 @@ for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge"
     _zero_rules(_n)
 
 
+def _constant_rules(name):
+    # iota and full broadcast their scalar operand (iota adds the index, a
+    # constant): linear in it, with the sum of the cotangent as its transpose.
+    prim = P[name]
+
+    def jvp(primals, tangents, *, shape, **params):
+        return bind(prim, *primals, shape=shape, **params), nx.broadcast_to(tangents[0], shape)
+
+    def vjp(ct, ins, out, wants, **params):
+        return (nx.sum(ct),)
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+_constant_rules("iota")
+_constant_rules("full")
+
+
 # ---------------------------------------------------------------- structure
 
 def _linear(name, transpose):
@@ -408,8 +427,8 @@ def _scatter_landed(x, idx, axis, mode):
     pos = nx.where(nx.less(flat, 0), nx.add(flat, n), flat)
     landed = nx.logical_and(nx.greater_equal(pos, 0), nx.less(pos, n))
     if mode == "set":
-        order = nx.constant_like(np.arange(flat.shape[0], dtype=np.int32), x)
-        writer = bind(P["scatter"], nx.constant_like(np.full((n,), -1, np.int32), x), flat, order,
+        order = iota((flat.shape[0],), np.int32, 0, x.device)
+        writer = bind(P["scatter"], filled((n,), -1, np.int32, x.device), flat, order,
                       axis=0, mode="set")
         landed = nx.logical_and(landed, nx.equal(bind(P["gather"], writer, pos, axis=0), order))
     return nx.reshape(landed, (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1))

@@ -196,9 +196,13 @@ class EvalInterpreter(Interpreter):
                 raise escaped_tracer(a, prim.name)
             else:
                 raws.append(a)
-        if device is None:
-            from ..devices import current_default
-            device = current_default()
+        if device is None:  # scalars only, or a constant made on the device
+            device = params.get("device")
+            if device is not None:
+                weak = False  # iota and full make strong arrays (their abstract rules say so)
+            else:
+                from ..devices import current_default
+                device = current_default()
         impl = prim.impls.get(device)
         if impl is None:
             impl = _load_impl(prim, device)

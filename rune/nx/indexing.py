@@ -13,6 +13,7 @@ from ..errors import IndexingError
 from . import dtypes as dt
 from . import ops
 from .array import Array
+from .constants import filled, iota
 
 
 def _is_array_index(item):
@@ -53,7 +54,7 @@ def _index(x, idx, out_of_bounds=None):
         # Beside an integer array, NumPy counts integer indices as advanced too
         # (that decides where the gathered axes go): each picks element 0 of
         # the length-1 axis its slice left.
-        zero = ops.constant_like(np.zeros((), np.int32), x)
+        zero = filled((), 0, dt.int32, x.device)
         entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
     return _finish(out, entries, out_of_bounds)
 
@@ -203,7 +204,7 @@ class _Updates:
             return self._update_box(x, values, mode, starts, limits, entries)
         # The flat positions the index selects: an index into arange(size); an
         # out-of-bounds array index selects position `size`, which the scatter drops.
-        positions = _index(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
+        positions = _index(ops.reshape(iota((x.size,), dt.int32, 0, x.device), x.shape),
                            self.idx, out_of_bounds=x.size)
         values = ops.constant_like(values, x, x.dtype)
         try:

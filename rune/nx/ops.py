@@ -19,6 +19,7 @@ from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
 from .array import Array, from_host
+from .constants import iota
 
 _HOST0 = get_device("cpu")
 
@@ -955,7 +956,7 @@ def _einsum_diagonals(x, t):
             raise ShapeError(f"einsum: index {c!r} in {t!r} names axes of sizes {n} and {x.shape[q]}")
         rest = [i for i in range(x.ndim) if i not in (p, q)]
         flat = reshape(transpose(x, rest + [p, q]), tuple(x.shape[i] for i in rest) + (n * n,))
-        diagonal = constant_like(np.arange(n, dtype=np.int32) * (n + 1), x)
+        diagonal = multiply(iota((n,), dt.int32, 0, x.device), n + 1)
         x = bind(P["gather"], flat, diagonal, axis=len(rest))
         t = "".join(t[i] for i in rest) + c
     return x, t

@@ -239,13 +239,13 @@ def _dot_general(x, y, *, dims):
     return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
 
-def _iota(*, shape, dtype, dimension, device):
-    line = np.arange(shape[dimension], dtype=dtype)
-    return np.broadcast_to(line.reshape((-1,) + (1,) * (len(shape) - dimension - 1)), shape)
+def _iota(start, *, shape, dimension, device):
+    out = BACKEND.iota(shape, start.dtype, dimension, device)
+    return out + start if start else out
 
 
-def _full(*, shape, value, dtype, device):
-    return np.full(shape, value, dtype)
+def _full(value, *, shape, device):
+    return BACKEND.full(shape, value, value.dtype, device)
 
 
 def _random_bits(key, *, shape, width):
@@ -298,10 +298,11 @@ class CpuBackend(Backend):
         return np.asarray(obj)
 
     def full(self, shape, value, dtype, device):
-        return _full(shape=shape, value=value, dtype=dtype, device=device)
+        return np.full(shape, value, dtype)
 
     def iota(self, shape, dtype, dimension, device):
-        return _iota(shape=shape, dtype=dtype, dimension=dimension, device=device)
+        line = np.arange(shape[dimension], dtype=dtype)
+        return np.broadcast_to(line.reshape((-1,) + (1,) * (len(shape) - dimension - 1)), shape)
 
     def empty(self, aval):
         return empty(aval)
