@@ -101,3 +101,29 @@ def test_transfers_between_host_devices_go_through_copy(monkeypatch):
     monkeypatch.setattr(b, "copy", lambda raw, src, dst: seen.append((src, dst)) or real(raw, src, dst))
     out = transfer(np.arange(3.0), cpu, cpu)
     assert seen == [(cpu, cpu)] and out.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_a_failing_backend_op_runs_once_and_reports(monkeypatch):
+    # One eager path: the implementation is called once; its failure becomes a
+    # rune error naming the operation (it is never swallowed and re-run).
+    b = backend_for(get_device("cpu"))
+    calls = []
+
+    def broken(*args, **params):
+        calls.append(args)
+        raise FloatingPointError("boom")
+
+    monkeypatch.setitem(b.IMPLS, "add", broken)
+    monkeypatch.setattr(P["add"], "impls", {})
+    x = nx.ones(3)
+    with pytest.raises(rune.RuneError, match="add.*boom"):
+        x + x
+    with pytest.raises(rune.RuneError, match="add.*boom"):
+        x + 1.0
+    assert len(calls) == 2
+
+
+def test_implementations_are_resolved_per_device():
+    x = nx.ones(3)
+    x * x
+    assert P["mul"].impls[x.device.name] is backend_for(x.device).impls(x.device)["mul"]

@@ -11,6 +11,8 @@ import contextlib
 import threading
 
 from ..errors import ConcretizationError, DeviceMismatchError
+from ..devices import current_default
+from .array import Array
 from .arraylike import ArrayLike
 from .aval import Aval
 from .primitive import eval_rules
@@ -161,15 +163,6 @@ def common_device(prim, avals):
     return device
 
 
-class _Concrete:
-    """The concrete array type, registered by rune.nx (which is built on this module)."""
-    Array = None
-    wrap = None
-
-
-_concrete = _Concrete()
-
-
 class EvalInterpreter(Interpreter):
     """Runs each primitive right away on the backend of its operands' device."""
 
@@ -184,7 +177,7 @@ class EvalInterpreter(Interpreter):
         raws = []
         weak = True
         for a in args:
-            if type(a) is _concrete.Array:
+            if type(a) is Array:
                 d = a.device
                 if d is not device:
                     if device is not None and d != device:
@@ -201,16 +194,17 @@ class EvalInterpreter(Interpreter):
             if device is not None:
                 weak = False  # iota and full make strong arrays (their abstract rules say so)
             else:
-                from ..devices import current_default
                 device = current_default()
-        impl = prim.impls.get(device)
+        impl = prim.impls.get(device.name)  # resolved once per device: the fast path
         if impl is None:
             impl = _load_impl(prim, device)
         try:
             out = impl(*raws, **params)
         except Exception as e:
             raise_user_error(prim, args, params, e)
-        return _concrete.wrap(prim, out, device, weak)
+        if prim.multiple_results:
+            return [Array(o, device, False) for o in out]
+        return Array(out, device, weak)
 
 
 def raise_user_error(prim, args, params, error):
@@ -231,7 +225,7 @@ def _load_impl(prim, device):
     table = backend_for(device).impls(device)
     if prim.name not in table:
         raise RuneError(f"{prim.name} has no implementation on {device.platform}")
-    prim.impls[device] = table[prim.name]
+    prim.impls[device.name] = table[prim.name]
     return table[prim.name]
 
 

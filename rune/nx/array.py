@@ -1,110 +1,7 @@
-"""`nx.Array`: an immutable n-d array on one device."""
-import numpy as np
-
+"""`nx.Array` (defined in `rune.core.array`) and moving raw buffers into Arrays."""
 from ..backends import backend_for
-from ..core import trace as _trace
-from ..errors import ShapeError
-from ..core.arraylike import ArrayLike
-from ..core.aval import Aval
+from ..core.array import _HOST0, Array, wrap_outputs  # noqa: F401  (rune.nx.array.Array is public)
 from ..devices import current_default, get_device, transfer
-
-
-class Array(ArrayLike):
-    """A concrete array. `_raw` is the backend buffer (NumPy on the host)."""
-    __slots__ = ("_raw", "device", "weak", "_aval")
-
-    def __init__(self, raw, device, weak=False):
-        self._raw = raw
-        self.device = device
-        self.weak = weak
-        self._aval = None
-
-    @property
-    def shape(self):
-        return self._raw.shape
-
-    @property
-    def dtype(self):
-        return self._raw.dtype
-
-    @property
-    def aval(self):
-        if self._aval is None:
-            self._aval = Aval(self._raw.shape, self._raw.dtype, self.device, self.weak)
-        return self._aval
-
-    def _host(self):
-        if self.device.platform == "cpu":
-            return np.asarray(self._raw)
-        return transfer(self._raw, self.device, get_device("cpu"))
-
-    def item(self):
-        if self._raw.size != 1:
-            raise ShapeError(f"converting an array to a Python scalar needs exactly one element, "
-                             f"got shape {self.shape}")
-        return self._host().item()
-
-    def tolist(self):
-        return self._host().tolist()
-
-    def concrete(self):
-        return self
-
-    def __array__(self, dtype=None, copy=None):
-        host = self._host()
-        if dtype is not None and np.dtype(dtype) != host.dtype:
-            return host.astype(dtype)
-        if copy:
-            return np.array(host, copy=True)
-        view = host.view()
-        view.flags.writeable = False  # the array is immutable: NumPy may read, not write
-        return view
-
-    def __bool__(self): return bool(self.item())
-    def __float__(self): return float(self.item())
-    def __int__(self): return int(self.item())
-    def __index__(self):
-        if self.dtype.kind not in "iu" or self.ndim:
-            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.aval.describe()}")
-        return int(self.item())
-    def __complex__(self): return complex(self.item())
-
-    def __repr__(self):
-        body = np.array2string(self._host(), separator=", ", prefix="Array(")
-        where = "" if self.device == _HOST0 else f", device={self.device}"
-        return f"Array({body}, dtype={self.dtype.name}{where})"
-
-    def __format__(self, spec):
-        if self._raw.ndim == 0:
-            return format(self.item(), spec)
-        return format(str(self), spec)
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._raw.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._raw.__dlpack_device__()
-
-    def block_until_ready(self):
-        backend_for(self.device).synchronize(self.device)
-        return self
-
-    def __reduce__(self):
-        return (_rebuild, (self._host(), self.device.name))
-
-
-def _rebuild(host, device_name):
-    return place_raw(host, get_device("cpu"), get_device(device_name))
-
-
-_HOST0 = get_device("cpu")
-
-
-def wrap_outputs(prim, out, device, weak):
-    """Wrap raw backend outputs of `prim` as Arrays on `device`."""
-    if prim.multiple_results:
-        return [Array(o, device, False) for o in out]
-    return Array(out, device, weak)
 
 
 def read_scalar(raw, device):
@@ -131,6 +28,3 @@ def from_host(host, device=None):
         return Array(host, device)
     return Array(transfer(host, _HOST0, device), device)
 
-
-_trace._concrete.Array = Array
-_trace._concrete.wrap = wrap_outputs

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
-from ..core.trace import EVAL, Tracer, bind
+from ..core.trace import Tracer, bind
 from ..errors import DTypeError, ScalarOverflowError, ShapeError
 from . import dtypes as dt
 from ..backends import backend_for
@@ -173,10 +173,8 @@ def _float_unary(prim_name):
     prim = P[prim_name]
 
     def op(x):
-        if type(x) is Array and _trace._current.interp is EVAL and x._raw.dtype in _FLOATS:
-            out = _eager(prim, x.device, x._raw)
-            if out is not None:
-                return Array(out, x.device, x.weak)
+        if (type(x) is Array and x._raw.dtype in _FLOATS) or (isinstance(x, Tracer) and x.aval.dtype in _FLOATS):
+            return bind(prim, x)  # already a float array: nothing to check or convert
         x = _operand(x)
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
@@ -218,36 +216,19 @@ def _binary(prim_name, kinds=None, to_float=False):
         tx, ty = type(x), type(y)
         if tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
             return _literal_op(prim, op.__name__, x, y, kinds, to_float)
-        # Eager fast path: an Array meeting a same-dtype Array or a Python scalar
-        # that cannot widen it goes straight to the backend (dispatch is most of
-        # the cost of small ops).
-        if _trace._current.interp is EVAL:
-            if tx is Array:
-                d = x._raw.dtype
-                if ty is Array:
-                    if y._raw.dtype == d and d in same and y.device is x.device:
-                        out = _eager(prim, x.device, x._raw, y._raw)
-                        if out is not None:
-                            return Array(out, x.device, x.weak and y.weak)
-                elif d in scalar_ok.get(ty, ()) and _fits(d, y):
-                    out = _eager(prim, x.device, x._raw, d.type(y))
-                    if out is not None:
-                        return Array(out, x.device, x.weak)
-            elif ty is Array and y._raw.dtype in scalar_ok.get(tx, ()) and _fits(y._raw.dtype, x):
-                d = y._raw.dtype
-                out = _eager(prim, y.device, d.type(x), y._raw)
-                if out is not None:
-                    return Array(out, y.device, y.weak)
-        # Traced fast path: operands that already agree need no promotion.
-        elif isinstance(x, Tracer):
-            d = x.aval.dtype
-            if isinstance(y, Tracer) and y.aval.dtype == d and d in same:
-                return bind(prim, x, y)
-            if d in scalar_ok.get(ty, ()) and _fits(d, y):
+        # Operands that already agree need no promotion: an array meeting an array
+        # of its dtype, or a Python scalar that cannot widen it (dispatch is most
+        # of the cost of small eager ops, so this is checked before `promote`).
+        d = x._raw.dtype if tx is Array else x.aval.dtype if isinstance(x, Tracer) else None
+        if d is not None:
+            if ty is Array or isinstance(y, Tracer):
+                if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
+                    return bind(prim, x, y)
+            elif d in scalar_ok.get(ty, ()) and (ty is float or d in _ANY_SCALAR_FITS or _fits(d, y)):
                 return bind(prim, x, d.type(y))
-        elif isinstance(y, Tracer):
-            d = y.aval.dtype
-            if d in scalar_ok.get(tx, ()) and _fits(d, x):
+        elif ty is Array or isinstance(y, Tracer):
+            d = y._raw.dtype if ty is Array else y.aval.dtype
+            if d in scalar_ok.get(tx, ()) and (tx is float or d in _ANY_SCALAR_FITS or _fits(d, x)):
                 return bind(prim, d.type(x), y)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
@@ -275,6 +256,9 @@ def _literal_op(prim, name, x, y, kinds, to_float):
     return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
 
 
+_ANY_SCALAR_FITS = frozenset(d for d in dt.ALL if d.kind == "f" or d == dt.bfloat16)
+
+
 def _fits(dtype, value):
     """Whether a Python scalar converts to `dtype` without overflow (else the general path reports it)."""
     if type(value) is float or dtype.kind == "f" or dtype == dt.bfloat16:
@@ -286,17 +270,6 @@ def _fits(dtype, value):
 
 
 _IINFO = {}
-
-
-def _eager(prim, device, *raws):
-    """The backend result, or None to take the general path (which reports errors well)."""
-    impl = prim.impls.get(device)
-    if impl is None:
-        return None
-    try:
-        return impl(*raws)
-    except Exception:
-        return None
 
 
 _KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float", "iufV": "numeric (not bool)"}
