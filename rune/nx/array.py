@@ -1,6 +1,8 @@
 """`nx.Array` (defined in `rune.core.array`) and moving raw buffers into Arrays."""
 from ..backends import backend_for
 from ..core.array import _HOST0, Array, wrap_outputs  # noqa: F401  (rune.nx.array.Array is public)
+from ..core.prims import P
+from ..core.trace import bind
 from ..devices import current_default, get_device, transfer
 
 
@@ -15,6 +17,16 @@ def wrap_raws(raws, avals):
     values on the default device)."""
     return [Array(r, a.device if a.device is not None else current_default(), a.weak)
             for r, a in zip(raws, avals)]
+
+
+def move(x, device):
+    """The Array or tracer `x` on `device`: itself if already there, else a
+    counted copy (eagerly) or a staged `place`."""
+    if x.device == device:
+        return x
+    if type(x) is Array:
+        return Array(transfer(x._raw, x.device, device), device, x.weak)
+    return bind(P["place"], x, src=x.device, device=device)
 
 
 def place_raw(raw, src, dst):

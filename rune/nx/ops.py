@@ -18,7 +18,7 @@ from ..errors import DTypeError, ScalarOverflowError, ShapeError
 from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
-from .array import Array, from_host
+from .array import Array, from_host, move
 from .constants import iota
 
 _HOST0 = get_device("cpu")
@@ -41,8 +41,7 @@ def asarray(x, dtype=None, device=None):
         if dtype is not None and dt.dtype(dtype) != x.dtype:
             x = astype(x, dtype)
         if device is not None:
-            from .placement import place
-            x = place(x, device)
+            x = move(x, get_device(device))
         return x
     if dtype is not None:
         dtype = dt.dtype(dtype)

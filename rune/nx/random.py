@@ -18,6 +18,7 @@ from ..errors import DTypeError, ShapeError, UsageError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
+from .indexing import getitem
 
 _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
@@ -102,9 +103,9 @@ def normal(key, shape=(), dtype=dt.float32):
     shape = _shape(shape, "normal")
     work = dt.float64 if dtype == dt.float64 else dt.float32
     u = uniform(key, (2,) + shape, work)
-    u1 = ops.subtract(work.type(1.0), ops.getitem(u, 0))  # in (0, 1]: log is finite
+    u1 = ops.subtract(work.type(1.0), getitem(u, 0))  # in (0, 1]: log is finite
     radius = ops.sqrt(ops.multiply(work.type(-2.0), ops.log(u1)))
-    angle = ops.multiply(work.type(2 * math.pi), ops.getitem(u, 1))
+    angle = ops.multiply(work.type(2 * math.pi), getitem(u, 1))
     return ops.astype(ops.multiply(radius, ops.cos(angle)), dtype)
 
 
