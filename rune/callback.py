@@ -11,6 +11,7 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
+from .batching import batch_rules, front, materialize
 from .core.aval import Aval, normalize_shape
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
@@ -190,3 +191,19 @@ def _callback_vjp(cts, ins, outs, wants, *, fn, vmap_method):
 
 jvp_rules[callback_p] = _callback_jvp
 vjp_rules[callback_p] = _callback_vjp
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _callback_batch(values, dims, size, *, fn, vmap_method):
+    if vmap_method == "sequential":
+        args = [front(v, d) for v, d in zip(values, dims)]
+        host_fn = fn.over_lanes([d is not None for d in dims], size)
+    else:
+        args = [materialize(v, d, size) for v, d in zip(values, dims)]
+        host_fn = fn.over_batch(size)
+    outs = bind(callback_p, *args, fn=host_fn, vmap_method=vmap_method)
+    return outs, [0] * len(outs)
+
+
+batch_rules[callback_p] = _callback_batch

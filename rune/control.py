@@ -13,6 +13,7 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
+from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.program import reorder
 from .core.staging import abstract, stage
@@ -525,3 +526,77 @@ def fori_loop(lower, upper, body_fn, init):
     _, out = while_loop(lambda s: nx.less(s[0], upper),
                         lambda s: (nx.add(s[0], 1), body_fn(s[0], s[1])), (lower, init))
     return out
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    # Every carry is batched (simplest fixpoint); xs keep the scanned axis first.
+    mask = [d is not None for d in dims[:nc]] + [True] * nk + [d is not None for d in dims[nc + nk:]]
+    consts = [front(v, d) for v, d in zip(values[:nc], dims[:nc])]
+    init = [materialize(v, d, size) for v, d in zip(values[nc:nc + nk], dims[nc:nc + nk])]
+    xs = [v if d is None else nx.moveaxis(v, d, 1) for v, d in zip(values[nc + nk:], dims[nc + nk:])]
+    body_b, extra = closed_batched(body, mask, size)
+    outs = bind(scan_p, *extra, *consts, *init, *xs, body=body_b, num_consts=len(extra) + nc,
+                num_carry=nk, length=length, reverse=reverse)
+    return outs, [0] * nk + [1] * (len(outs) - nk)
+
+
+def _cond_batch(values, dims, size, *, branches, num_consts):
+    index, args = values[0], values[1:]
+    mask = [d is not None for d in dims[1:]]
+    args = [front(v, d) for v, d in zip(args, dims[1:])]
+    batched = [batch_program(b, mask, size) for b in branches]
+    if dims[0] is None:
+        progs, consts = zip(*[b.closed() for b in batched])
+        shared, extra = _share_consts(list(progs), list(consts))
+        outs = bind(cond_p, index, *extra, *args, branches=tuple(shared), num_consts=len(extra))
+        return outs, [0] * len(outs)
+    if any(b.effectful for b in branches):
+        # Running every branch for every lane would run callbacks the lane never asked for.
+        return loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
+    # A batched predicate: every branch runs, and each lane selects its own result.
+    index = to_front(index, dims[0])
+    results = [b(*args) for b in batched]
+    chosen = results[0]
+    for k, outs in enumerate(results[1:], start=1):
+        chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)
+                  for o, c in zip(outs, chosen)]
+    return chosen, [0] * len(chosen)
+
+
+def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_consts):
+    if cond.effectful or body.effectful:
+        # Finished lanes keep stepping in the batched loop; their callbacks must not run.
+        return loop_rule(while_p, values, dims, size, cond=cond, body=body,
+                          num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
+    ncc, nbc = num_cond_consts, num_body_consts
+    fronted = [front(v, d) for v, d in zip(values, dims)]
+    cc, bc = fronted[:ncc], fronted[ncc:ncc + nbc]
+    carry = [materialize(v, d, size) for v, d in zip(values[ncc + nbc:], dims[ncc + nbc:])]
+    nk = len(carry)
+    cond_b = batch_program(cond, [d is not None for d in dims[:ncc]] + [True] * nk, size)
+    body_b = batch_program(body, [d is not None for d in dims[ncc:ncc + nbc]] + [True] * nk, size)
+    carry_avals = [c.aval for c in carry]
+
+    def any_lane(*args):
+        return [nx.any(cond_b(*args)[0])]
+
+    def step(*args):
+        # Lanes whose condition no longer holds keep their carry: they are done.
+        ccv, bcv, old = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+        live = cond_b(*ccv, *old)[0]
+        new = body_b(*bcv, *old)
+        return [nx.where(nx.reshape(live, (size,) + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+
+    cond2, c_extra = stage(any_lane, [a for a in cond_b.in_avals]).closed()
+    body2, b_extra = stage(step, [x.aval for x in cc] + [x.aval for x in bc] + carry_avals).closed()
+    outs = bind(while_p, *c_extra, *cc, *b_extra, *cc, *bc, *carry, cond=cond2, body=body2,
+                num_cond_consts=len(c_extra) + ncc, num_body_consts=len(b_extra) + ncc + nbc)
+    return outs, [0] * nk
+
+
+batch_rules[scan_p] = _scan_batch
+batch_rules[cond_p] = _cond_batch
+batch_rules[while_p] = _while_batch

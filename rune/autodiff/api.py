@@ -4,6 +4,7 @@ import numbers
 
 from .. import tree
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
+from ..batching import batch_rules, closed_batched, front
 from ..core.staging import stage
 from ..core.trace import bind
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
@@ -222,3 +223,15 @@ def checkpoint(f):
 
 
 remat = checkpoint
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _checkpoint_batch(values, dims, size, *, program):
+    args = [front(v, d) for v, d in zip(values, dims)]
+    prog, extra = closed_batched(program, [d is not None for d in dims], size)
+    outs = bind(checkpoint_p, *extra, *args, program=prog)
+    return outs, [0] * len(outs)
+
+
+batch_rules[checkpoint_p] = _checkpoint_batch

@@ -15,6 +15,7 @@ from .. import tree
 from ..core.closure import split_residuals
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import StagingInterpreter, abstract, stage
+from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind, using
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
@@ -307,3 +308,57 @@ def _custom_jvp_vjp(primals, tracked, *, name, **_):
 
 jvp_rules[custom_jvp_p] = _custom_jvp_jvp
 vjp_forward[custom_jvp_p] = (_custom_jvp_vjp, None)
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _custom_vjp_batch(values, dims, size, *, fwd, rule, num_consts, name):
+    batched = [d is not None for d in dims]
+    args = [front(v, d) for v, d in zip(values, dims)]
+    fwd_b, extra = closed_batched(fwd, batched, size)
+    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, rule=_BatchedRule(rule, batched, num_consts, size,
+                len(extra)), num_consts=len(extra) + num_consts, name=name)
+    return outs, [0] * len(outs)
+
+
+class _BatchedRule(VJPRule):
+    """A custom_vjp rule over a batch, built from the lane rule when first needed
+    (so batching a plain call stages no pullback either)."""
+
+    def __init__(self, lane, batched, lane_consts, size, skip):
+        self.lane, self.batched, self.lane_consts, self.size = lane, batched, lane_consts, size
+        self.skip, self.num_out, self._split = skip, lane.num_out, None
+
+    def split(self):
+        if self._split is None:
+            fwd, bwd = self.lane.split()
+            fwd_b = batch_program(fwd, self.batched[self.lane.skip:], self.size)
+            bwd_b = batch_program(bwd, [True] * len(bwd.invars), self.size)
+            arg_batched = self.batched[self.lane_consts:]
+
+            def pullback(*a):
+                # An argument shared by every lane gets the sum of the lanes' cotangents.
+                return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
+
+            self._split = fwd_b, stage(pullback, bwd_b.in_avals)
+        return self._split
+
+
+def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, out_struct, name):
+    batched = [d is not None for d in dims]
+    args = [front(v, d) for v, d in zip(values, dims)]
+    fun_b, extra = closed_batched(fun, batched, size)
+    axes = [0 if m else None for m in batched[num_consts:]]
+
+    def rule_b(primals, tangents):
+        def lane_rule(p, t):
+            return rule(tuple(tree.unflatten(in_struct, p)), tuple(tree.unflatten(in_struct, t)))
+        return vmap(lane_rule, in_axes=(axes, axes))(list(tree.leaves(primals)), list(tree.leaves(tangents)))
+
+    outs = bind(custom_jvp_p, *extra, *args, fun=fun_b, rule=rule_b,
+                num_consts=len(extra) + num_consts, in_struct=in_struct, out_struct=out_struct, name=name)
+    return outs, [0] * len(outs)
+
+
+batch_rules[custom_vjp_p] = _custom_vjp_batch
+batch_rules[custom_jvp_p] = _custom_jvp_batch
