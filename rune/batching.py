@@ -18,6 +18,7 @@ from .errors import ShapeError, TreeError
 from .nx import ops as nx
 from .core.primitive import abstract_rules
 from .nx.creation import arange, zeros
+from .nx.indices import clamped, from_end, in_bounds, window_start
 
 # primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
 batch_rules = {}
@@ -201,13 +202,12 @@ def _lane_offsets(idx, n, size, drop=False):
     the batch folded into the indexed axis. Out-of-bounds indices are clamped (as a
     gather does) or, with `drop`, sent past the end (so a scatter drops them)."""
     idx = nx.astype(idx, np.int32)  # narrow index dtypes cannot hold idx + lane * n
-    idx = nx.where(nx.less(idx, 0), nx.add(idx, n), idx)
+    idx = from_end(idx, n)
     offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
     if drop:
-        inside = nx.logical_and(nx.greater_equal(idx, 0), nx.less(idx, n))
-        return nx.where(inside, nx.add(idx, offsets), idx.dtype.type(size * n))
-    return nx.add(nx.clip(idx, 0, max(n - 1, 0)), offsets)
+        return nx.where(in_bounds(idx, n), nx.add(idx, offsets), idx.dtype.type(size * n))
+    return nx.add(clamped(idx, n), offsets)
 
 
 def _fold(x, axis, size):
@@ -263,8 +263,7 @@ def _dynamic_slice_rule(values, dims, size, *, sizes):
         for axis, (start, d, width) in enumerate(zip(values[1:], dims[1:], sizes)):
             n = x.shape[axis + 1]
             start = nx.astype(materialize(start, d, size), np.int32)
-            start = nx.where(nx.less(start, 0), nx.add(start, n), start)  # from the end, as JAX
-            first = nx.clip(start, 0, n - width)
+            first = window_start(start, n, width)
             window = nx.add(nx.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
             x, _ = _gather_rule([x, window], [0, 0], size, axis=axis)
         return x, 0

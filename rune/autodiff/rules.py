@@ -13,6 +13,7 @@ from ..core.trace import bind
 from ..nx import ops as nx
 from ..nx.constants import filled, iota
 from ..nx.creation import ones_like, zeros_like
+from ..nx.indices import from_end, in_bounds
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
 
@@ -33,10 +34,6 @@ def _shape(x):
 
 
 # ---------------------------------------------------------------- elementwise
-
-def _one(dtype):
-    return dtype.type(1)
-
 
 # name -> partial derivative d out / d x as a function of (x, out)
 UNARY_PARTIALS = {
@@ -91,10 +88,6 @@ def _tie_split(wins, ties, like):
     """1 where this operand wins, 0.5 on ties (as JAX), 0 elsewhere."""
     dtype = like.dtype
     return nx.where(wins, dtype.type(1), nx.where(ties, dtype.type(0.5), dtype.type(0)))
-
-
-def _scale(t, d):
-    return t if d is None else nx.multiply(t, d)
 
 
 def _unary_rules(name, partial):
@@ -424,8 +417,8 @@ def _scatter_landed(x, idx, axis, mode):
     against the updates."""
     n = x.shape[axis]
     flat = nx.reshape(idx, (-1,))
-    pos = nx.where(nx.less(flat, 0), nx.add(flat, n), flat)
-    landed = nx.logical_and(nx.greater_equal(pos, 0), nx.less(pos, n))
+    pos = from_end(flat, n)
+    landed = in_bounds(pos, n)
     if mode == "set":
         order = iota((flat.shape[0],), np.int32, 0, x.device)
         writer = bind(P["scatter"], filled((n,), -1, np.int32, x.device), flat, order,

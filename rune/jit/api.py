@@ -59,7 +59,7 @@ class Jitted:
         self.f = f
         self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
                                                              _as_tuple(static_argnames))
-        self.donate_argnums = _as_tuple(donate_argnums)  # a hint: host buffers are never reused
+        _as_tuple(donate_argnums)  # checked, then dropped: a hint, and host buffers are never reused
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self.cache_size = CACHE_SIZE

@@ -14,6 +14,7 @@ from . import dtypes as dt
 from . import ops
 from .array import Array
 from .constants import filled, iota
+from .indices import clamped, from_end, in_bounds
 
 
 def _is_array_index(item):
@@ -126,10 +127,10 @@ def _finish(out, entries, out_of_bounds=None):
         linear = inside = None
         for i, d in zip(index, dims):
             i = ops.astype(i, dt.int32) if i.dtype != dt.int32 else i
-            i = ops.where(ops.less(i, 0), ops.add(i, d), i)
-            ok = ops.logical_and(ops.greater_equal(i, 0), ops.less(i, d))
+            i = from_end(i, d)
+            ok = in_bounds(i, d)
             inside = ok if inside is None else ops.logical_and(inside, ok)
-            i = ops.clip(i, 0, max(d - 1, 0))
+            i = clamped(i, d)
             linear = i if linear is None else ops.add(ops.multiply(linear, d), i)
         merged = out.shape[:first] + (int(np.prod(dims)),) + out.shape[adv_axes[-1] + 1:]
         out = ops.bind(ops.P["gather"], ops.reshape(out, merged), linear, axis=first)

@@ -55,8 +55,7 @@ def _bits(k, shape, width):
 def split(key, num=2):
     """`num` new independent keys, stacked into shape (num, 2)."""
     key = _check_key(key, "split")
-    words = _bits(key, _shape((num, 2), "split"), 32)
-    return words
+    return _bits(key, _shape((num, 2), "split"), 32)
 
 
 def fold_in(key, data):

@@ -163,11 +163,15 @@ def _concatenate(*xs, axis):
     return np.concatenate(xs, axis)
 
 
+def _from_end(idx, n):
+    """Indices with negative ones counted from the end (rune.nx.indices, in NumPy)."""
+    idx = np.asarray(idx, np.intp)  # narrow index dtypes cannot hold idx + n
+    return np.where(idx < 0, idx + n, idx)
+
+
 def _clamped(idx, n):
     """Indices as gathers see them: negative counts from the end, then clamped."""
-    idx = np.asarray(idx, np.intp)  # narrow index dtypes cannot hold idx + n
-    idx = np.where(idx < 0, idx + n, idx)
-    return np.clip(idx, 0, max(n - 1, 0))
+    return np.clip(_from_end(idx, n), 0, max(n - 1, 0))
 
 
 def _gather(x, idx, *, axis):
@@ -179,8 +183,7 @@ def _scatter(x, idx, updates, *, axis, mode):
     the end and out-of-bounds updates are dropped, as in JAX (gathers clamp instead)."""
     out = np.array(x, copy=True)
     n = x.shape[axis]
-    idx = np.asarray(idx, np.intp)
-    idx = np.where(idx < 0, idx + n, idx)
+    idx = _from_end(idx, n)
     keep = ((idx >= 0) & (idx < n)).reshape(-1)
     if not keep.all():
         updates = np.asarray(updates).reshape(x.shape[:axis] + (keep.size,) + x.shape[axis + 1:])
