@@ -19,6 +19,7 @@ from .devices import current_default, get_device
 from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
 from .nx import dtypes as dt
 from .nx import ops as nx
+from .nx.ops import host_backend
 from .nx.array import Array
 from .nx.creation import zeros
 from .nx.placement import place
@@ -131,7 +132,7 @@ def _conform(where, leaf, aval):
             value = leaf
         else:
             try:
-                host = np.asarray(leaf)
+                host = np.asarray(host_backend().from_foreign(leaf, get_device("cpu")))  # NumPy, CuPy, DLPack
             except Exception as e:
                 raise CallbackError(f"{where}: converting the {type(leaf).__name__} to an array raised "
                                     f"{type(e).__name__}: {e}") from e

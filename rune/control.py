@@ -16,7 +16,7 @@ from .autodiff.vjp import differentiable, vjp_forward, vjp_program
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.program import reorder
-from .core.staging import abstract, stage
+from .core.staging import abstract, stage, stage_pytree
 from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
@@ -270,17 +270,11 @@ def switch(index, branches, *operands):
     avals = [abstract(x) for x in leaves]
     programs, consts, structs = [], [], []
     for fn in branches:
-        box = []
-
-        def flat(*xs, fn=fn, box=box):
-            out_leaves, s = nx.tree_operands(fn(*tree.unflatten(in_struct, xs)))
-            box.append(s)
-            return out_leaves
-
-        prog, c = stage(flat, avals).closed()
+        prog, struct = stage_pytree(fn, avals, in_struct, flatten=nx.tree_operands)
+        prog, c = prog.closed()
         programs.append(prog)
         consts.append(c)
-        structs.append(box[0])
+        structs.append(struct)
     paths = [p for p, _ in tree.flatten_with_paths(
         tree.unflatten(structs[0], [0] * structs[0].num_leaves))[0]]
     for k, (s, p) in enumerate(zip(structs[1:], programs[1:]), start=1):

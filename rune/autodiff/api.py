@@ -5,7 +5,7 @@ import numbers
 from .. import tree
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..batching import batch_rules, closed_batched, front
-from ..core.staging import stage
+from ..core.staging import stage_pytree
 from ..core.trace import bind
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
@@ -209,16 +209,10 @@ def checkpoint(f):
     def wrapped(*args):
         leaves, in_struct = tree.flatten(args)
         leaves = nx.operands(leaves)
-        box = []
-
-        def flat_f(*xs):
-            out_leaves, s = tree.flatten(f(*tree.unflatten(in_struct, xs)))
-            box.append(s)
-            return out_leaves
-
-        program, consts = stage(flat_f, [x.aval for x in leaves]).closed()
+        program, out_struct = stage_pytree(f, [x.aval for x in leaves], in_struct)
+        program, consts = program.closed()
         outs = bind(checkpoint_p, *consts, *leaves, program=program)
-        return tree.unflatten(box[0], outs)
+        return tree.unflatten(out_struct, outs)
     return wrapped
 
 

@@ -14,7 +14,7 @@ import numbers
 from .. import tree
 from ..core.closure import split_residuals
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
-from ..core.staging import StagingInterpreter, abstract, stage
+from ..core.staging import StagingInterpreter, abstract, stage, stage_pytree
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind, using
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
@@ -263,18 +263,13 @@ class custom_jvp:
             raise TreeError(f"custom_jvp {name}: no rule; pass jvp= or use @{name}.defjvp")
         diff, _, static, rebuild = _split_nondiff(f"custom_jvp {name}", args, self.nondiff_argnums)
         leaves, in_struct = nx.tree_operands(diff)
-        box = []
-
-        def flat_f(*xs):
-            out_leaves, s = tree.flatten(self.f(*rebuild(tree.unflatten(in_struct, xs))))
-            box.append(s)
-            return out_leaves
-
-        program, consts = stage(flat_f, [abstract(x) for x in leaves]).closed()
+        program, out_struct = stage_pytree(lambda *xs: self.f(*rebuild(xs)), [abstract(x) for x in leaves],
+                                           in_struct)
+        program, consts = program.closed()
         rule = functools.partial(self.rule, *static) if static else self.rule
         outs = bind(custom_jvp_p, *consts, *leaves, fun=program, rule=rule,
-                    num_consts=len(consts), in_struct=in_struct, out_struct=box[0], name=name)
-        return tree.unflatten(box[0], outs)
+                    num_consts=len(consts), in_struct=in_struct, out_struct=out_struct, name=name)
+        return tree.unflatten(out_struct, outs)
 
 
 calls[custom_jvp_p] = lambda params: (params["fun"], None)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import tree
 from ..batching import vmap
-from ..core.staging import abstract, stage
+from ..core.staging import abstract, stage_pytree
 from ..nx import ops as nx
 from ..nx.constants import iota
 from ..nx.creation import zeros
@@ -84,15 +84,8 @@ def _jacfwd(f, argnums, has_aux, what):
 
 def _output_shapes(fn, leaves):
     """(structure, avals) of `fn`'s result, found by staging it: nothing runs."""
-    box = []
-
-    def record(*xs):
-        out_leaves, struct = tree.flatten(fn(*xs))
-        box.append(struct)
-        return out_leaves
-
-    program = stage(record, [abstract(x) for x in leaves])
-    return box[0], program.out_avals
+    program, struct = stage_pytree(fn, [abstract(x) for x in leaves])
+    return struct, program.out_avals
 
 
 def jacrev(f, argnums=0, has_aux=False):
