@@ -127,3 +127,12 @@ def test_implementations_are_resolved_per_device():
     x = nx.ones(3)
     x * x
     assert P["mul"].impls[x.device.name] is backend_for(x.device).impls(x.device)["mul"]
+
+
+def test_remembered_scalar_literals_keep_their_sign_and_dtype():
+    x = nx.array([1.0, -2.0])
+    for _ in range(3):  # the second and third calls reuse remembered literals
+        assert np.signbit(np.asarray(x * -0.0)).tolist() == [True, False]
+        assert np.signbit(np.asarray(x * 0.0)).tolist() == [False, True]
+        assert (x * 3).dtype == nx.float32 and (nx.arange(2) * 3).tolist() == [0, 3]
+        assert (nx.arange(2, dtype=nx.int8) + 100).dtype == nx.int8

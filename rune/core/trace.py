@@ -164,18 +164,19 @@ def common_device(prim, avals):
 
 
 class EvalInterpreter(Interpreter):
-    """Runs each primitive right away on the backend of its operands' device."""
+    """Runs each primitive right away on the backend of its operands' device.
+
+    This is the one eager dispatch path (nx functions validate, promote and
+    bind; nothing calls a backend behind it): the implementation is resolved
+    once per primitive and device, a backend failure is reported once as a rune
+    error naming the operation, and results are wrapped as Arrays here."""
 
     def process(self, prim, args, params):
-        rule = eval_rules.get(prim)
-        if rule is not None:
-            for a in args:
-                if isinstance(a, Tracer):
-                    raise escaped_tracer(a, prim.name)
-            return rule(*args, **params)
+        if prim in eval_rules:
+            return self._higher_order(prim, args, params)
         device = None
-        raws = []
         weak = True
+        raws = []
         for a in args:
             if type(a) is Array:
                 d = a.device
@@ -184,7 +185,8 @@ class EvalInterpreter(Interpreter):
                         raise device_mismatch(prim, device, d)
                     device = d
                 raws.append(a._raw)
-                weak = weak and a.weak
+                if not a.weak:
+                    weak = False
             elif isinstance(a, Tracer):
                 raise escaped_tracer(a, prim.name)
             else:
@@ -195,9 +197,7 @@ class EvalInterpreter(Interpreter):
                 weak = False  # iota and full make strong arrays (their abstract rules say so)
             else:
                 device = current_default()
-        impl = prim.impls.get(device.name)  # resolved once per device: the fast path
-        if impl is None:
-            impl = _load_impl(prim, device)
+        impl = prim.impls.get(device.name) or _load_impl(prim, device)  # resolved once per device
         try:
             out = impl(*raws, **params)
         except Exception as e:
@@ -205,6 +205,13 @@ class EvalInterpreter(Interpreter):
         if prim.multiple_results:
             return [Array(o, device, False) for o in out]
         return Array(out, device, weak)
+
+    def _higher_order(self, prim, args, params):
+        # Higher-order primitives (and `place`) evaluate themselves on Arrays.
+        for a in args:
+            if isinstance(a, Tracer):
+                raise escaped_tracer(a, prim.name)
+        return eval_rules[prim](*args, **params)
 
 
 def raise_user_error(prim, args, params, error):

@@ -224,11 +224,11 @@ def _binary(prim_name, kinds=None, to_float=False):
                 if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
                     return bind(prim, x, y)
             elif d in scalar_ok.get(ty, ()) and (ty is float or d in _ANY_SCALAR_FITS or _fits(d, y)):
-                return bind(prim, x, d.type(y))
+                return bind(prim, x, _TYPED.get((d, y)) or _typed(d, y))
         elif ty is Array or isinstance(y, Tracer):
             d = y._raw.dtype if ty is Array else y.aval.dtype
             if d in scalar_ok.get(tx, ()) and (tx is float or d in _ANY_SCALAR_FITS or _fits(d, x)):
-                return bind(prim, d.type(x), y)
+                return bind(prim, _TYPED.get((d, x)) or _typed(d, x), y)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
@@ -253,6 +253,19 @@ def _literal_op(prim, name, x, y, kinds, to_float):
     if to_float and not dt.is_float(d):
         x, y = dt.default_float.type(x), dt.default_float.type(y)
     return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
+
+
+# Python scalars as NumPy scalars of an operand's dtype, remembered: making one
+# costs more than the rest of a small eager op. Zero is never remembered (0.0
+# and -0.0 are equal keys); a remembered zero would be falsy anyway.
+_TYPED = {}
+
+
+def _typed(dtype, value):
+    out = dtype.type(value)
+    if value and len(_TYPED) < 4096:
+        _TYPED[dtype, value] = out
+    return out
 
 
 _ANY_SCALAR_FITS = frozenset(d for d in dt.ALL if d.kind == "f" or d == dt.bfloat16)
