@@ -99,3 +99,13 @@ def test_no_import_cycles():
 def test_the_walker_sees_function_local_imports():
     graph = import_graph()
     assert "rune.jit.plan" in graph["rune.control"]  # imported inside _scan_eval
+
+
+def test_only_the_backends_package_reaches_into_a_backend():
+    # Everything else asks `rune.backends.backend_for(device)` (DESIGN 2: a
+    # backend is one object per platform, the only thing touching raw buffers).
+    graph = import_graph()
+    reach = sorted((m, t) for m, ts in graph.items() for t in ts
+                   if t.startswith("rune.backends.") and t != "rune.backends.base"
+                   and not m.startswith("rune.backends"))
+    assert reach == [], reach
