@@ -18,6 +18,7 @@ from .errors import ShapeError, TreeError
 from .nx import ops as nx
 from .core.primitive import abstract_rules
 from .nx.creation import arange, zeros
+from .nx.indices import clamped, from_end, in_bounds, window_start
 
 # primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
 batch_rules = {}
@@ -46,7 +47,7 @@ class BatchInterpreter(Interpreter):
         values, dims = self.unpack(args)
         if all(d is None for d in dims):
             return self.in_parent(bind, prim, *values, **params)
-        rule = batch_rules.get(prim, functools.partial(_loop_rule, prim))
+        rule = batch_rules.get(prim, functools.partial(loop_rule, prim))
         outs, out_dims = self.in_parent(rule, values, dims, self.size, **params)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) if d is not None else o for o, d in zip(outs, out_dims)]
@@ -81,7 +82,7 @@ def lane(x, d, b):
     return x if d is None else nx.squeeze(nx.slice_in_dim(x, b, b + 1, axis=d), d)
 
 
-def _loop_rule(prim, values, dims, size, **params):
+def loop_rule(prim, values, dims, size, **params):
     """Any primitive, batched by running it once per lane and stacking."""
     if size == 0:  # no lane runs: empty results of the shapes one lane would give
         lane_avals = []
@@ -158,9 +159,29 @@ def _random_bits_rule(values, dims, size, *, shape, width):
 batch_rules[P["random_bits"]] = _random_bits_rule
 
 
+def _lanes(values, dims, size, ndim):
+    """A batched scalar operand, shaped (size, 1, ..., 1) to broadcast over a lane."""
+    return nx.reshape(to_front(values[0], dims[0]), (size,) + (1,) * ndim)
+
+
+def _full_rule(values, dims, size, *, shape, device):
+    return nx.broadcast_to(_lanes(values, dims, size, len(shape)), (size,) + tuple(shape)), 0
+
+
+def _iota_rule(values, dims, size, *, shape, dimension, device):
+    start = _lanes(values, dims, size, len(shape))
+    index = bind(P["iota"], start.dtype.type(0), shape=(size,) + tuple(shape), dimension=dimension + 1,
+                 device=device)
+    return nx.add(index, start), 0
+
+
+batch_rules[P["full"]] = _full_rule
+batch_rules[P["iota"]] = _iota_rule
+
+
 def _pad_rule(values, dims, size, *, config):
     if dims[1] is not None:
-        return _loop_rule(P["pad"], values, dims, size, config=config)
+        return loop_rule(P["pad"], values, dims, size, config=config)
     x = to_front(values[0], dims[0])
     return bind(P["pad"], x, values[1], config=((0, 0),) + tuple(config)), 0
 
@@ -181,13 +202,12 @@ def _lane_offsets(idx, n, size, drop=False):
     the batch folded into the indexed axis. Out-of-bounds indices are clamped (as a
     gather does) or, with `drop`, sent past the end (so a scatter drops them)."""
     idx = nx.astype(idx, np.int32)  # narrow index dtypes cannot hold idx + lane * n
-    idx = nx.where(nx.less(idx, 0), nx.add(idx, n), idx)
+    idx = from_end(idx, n)
     offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
     if drop:
-        inside = nx.logical_and(nx.greater_equal(idx, 0), nx.less(idx, n))
-        return nx.where(inside, nx.add(idx, offsets), idx.dtype.type(size * n))
-    return nx.add(nx.clip(idx, 0, max(n - 1, 0)), offsets)
+        return nx.where(in_bounds(idx, n), nx.add(idx, offsets), idx.dtype.type(size * n))
+    return nx.add(clamped(idx, n), offsets)
 
 
 def _fold(x, axis, size):
@@ -243,8 +263,7 @@ def _dynamic_slice_rule(values, dims, size, *, sizes):
         for axis, (start, d, width) in enumerate(zip(values[1:], dims[1:], sizes)):
             n = x.shape[axis + 1]
             start = nx.astype(materialize(start, d, size), np.int32)
-            start = nx.where(nx.less(start, 0), nx.add(start, n), start)  # from the end, as JAX
-            first = nx.clip(start, 0, n - width)
+            first = window_start(start, n, width)
             window = nx.add(nx.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
             x, _ = _gather_rule([x, window], [0, 0], size, axis=axis)
         return x, 0
@@ -255,7 +274,7 @@ def _dynamic_slice_rule(values, dims, size, *, sizes):
 
 def _dus_rule(values, dims, size):
     if any(d is not None for d in dims[2:]):
-        return _loop_rule(P["dynamic_update_slice"], values, dims, size)
+        return loop_rule(P["dynamic_update_slice"], values, dims, size)
     x, upd = materialize(values[0], dims[0], size), materialize(values[1], dims[1], size)
     return bind(P["dynamic_update_slice"], x, upd, np.int32(0), *values[2:]), 0
 
@@ -286,6 +305,11 @@ batch_rules[P["dot_general"]] = _dot_general_rule
 
 
 # ---------------------------------------------------------------- programs
+
+def closed_batched(program, batched, size):
+    """`batch_program` of `program`, closed: (program, the values it captured)."""
+    return batch_program(program, batched, size).closed()
+
 
 def batch_program(program, batched, size):
     """`program` over a batch: inputs marked in `batched` carry a leading batch
@@ -363,163 +387,3 @@ def vmap(f, in_axes=0, out_axes=0):
         return tree.unflatten(out_struct, results)
 
     return mapped
-
-
-# ---------------------------------------------------------------- higher-order primitives
-
-from .autodiff.api import checkpoint_p  # noqa: E402
-from .autodiff.custom import VJPRule, custom_jvp_p, custom_vjp_p  # noqa: E402
-from .callback import callback_p  # noqa: E402
-from .control import cond_p, scan_p, while_p  # noqa: E402
-
-
-def _rule(prim):
-    def register(fn):
-        batch_rules[prim] = fn
-        return fn
-    return register
-
-
-def _closed_batched(program, batched, size):
-    return batch_program(program, batched, size).closed()
-
-
-@_rule(scan_p)
-def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reverse):
-    nc, nk = num_consts, num_carry
-    # Every carry is batched (simplest fixpoint); xs keep the scanned axis first.
-    mask = [d is not None for d in dims[:nc]] + [True] * nk + [d is not None for d in dims[nc + nk:]]
-    consts = [front(v, d) for v, d in zip(values[:nc], dims[:nc])]
-    init = [materialize(v, d, size) for v, d in zip(values[nc:nc + nk], dims[nc:nc + nk])]
-    xs = [v if d is None else nx.moveaxis(v, d, 1) for v, d in zip(values[nc + nk:], dims[nc + nk:])]
-    body_b, extra = _closed_batched(body, mask, size)
-    outs = bind(scan_p, *extra, *consts, *init, *xs, body=body_b, num_consts=len(extra) + nc,
-                num_carry=nk, length=length, reverse=reverse)
-    return outs, [0] * nk + [1] * (len(outs) - nk)
-
-
-@_rule(cond_p)
-def _cond_batch(values, dims, size, *, branches, num_consts):
-    index, args = values[0], values[1:]
-    mask = [d is not None for d in dims[1:]]
-    args = [front(v, d) for v, d in zip(args, dims[1:])]
-    batched = [batch_program(b, mask, size) for b in branches]
-    if dims[0] is None:
-        progs, consts = zip(*[b.closed() for b in batched])
-        from .control import _share_consts
-        shared, extra = _share_consts(list(progs), list(consts))
-        outs = bind(cond_p, index, *extra, *args, branches=tuple(shared), num_consts=len(extra))
-        return outs, [0] * len(outs)
-    if any(b.effectful for b in branches):
-        # Running every branch for every lane would run callbacks the lane never asked for.
-        return _loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
-    # A batched predicate: every branch runs, and each lane selects its own result.
-    index = to_front(index, dims[0])
-    results = [b(*args) for b in batched]
-    chosen = results[0]
-    for k, outs in enumerate(results[1:], start=1):
-        chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)
-                  for o, c in zip(outs, chosen)]
-    return chosen, [0] * len(chosen)
-
-
-@_rule(while_p)
-def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_consts):
-    if cond.effectful or body.effectful:
-        # Finished lanes keep stepping in the batched loop; their callbacks must not run.
-        return _loop_rule(while_p, values, dims, size, cond=cond, body=body,
-                          num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
-    ncc, nbc = num_cond_consts, num_body_consts
-    fronted = [front(v, d) for v, d in zip(values, dims)]
-    cc, bc = fronted[:ncc], fronted[ncc:ncc + nbc]
-    carry = [materialize(v, d, size) for v, d in zip(values[ncc + nbc:], dims[ncc + nbc:])]
-    nk = len(carry)
-    cond_b = batch_program(cond, [d is not None for d in dims[:ncc]] + [True] * nk, size)
-    body_b = batch_program(body, [d is not None for d in dims[ncc:ncc + nbc]] + [True] * nk, size)
-    carry_avals = [c.aval for c in carry]
-
-    def any_lane(*args):
-        return [nx.any(cond_b(*args)[0])]
-
-    def step(*args):
-        # Lanes whose condition no longer holds keep their carry: they are done.
-        ccv, bcv, old = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
-        live = cond_b(*ccv, *old)[0]
-        new = body_b(*bcv, *old)
-        return [nx.where(nx.reshape(live, (size,) + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
-
-    cond2, c_extra = stage(any_lane, [a for a in cond_b.in_avals]).closed()
-    body2, b_extra = stage(step, [x.aval for x in cc] + [x.aval for x in bc] + carry_avals).closed()
-    outs = bind(while_p, *c_extra, *cc, *b_extra, *cc, *bc, *carry, cond=cond2, body=body2,
-                num_cond_consts=len(c_extra) + ncc, num_body_consts=len(b_extra) + ncc + nbc)
-    return outs, [0] * nk
-
-
-@_rule(callback_p)
-def _callback_batch(values, dims, size, *, fn, vmap_method):
-    if vmap_method == "sequential":
-        args = [front(v, d) for v, d in zip(values, dims)]
-        host_fn = fn.over_lanes([d is not None for d in dims], size)
-    else:
-        args = [materialize(v, d, size) for v, d in zip(values, dims)]
-        host_fn = fn.over_batch(size)
-    outs = bind(callback_p, *args, fn=host_fn, vmap_method=vmap_method)
-    return outs, [0] * len(outs)
-
-
-@_rule(custom_vjp_p)
-def _custom_vjp_batch(values, dims, size, *, fwd, rule, num_consts, name):
-    batched = [d is not None for d in dims]
-    args = [front(v, d) for v, d in zip(values, dims)]
-    fwd_b, extra = _closed_batched(fwd, batched, size)
-    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, rule=_BatchedRule(rule, batched, num_consts, size,
-                len(extra)), num_consts=len(extra) + num_consts, name=name)
-    return outs, [0] * len(outs)
-
-
-class _BatchedRule(VJPRule):
-    """A custom_vjp rule over a batch, built from the lane rule when first needed
-    (so batching a plain call stages no pullback either)."""
-
-    def __init__(self, lane, batched, lane_consts, size, skip):
-        self.lane, self.batched, self.lane_consts, self.size = lane, batched, lane_consts, size
-        self.skip, self.num_out, self._split = skip, lane.num_out, None
-
-    def split(self):
-        if self._split is None:
-            fwd, bwd = self.lane.split()
-            fwd_b = batch_program(fwd, self.batched[self.lane.skip:], self.size)
-            bwd_b = batch_program(bwd, [True] * len(bwd.invars), self.size)
-            arg_batched = self.batched[self.lane_consts:]
-
-            def pullback(*a):
-                # An argument shared by every lane gets the sum of the lanes' cotangents.
-                return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
-
-            self._split = fwd_b, stage(pullback, bwd_b.in_avals)
-        return self._split
-
-
-@_rule(custom_jvp_p)
-def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, out_struct, name):
-    batched = [d is not None for d in dims]
-    args = [front(v, d) for v, d in zip(values, dims)]
-    fun_b, extra = _closed_batched(fun, batched, size)
-    axes = [0 if m else None for m in batched[num_consts:]]
-
-    def rule_b(primals, tangents):
-        def lane_rule(p, t):
-            return rule(tuple(tree.unflatten(in_struct, p)), tuple(tree.unflatten(in_struct, t)))
-        return vmap(lane_rule, in_axes=(axes, axes))(list(tree.leaves(primals)), list(tree.leaves(tangents)))
-
-    outs = bind(custom_jvp_p, *extra, *args, fun=fun_b, rule=rule_b,
-                num_consts=len(extra) + num_consts, in_struct=in_struct, out_struct=out_struct, name=name)
-    return outs, [0] * len(outs)
-
-
-@_rule(checkpoint_p)
-def _checkpoint_batch(values, dims, size, *, program):
-    args = [front(v, d) for v, d in zip(values, dims)]
-    prog, extra = _closed_batched(program, [d is not None for d in dims], size)
-    outs = bind(checkpoint_p, *extra, *args, program=prog)
-    return outs, [0] * len(outs)

@@ -11,6 +11,7 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
+from .batching import batch_rules, front, materialize
 from .core.aval import Aval, normalize_shape
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
@@ -18,6 +19,7 @@ from .devices import current_default, get_device
 from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
 from .nx import dtypes as dt
 from .nx import ops as nx
+from .nx.ops import host_backend
 from .nx.array import Array
 from .nx.creation import zeros
 from .nx.placement import place
@@ -130,7 +132,7 @@ def _conform(where, leaf, aval):
             value = leaf
         else:
             try:
-                host = np.asarray(leaf)
+                host = np.asarray(host_backend().from_foreign(leaf, get_device("cpu")))  # NumPy, CuPy, DLPack
             except Exception as e:
                 raise CallbackError(f"{where}: converting the {type(leaf).__name__} to an array raised "
                                     f"{type(e).__name__}: {e}") from e
@@ -190,3 +192,19 @@ def _callback_vjp(cts, ins, outs, wants, *, fn, vmap_method):
 
 jvp_rules[callback_p] = _callback_jvp
 vjp_rules[callback_p] = _callback_vjp
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _callback_batch(values, dims, size, *, fn, vmap_method):
+    if vmap_method == "sequential":
+        args = [front(v, d) for v, d in zip(values, dims)]
+        host_fn = fn.over_lanes([d is not None for d in dims], size)
+    else:
+        args = [materialize(v, d, size) for v, d in zip(values, dims)]
+        host_fn = fn.over_batch(size)
+    outs = bind(callback_p, *args, fn=host_fn, vmap_method=vmap_method)
+    return outs, [0] * len(outs)
+
+
+batch_rules[callback_p] = _callback_batch

@@ -13,14 +13,17 @@ import numpy as np
 from . import tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
+from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.program import reorder
-from .core.staging import abstract, stage
+from .core.staging import abstract, stage, stage_pytree
 from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
+from .devices import current_default
 from .nx import ops as nx
+from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
 
 scan_p = primitive("scan", multiple_results=True)
@@ -267,17 +270,11 @@ def switch(index, branches, *operands):
     avals = [abstract(x) for x in leaves]
     programs, consts, structs = [], [], []
     for fn in branches:
-        box = []
-
-        def flat(*xs, fn=fn, box=box):
-            out_leaves, s = nx.tree_operands(fn(*tree.unflatten(in_struct, xs)))
-            box.append(s)
-            return out_leaves
-
-        prog, c = stage(flat, avals).closed()
+        prog, struct = stage_pytree(fn, avals, in_struct, flatten=nx.tree_operands)
+        prog, c = prog.closed()
         programs.append(prog)
         consts.append(c)
-        structs.append(box[0])
+        structs.append(struct)
     paths = [p for p, _ in tree.flatten_with_paths(
         tree.unflatten(structs[0], [0] * structs[0].num_leaves))[0]]
     for k, (s, p) in enumerate(zip(structs[1:], programs[1:]), start=1):
@@ -317,7 +314,7 @@ def _cond_abstract(index, *avals, branches, num_consts):
 
 
 def _cond_eval(index, *args, branches, num_consts):
-    return branches[int(index.item())](*args)
+    return branches[read_scalar(index._raw, index.device)](*args)
 
 
 abstract_rules[cond_p] = _cond_abstract
@@ -443,9 +440,18 @@ def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
 
 
 def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
-    from .jit.plan import program_plan, run_while_arrays
-    return run_while_arrays(program_plan(cond), program_plan(body), args, num_cond_consts,
-                            num_body_consts)
+    """Eager while: the plans of cond and body, the predicate read back (counted)
+    once per iteration."""
+    from .jit.plan import program_plan
+    cond_plan, body_plan = program_plan(cond), program_plan(body)
+    raws = [a._raw for a in args]
+    cc = raws[:num_cond_consts]
+    bc = raws[num_cond_consts:num_cond_consts + num_body_consts]
+    carry = raws[num_cond_consts + num_body_consts:]
+    where = cond.out_avals[0].device or current_default()
+    while read_scalar(cond_plan.run(cc + carry)[0], where):
+        carry = body_plan.run(bc + carry)
+    return wrap_raws(carry, body.out_avals)
 
 
 abstract_rules[while_p] = _while_abstract
@@ -514,3 +520,77 @@ def fori_loop(lower, upper, body_fn, init):
     _, out = while_loop(lambda s: nx.less(s[0], upper),
                         lambda s: (nx.add(s[0], 1), body_fn(s[0], s[1])), (lower, init))
     return out
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _scan_batch(values, dims, size, *, body, num_consts, num_carry, length, reverse):
+    nc, nk = num_consts, num_carry
+    # Every carry is batched (simplest fixpoint); xs keep the scanned axis first.
+    mask = [d is not None for d in dims[:nc]] + [True] * nk + [d is not None for d in dims[nc + nk:]]
+    consts = [front(v, d) for v, d in zip(values[:nc], dims[:nc])]
+    init = [materialize(v, d, size) for v, d in zip(values[nc:nc + nk], dims[nc:nc + nk])]
+    xs = [v if d is None else nx.moveaxis(v, d, 1) for v, d in zip(values[nc + nk:], dims[nc + nk:])]
+    body_b, extra = closed_batched(body, mask, size)
+    outs = bind(scan_p, *extra, *consts, *init, *xs, body=body_b, num_consts=len(extra) + nc,
+                num_carry=nk, length=length, reverse=reverse)
+    return outs, [0] * nk + [1] * (len(outs) - nk)
+
+
+def _cond_batch(values, dims, size, *, branches, num_consts):
+    index, args = values[0], values[1:]
+    mask = [d is not None for d in dims[1:]]
+    args = [front(v, d) for v, d in zip(args, dims[1:])]
+    batched = [batch_program(b, mask, size) for b in branches]
+    if dims[0] is None:
+        progs, consts = zip(*[b.closed() for b in batched])
+        shared, extra = _share_consts(list(progs), list(consts))
+        outs = bind(cond_p, index, *extra, *args, branches=tuple(shared), num_consts=len(extra))
+        return outs, [0] * len(outs)
+    if any(b.effectful for b in branches):
+        # Running every branch for every lane would run callbacks the lane never asked for.
+        return loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
+    # A batched predicate: every branch runs, and each lane selects its own result.
+    index = to_front(index, dims[0])
+    results = [b(*args) for b in batched]
+    chosen = results[0]
+    for k, outs in enumerate(results[1:], start=1):
+        chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)
+                  for o, c in zip(outs, chosen)]
+    return chosen, [0] * len(chosen)
+
+
+def _while_batch(values, dims, size, *, cond, body, num_cond_consts, num_body_consts):
+    if cond.effectful or body.effectful:
+        # Finished lanes keep stepping in the batched loop; their callbacks must not run.
+        return loop_rule(while_p, values, dims, size, cond=cond, body=body,
+                          num_cond_consts=num_cond_consts, num_body_consts=num_body_consts)
+    ncc, nbc = num_cond_consts, num_body_consts
+    fronted = [front(v, d) for v, d in zip(values, dims)]
+    cc, bc = fronted[:ncc], fronted[ncc:ncc + nbc]
+    carry = [materialize(v, d, size) for v, d in zip(values[ncc + nbc:], dims[ncc + nbc:])]
+    nk = len(carry)
+    cond_b = batch_program(cond, [d is not None for d in dims[:ncc]] + [True] * nk, size)
+    body_b = batch_program(body, [d is not None for d in dims[ncc:ncc + nbc]] + [True] * nk, size)
+    carry_avals = [c.aval for c in carry]
+
+    def any_lane(*args):
+        return [nx.any(cond_b(*args)[0])]
+
+    def step(*args):
+        # Lanes whose condition no longer holds keep their carry: they are done.
+        ccv, bcv, old = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+        live = cond_b(*ccv, *old)[0]
+        new = body_b(*bcv, *old)
+        return [nx.where(nx.reshape(live, (size,) + (1,) * (n.ndim - 1)), n, o) for n, o in zip(new, old)]
+
+    cond2, c_extra = stage(any_lane, [a for a in cond_b.in_avals]).closed()
+    body2, b_extra = stage(step, [x.aval for x in cc] + [x.aval for x in bc] + carry_avals).closed()
+    outs = bind(while_p, *c_extra, *cc, *b_extra, *cc, *bc, *carry, cond=cond2, body=body2,
+                num_cond_consts=len(c_extra) + ncc, num_body_consts=len(b_extra) + ncc + nbc)
+    return outs, [0] * nk
+
+
+batch_rules[scan_p] = _scan_batch
+batch_rules[cond_p] = _cond_batch
+batch_rules[while_p] = _while_batch

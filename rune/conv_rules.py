@@ -20,7 +20,7 @@ import numpy as np
 
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
-from .backends.cpu.conv import dilate_pad, windows
+from .core.windows import dilate_pad, windows
 from .batching import batch_rules, to_front
 from .core.prims import P
 from .core.trace import bind

@@ -123,7 +123,8 @@ def default_device(device):
 
 
 def transfer(raw, src, dst):
-    """Copy a raw buffer from device `src` to device `dst` and count it."""
+    """Copy a raw buffer from device `src` to device `dst` and count it: within a
+    platform its backend copies directly, across platforms through the host."""
     from .backends import backend_for
     COUNTERS["transfers"] += 1
     COUNTERS["bytes_moved"] += raw.nbytes
@@ -131,5 +132,6 @@ def transfer(raw, src, dst):
         COUNTERS["host_to_device"] += 1
     elif src.platform != "cpu" and dst.platform == "cpu":
         COUNTERS["device_to_host"] += 1
-    host = backend_for(src).to_host(raw)
-    return backend_for(dst).from_host(host, dst)
+    if src.platform == dst.platform:
+        return backend_for(dst).copy(raw, src, dst)
+    return backend_for(dst).from_host(backend_for(src).to_host(raw), dst)

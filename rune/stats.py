@@ -12,6 +12,8 @@ COUNTERS = dict.fromkeys((
     "host_to_device",    # of those, host -> accelerator
     "device_to_host",    # of those, accelerator -> host
     "bytes_moved",
+    "scalar_reads",      # device values read by the host to decide (loop predicates,
+                         # branch indices, dynamic starts): each one waits for the device
 ), 0)
 
 

@@ -4,7 +4,8 @@ import numbers
 
 from .. import tree
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
-from ..core.staging import stage
+from ..batching import batch_rules, closed_batched, front
+from ..core.staging import stage_pytree
 from ..core.trace import bind
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
@@ -208,17 +209,23 @@ def checkpoint(f):
     def wrapped(*args):
         leaves, in_struct = tree.flatten(args)
         leaves = nx.operands(leaves)
-        box = []
-
-        def flat_f(*xs):
-            out_leaves, s = tree.flatten(f(*tree.unflatten(in_struct, xs)))
-            box.append(s)
-            return out_leaves
-
-        program, consts = stage(flat_f, [x.aval for x in leaves]).closed()
+        program, out_struct = stage_pytree(f, [x.aval for x in leaves], in_struct)
+        program, consts = program.closed()
         outs = bind(checkpoint_p, *consts, *leaves, program=program)
-        return tree.unflatten(box[0], outs)
+        return tree.unflatten(out_struct, outs)
     return wrapped
 
 
 remat = checkpoint
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _checkpoint_batch(values, dims, size, *, program):
+    args = [front(v, d) for v, d in zip(values, dims)]
+    prog, extra = closed_batched(program, [d is not None for d in dims], size)
+    outs = bind(checkpoint_p, *extra, *args, program=prog)
+    return outs, [0] * len(outs)
+
+
+batch_rules[checkpoint_p] = _checkpoint_batch

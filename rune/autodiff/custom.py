@@ -14,7 +14,8 @@ import numbers
 from .. import tree
 from ..core.closure import split_residuals
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
-from ..core.staging import StagingInterpreter, abstract, stage
+from ..core.staging import StagingInterpreter, abstract, stage, stage_pytree
+from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind, using
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
@@ -262,18 +263,13 @@ class custom_jvp:
             raise TreeError(f"custom_jvp {name}: no rule; pass jvp= or use @{name}.defjvp")
         diff, _, static, rebuild = _split_nondiff(f"custom_jvp {name}", args, self.nondiff_argnums)
         leaves, in_struct = nx.tree_operands(diff)
-        box = []
-
-        def flat_f(*xs):
-            out_leaves, s = tree.flatten(self.f(*rebuild(tree.unflatten(in_struct, xs))))
-            box.append(s)
-            return out_leaves
-
-        program, consts = stage(flat_f, [abstract(x) for x in leaves]).closed()
+        program, out_struct = stage_pytree(lambda *xs: self.f(*rebuild(xs)), [abstract(x) for x in leaves],
+                                           in_struct)
+        program, consts = program.closed()
         rule = functools.partial(self.rule, *static) if static else self.rule
         outs = bind(custom_jvp_p, *consts, *leaves, fun=program, rule=rule,
-                    num_consts=len(consts), in_struct=in_struct, out_struct=box[0], name=name)
-        return tree.unflatten(box[0], outs)
+                    num_consts=len(consts), in_struct=in_struct, out_struct=out_struct, name=name)
+        return tree.unflatten(out_struct, outs)
 
 
 calls[custom_jvp_p] = lambda params: (params["fun"], None)
@@ -307,3 +303,57 @@ def _custom_jvp_vjp(primals, tracked, *, name, **_):
 
 jvp_rules[custom_jvp_p] = _custom_jvp_jvp
 vjp_forward[custom_jvp_p] = (_custom_jvp_vjp, None)
+
+
+# ---------------------------------------------------------------- batching (vmap)
+
+def _custom_vjp_batch(values, dims, size, *, fwd, rule, num_consts, name):
+    batched = [d is not None for d in dims]
+    args = [front(v, d) for v, d in zip(values, dims)]
+    fwd_b, extra = closed_batched(fwd, batched, size)
+    outs = bind(custom_vjp_p, *extra, *args, fwd=fwd_b, rule=_BatchedRule(rule, batched, num_consts, size,
+                len(extra)), num_consts=len(extra) + num_consts, name=name)
+    return outs, [0] * len(outs)
+
+
+class _BatchedRule(VJPRule):
+    """A custom_vjp rule over a batch, built from the lane rule when first needed
+    (so batching a plain call stages no pullback either)."""
+
+    def __init__(self, lane, batched, lane_consts, size, skip):
+        self.lane, self.batched, self.lane_consts, self.size = lane, batched, lane_consts, size
+        self.skip, self.num_out, self._split = skip, lane.num_out, None
+
+    def split(self):
+        if self._split is None:
+            fwd, bwd = self.lane.split()
+            fwd_b = batch_program(fwd, self.batched[self.lane.skip:], self.size)
+            bwd_b = batch_program(bwd, [True] * len(bwd.invars), self.size)
+            arg_batched = self.batched[self.lane_consts:]
+
+            def pullback(*a):
+                # An argument shared by every lane gets the sum of the lanes' cotangents.
+                return [o if m else nx.sum(o, 0) for o, m in zip(bwd_b(*a), arg_batched)]
+
+            self._split = fwd_b, stage(pullback, bwd_b.in_avals)
+        return self._split
+
+
+def _custom_jvp_batch(values, dims, size, *, fun, rule, num_consts, in_struct, out_struct, name):
+    batched = [d is not None for d in dims]
+    args = [front(v, d) for v, d in zip(values, dims)]
+    fun_b, extra = closed_batched(fun, batched, size)
+    axes = [0 if m else None for m in batched[num_consts:]]
+
+    def rule_b(primals, tangents):
+        def lane_rule(p, t):
+            return rule(tuple(tree.unflatten(in_struct, p)), tuple(tree.unflatten(in_struct, t)))
+        return vmap(lane_rule, in_axes=(axes, axes))(list(tree.leaves(primals)), list(tree.leaves(tangents)))
+
+    outs = bind(custom_jvp_p, *extra, *args, fun=fun_b, rule=rule_b,
+                num_consts=len(extra) + num_consts, in_struct=in_struct, out_struct=out_struct, name=name)
+    return outs, [0] * len(outs)
+
+
+batch_rules[custom_vjp_p] = _custom_vjp_batch
+batch_rules[custom_jvp_p] = _custom_jvp_batch

@@ -10,8 +10,9 @@ import numpy as np
 
 from .. import tree
 from ..batching import vmap
-from ..core.staging import abstract, stage
+from ..core.staging import abstract, stage_pytree
 from ..nx import ops as nx
+from ..nx.constants import iota
 from ..nx.creation import zeros
 from .api import jvp, select, vjp
 
@@ -27,11 +28,12 @@ def _one_hots(leaves):
     """One batch of one-hot arrays covering every element of every leaf: for leaf k,
     shape (total,) + leaf.shape, where total is the number of elements of all leaves."""
     total = sum(x.size for x in leaves)
-    eye = np.eye(total)
     out, offset = [], 0
     for x in leaves:
-        block = eye[:, offset:offset + x.size].reshape((total,) + x.shape).astype(x.dtype)
-        out.append(nx.asarray(block, device=x.device))
+        # Row r is one at column r - offset: made on x's device, never on the host.
+        rows = iota((total, x.size), np.int32, 0, x.device, start=-offset)
+        hot = nx.equal(rows, iota((total, x.size), np.int32, 1, x.device))
+        out.append(nx.reshape(nx.astype(hot, x.dtype), (total,) + x.shape))
         offset += x.size
     return out
 
@@ -82,15 +84,8 @@ def _jacfwd(f, argnums, has_aux, what):
 
 def _output_shapes(fn, leaves):
     """(structure, avals) of `fn`'s result, found by staging it: nothing runs."""
-    box = []
-
-    def record(*xs):
-        out_leaves, struct = tree.flatten(fn(*xs))
-        box.append(struct)
-        return out_leaves
-
-    program = stage(record, [abstract(x) for x in leaves])
-    return box[0], program.out_avals
+    program, struct = stage_pytree(fn, [abstract(x) for x in leaves])
+    return struct, program.out_avals
 
 
 def jacrev(f, argnums=0, has_aux=False):

@@ -11,7 +11,9 @@ import numpy as np
 from ..core.prims import P
 from ..core.trace import bind
 from ..nx import ops as nx
+from ..nx.constants import filled, iota
 from ..nx.creation import ones_like, zeros_like
+from ..nx.indices import from_end, in_bounds
 from .jvp import jvp_rules
 from .vjp import no_derivative, vjp_rules
 
@@ -32,10 +34,6 @@ def _shape(x):
 
 
 # ---------------------------------------------------------------- elementwise
-
-def _one(dtype):
-    return dtype.type(1)
-
 
 # name -> partial derivative d out / d x as a function of (x, out)
 UNARY_PARTIALS = {
@@ -90,10 +88,6 @@ def _tie_split(wins, ties, like):
     """1 where this operand wins, 0.5 on ties (as JAX), 0 elsewhere."""
     dtype = like.dtype
     return nx.where(wins, dtype.type(1), nx.where(ties, dtype.type(0.5), dtype.type(0)))
-
-
-def _scale(t, d):
-    return t if d is None else nx.multiply(t, d)
 
 
 def _unary_rules(name, partial):
@@ -287,6 +281,24 @@ for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge"
     _zero_rules(_n)
 
 
+def _constant_rules(name):
+    # iota and full broadcast their scalar operand (iota adds the index, a
+    # constant): linear in it, with the sum of the cotangent as its transpose.
+    prim = P[name]
+
+    def jvp(primals, tangents, *, shape, **params):
+        return bind(prim, *primals, shape=shape, **params), nx.broadcast_to(tangents[0], shape)
+
+    def vjp(ct, ins, out, wants, **params):
+        return (nx.sum(ct),)
+
+    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+
+
+_constant_rules("iota")
+_constant_rules("full")
+
+
 # ---------------------------------------------------------------- structure
 
 def _linear(name, transpose):
@@ -405,11 +417,11 @@ def _scatter_landed(x, idx, axis, mode):
     against the updates."""
     n = x.shape[axis]
     flat = nx.reshape(idx, (-1,))
-    pos = nx.where(nx.less(flat, 0), nx.add(flat, n), flat)
-    landed = nx.logical_and(nx.greater_equal(pos, 0), nx.less(pos, n))
+    pos = from_end(flat, n)
+    landed = in_bounds(pos, n)
     if mode == "set":
-        order = nx.constant_like(np.arange(flat.shape[0], dtype=np.int32), x)
-        writer = bind(P["scatter"], nx.constant_like(np.full((n,), -1, np.int32), x), flat, order,
+        order = iota((flat.shape[0],), np.int32, 0, x.device)
+        writer = bind(P["scatter"], filled((n,), -1, np.int32, x.device), flat, order,
                       axis=0, mode="set")
         landed = nx.logical_and(landed, nx.equal(bind(P["gather"], writer, pos, axis=0), order))
     return nx.reshape(landed, (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1))

@@ -11,13 +11,23 @@ def has_cuda_backend():
         return False
 
 
+_BACKENDS = {}  # platform -> Backend, loaded on first use
+
+
 def backend_for(device):
-    """The backend module that holds arrays on `device`."""
+    """The `Backend` (see `rune.backends.base`) that holds arrays on `device`."""
+    backend = _BACKENDS.get(device.platform)
+    if backend is None:
+        backend = _BACKENDS[device.platform] = _load(device)
+    return backend
+
+
+def _load(device):
     if device.platform == "cpu":
-        from .cpu import backend
-        return backend
+        from .cpu.backend import BACKEND
+        return BACKEND
     try:
-        from .cuda import backend
+        from .cuda.backend import BACKEND
     except ImportError as e:
         raise DeviceError(f"device {device} needs CuPy (pip install 'rune[cuda]'): {e}") from e
-    return backend
+    return BACKEND

@@ -2,11 +2,25 @@
 
 Both `nx.Array` and every `Tracer` inherit these, so user code written against
 arrays runs unchanged under every transformation. The methods call the public
-`nx` functions, which are bound late (nx imports core, not the other way).
+`nx` functions; nx is built on core, so it hands them over by calling
+`register_functions` once, when `rune.nx` is imported.
 """
 from ..errors import ArgumentError, UsageError
 
-ops = None  # rune.nx.ops, set when rune.nx is imported
+
+class _Unregistered:
+    def __getattr__(self, name):
+        raise UsageError("array operators need rune.nx: import rune first")
+
+
+ops = _Unregistered()  # the nx functions the operators call
+
+
+def register_functions(functions):
+    """Make `functions` (an object with the nx functions as attributes, plus
+    `getitem` and `IndexUpdater`) what the array operators call."""
+    global ops
+    ops = functions
 
 
 class ArrayLike:

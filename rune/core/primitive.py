@@ -16,7 +16,7 @@ class Primitive:
         # An effectful primitive (a callback, or a loop whose body holds one)
         # is never removed or duplicated by an optimization.
         self.effectful = effectful
-        self.impls = {}  # platform -> eager implementation, filled on first use
+        self.impls = {}  # device name -> eager implementation on it, resolved on first use
 
     def __repr__(self):
         return self.name

@@ -29,7 +29,7 @@ P = {}  # name -> Primitive, for `from .prims import P` users
 for _name in UNARY + BINARY + COMPARE + PREDICATE + REDUCE + (
         "select", "convert", "argmax", "argmin", "broadcast_to", "reshape", "transpose", "slice",
         "rev", "pad", "concatenate", "gather", "scatter", "dynamic_slice",
-        "dynamic_update_slice", "dot_general", "random_bits", "place"):
+        "dynamic_update_slice", "dot_general", "random_bits", "place", "iota", "full"):
     P[_name] = primitive(_name)
 
 ELEMENTWISE = frozenset(UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert"))
@@ -169,6 +169,30 @@ def _dot_general(x, y, *, dims):
 def _random_bits(key, *, shape, width):
     # A batch of keys (..., 2) draws one block per key (vmap over keys).
     return Aval(key.shape[:-1] + tuple(shape), np.dtype(f"uint{width}"), key.device)
+
+
+# Constants made on the device. Their one operand is a scalar (a literal in
+# practice) that fixes the dtype; shape and device are params, the device as
+# the Array they stand for would carry it. Under a trace they are equations,
+# never captured host arrays: index arithmetic to a fuser.
+
+def _scalar_operand(name, x):
+    if x.shape != ():
+        raise ShapeError(f"{name}: the operand must be a scalar, got shape {x.shape}")
+
+
+@_rule("iota")
+def _iota(start, *, shape, dimension, device):
+    """`start` plus the index along `dimension`, broadcast to `shape`."""
+    _scalar_operand("iota", start)
+    return Aval(shape, start.dtype, device)
+
+
+@_rule("full")
+def _full(value, *, shape, device):
+    """The scalar `value` broadcast to `shape`."""
+    _scalar_operand("full", value)
+    return Aval(shape, value.dtype, device)
 
 
 @_rule("place")

@@ -86,24 +86,32 @@ def stage(f, in_avals):
     return interp.build(outs)
 
 
+def stage_pytree(f, in_avals, in_struct=None, flatten=tree.flatten):
+    """Stage a function of pytrees: `f(*tree.unflatten(in_struct, xs))` (or
+    `f(*xs)` without `in_struct`) on flat inputs `xs` of `in_avals`.
+
+    Returns (program, the result's structure); the program returns the result's
+    leaves as `flatten` (which returns (leaves, structure)) lists them.
+    """
+    structure = []
+
+    def flat_f(*xs):
+        out_leaves, s = flatten(f(*(xs if in_struct is None else tree.unflatten(in_struct, xs))))
+        structure.append(s)
+        return out_leaves
+
+    program = stage(flat_f, in_avals)
+    return program, structure[0]
+
+
 def stage_tree(f, args, kwargs=None):
     """Stage `f(*args, **kwargs)` at the avals of the pytree `args`.
 
     Returns (program, out_structure): the program takes the flat leaves of
     `(args, kwargs)` and returns the flat leaves of the result.
     """
-    kwargs = kwargs or {}
-    leaves, in_struct = tree.flatten((args, kwargs))
-    out_struct = []
-
-    def flat_f(*flat):
-        a, k = tree.unflatten(in_struct, flat)
-        out_leaves, s = tree.flatten(f(*a, **k))
-        out_struct.append(s)
-        return out_leaves
-
-    program = stage(flat_f, [abstract(x) for x in leaves])
-    return program, out_struct[0]
+    leaves, in_struct = tree.flatten((args, kwargs or {}))
+    return stage_pytree(lambda a, k: f(*a, **k), [abstract(x) for x in leaves], in_struct)
 
 
 def abstract(x):

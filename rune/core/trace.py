@@ -11,6 +11,8 @@ import contextlib
 import threading
 
 from ..errors import ConcretizationError, DeviceMismatchError
+from ..devices import current_default
+from .array import Array
 from .arraylike import ArrayLike
 from .aval import Aval
 from .primitive import eval_rules
@@ -161,52 +163,55 @@ def common_device(prim, avals):
     return device
 
 
-class _Concrete:
-    """The concrete array type, registered by rune.nx (which is built on this module)."""
-    Array = None
-    wrap = None
-
-
-_concrete = _Concrete()
-
-
 class EvalInterpreter(Interpreter):
-    """Runs each primitive right away on the backend of its operands' device."""
+    """Runs each primitive right away on the backend of its operands' device.
+
+    This is the one eager dispatch path (nx functions validate, promote and
+    bind; nothing calls a backend behind it): the implementation is resolved
+    once per primitive and device, a backend failure is reported once as a rune
+    error naming the operation, and results are wrapped as Arrays here."""
 
     def process(self, prim, args, params):
-        rule = eval_rules.get(prim)
-        if rule is not None:
-            for a in args:
-                if isinstance(a, Tracer):
-                    raise escaped_tracer(a, prim.name)
-            return rule(*args, **params)
+        if prim in eval_rules:
+            return self._higher_order(prim, args, params)
         device = None
-        raws = []
         weak = True
+        raws = []
         for a in args:
-            if type(a) is _concrete.Array:
+            if type(a) is Array:
                 d = a.device
                 if d is not device:
                     if device is not None and d != device:
                         raise device_mismatch(prim, device, d)
                     device = d
                 raws.append(a._raw)
-                weak = weak and a.weak
+                if not a.weak:
+                    weak = False
             elif isinstance(a, Tracer):
                 raise escaped_tracer(a, prim.name)
             else:
                 raws.append(a)
-        if device is None:
-            from ..devices import current_default
-            device = current_default()
-        impl = prim.impls.get(device.platform)
-        if impl is None:
-            impl = _load_impl(prim, device)
+        if device is None:  # scalars only, or a constant made on the device
+            device = params.get("device")
+            if device is not None:
+                weak = False  # iota and full make strong arrays (their abstract rules say so)
+            else:
+                device = current_default()
+        impl = prim.impls.get(device.name) or _load_impl(prim, device)  # resolved once per device
         try:
             out = impl(*raws, **params)
         except Exception as e:
             raise_user_error(prim, args, params, e)
-        return _concrete.wrap(prim, out, device, weak)
+        if prim.multiple_results:
+            return [Array(o, device, False) for o in out]
+        return Array(out, device, weak)
+
+    def _higher_order(self, prim, args, params):
+        # Higher-order primitives (and `place`) evaluate themselves on Arrays.
+        for a in args:
+            if isinstance(a, Tracer):
+                raise escaped_tracer(a, prim.name)
+        return eval_rules[prim](*args, **params)
 
 
 def raise_user_error(prim, args, params, error):
@@ -224,10 +229,10 @@ def raise_user_error(prim, args, params, error):
 def _load_impl(prim, device):
     from ..backends import backend_for
     from ..errors import RuneError
-    table = backend_for(device).IMPLS
+    table = backend_for(device).impls(device)
     if prim.name not in table:
         raise RuneError(f"{prim.name} has no implementation on {device.platform}")
-    prim.impls[device.platform] = table[prim.name]
+    prim.impls[device.name] = table[prim.name]
     return table[prim.name]
 
 

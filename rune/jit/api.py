@@ -19,7 +19,7 @@ import numpy as np
 from .. import tree
 from ..core import trace as _trace
 from ..core.program import dce
-from ..core.staging import stage
+from ..core.staging import stage_pytree
 from ..devices import _default, default_device, get_device
 from ..errors import ArgumentError, DTypeError, RuneError, UsageError
 from ..nx import ops as nx
@@ -59,7 +59,7 @@ class Jitted:
         self.f = f
         self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
                                                              _as_tuple(static_argnames))
-        self.donate_argnums = _as_tuple(donate_argnums)  # a hint: host buffers are never reused
+        _as_tuple(donate_argnums)  # checked, then dropped: a hint, and host buffers are never reused
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self.cache_size = CACHE_SIZE
@@ -208,26 +208,22 @@ class Jitted:
     def _stage(self, leaves, args, kwargs):
         dyn_args, dyn_kwargs, statics = self._split(args, kwargs)
         _, struct = tree.flatten((dyn_args, dyn_kwargs))
-        box = []
 
-        def flat(*xs):
-            a, k = tree.unflatten(struct, xs)
+        def call(a, k):
             for pos, value in statics:
                 if isinstance(pos, int):
                     a[pos] = value
                 else:
                     k[pos] = value
-            out_leaves, s = self._outputs(self.f(*a, **k))
-            box.append(s)
-            return out_leaves
+            return self.f(*a, **k)
 
         with default_device(self.device or _default.stack[-1]):
-            program = stage(flat, [x.aval for x in leaves])
+            program, out_struct = stage_pytree(call, [x.aval for x in leaves], struct, flatten=self._outputs)
         for value in program.consts:
             # jit stages only when nothing else is tracing: a captured tracer escaped.
             if isinstance(value, _trace.Tracer):
                 raise _trace.escaped_tracer(value, "jit")
-        return dce(program), box[0]
+        return dce(program), out_struct
 
     def trace(self, *args, **kwargs):
         """The staged Program for these arguments."""

@@ -1,4 +1,6 @@
 """rune.nx: NumPy-like arrays and the functions on them."""
+from types import SimpleNamespace as _SimpleNamespace
+
 from ..core import arraylike as _arraylike
 from . import ops as _ops
 from . import indexing as _indexing
@@ -26,9 +28,9 @@ bool = bool_
 # NumPy's other names for the same functions.
 mod, bitwise_not, absolute, pow, concat = remainder, invert, abs, power, concatenate
 arcsin, arccos, arctan = asin, acos, atan
-_ops.getitem = _indexing.getitem
-_ops.IndexUpdater = _indexing.IndexUpdater
-_arraylike.ops = _ops
+# What the array operators (`x + y`, `x[i]`, `x.at[i]`, `x.sum()`) call.
+_arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.getitem,
+                                               IndexUpdater=_indexing.IndexUpdater))
 
 
 def from_dlpack(x, device=None):

@@ -1,117 +1,32 @@
-"""`nx.Array`: an immutable n-d array on one device."""
-import numpy as np
-
-from ..core import trace as _trace
-from ..errors import ShapeError
-from ..core.arraylike import ArrayLike
-from ..core.aval import Aval
+"""`nx.Array` (defined in `rune.core.array`) and moving raw buffers into Arrays."""
+from ..backends import backend_for
+from ..core.array import _HOST0, Array, wrap_outputs  # noqa: F401  (rune.nx.array.Array is public)
+from ..core.prims import P
+from ..core.trace import bind
 from ..devices import current_default, get_device, transfer
 
 
-class Array(ArrayLike):
-    """A concrete array. `_raw` is the backend buffer (NumPy on the host)."""
-    __slots__ = ("_raw", "device", "weak", "_aval")
-
-    def __init__(self, raw, device, weak=False):
-        self._raw = raw
-        self.device = device
-        self.weak = weak
-        self._aval = None
-
-    @property
-    def shape(self):
-        return self._raw.shape
-
-    @property
-    def dtype(self):
-        return self._raw.dtype
-
-    @property
-    def aval(self):
-        if self._aval is None:
-            self._aval = Aval(self._raw.shape, self._raw.dtype, self.device, self.weak)
-        return self._aval
-
-    def _host(self):
-        if self.device.platform == "cpu":
-            return np.asarray(self._raw)
-        return transfer(self._raw, self.device, get_device("cpu"))
-
-    def item(self):
-        if self._raw.size != 1:
-            raise ShapeError(f"converting an array to a Python scalar needs exactly one element, "
-                             f"got shape {self.shape}")
-        return self._host().item()
-
-    def tolist(self):
-        return self._host().tolist()
-
-    def concrete(self):
-        return self
-
-    def __array__(self, dtype=None, copy=None):
-        host = self._host()
-        if dtype is not None and np.dtype(dtype) != host.dtype:
-            return host.astype(dtype)
-        if copy:
-            return np.array(host, copy=True)
-        view = host.view()
-        view.flags.writeable = False  # the array is immutable: NumPy may read, not write
-        return view
-
-    def __bool__(self): return bool(self.item())
-    def __float__(self): return float(self.item())
-    def __int__(self): return int(self.item())
-    def __index__(self):
-        if self.dtype.kind not in "iu" or self.ndim:
-            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.aval.describe()}")
-        return int(self.item())
-    def __complex__(self): return complex(self.item())
-
-    def __repr__(self):
-        body = np.array2string(self._host(), separator=", ", prefix="Array(")
-        where = "" if self.device == _HOST0 else f", device={self.device}"
-        return f"Array({body}, dtype={self.dtype.name}{where})"
-
-    def __format__(self, spec):
-        if self._raw.ndim == 0:
-            return format(self.item(), spec)
-        return format(str(self), spec)
-
-    def __dlpack__(self, *args, **kwargs):
-        return self._raw.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self._raw.__dlpack_device__()
-
-    def block_until_ready(self):
-        return self
-
-    # Pickling and copying keep what makes an Array more than its values: the
-    # device (by name, so it resolves in the loading process) and weakness.
-    def __reduce__(self):
-        return (_rebuild, (self._host(), self.device.name, self.weak))
-
-    def __copy__(self):
-        return self  # immutable: a shallow copy may share everything
-
-    def __deepcopy__(self, memo):
-        return Array(self._raw.copy(), self.device, self.weak)
+def read_scalar(raw, device):
+    """A device value as a Python scalar for the host to decide with (a loop
+    predicate, a branch index): a counted read that waits for the device."""
+    return backend_for(device).read_scalar(raw)
 
 
-def _rebuild(host, device_name, weak=False):
-    device = get_device(device_name)
-    return Array(place_raw(host, _HOST0, device), device, weak)
+def wrap_raws(raws, avals):
+    """Raw outputs of a program as Arrays, each where its aval says (unplaced
+    values on the default device)."""
+    return [Array(r, a.device if a.device is not None else current_default(), a.weak)
+            for r, a in zip(raws, avals)]
 
 
-_HOST0 = get_device("cpu")
-
-
-def wrap_outputs(prim, out, device, weak):
-    """Wrap raw backend outputs of `prim` as Arrays on `device`."""
-    if prim.multiple_results:
-        return [Array(o, device, False) for o in out]
-    return Array(out, device, weak)
+def move(x, device):
+    """The Array or tracer `x` on `device`: itself if already there, else a
+    counted copy (eagerly) or a staged `place`."""
+    if x.device == device:
+        return x
+    if type(x) is Array:
+        return Array(transfer(x._raw, x.device, device), device, x.weak)
+    return bind(P["place"], x, src=x.device, device=device)
 
 
 def place_raw(raw, src, dst):
@@ -125,6 +40,3 @@ def from_host(host, device=None):
         return Array(host, device)
     return Array(transfer(host, _HOST0, device), device)
 
-
-_trace._concrete.Array = Array
-_trace._concrete.wrap = wrap_outputs

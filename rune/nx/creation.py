@@ -1,6 +1,10 @@
-"""Creation functions: concrete arrays built on the host, then placed.
+"""Creation functions: constants made on the device.
 
-Under a transformation they are constants of the program being traced.
+`zeros`, `ones`, `full`, integer `arange` and `eye` bind the `full` and `iota`
+primitives, which the device's backend fills: nothing is built on the host,
+and under a transformation they are equations, not captured O(size) constants.
+Data given by the user (`create`, a non-scalar fill, float `arange`,
+`linspace`, whose rounding NumPy defines) is built on the host and placed.
 """
 import numpy as np
 
@@ -10,6 +14,7 @@ from ..errors import ShapeError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
+from .constants import filled, iota
 
 
 def _dtype(dtype, default=dt.float32):
@@ -17,11 +22,11 @@ def _dtype(dtype, default=dt.float32):
 
 
 def zeros(shape, dtype=None, device=None):
-    return from_host(np.zeros(normalize_shape("zeros", shape), _dtype(dtype)), device)
+    return filled(normalize_shape("zeros", shape), 0, _dtype(dtype), device)
 
 
 def ones(shape, dtype=None, device=None):
-    return from_host(np.ones(normalize_shape("ones", shape), _dtype(dtype)), device)
+    return filled(normalize_shape("ones", shape), 1, _dtype(dtype), device)
 
 
 def full(shape, fill_value, dtype=None, device=None):
@@ -30,7 +35,10 @@ def full(shape, fill_value, dtype=None, device=None):
         return ops.broadcast_to(fill, normalize_shape("full", shape))
     dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float))
                    else np.asarray(fill_value).dtype)
-    return from_host(np.full(normalize_shape("full", shape), fill_value, dtype), device)
+    shape = normalize_shape("full", shape)
+    if np.ndim(fill_value) == 0:
+        return filled(shape, fill_value, dtype, device)
+    return from_host(np.full(shape, fill_value, dtype), device)  # a fill that broadcasts
 
 
 def _like(x, dtype, device):
@@ -75,7 +83,21 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
     if dtype is None:
         is_float = any(isinstance(v, float) for v in (start, stop, step))
         dtype = dt.float32 if is_float else dt.int32
-    return from_host(np.arange(start, stop, step).astype(dt.dtype(dtype)), device)
+    dtype = dt.dtype(dtype)
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+           for v in (start, stop, step)) and step != 0:
+        values = range(int(start), int(stop), int(step))
+        if not values or (_INT32.min <= min(values[0], values[-1]) and max(values[0], values[-1]) <= _INT32.max):
+            out = iota((len(values),), dt.int32, 0, device)  # exact: every value fits int32
+            if step != 1:
+                out = ops.multiply(out, int(step))
+            if start != 0:
+                out = ops.add(out, int(start))
+            return out if dtype == dt.int32 else ops.astype(out, dtype)
+    return from_host(np.arange(start, stop, step).astype(dtype), device)
+
+
+_INT32 = np.iinfo(np.int32)
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
@@ -85,7 +107,10 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
 
 def eye(n, m=None, k=0, dtype=None, device=None):
     n, m = normalize_shape("eye", (n, n if m is None else m))
-    return from_host(np.eye(n, m, k, dtype=_dtype(dtype)), device)
+    rows = iota((n, m), dt.int32, 0, device)
+    if k:
+        rows = ops.add(rows, int(k))
+    return ops.astype(ops.equal(rows, iota((n, m), dt.int32, 1, device)), _dtype(dtype))
 
 
 def identity(n, dtype=None, device=None):

@@ -13,6 +13,8 @@ from ..errors import IndexingError
 from . import dtypes as dt
 from . import ops
 from .array import Array
+from .constants import filled, iota
+from .indices import clamped, from_end, in_bounds
 
 
 def _is_array_index(item):
@@ -53,7 +55,7 @@ def _index(x, idx, out_of_bounds=None):
         # Beside an integer array, NumPy counts integer indices as advanced too
         # (that decides where the gathered axes go): each picks element 0 of
         # the length-1 axis its slice left.
-        zero = ops.constant_like(np.zeros((), np.int32), x)
+        zero = filled((), 0, dt.int32, x.device)
         entries = [("adv", zero) if kind == "int" else (kind, v) for kind, v in entries]
     return _finish(out, entries, out_of_bounds)
 
@@ -125,10 +127,10 @@ def _finish(out, entries, out_of_bounds=None):
         linear = inside = None
         for i, d in zip(index, dims):
             i = ops.astype(i, dt.int32) if i.dtype != dt.int32 else i
-            i = ops.where(ops.less(i, 0), ops.add(i, d), i)
-            ok = ops.logical_and(ops.greater_equal(i, 0), ops.less(i, d))
+            i = from_end(i, d)
+            ok = in_bounds(i, d)
             inside = ok if inside is None else ops.logical_and(inside, ok)
-            i = ops.clip(i, 0, max(d - 1, 0))
+            i = clamped(i, d)
             linear = i if linear is None else ops.add(ops.multiply(linear, d), i)
         merged = out.shape[:first] + (int(np.prod(dims)),) + out.shape[adv_axes[-1] + 1:]
         out = ops.bind(ops.P["gather"], ops.reshape(out, merged), linear, axis=first)
@@ -203,7 +205,7 @@ class _Updates:
             return self._update_box(x, values, mode, starts, limits, entries)
         # The flat positions the index selects: an index into arange(size); an
         # out-of-bounds array index selects position `size`, which the scatter drops.
-        positions = _index(ops.constant_like(np.arange(x.size, dtype=np.int32).reshape(x.shape), x),
+        positions = _index(ops.reshape(iota((x.size,), dt.int32, 0, x.device), x.shape),
                            self.idx, out_of_bounds=x.size)
         values = ops.constant_like(values, x, x.dtype)
         try:

@@ -13,10 +13,20 @@ import numpy as np
 
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
-from ..core.trace import EVAL, Tracer, bind
+from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
-from .array import Array, from_host
+from ..backends import backend_for
+from ..devices import get_device
+from .array import Array, from_host, move
+from .constants import iota
+
+_HOST0 = get_device("cpu")
+
+
+def host_backend():
+    """The backend of host memory: literals and foreign host data live there."""
+    return backend_for(_HOST0)
 
 _SCALARS = (bool, int, float)
 # Scalars that can stand as literals in an equation: Python's and NumPy's.
@@ -31,8 +41,7 @@ def asarray(x, dtype=None, device=None):
         if dtype is not None and dt.dtype(dtype) != x.dtype:
             x = astype(x, dtype)
         if device is not None:
-            from .placement import place
-            x = place(x, device)
+            x = move(x, get_device(device))
         return x
     if dtype is not None:
         dtype = dt.dtype(dtype)
@@ -40,7 +49,7 @@ def asarray(x, dtype=None, device=None):
         target = dtype or dt.weak_dtype_of(x)
         host = np.asarray(_literal("asarray", x, target) if type(x) is int else x, target)
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
-        host = np.asarray(np.from_dlpack(x) if _is_host_dlpack(x) else np.asarray(x))
+        host = np.asarray(host_backend().from_foreign(x, _HOST0))
         host = host if dtype is None else host.astype(dtype)
     else:
         if isinstance(x, tuple) and type(x) is not tuple:
@@ -87,13 +96,6 @@ def _check_tuple_subclass(x):
         raise UsageError(f"a {type(x).__qualname__} (a tuple subclass) is not an array, and rune.tree does "
                          f"not know it as a container of arrays: register it with rune.tree.register "
                          f"(or make it a NamedTuple)")
-
-
-def _is_host_dlpack(x):
-    try:
-        return x.__dlpack_device__()[0] == 1  # kDLCPU
-    except Exception:
-        return False
 
 
 def _default_for_kind(np_dtype, source):
@@ -205,10 +207,8 @@ def _float_unary(prim_name):
     prim = P[prim_name]
 
     def op(x):
-        if type(x) is Array and _trace._current.interp is EVAL and x._raw.dtype in _FLOATS:
-            out = _eager(prim, x.device, x._raw)
-            if out is not None:
-                return Array(out, x.device, x.weak)
+        if (type(x) is Array and x._raw.dtype in _FLOATS) or (isinstance(x, Tracer) and x.aval.dtype in _FLOATS):
+            return bind(prim, x)  # already a float array: nothing to check or convert
         x = _operand(x)
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
@@ -250,37 +250,20 @@ def _binary(prim_name, kinds=None, to_float=False):
         tx, ty = type(x), type(y)
         if tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
             return _literal_op(prim, op.__name__, x, y, kinds, to_float)
-        # Eager fast path: an Array meeting a same-dtype Array or a Python scalar
-        # that cannot widen it goes straight to the backend (dispatch is most of
-        # the cost of small ops).
-        if _trace._current.interp is EVAL:
-            if tx is Array:
-                d = x._raw.dtype
-                if ty is Array:
-                    if y._raw.dtype == d and d in same and y.device is x.device:
-                        out = _eager(prim, x.device, x._raw, y._raw)
-                        if out is not None:
-                            return Array(out, x.device, x.weak and y.weak)
-                elif d in scalar_ok.get(ty, ()) and _fits(d, y):
-                    out = _eager(prim, x.device, x._raw, d.type(y))
-                    if out is not None:
-                        return Array(out, x.device, x.weak)
-            elif ty is Array and y._raw.dtype in scalar_ok.get(tx, ()) and _fits(y._raw.dtype, x):
-                d = y._raw.dtype
-                out = _eager(prim, y.device, d.type(x), y._raw)
-                if out is not None:
-                    return Array(out, y.device, y.weak)
-        # Traced fast path: operands that already agree need no promotion.
-        elif isinstance(x, Tracer):
-            d = x.aval.dtype
-            if isinstance(y, Tracer) and y.aval.dtype == d and d in same:
-                return bind(prim, x, y)
-            if d in scalar_ok.get(ty, ()) and _fits(d, y):
-                return bind(prim, x, d.type(y))
-        elif isinstance(y, Tracer):
-            d = y.aval.dtype
-            if d in scalar_ok.get(tx, ()) and _fits(d, x):
-                return bind(prim, d.type(x), y)
+        # Operands that already agree need no promotion: an array meeting an array
+        # of its dtype, or a Python scalar that cannot widen it (dispatch is most
+        # of the cost of small eager ops, so this is checked before `promote`).
+        d = x._raw.dtype if tx is Array else x.aval.dtype if isinstance(x, Tracer) else None
+        if d is not None:
+            if ty is Array or isinstance(y, Tracer):
+                if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
+                    return bind(prim, x, y)
+            elif d in scalar_ok.get(ty, ()) and (ty is float or d in _ANY_SCALAR_FITS or _fits(d, y)):
+                return bind(prim, x, _TYPED.get((d, y)) or _typed(d, y))
+        elif ty is Array or isinstance(y, Tracer):
+            d = y._raw.dtype if ty is Array else y.aval.dtype
+            if d in scalar_ok.get(tx, ()) and (tx is float or d in _ANY_SCALAR_FITS or _fits(d, x)):
+                return bind(prim, _TYPED.get((d, x)) or _typed(d, x), y)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
@@ -304,8 +287,23 @@ def _literal_op(prim, name, x, y, kinds, to_float):
         raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
     if to_float and not dt.is_float(d):
         x, y = dt.default_float.type(x), dt.default_float.type(y)
-    from ..backends.cpu.backend import IMPLS  # literals are host values
-    return IMPLS[prim.name](x, y)[()]
+    return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
+
+
+# Python scalars as NumPy scalars of an operand's dtype, remembered: making one
+# costs more than the rest of a small eager op. Zero is never remembered (0.0
+# and -0.0 are equal keys); a remembered zero would be falsy anyway.
+_TYPED = {}
+
+
+def _typed(dtype, value):
+    out = dtype.type(value)
+    if value and len(_TYPED) < 4096:
+        _TYPED[dtype, value] = out
+    return out
+
+
+_ANY_SCALAR_FITS = frozenset(d for d in dt.ALL if d.kind == "f" or d == dt.bfloat16)
 
 
 def _fits(dtype, value):
@@ -319,17 +317,6 @@ def _fits(dtype, value):
 
 
 _IINFO = {}
-
-
-def _eager(prim, device, *raws):
-    """The backend result, or None to take the general path (which reports errors well)."""
-    impl = prim.impls.get(device.platform)
-    if impl is None:
-        return None
-    try:
-        return impl(*raws)
-    except Exception:
-        return None
 
 
 _KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float", "iufV": "numeric (not bool)"}
@@ -1087,7 +1074,7 @@ def _einsum_diagonals(x, t):
             raise ShapeError(f"einsum: index {c!r} in {t!r} names axes of sizes {n} and {x.shape[q]}")
         rest = [i for i in range(x.ndim) if i not in (p, q)]
         flat = reshape(transpose(x, rest + [p, q]), tuple(x.shape[i] for i in rest) + (n * n,))
-        diagonal = constant_like(np.arange(n, dtype=np.int32) * (n + 1), x)
+        diagonal = multiply(iota((n,), dt.int32, 0, x.device), n + 1)
         x = bind(P["gather"], flat, diagonal, axis=len(rest))
         t = "".join(t[i] for i in rest) + c
     return x, t

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from ..backends.cpu import threefry
 from ..core.aval import normalize_shape
 from ..core.prims import P
 from ..core.trace import Tracer, bind
@@ -19,6 +18,7 @@ from ..errors import DTypeError, ShapeError, UsageError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
+from .indexing import getitem
 
 _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
@@ -37,7 +37,8 @@ def key(seed, device=None):
         return out if device is None else ops.asarray(out, device=device)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise UsageError(f"random.key: the seed must be an integer, got {type(seed).__name__} {seed!r}")
-    return from_host(threefry.key(int(seed)), device)
+    seed = int(seed)
+    return from_host(np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], np.uint32), device)
 
 
 def _check_key(k, name):
@@ -54,8 +55,7 @@ def _bits(k, shape, width):
 def split(key, num=2):
     """`num` new independent keys, stacked into shape (num, 2)."""
     key = _check_key(key, "split")
-    words = _bits(key, _shape((num, 2), "split"), 32)
-    return words
+    return _bits(key, _shape((num, 2), "split"), 32)
 
 
 def fold_in(key, data):
@@ -102,9 +102,9 @@ def normal(key, shape=(), dtype=dt.float32):
     shape = _shape(shape, "normal")
     work = dt.float64 if dtype == dt.float64 else dt.float32
     u = uniform(key, (2,) + shape, work)
-    u1 = ops.subtract(work.type(1.0), ops.getitem(u, 0))  # in (0, 1]: log is finite
+    u1 = ops.subtract(work.type(1.0), getitem(u, 0))  # in (0, 1]: log is finite
     radius = ops.sqrt(ops.multiply(work.type(-2.0), ops.log(u1)))
-    angle = ops.multiply(work.type(2 * math.pi), ops.getitem(u, 1))
+    angle = ops.multiply(work.type(2 * math.pi), getitem(u, 1))
     return ops.astype(ops.multiply(radius, ops.cos(angle)), dtype)
 
 

@@ -1,13 +1,17 @@
-"""The host backend: NumPy arrays and an eager implementation per primitive.
+"""The host backend: NumPy arrays and an implementation per primitive.
 
-`IMPLS` maps primitive names to functions of raw NumPy values. They are also
-what the plan interpreter runs for stretches on the host.
+`BACKEND` is the `rune.backends.base.Backend` of every host device (the
+protocol is written down there). `IMPLS` maps primitive names to functions of
+raw NumPy values; every host device runs the same functions, and plans run
+them for stretches on the host. The module-level `to_host`, `from_host`,
+`stack` and `empty` are the backend's own methods, kept for older callers.
 """
 import functools
 
 import ml_dtypes
 import numpy as np
 
+from ..base import Backend
 from . import threefry
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
@@ -159,11 +163,15 @@ def _concatenate(*xs, axis):
     return np.concatenate(xs, axis)
 
 
+def _from_end(idx, n):
+    """Indices with negative ones counted from the end (rune.nx.indices, in NumPy)."""
+    idx = np.asarray(idx, np.intp)  # narrow index dtypes cannot hold idx + n
+    return np.where(idx < 0, idx + n, idx)
+
+
 def _clamped(idx, n):
     """Indices as gathers see them: negative counts from the end, then clamped."""
-    idx = np.asarray(idx, np.intp)  # narrow index dtypes cannot hold idx + n
-    idx = np.where(idx < 0, idx + n, idx)
-    return np.clip(idx, 0, max(n - 1, 0))
+    return np.clip(_from_end(idx, n), 0, max(n - 1, 0))
 
 
 def _gather(x, idx, *, axis):
@@ -175,8 +183,7 @@ def _scatter(x, idx, updates, *, axis, mode):
     the end and out-of-bounds updates are dropped, as in JAX (gathers clamp instead)."""
     out = np.array(x, copy=True)
     n = x.shape[axis]
-    idx = np.asarray(idx, np.intp)
-    idx = np.where(idx < 0, idx + n, idx)
+    idx = _from_end(idx, n)
     keep = ((idx >= 0) & (idx < n)).reshape(-1)
     if not keep.all():
         updates = np.asarray(updates).reshape(x.shape[:axis] + (keep.size,) + x.shape[axis + 1:])
@@ -192,10 +199,16 @@ def _scatter(x, idx, updates, *, axis, mode):
 _COMBINE_AT = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
 
 
+def _start(s):
+    """A start as a Python int; one held in an array is a counted device read."""
+    return BACKEND.read_scalar(s) if isinstance(s, np.ndarray) else int(s)
+
+
 def _starts(x, starts, sizes):
     """Window starts as JAX takes them: negative counts from the end, then clamped
     so the window fits."""
-    return tuple(int(min(max(int(s) + d if int(s) < 0 else int(s), 0), d - z))
+    starts = [_start(s) for s in starts]
+    return tuple(int(min(max(s + d if s < 0 else s, 0), d - z))
                  for s, d, z in zip(starts, x.shape, sizes))
 
 
@@ -229,6 +242,15 @@ def _dot_general(x, y, *, dims):
     return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
 
+def _iota(start, *, shape, dimension, device):
+    out = BACKEND.iota(shape, start.dtype, dimension, device)
+    return out + start if start else out
+
+
+def _full(value, *, shape, device):
+    return BACKEND.full(shape, value, value.dtype, device)
+
+
 def _random_bits(key, *, shape, width):
     return threefry.random_bits(np.asarray(key, np.uint32), shape, width)
 
@@ -243,9 +265,65 @@ IMPLS.update({
     "slice": _slice, "rev": _rev, "pad": _pad, "concatenate": _concatenate,
     "gather": _gather, "scatter": _scatter, "dynamic_slice": _dynamic_slice,
     "dynamic_update_slice": _dynamic_update_slice, "dot_general": _dot_general,
-    "random_bits": _random_bits,
+    "random_bits": _random_bits, "iota": _iota, "full": _full,
 })
 
 # Convolution and pooling: library calls, in their own module.
 from .conv import IMPLS as _CONV_IMPLS  # noqa: E402
 IMPLS.update(_CONV_IMPLS)
+
+
+class CpuBackend(Backend):
+    """Every host device: NumPy buffers; host devices are distinct places that
+    happen to share memory, so a copy between them is a real copy."""
+    platform = "cpu"
+    IMPLS = IMPLS
+    library = {"dot_general": _dot_general, **_CONV_IMPLS}
+
+    def to_host(self, raw):
+        return to_host(raw)
+
+    def from_host(self, host, device):
+        return from_host(host, device)
+
+    def copy(self, raw, src, dst):
+        return np.array(raw, copy=True)
+
+    def from_foreign(self, obj, device):
+        """NumPy arrays and scalars, host DLPack producers, and CuPy arrays
+        (copied off their GPU); anything else NumPy can read."""
+        if isinstance(obj, (np.ndarray, np.generic)):
+            return np.asarray(obj)
+        if hasattr(obj, "__cuda_array_interface__") and hasattr(obj, "get"):
+            return obj.get()  # a CuPy array: its host copy
+        if hasattr(obj, "__dlpack__") and _is_host_dlpack(obj):
+            return np.from_dlpack(obj)
+        return np.asarray(obj)
+
+    def full(self, shape, value, dtype, device):
+        return np.full(shape, value, dtype)
+
+    def iota(self, shape, dtype, dimension, device):
+        line = np.arange(shape[dimension], dtype=dtype)
+        return np.broadcast_to(line.reshape((-1,) + (1,) * (len(shape) - dimension - 1)), shape)
+
+    def empty(self, aval):
+        return empty(aval)
+
+    def stack(self, rows, aval):
+        return stack(rows, aval)
+
+    def compile(self, kernel):
+        """Filled by the kernel compiler (`rune.backends.cpu.compiler`): C kernels
+        built with cc and loaded with ctypes."""
+        raise NotImplementedError("cpu: compile(kernel) is filled by the kernel compiler")
+
+
+def _is_host_dlpack(obj):
+    try:
+        return obj.__dlpack_device__()[0] == 1  # kDLCPU
+    except Exception:  # a producer that cannot say where it lives is not read as host memory
+        return False
+
+
+BACKEND = CpuBackend()

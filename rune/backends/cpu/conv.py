@@ -8,46 +8,8 @@ the kernel with one BLAS matmul per feature group.
 import math
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from ...core.windows import dilate, window_count
-
-
-def dilate_pad(x, axes, dilations, padding, value):
-    """`x` with `dilations[i] - 1` holes between neighbours along axes[i], then
-    padded by padding[i] = (lo, hi) (negative: cropped); holes and padding hold `value`."""
-    shape = list(x.shape)
-    src, dst = [slice(None)] * x.ndim, [slice(None)] * x.ndim
-    empty = False
-    for a, d, (lo, hi) in zip(axes, dilations, padding):
-        n = x.shape[a]
-        span = dilate(n, d) + lo + hi
-        shape[a] = max(span, 0)
-        first = max(0, -(lo // d)) if lo < 0 else 0          # the first element that lands inside
-        last = min(n, (span - 1 - lo) // d + 1) if span > 0 else 0
-        if last <= first:
-            empty = True
-            continue
-        src[a] = slice(first, last)
-        dst[a] = slice(first * d + lo, (last - 1) * d + lo + 1, d)
-    if not empty and all(d == 1 for d in dilations) and all(p == (0, 0) for p in padding):
-        return x
-    out = np.full(shape, value, x.dtype)
-    if not empty:
-        out[tuple(dst)] = x[tuple(src)]
-    return out
-
-
-def windows(x, axes, window, strides, dilation, counts):
-    """A read-only view of `x` with, for each axis in `axes`, that axis replaced
-    by (window position) and a window axis appended at the end."""
-    shape, steps = list(x.shape), list(x.strides)
-    tail_shape, tail_steps = [], []
-    for a, k, s, d, c in zip(axes, window, strides, dilation, counts):
-        shape[a], steps[a] = c, x.strides[a] * s
-        tail_shape.append(k)
-        tail_steps.append(x.strides[a] * d)
-    return as_strided(x, tuple(shape) + tuple(tail_shape), tuple(steps) + tuple(tail_steps), writeable=False)
+from ...core.windows import dilate_pad, window_count, windows
 
 
 def _counts(sizes, window, strides, dilation):

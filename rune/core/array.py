@@ -1,0 +1,121 @@
+"""`Array`: an immutable n-d array on one device, the concrete value under every trace.
+
+It lives in core because the eval interpreter makes one for every result;
+`rune.nx` exports it. `_raw` is the backend buffer (NumPy on the host), which
+only the device's backend (`rune.backends`) touches.
+"""
+import numpy as np
+
+from ..backends import backend_for
+from ..devices import get_device, transfer
+from ..errors import ShapeError
+from .arraylike import ArrayLike
+from .aval import Aval
+
+
+class Array(ArrayLike):
+    """A concrete array: a backend buffer, its device, and whether its dtype is weak."""
+    __slots__ = ("_raw", "device", "weak", "_aval")
+
+    def __init__(self, raw, device, weak=False):
+        self._raw = raw
+        self.device = device
+        self.weak = weak
+        self._aval = None
+
+    @property
+    def shape(self):
+        return self._raw.shape
+
+    @property
+    def dtype(self):
+        return self._raw.dtype
+
+    @property
+    def aval(self):
+        if self._aval is None:
+            self._aval = Aval(self._raw.shape, self._raw.dtype, self.device, self.weak)
+        return self._aval
+
+    def _host(self):
+        if self.device.platform == "cpu":
+            return np.asarray(self._raw)
+        return transfer(self._raw, self.device, get_device("cpu"))
+
+    def item(self):
+        if self._raw.size != 1:
+            raise ShapeError(f"converting an array to a Python scalar needs exactly one element, "
+                             f"got shape {self.shape}")
+        return self._host().item()
+
+    def tolist(self):
+        return self._host().tolist()
+
+    def concrete(self):
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        host = self._host()
+        if dtype is not None and np.dtype(dtype) != host.dtype:
+            return host.astype(dtype)
+        if copy:
+            return np.array(host, copy=True)
+        view = host.view()
+        view.flags.writeable = False  # the array is immutable: NumPy may read, not write
+        return view
+
+    def __bool__(self): return bool(self.item())
+    def __float__(self): return float(self.item())
+    def __int__(self): return int(self.item())
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.ndim:
+            raise TypeError(f"only integer scalar arrays can be used as an index, got {self.aval.describe()}")
+        return int(self.item())
+    def __complex__(self): return complex(self.item())
+
+    def __repr__(self):
+        body = np.array2string(self._host(), separator=", ", prefix="Array(")
+        where = "" if self.device == _HOST0 else f", device={self.device}"
+        return f"Array({body}, dtype={self.dtype.name}{where})"
+
+    def __format__(self, spec):
+        if self._raw.ndim == 0:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._raw.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._raw.__dlpack_device__()
+
+    def block_until_ready(self):
+        backend_for(self.device).synchronize(self.device)
+        return self
+
+    # Pickling and copying keep what makes an Array more than its values: the
+    # device (by name, so it resolves in the loading process) and weakness.
+    def __reduce__(self):
+        return (_rebuild, (self._host(), self.device.name, self.weak))
+
+    def __copy__(self):
+        return self  # immutable: a shallow copy may share everything
+
+    def __deepcopy__(self, memo):
+        return Array(self._raw.copy(), self.device, self.weak)
+
+
+def _rebuild(host, device_name, weak=False):
+    host_device = get_device("cpu")
+    dst = get_device(device_name)
+    return Array(host if dst == host_device else transfer(host, host_device, dst), dst, weak)
+
+
+_HOST0 = get_device("cpu")
+
+
+def wrap_outputs(prim, out, device, weak):
+    """Wrap raw backend outputs of `prim` as Arrays on `device`."""
+    if prim.multiple_results:
+        return [Array(o, device, False) for o in out]
+    return Array(out, device, weak)
