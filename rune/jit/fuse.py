@@ -1,0 +1,292 @@
+"""Fusion: a run of primitives of one stretch grouped into kernels.
+
+`PRIM_CLASS` says what each primitive is to the compiler; `lowerable` says
+whether this compiler lowers one equation (else the stretch is split around
+it and the NumPy backend runs it). `fuse` walks a run in order and builds
+`Kernel`s (rune/jit/kernel.py):
+
+- an elementwise op joins the latest kernel over its output shape that does
+  not read anything produced after it; its operands become nodes of that
+  kernel, loads of buffers (broadcast by zero strides) or inline constants;
+- a movement op on a buffer is index arithmetic on later loads (a `View`:
+  strides and offset), never a copy; on a value computed in a kernel it first
+  stores that value (materialises it);
+- a value is stored only where it leaves the run, is read by another kernel,
+  or is moved.
+
+Kernels only read what earlier kernels stored, so running them in creation
+order is correct.
+"""
+import numpy as np
+
+from .kernel import Buffer, Const, Kernel, Node, contiguous_strides
+from .render import RULES, CStyle
+
+ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
+    "elementwise", "movement", "reduce", "library", "scatter", "indexed")
+
+PRIM_CLASS = {
+    **dict.fromkeys(RULES, ELEMENTWISE),
+    **dict.fromkeys(("broadcast_to", "reshape", "transpose", "slice", "rev", "pad",
+                     "concatenate"), MOVEMENT),
+    **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
+                     "argmin"), REDUCE),
+    "dot_general": LIBRARY,
+    **dict.fromkeys(("scatter", "dynamic_update_slice"), SCATTER),
+    **dict.fromkeys(("gather", "dynamic_slice", "random_bits"), INDEXED),
+}
+
+# Movement ops lowered today as index arithmetic (pad and concatenate still run on NumPy).
+_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev")
+
+DTYPES = frozenset(CStyle._CTYPES)
+_PROBE = CStyle()
+
+
+class _Probe:
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def lowerable(eqn):
+    """Whether the compiler lowers this equation (its dtypes and params included)."""
+    kind = PRIM_CLASS.get(eqn.prim.name)
+    avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
+    if any(a.dtype.name not in DTYPES for a in avals):
+        return False
+    if kind == ELEMENTWISE:
+        node = Node(eqn.prim.name, eqn.outputs[0].aval.dtype, [_Probe(a.aval.dtype) for a in eqn.inputs],
+                    eqn.params)
+        names = [f"a{k}" for k in range(len(eqn.inputs))]
+        return RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is not None
+    return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
+
+
+# ---------------------------------------------------------------- values during fusion
+
+class View:
+    """A buffer read through strides and an offset (elements)."""
+    __slots__ = ("buffer", "shape", "strides", "offset")
+
+    def __init__(self, buffer, shape, strides, offset):
+        self.buffer, self.shape, self.strides, self.offset = buffer, tuple(shape), tuple(strides), offset
+
+    def contiguous(self):
+        return all(s == c for s, c, d in zip(self.strides, contiguous_strides(self.shape), self.shape)
+                   if d != 1)
+
+
+class Expr:
+    """A node of a kernel (whose index space is the value's shape)."""
+    __slots__ = ("kernel", "node")
+
+    def __init__(self, kernel, node):
+        self.kernel, self.node = kernel, node
+
+
+class Scalar:
+    """An inline constant, the same at every index of `shape`."""
+    __slots__ = ("const", "shape")
+
+    def __init__(self, const, shape):
+        self.const, self.shape = const, tuple(shape)
+
+
+class Unit:
+    """The fused form of a run: kernels in order, and the buffers they share."""
+
+    def __init__(self):
+        self.kernels = []
+        self.buffers = []
+        self.inputs = []     # (buffer, slot)
+        self.outputs = []    # (buffer, slot)
+        self.producer = {}   # buffer index -> position of the kernel storing it
+
+    def buffer(self, dtype, shape, role):
+        b = Buffer(len(self.buffers), np.dtype(dtype), shape, role)
+        self.buffers.append(b)
+        return b
+
+    def kernel(self, shape):
+        k = Kernel(f"k{len(self.kernels)}", shape)
+        self.kernels.append(k)
+        return k
+
+
+def fuse(ops, constants, live_out, avals):
+    """Kernels for a run of lowerable `ops` [(eqn, in slots, out slots)].
+
+    `constants`: slot -> value known when planning (0-d ones are inlined);
+    `live_out`: slots read after the run; `avals`: slot -> aval of the run's inputs."""
+    f = _Fuser(constants, avals)
+    for eqn, ins, outs in ops:
+        f.op(eqn, ins, outs)
+    for s in sorted(live_out):
+        if s in f.values:
+            f.output(s)
+    return f.unit
+
+
+class _Fuser:
+    def __init__(self, constants, avals):
+        self.unit = Unit()
+        self.constants = constants
+        self.avals = avals
+        self.values = {}          # slot -> View | Expr | Scalar
+        self.stored = {}          # id(node) -> View of the buffer it is stored in
+
+    # -------------------------------------------------------------- reading slots
+
+    def value(self, slot):
+        v = self.values.get(slot)
+        if v is not None:
+            return v
+        aval = self.avals[slot]
+        c = self.constants.get(slot)
+        if c is not None and np.ndim(c) == 0:
+            v = Scalar(Const(np.asarray(c).item(), aval.dtype), ())
+        else:
+            b = self.unit.buffer(aval.dtype, aval.shape, "in")
+            self.unit.inputs.append((b, slot))
+            v = View(b, aval.shape, contiguous_strides(aval.shape), 0)
+        self.values[slot] = v
+        return v
+
+    def materialise(self, v, role="tmp"):
+        """`v` as a View of a buffer (a node's value is stored by its kernel)."""
+        if type(v) is View:
+            return v
+        if type(v) is Scalar:
+            return self.copy(v, role)
+        view = self.stored.get(id(v.node))
+        if view is None:
+            k = v.kernel
+            b = self.unit.buffer(v.node.dtype, k.shape, role)
+            k.store(b, v.node)
+            self.unit.producer[b.index] = self.unit.kernels.index(k)
+            view = self.stored[id(v.node)] = View(b, k.shape, contiguous_strides(k.shape), 0)
+        return view
+
+    def copy(self, v, role):
+        """A new kernel writing `v` into a fresh contiguous buffer."""
+        k = self.unit.kernel(v.shape)
+        dtype = v.const.dtype if type(v) is Scalar else v.buffer.dtype
+        b = self.unit.buffer(dtype, v.shape, role)
+        k.store(b, self.operand(k, v))
+        self.unit.producer[b.index] = len(self.unit.kernels) - 1
+        return View(b, v.shape, contiguous_strides(v.shape), 0)
+
+    def operand(self, kernel, v):
+        """`v` as an argument inside `kernel` (broadcast to the kernel's shape)."""
+        if type(v) is Scalar:
+            return v.const
+        if type(v) is Expr:
+            if v.kernel is kernel:
+                return v.node
+            v = self.materialise(v)
+        nd, vd = len(kernel.shape), len(v.shape)
+        strides = [0] * (nd - vd) + [0 if d == 1 else s for s, d in zip(v.strides, v.shape)]
+        return kernel.load(v.buffer, strides, v.offset)
+
+    # -------------------------------------------------------------- ops
+
+    def op(self, eqn, ins, outs):
+        name = eqn.prim.name
+        args = [self.value(s) for s in ins]
+        if PRIM_CLASS[name] == ELEMENTWISE:
+            result = self.elementwise(eqn, args)
+        else:
+            result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
+        self.values[outs[0]] = result
+
+    def elementwise(self, eqn, args):
+        aval = eqn.outputs[0].aval
+        kernel = self.target(aval.shape, args)
+        node = kernel.node(eqn.prim.name, aval.dtype, [self.operand(kernel, a) for a in args],
+                           eqn.params)
+        return Expr(kernel, node)
+
+    def target(self, shape, args):
+        """The latest kernel over `shape` that every operand can be read in, else a new one."""
+        kernels = self.unit.kernels
+        needs = []
+        for a in args:
+            if type(a) is View and a.buffer.index in self.unit.producer:
+                needs.append(self.unit.producer[a.buffer.index])
+        for pos in range(len(kernels) - 1, -1, -1):
+            k = kernels[pos]
+            if k.shape != tuple(shape):
+                continue
+            ok = all(p < pos for p in needs)
+            for a in args:
+                if type(a) is Expr and a.kernel is not k:
+                    j = self.unit.kernels.index(a.kernel)
+                    ok = ok and (j < pos)
+            if ok:
+                return k
+        return self.unit.kernel(shape)
+
+    def output(self, slot):
+        v = self.values[slot]
+        if type(v) is Expr:
+            view = self.materialise(v, "out")
+            view.buffer.role = "out"
+        else:
+            view = self.copy(v, "out")
+        self.unit.outputs.append((view.buffer, slot))
+
+
+# ---------------------------------------------------------------- movement as views
+
+def _broadcast_to(f, v, out_shape, *, shape):
+    if type(v) is not View:
+        if type(v) is Scalar:
+            return Scalar(v.const, shape)
+        v = f.materialise(v)
+    nd = len(shape)
+    pad = nd - len(v.shape)
+    strides = [0] * pad + [0 if d == 1 and n != 1 else s
+                           for s, d, n in zip(v.strides, v.shape, shape[pad:])]
+    return View(v.buffer, shape, strides, v.offset)
+
+
+def _reshape(f, v, out_shape, *, shape):
+    if type(v) is Scalar:
+        return Scalar(v.const, shape)
+    v = f.materialise(v)
+    if not v.contiguous():
+        v = f.copy(v, "tmp")
+    return View(v.buffer, shape, contiguous_strides(shape), v.offset)
+
+
+def _transpose(f, v, out_shape, *, perm):
+    if type(v) is Scalar:
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    return View(v.buffer, out_shape, [v.strides[p] for p in perm], v.offset)
+
+
+def _slice(f, v, out_shape, *, starts, limits, strides):
+    if type(v) is Scalar:
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    offset = v.offset + sum(s * st for s, st in zip(starts, v.strides))
+    return View(v.buffer, out_shape, [st * k for st, k in zip(v.strides, strides)], offset)
+
+
+def _rev(f, v, out_shape, *, axes):
+    if type(v) is Scalar:
+        return v
+    v = f.materialise(v)
+    strides, offset = list(v.strides), v.offset
+    for a in axes:
+        if v.shape[a] > 0:
+            offset += (v.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+    return View(v.buffer, v.shape, strides, offset)
+
+
+_MOVES = {"broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
+          "slice": _slice, "rev": _rev}

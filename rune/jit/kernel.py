@@ -1,0 +1,138 @@
+"""The kernel IR: what one fused loop computes, independent of the target.
+
+A `Kernel` is an output index space (`shape`), the buffers it reads through
+`Load`s (per-axis strides in elements and an offset, so broadcast, transposed,
+sliced and reversed inputs are read in place), an expression DAG of `Node`s
+over the loaded values and inline `Const`s, and `Store`s of some nodes into
+contiguous buffers of the index space. Shapes are static. A renderer (C today,
+CUDA C next) turns a kernel into source; nothing here knows the target.
+"""
+import math
+
+import numpy as np
+
+
+class Buffer:
+    """A pointer the driver hands to its kernels: a stretch input, a stretch
+    output (a fresh array each call) or an intermediate (kept between calls)."""
+    __slots__ = ("index", "dtype", "shape", "role")
+
+    def __init__(self, index, dtype, shape, role):
+        self.index, self.dtype, self.shape, self.role = index, dtype, tuple(shape), role
+
+    def __repr__(self):
+        return f"b{self.index}:{self.role}:{self.dtype.name}{list(self.shape)}"
+
+
+class Load:
+    __slots__ = ("buffer", "strides", "offset", "dtype")
+
+    def __init__(self, buffer, strides, offset):
+        self.buffer, self.strides, self.offset = buffer, tuple(strides), offset
+        self.dtype = buffer.dtype
+
+    def __repr__(self):
+        return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}]"
+
+
+class Const:
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value, dtype):
+        self.value, self.dtype = value, np.dtype(dtype)
+
+    def __repr__(self):
+        return f"{self.value!r}:{self.dtype.name}"
+
+
+class Node:
+    """One primitive applied to earlier nodes, loads or constants."""
+    __slots__ = ("op", "dtype", "args", "params")
+
+    def __init__(self, op, dtype, args, params=None):
+        self.op, self.dtype, self.args, self.params = op, np.dtype(dtype), tuple(args), params or {}
+
+
+class Store:
+    __slots__ = ("buffer", "value")
+
+    def __init__(self, buffer, value):
+        self.buffer, self.value = buffer, value
+
+
+def contiguous_strides(shape):
+    strides, step = [], 1
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+class Kernel:
+    """Loops over `shape`; each point evaluates the DAG and writes the stores."""
+
+    target = None  # set by the renderer that gives the kernel its source
+
+    def __init__(self, name, shape):
+        self.name = name
+        self.shape = tuple(shape)
+        self.loads = []
+        self.nodes = []
+        self.stores = []
+        self.source = None
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def load(self, buffer, strides, offset):
+        for ld in self.loads:  # one load per distinct access
+            if ld.buffer is buffer and ld.strides == tuple(strides) and ld.offset == offset:
+                return ld
+        ld = Load(buffer, strides, offset)
+        self.loads.append(ld)
+        return ld
+
+    def node(self, op, dtype, args, params=None):
+        n = Node(op, dtype, args, params)
+        self.nodes.append(n)
+        return n
+
+    def store(self, buffer, value):
+        self.stores.append(Store(buffer, value))
+
+    def live_nodes(self):
+        """The nodes the stores need, in evaluation order."""
+        need, stack = set(), [s.value for s in self.stores]
+        while stack:
+            n = stack.pop()
+            if type(n) is Node and id(n) not in need:
+                need.add(id(n))
+                stack.extend(n.args)
+        return [n for n in self.nodes if id(n) in need]
+
+    @property
+    def index_bits(self):
+        """32 when every extent and offset fits a signed 32-bit int, else 64."""
+        limit = 2 ** 31 - 1
+        spans = [self.size] + [math.prod(ld.buffer.shape) for ld in self.loads]
+        spans += [abs(ld.offset) + sum(abs(s) * max(d - 1, 0) for s, d in zip(ld.strides, self.shape))
+                  for ld in self.loads]
+        return 32 if max(spans, default=0) <= limit else 64
+
+    def __repr__(self):
+        names = {}
+        lines = [f"kernel {self.name} over {list(self.shape)}:"]
+
+        def name(a):
+            if type(a) is Node:
+                return names[id(a)]
+            return repr(a)
+
+        for k, n in enumerate(self.live_nodes()):
+            names[id(n)] = f"%{k}"
+            params = "".join(f" {k}={v}" for k, v in n.params.items())
+            lines.append(f"  %{k}:{n.dtype.name} = {n.op}{params} {', '.join(map(name, n.args))}")
+        for s in self.stores:
+            lines.append(f"  store b{s.buffer.index} <- {name(s.value)}")
+        return "\n".join(lines)
