@@ -6,10 +6,10 @@ so the load average is printed first: compare runs made on a quiet machine.
 import os
 import time
 
-from . import callbacks, eager, grad, vmap
+from . import callbacks, eager, grad, kernels, vmap
 from .common import print_table
 
-BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap))
+BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels))
 
 
 def main():
