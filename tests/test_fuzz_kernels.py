@@ -1,6 +1,6 @@
 """Differential fuzzing of the kernel compiler.
 
-Random programs (DAGs of 1-30 elementwise and movement primitives over
+Random programs (DAGs of 1-30 elementwise, movement and (integer) reduction primitives over
 broadcastable shapes with size-0 and size-1 axes, transposed, reversed and
 strided views, all 13 dtypes) run three ways: compiled to C kernels under
 jit, under jit with the compiler off (`RUNE_CC=none`: NumPy stretches) and
@@ -44,7 +44,10 @@ BINARY = {"f": ("add", "sub", "mul", "div", "floordiv", "rem", "max", "min") + C
                 "shift_left", "shift_right") + COMPARE,
           "b": ("and", "or", "xor", "max", "min") + COMPARE}
 KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose", "rev", "slice",
-         "broadcast", "reshape")
+         "broadcast", "reshape", "reduce")
+# Integer and boolean reductions are exact in any order; float ones are checked
+# within a bound in test_compiler.py (the summation order differs from NumPy's).
+REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 N_PROGRAMS = int(os.environ.get("RUNE_FUZZ_PROGRAMS", "2000"))
 
 
@@ -135,6 +138,12 @@ def _step(ch, shapes, dtypes):
     if not shape:
         return None
     nd = len(shape)
+    if kind == "reduce":
+        axes = tuple(a for a in range(nd) if ch.integer(0, 1)) or (nd - 1,)
+        op = ch.pick(REDUCE)
+        if _family(dtype) == "f" or (op in ("reduce_max", "reduce_min") and 0 in [shape[a] for a in axes]):
+            return None
+        return ("move", op, (i,), {"axes": axes})
     if kind == "transpose":
         perm = list(range(nd))
         for a in range(nd - 1, 0, -1):

@@ -11,6 +11,11 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
 - a movement op on a buffer is index arithmetic on later loads (a `View`:
   strides and offset), never a copy; on a value computed in a kernel it first
   stores that value (materialises it);
+- a reduction gets a kernel over its output shape with an inner loop over the
+  reduced axes; its elementwise producers are recomputed in that loop (the
+  prologue: their kernel is dropped if nothing else needs it), elementwise
+  consumers of the reduced shape join the same kernel (the epilogue), and a
+  sibling reduction of the same input shape and axes shares the loop;
 - a value is stored only where it leaves the run, is read by another kernel,
   or is moved.
 
@@ -38,6 +43,8 @@ PRIM_CLASS = {
 
 # Movement ops lowered today as index arithmetic (pad and concatenate still run on NumPy).
 _VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev")
+# Reductions lowered today (argmax/argmin still run on NumPy).
+_REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 
 DTYPES = frozenset(CStyle._CTYPES)
 _PROBE = CStyle()
@@ -61,6 +68,12 @@ def lowerable(eqn):
                     eqn.params)
         names = [f"a{k}" for k in range(len(eqn.inputs))]
         return RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is not None
+    if kind == REDUCE:
+        if eqn.prim.name not in _REDUCE_OPS or not eqn.params["axes"]:
+            return False
+        shape = eqn.inputs[0].aval.shape
+        # max/min of nothing is an error eager raises: leave it to eager's path
+        return eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in eqn.params["axes"])
     return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
 
 
@@ -109,8 +122,8 @@ class Unit:
         self.buffers.append(b)
         return b
 
-    def kernel(self, shape):
-        k = Kernel(f"k{len(self.kernels)}", shape)
+    def kernel(self, shape, reduce_shape=()):
+        k = Kernel(f"k{len(self.kernels)}", shape, reduce_shape)
         self.kernels.append(k)
         return k
 
@@ -126,6 +139,7 @@ def fuse(ops, constants, live_out, avals):
     for s in sorted(live_out):
         if s in f.values:
             f.output(s)
+    f.unit.kernels = [k for k in f.unit.kernels if k.stores]  # prologues absorbed elsewhere
     return f.unit
 
 
@@ -136,6 +150,7 @@ class _Fuser:
         self.avals = avals
         self.values = {}          # slot -> View | Expr | Scalar
         self.stored = {}          # id(node) -> View of the buffer it is stored in
+        self.clones = {}          # (id(kernel), id(node)) -> the node recomputed in a reduction
 
     # -------------------------------------------------------------- reading slots
 
@@ -197,6 +212,8 @@ class _Fuser:
         args = [self.value(s) for s in ins]
         if PRIM_CLASS[name] == ELEMENTWISE:
             result = self.elementwise(eqn, args)
+        elif PRIM_CLASS[name] == REDUCE:
+            result = self.reduce(eqn, args[0])
         else:
             result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
         self.values[outs[0]] = result
@@ -227,6 +244,59 @@ class _Fuser:
             if ok:
                 return k
         return self.unit.kernel(shape)
+
+    def reduce(self, eqn, x):
+        axes = tuple(sorted(eqn.params["axes"]))
+        in_shape = eqn.inputs[0].aval.shape
+        order = [a for a in range(len(in_shape)) if a not in axes] + list(axes)
+        if type(x) is Expr and x.kernel.reduce_shape:
+            x = self.materialise(x)   # a reduced value reduced again is read, not recomputed
+        needs = self.producers(x)
+        key = (in_shape, axes)
+        kernels = self.unit.kernels
+        kernel = None
+        for pos in range(len(kernels) - 1, -1, -1):  # a sibling: same input shape and axes
+            if kernels[pos].reduce_key == key and all(p < pos for p in needs):
+                kernel = kernels[pos]
+                break
+        if kernel is None:
+            kernel = self.unit.kernel(eqn.outputs[0].aval.shape, [in_shape[a] for a in axes])
+            kernel.reduce_key = key
+        arg = self.inner(kernel, x, order)
+        for n in kernel.nodes:  # the same reduction of the same value: one accumulator
+            if n.op == eqn.prim.name and n.args[0] is arg:
+                return Expr(kernel, n)
+        return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg]))
+
+    def producers(self, v):
+        """Positions of the kernels storing what `v` reads."""
+        prod = self.unit.producer
+        if type(v) is View:
+            return [prod[v.buffer.index]] if v.buffer.index in prod else []
+        if type(v) is Scalar:
+            return []
+        return [prod[ld.buffer.index] for ld in v.kernel.loads if ld.buffer.index in prod]
+
+    def inner(self, kernel, x, order):
+        """`x` (over the reduction's input shape) recomputed in `kernel`'s inner loop."""
+        if type(x) is Scalar:
+            return x.const
+        if type(x) is View:
+            strides = [0 if d == 1 else s for s, d in zip(x.strides, x.shape)]
+            return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True)
+
+        def clone(a):
+            if type(a) is Node:
+                key = (id(kernel), id(a))
+                c = self.clones.get(key)
+                if c is None:
+                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
+                return c
+            if type(a) is Const:
+                return a
+            return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True)
+
+        return clone(x.node)
 
     def output(self, slot):
         v = self.values[slot]

@@ -4,7 +4,11 @@ A `Kernel` is an output index space (`shape`), the buffers it reads through
 `Load`s (per-axis strides in elements and an offset, so broadcast, transposed,
 sliced and reversed inputs are read in place), an expression DAG of `Node`s
 over the loaded values and inline `Const`s, and `Store`s of some nodes into
-contiguous buffers of the index space. Shapes are static. A renderer (C today,
+contiguous buffers of the index space. A reduction kernel also has a
+`reduce_shape`: at each output point an inner loop over it evaluates the
+prologue (nodes over inner loads, whose strides cover the output axes then the
+reduced ones) into accumulators (`reduce_*` nodes); the epilogue (nodes over
+reduce results and outer loads) runs once per output point. Shapes are static. A renderer (C today,
 CUDA C next) turns a kernel into source; nothing here knows the target.
 """
 import math
@@ -25,11 +29,12 @@ class Buffer:
 
 
 class Load:
-    __slots__ = ("buffer", "strides", "offset", "dtype")
+    __slots__ = ("buffer", "strides", "offset", "dtype", "inner")
 
-    def __init__(self, buffer, strides, offset):
+    def __init__(self, buffer, strides, offset, inner=False):
         self.buffer, self.strides, self.offset = buffer, tuple(strides), offset
         self.dtype = buffer.dtype
+        self.inner = inner  # read inside a reduction's inner loop
 
     def __repr__(self):
         return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}]"
@@ -73,9 +78,11 @@ class Kernel:
 
     target = None  # set by the renderer that gives the kernel its source
 
-    def __init__(self, name, shape):
+    def __init__(self, name, shape, reduce_shape=()):
         self.name = name
         self.shape = tuple(shape)
+        self.reduce_shape = tuple(reduce_shape)
+        self.reduce_key = None  # (input shape, axes) of the reductions, for siblings
         self.loads = []
         self.nodes = []
         self.stores = []
@@ -85,11 +92,12 @@ class Kernel:
     def size(self):
         return math.prod(self.shape)
 
-    def load(self, buffer, strides, offset):
+    def load(self, buffer, strides, offset, inner=False):
         for ld in self.loads:  # one load per distinct access
-            if ld.buffer is buffer and ld.strides == tuple(strides) and ld.offset == offset:
+            if (ld.buffer is buffer and ld.strides == tuple(strides) and ld.offset == offset
+                    and ld.inner == inner):
                 return ld
-        ld = Load(buffer, strides, offset)
+        ld = Load(buffer, strides, offset, inner)
         self.loads.append(ld)
         return ld
 
@@ -115,14 +123,17 @@ class Kernel:
     def index_bits(self):
         """32 when every extent and offset fits a signed 32-bit int, else 64."""
         limit = 2 ** 31 - 1
-        spans = [self.size] + [math.prod(ld.buffer.shape) for ld in self.loads]
-        spans += [abs(ld.offset) + sum(abs(s) * max(d - 1, 0) for s, d in zip(ld.strides, self.shape))
+        full = self.shape + self.reduce_shape
+        spans = [self.size * math.prod(self.reduce_shape)]
+        spans += [math.prod(ld.buffer.shape) for ld in self.loads]
+        spans += [abs(ld.offset) + sum(abs(s) * max(d - 1, 0) for s, d in zip(ld.strides, full))
                   for ld in self.loads]
         return 32 if max(spans, default=0) <= limit else 64
 
     def __repr__(self):
         names = {}
-        lines = [f"kernel {self.name} over {list(self.shape)}:"]
+        over = f"{list(self.shape)}" + (f", reducing {list(self.reduce_shape)}" if self.reduce_shape else "")
+        lines = [f"kernel {self.name} over {over}:"]
 
         def name(a):
             if type(a) is Node:

@@ -258,6 +258,52 @@ RULES = {
     "select": _select, "convert": _convert,
 }
 
+# Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator or
+# None where the combination must stay in order: float max/min propagate NaN).
+def _reducer(init, update, clause):
+    def rule(r, dtype, acc, v):
+        k = _kind(dtype)
+        return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k)
+    return rule
+
+
+def _extreme_init(sign):
+    def init(r, dtype, k):
+        if k in "hf":
+            return f"({'-' if sign < 0 else ''}INFINITY)"
+        if k == "b":
+            return "0" if sign < 0 else "1"
+        info = np.iinfo(dtype)
+        return r.const(Const(info.min if sign < 0 else info.max, dtype), dtype)
+    return init
+
+
+def _extreme_update(cmp):
+    def update(r, dtype, k, acc, v):
+        if k in "hf":
+            return f"(({acc} {cmp} {v} || {acc} != {acc}) ? {acc} : {v})"
+        return f"(({acc} {cmp} {v}) ? {acc} : {v})"
+    return update
+
+
+def _fold(op, bool_op):
+    def update(r, dtype, k, acc, v):
+        if k in "hf":
+            return f"({acc} {op} {v})"
+        if k == "b":
+            return f"({acc} {bool_op} {v})"
+        u = _uwide(dtype)
+        return _wrap_int(r, dtype, f"({u})({acc}) {op} ({u})({v})")
+    return update
+
+
+REDUCERS = {
+    "reduce_sum": _reducer(lambda r, d, k: "0", _fold("+", "|"), lambda k: "|" if k == "b" else "+"),
+    "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&"), lambda k: "&" if k == "b" else "*"),
+    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: None if k in "hf" else "max"),
+    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: None if k in "hf" else "min"),
+}
+
 # Results that are already values of their (16-bit float) dtype: no rounding needed.
 _EXACT = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "floor", "ceil",
                     "round", "sign"})
@@ -338,36 +384,49 @@ class CStyle:
 
     # -------------------------------------------------------------- kernels
 
-    def body(self, kernel, index):
-        """The statements computing one point; `index(strides, offset)` spells an element offset."""
-        lines, names = [], {}
+    def statements(self, kernel, loads, nodes, names, index):
+        """Lines computing `loads` then `nodes` (in order); `names` maps ids to C names
+        (filled here); `index(load)` spells a load's element offset."""
+        lines = []
 
         def arg(a):
-            if type(a) is Node:
-                return names[id(a)]
-            if type(a) is Load:
-                return names[id(a)]
-            return self.const(a, a.dtype)
+            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
 
-        for k, ld in enumerate(kernel.loads):
-            names[id(ld)] = f"l{k}"
-        used = set()
-        for n in kernel.live_nodes():
-            used.update(id(a) for a in n.args if type(a) is Load)
-        used.update(id(s.value) for s in kernel.stores if type(s.value) is Load)
-        for k, ld in enumerate(kernel.loads):
-            if id(ld) in used:
-                ref = f"p{ld.buffer.index}[{index(ld.strides, ld.offset)}]"
-                lines.append(f"const {self.compute_type(ld.dtype)} l{k} = {self.load(ld.dtype, ref)};")
-        for k, n in enumerate(kernel.live_nodes()):
-            names[id(n)] = f"v{k}"
+        for ld in loads:
+            names[id(ld)] = f"l{kernel.loads.index(ld)}"
+            ref = f"p{ld.buffer.index}[{index(ld)}]"
+            lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {self.load(ld.dtype, ref)};")
+        for n in nodes:
+            names[id(n)] = f"v{len(names)}"
             expr = self.expression(n, [arg(a) for a in n.args])
-            lines.append(f"const {self.compute_type(n.dtype)} v{k} = {expr};")
-        out = contiguous_strides(kernel.shape)
-        for s in kernel.stores:
-            val = arg(s.value) if type(s.value) is not Const else self.const(s.value, s.buffer.dtype)
-            lines.append(f"p{s.buffer.index}[{index(out, 0)}] = {self.stored(s.buffer.dtype, val)};")
+            lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
         return lines
+
+    def stores(self, kernel, names, index):
+        lines = []
+        for s in kernel.stores:
+            v = s.value
+            val = names[id(v)] if type(v) is not Const else self.const(v, s.buffer.dtype)
+            lines.append(f"p{s.buffer.index}[{index}] = {self.stored(s.buffer.dtype, val)};")
+        return lines
+
+    def phases(self, kernel):
+        """(inner loads, inner nodes, reduce nodes, outer loads, outer nodes) in order."""
+        live = kernel.live_nodes()
+        reduces = [n for n in live if n.op in REDUCERS]
+        inner = set()
+        stack = [a for r in reduces for a in r.args]
+        while stack:
+            a = stack.pop()
+            if id(a) not in inner and type(a) is not Const:
+                inner.add(id(a))
+                if type(a) is Node:
+                    stack.extend(a.args)
+        used = {id(a) for n in live for a in n.args} | {id(s.value) for s in kernel.stores}
+        loads = [ld for ld in kernel.loads if id(ld) in used]
+        return ([ld for ld in loads if id(ld) in inner], [n for n in live if id(n) in inner],
+                reduces, [ld for ld in loads if id(ld) not in inner],
+                [n for n in live if id(n) not in inner and n.op not in REDUCERS])
 
     def pointers(self, kernel):
         lines, seen = [], set()
@@ -399,6 +458,28 @@ class CStyle:
             k.source = texts[j].replace("@U@", name)
             k.target = self.target
         return name, text.replace("@U@", name)
+
+
+def _offset(ivars, strides, offset):
+    terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(ivars, strides) if s != 0]
+    if offset:
+        terms.append(str(offset))
+    return " + ".join(terms) or "0"
+
+
+def _nest(idx, ivars, shape, pragmas, body, depth):
+    """Loops over `shape` (a pragma, or None, before each) around `body`."""
+    lines = []
+    for v, d, p in zip(ivars, shape, pragmas):
+        if p:
+            lines.append("  " * depth + p)
+        lines.append("  " * depth + f"for ({idx} {v} = 0; {v} < {d}; {v}++) {{")
+        depth += 1
+    lines += ["  " * depth + x for x in body]
+    for _ in shape:
+        depth -= 1
+        lines.append("  " * depth + "}")
+    return lines
 
 
 def _collapse(shape, accesses):
@@ -440,48 +521,89 @@ class CDialect(CStyle):
         return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers()
 
     def kernel(self, kernel, name):
+        if kernel.reduce_shape:
+            return self.reduction_kernel(kernel, name)
         out = contiguous_strides(kernel.shape)
-        shape, acc = _collapse(kernel.shape, [ld.strides for ld in kernel.loads] + [out])
-        strides = {}
-        for ld, s in zip(kernel.loads, acc):
-            strides[id(ld)] = s
-        idx = "int32_t" if kernel.index_bits == 32 else "int64_t"
-        nd = len(shape)
-        ivars = [f"i{a}" for a in range(nd)]
-        orig = {tuple(ld.strides): s for ld, s in zip(kernel.loads, acc)}
-        orig[tuple(out)] = acc[-1]
-
-        def index(st, offset):
-            st = orig[tuple(st)]
-            terms = [f"{v}" if s == 1 else f"{v} * {s}" for v, s in zip(ivars, st) if s != 0]
-            if offset:
-                terms.append(str(offset))
-            return " + ".join(terms) or "0"
-
-        body = self.body(kernel, index)
-        lines = [f"static void {name}(void **{self.restrict} b) {{"]
-        lines += ["  " + x for x in self.pointers(kernel)]
+        _, _, _, loads, nodes = self.phases(kernel)
+        shape, acc = _collapse(kernel.shape, [ld.strides for ld in loads] + [out])
+        ivars = [f"i{a}" for a in range(len(shape))]
+        at = {id(ld): s for ld, s in zip(loads, acc)}
+        names = {}
+        body = self.statements(kernel, loads, nodes, names,
+                               lambda ld: _offset(ivars, at[id(ld)], ld.offset))
+        body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
         par = kernel.size >= self.parallel_threshold
-        if nd == 0:
-            lines += ["  {"] + ["    " + x for x in body] + ["  }"]
-        else:
-            depth = 1
-            for a in range(nd):
-                if a == 0 and par and nd > 1:
-                    pragma = f"#pragma omp parallel for" + (f" collapse({nd - 1})" if nd > 2 else "")
-                    lines.append("  " * depth + pragma)
-                if a == nd - 1:
-                    lines.append("  " * depth + ("#pragma omp parallel for simd" if par and nd == 1
-                                                  else "#pragma omp simd"))
-                lines.append("  " * depth + f"for ({idx} {ivars[a]} = 0; {ivars[a]} < {shape[a]}; "
-                             f"{ivars[a]}++) {{")
-                depth += 1
-            lines += ["  " * depth + x for x in body]
-            for a in range(nd):
-                depth -= 1
-                lines.append("  " * depth + "}")
-        lines.append("}")
-        return "\n".join(lines)
+        pragmas = [None] * len(shape)
+        if shape:
+            pragmas[-1] = "#pragma omp simd"
+            if par and len(shape) == 1:
+                pragmas[0] = "#pragma omp parallel for simd"
+            elif par:
+                pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
+        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines += _nest(self.index_type(kernel), ivars, shape, pragmas, body, 1)
+        return "\n".join(lines + ["}"])
+
+    def index_type(self, kernel):
+        return "int32_t" if kernel.index_bits == 32 else "int64_t"
+
+    def reduction_kernel(self, kernel, name):
+        """Outer loops over the output, accumulators, an inner loop over the reduced
+        axes (the prologue), then the epilogue and stores per output point."""
+        no = len(kernel.shape)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        out = contiguous_strides(kernel.shape)
+        oshape, oacc = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
+                                 [ld.strides for ld in outer_loads] + [out])
+        rshape, racc = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads])
+        ov = [f"i{a}" for a in range(len(oshape))]
+        rv = [f"j{a}" for a in range(len(rshape))]
+        n_in = len(inner_loads)
+        at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
+        at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
+
+        def index(ld):
+            o, r = at[id(ld)]
+            return _offset(ov + rv, list(o) + list(r), ld.offset)
+
+        names = {}
+        accs, updates, clauses = [], [], []
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index)
+        for k, r in enumerate(reduces):
+            acc = f"acc{k}"
+            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
+            init, update, clause = REDUCERS[r.op](self, r.dtype, acc, v)
+            accs.append(f"{self.compute_type(r.dtype)} {acc} = {init};")
+            updates.append(f"{acc} = {update};")
+            clauses.append(clause and f"{clause}:{acc}")
+        finals = []
+        for k, r in enumerate(reduces):
+            names[id(r)] = f"r{k}"
+            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, f'acc{k}')};")
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index)
+        epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
+
+        total = kernel.size * math.prod(kernel.reduce_shape)
+        big = total >= self.parallel_threshold
+        ordered = None in clauses
+        red = "" if ordered else "".join(f" reduction({c})" for c in clauses)
+        inner_par = big and oshape == [] or (big and kernel.size < 8 and not ordered)
+        rp = [None] * len(rshape)
+        if rshape:
+            coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
+            if inner_par and not ordered:
+                rp[0] = f"#pragma omp parallel for simd{coll}{red}"
+            elif not ordered:
+                rp[0] = f"#pragma omp simd{coll}{red}"
+        point = ["  " + x for x in accs]
+        point += _nest(self.index_type(kernel), rv, rshape, rp, prologue + updates, 1)
+        point += ["  " + x for x in finals + epilogue]
+        op = [None] * len(oshape)
+        if oshape and big and not inner_par:
+            op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
+        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines += _nest(self.index_type(kernel), ov, oshape, op, ["{"] + point + ["}"], 1)
+        return "\n".join(lines + ["}"])
 
     def driver(self, names):
         calls = "\n".join(f"  {n}(b);" for n in names)
