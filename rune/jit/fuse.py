@@ -16,15 +16,17 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
   prologue: their kernel is dropped if nothing else needs it), elementwise
   consumers of the reduced shape join the same kernel (the epilogue), and a
   sibling reduction of the same input shape and axes shares the loop;
-- a value is stored only where it leaves the run, is read by another kernel,
-  or is moved.
+- a small elementwise tree read by a later kernel over the same index space is
+  recomputed there rather than stored and loaded back;
+- a value is stored only where it leaves the run, is read by another kernel
+  (and is not recomputed), or is moved.
 
 Kernels only read what earlier kernels stored, so running them in creation
 order is correct.
 """
 import numpy as np
 
-from .kernel import Buffer, Const, Kernel, Node, contiguous_strides
+from .kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
 from .render import RULES, CStyle
 
 ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
@@ -47,6 +49,7 @@ _VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev")
 _REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 
 DTYPES = frozenset(CStyle._CTYPES)
+_RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loaded back
 _PROBE = CStyle()
 
 
@@ -200,10 +203,49 @@ class _Fuser:
         if type(v) is Expr:
             if v.kernel is kernel:
                 return v.node
+            node = self.recompute(kernel, v)
+            if node is not None:
+                return node
             v = self.materialise(v)
         nd, vd = len(kernel.shape), len(v.shape)
         strides = [0] * (nd - vd) + [0 if d == 1 else s for s, d in zip(v.strides, v.shape)]
         return kernel.load(v.buffer, strides, v.offset)
+
+    def recompute(self, kernel, v):
+        """`v`'s elementwise tree cloned into `kernel` (same index space), instead of
+        storing it and loading it back: a small tree is cheaper to recompute than a
+        round trip through memory (softmax's exp then needs no buffer). None when
+        `v` is a reduction's value, over another index space, large, or reads a
+        buffer `kernel` runs before."""
+        src = v.kernel
+        if src.reduce_shape or src.shape != kernel.shape:
+            return None
+        pos = self.unit.kernels.index(kernel)
+        seen, stack = set(), [v.node]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if type(n) is Node:
+                stack.extend(n.args)
+            elif type(n) is Load and self.unit.producer.get(n.buffer.index, -1) >= pos:
+                return None
+            if len(seen) > _RECOMPUTE_LIMIT:
+                return None
+
+        def clone(a):
+            if type(a) is Node:
+                key = (id(kernel), id(a))
+                c = self.clones.get(key)
+                if c is None:
+                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
+                return c
+            if type(a) is Const:
+                return a
+            return kernel.load(a.buffer, a.strides, a.offset)
+
+        return clone(v.node)
 
     # -------------------------------------------------------------- ops
 

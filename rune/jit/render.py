@@ -258,12 +258,14 @@ RULES = {
     "select": _select, "convert": _convert,
 }
 
-# Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator or
-# None where the combination must stay in order: float max/min propagate NaN).
+# Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
+# whether a NaN flag rides along). Float max/min ignore NaN in the vectorised
+# loop and a second accumulator remembers whether one was seen: the result is
+# then NaN, as NumPy's (so every reduction has an OpenMP clause and vectorises).
 def _reducer(init, update, clause):
     def rule(r, dtype, acc, v):
         k = _kind(dtype)
-        return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k)
+        return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k), k in "hf" and clause(k) in ("max", "min")
     return rule
 
 
@@ -280,9 +282,7 @@ def _extreme_init(sign):
 
 def _extreme_update(cmp):
     def update(r, dtype, k, acc, v):
-        if k in "hf":
-            return f"(({acc} {cmp} {v} || {acc} != {acc}) ? {acc} : {v})"
-        return f"(({acc} {cmp} {v}) ? {acc} : {v})"
+        return f"(({v} {cmp} {acc}) ? {v} : {acc})"
     return update
 
 
@@ -300,8 +300,8 @@ def _fold(op, bool_op):
 REDUCERS = {
     "reduce_sum": _reducer(lambda r, d, k: "0", _fold("+", "|"), lambda k: "|" if k == "b" else "+"),
     "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&"), lambda k: "&" if k == "b" else "*"),
-    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: None if k in "hf" else "max"),
-    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: None if k in "hf" else "min"),
+    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: "max"),
+    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
 }
 
 # Results that are already values of their (16-bit float) dtype: no rounding needed.
@@ -567,34 +567,34 @@ class CDialect(CStyle):
             return _offset(ov + rv, list(o) + list(r), ld.offset)
 
         names = {}
-        accs, updates, clauses = [], [], []
+        accs, updates, clauses, finals = [], [], [], []
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, index)
         for k, r in enumerate(reduces):
             acc = f"acc{k}"
             v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
-            init, update, clause = REDUCERS[r.op](self, r.dtype, acc, v)
+            init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
             accs.append(f"{self.compute_type(r.dtype)} {acc} = {init};")
             updates.append(f"{acc} = {update};")
-            clauses.append(clause and f"{clause}:{acc}")
-        finals = []
-        for k, r in enumerate(reduces):
+            clauses.append(f"{clause}:{acc}")
+            result = acc
+            if nan:
+                accs.append(f"int nan{k} = 0;")
+                updates.append(f"nan{k} |= ({v} != {v});")
+                clauses.append(f"|:nan{k}")
+                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {acc})"
             names[id(r)] = f"r{k}"
-            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, f'acc{k}')};")
+            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
         epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index)
         epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
 
         total = kernel.size * math.prod(kernel.reduce_shape)
         big = total >= self.parallel_threshold
-        ordered = None in clauses
-        red = "" if ordered else "".join(f" reduction({c})" for c in clauses)
-        inner_par = big and oshape == [] or (big and kernel.size < 8 and not ordered)
+        red = "".join(f" reduction({c})" for c in clauses)
+        inner_par = big and (oshape == [] or kernel.size < 8)
         rp = [None] * len(rshape)
         if rshape:
             coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
-            if inner_par and not ordered:
-                rp[0] = f"#pragma omp parallel for simd{coll}{red}"
-            elif not ordered:
-                rp[0] = f"#pragma omp simd{coll}{red}"
+            rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
         point = ["  " + x for x in accs]
         point += _nest(self.index_type(kernel), rv, rshape, rp, prologue + updates, 1)
         point += ["  " + x for x in finals + epilogue]
