@@ -296,6 +296,23 @@ def test_movement_of_a_computed_value_and_reshape_of_a_view():
     _close(jf(nx.asarray(x)), f(nx.asarray(x)), True)
 
 
+def test_pad_is_a_guarded_load_through_other_movement_and_reductions():
+    x = nx.asarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    cases = [lambda v: nx.pad(v, ((1, 2), (0, 3)), constant_values=-1) * 2,
+             lambda v: nx.sum(nx.pad(v, ((1, 0), (2, 2)), constant_values=5), axis=1),
+             lambda v: nx.pad(v, 1)[::-1, 1:5:2].T + 1,
+             lambda v: nx.broadcast_to(nx.pad(v, ((0, 0), (1, 1)))[:, ::3], (2, 3, 2))]
+    for f in cases:
+        jf = rune.jit(f)
+        plan = _compiled_plan(jf, x)
+        assert len(plan.kernels) == 1 and not numpy_stretches(plan), plan
+        np.testing.assert_array_equal(np.asarray(jf(x)), np.asarray(f(x)))
+    g = rune.jit(rune.grad(lambda u: nx.sum(u[1:, ::2] ** 2)))   # slice's VJP pads
+    u = nx.asarray(np.arange(12, dtype=np.float64).reshape(3, 4))
+    assert not numpy_stretches(g.plan(u))
+    np.testing.assert_array_equal(np.asarray(g(u)), np.asarray(rune.grad(lambda u: nx.sum(u[1:, ::2] ** 2))(u)))
+
+
 def test_unlowered_primitives_split_the_stretch_with_identical_results():
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     f = lambda x: nx.exp(nx.argmax(nx.sin(x) * 2.0, axis=1).astype(nx.float32)) + 1.0

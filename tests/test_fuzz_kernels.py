@@ -44,7 +44,7 @@ BINARY = {"f": ("add", "sub", "mul", "div", "floordiv", "rem", "max", "min") + C
                 "shift_left", "shift_right") + COMPARE,
           "b": ("and", "or", "xor", "max", "min") + COMPARE}
 KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose", "rev", "slice",
-         "broadcast", "reshape", "reduce")
+         "broadcast", "reshape", "reduce", "pad")
 # Integer and boolean reductions are exact in any order; float ones are checked
 # within a bound in test_compiler.py (the summation order differs from NumPy's).
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -138,6 +138,9 @@ def _step(ch, shapes, dtypes):
     if not shape:
         return None
     nd = len(shape)
+    if kind == "pad":
+        config = tuple((ch.integer(0, 2), ch.integer(0, 2)) for _ in shape)
+        return ("pad", "pad", (i,), {"config": config, "value": ch.pick((0, 1))})
     if kind == "reduce":
         axes = tuple(a for a in range(nd) if ch.integer(0, 1)) or (nd - 1,)
         op = ch.pick(REDUCE)
@@ -183,6 +186,8 @@ def _broadcasts(a, b):
 
 def _abstract(step, shapes, dtypes):
     kind, name, ins, params = step
+    if kind == "pad":
+        return tuple(d + lo + hi for d, (lo, hi) in zip(shapes[ins[0]], params["config"])), dtypes[ins[0]]
     if kind == "move":
         from rune.core.aval import Aval
         from rune.core.primitive import abstract_rules
@@ -196,16 +201,28 @@ def _abstract(step, shapes, dtypes):
     return shape, dtypes[ins[1] if name == "select" else ins[0]]  # operands convert to this one
 
 
+def _cast(x, dtype):
+    """x as dtype; float -> uint32 goes through int64, since eager's own float ->
+    uint32 casts of out-of-range values differ between its scalar and SIMD loops."""
+    if dtype == np.dtype("uint32") and (x.dtype.kind == "f" or x.dtype == BF16):
+        x = bind(P["convert"], x, dtype=np.dtype("int64"))
+    return bind(P["convert"], x, dtype=dtype)
+
+
 def program_fn(steps, outs):
     def f(*xs):
         vals = list(xs)
         for kind, name, ins, params in steps:
             args = [vals[i] for i in ins]
             if kind == "binary" and args[1].dtype != args[0].dtype:
-                args[1] = bind(P["convert"], args[1], dtype=args[0].dtype)
+                args[1] = _cast(args[1], args[0].dtype)
             if kind == "select":
                 if args[2].dtype != args[1].dtype:
-                    args[2] = bind(P["convert"], args[2], dtype=args[1].dtype)
+                    args[2] = _cast(args[2], args[1].dtype)
+            if kind == "pad":  # the padding value is a captured constant of the operand's dtype
+                value = nx.asarray(np.array(params["value"], args[0].dtype))
+                vals.append(bind(P["pad"], args[0], value, config=params["config"]))
+                continue
             vals.append(bind(P[name], *args, **params))
         return [vals[i] for i in outs]
     return f

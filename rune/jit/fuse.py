@@ -26,6 +26,8 @@ order is correct.
 """
 import numpy as np
 
+from ..core.program import Literal
+
 from .kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
 from .render import RULES, CStyle
 
@@ -43,8 +45,8 @@ PRIM_CLASS = {
     **dict.fromkeys(("gather", "dynamic_slice", "random_bits"), INDEXED),
 }
 
-# Movement ops lowered today as index arithmetic (pad and concatenate still run on NumPy).
-_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev")
+# Movement ops lowered today as index arithmetic (concatenate still runs on NumPy).
+_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad")
 # Reductions lowered today (argmax/argmin still run on NumPy).
 _REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 
@@ -60,8 +62,9 @@ class _Probe:
         self.dtype = dtype
 
 
-def lowerable(eqn):
-    """Whether the compiler lowers this equation (its dtypes and params included)."""
+def lowerable(eqn, ins=None, constants=None):
+    """Whether the compiler lowers this equation (its dtypes and params included);
+    `ins` (its input slots) and `constants` (slot -> value) tell constant operands."""
     kind = PRIM_CLASS.get(eqn.prim.name)
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
     if any(a.dtype.name not in DTYPES for a in avals):
@@ -77,17 +80,26 @@ def lowerable(eqn):
         shape = eqn.inputs[0].aval.shape
         # max/min of nothing is an error eager raises: leave it to eager's path
         return eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in eqn.params["axes"])
+    if eqn.prim.name == "pad":   # a constant padding value becomes the loads' fill
+        return type(eqn.inputs[1]) is Literal or (
+            ins is not None and ins[1] in constants and np.ndim(constants[ins[1]]) == 0)
     return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
 
 
 # ---------------------------------------------------------------- values during fusion
 
 class View:
-    """A buffer read through strides and an offset (elements)."""
-    __slots__ = ("buffer", "shape", "strides", "offset")
+    """A buffer read through strides and an offset (elements); with a `guard` (per
+    axis (lo, hi) or None) points outside it are `fill` (a padded buffer)."""
+    __slots__ = ("buffer", "shape", "strides", "offset", "guard", "fill")
 
-    def __init__(self, buffer, shape, strides, offset):
+    def __init__(self, buffer, shape, strides, offset, guard=None, fill=None):
         self.buffer, self.shape, self.strides, self.offset = buffer, tuple(shape), tuple(strides), offset
+        self.guard = tuple(guard) if guard is not None and any(guard) else None
+        self.fill = fill
+
+    def guards(self):
+        return self.guard or (None,) * len(self.shape)
 
     def contiguous(self):
         return all(s == c for s, c, d in zip(self.strides, contiguous_strides(self.shape), self.shape)
@@ -175,7 +187,7 @@ class _Fuser:
     def materialise(self, v, role="tmp"):
         """`v` as a View of a buffer (a node's value is stored by its kernel)."""
         if type(v) is View:
-            return v
+            return v   # possibly guarded: movement rules that cannot carry a guard copy it
         if type(v) is Scalar:
             return self.copy(v, role)
         view = self.stored.get(id(v.node))
@@ -209,7 +221,12 @@ class _Fuser:
             v = self.materialise(v)
         nd, vd = len(kernel.shape), len(v.shape)
         strides = [0] * (nd - vd) + [0 if d == 1 else s for s, d in zip(v.strides, v.shape)]
-        return kernel.load(v.buffer, strides, v.offset)
+        guard = [None] * (nd - vd) + [g if d == n else None    # a broadcast axis reads index 0
+                                      for g, d, n in zip(v.guards(), v.shape, kernel.shape[nd - vd:])]
+        if any(g is not None and d != n and not g[0] <= 0 < g[1]
+               for g, d, n in zip(v.guards(), v.shape, kernel.shape[nd - vd:])):
+            return v.fill                                       # index 0 is padding everywhere
+        return kernel.load(v.buffer, strides, v.offset, guard=guard, fill=v.fill)
 
     def recompute(self, kernel, v):
         """`v`'s elementwise tree cloned into `kernel` (same index space), instead of
@@ -243,7 +260,7 @@ class _Fuser:
                 return c
             if type(a) is Const:
                 return a
-            return kernel.load(a.buffer, a.strides, a.offset)
+            return kernel.load(a.buffer, a.strides, a.offset, guard=a.guard, fill=a.fill)
 
         return clone(v.node)
 
@@ -256,6 +273,8 @@ class _Fuser:
             result = self.elementwise(eqn, args)
         elif PRIM_CLASS[name] == REDUCE:
             result = self.reduce(eqn, args[0])
+        elif name in _MOVES_WITH_VALUE:
+            result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
         else:
             result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
         self.values[outs[0]] = result
@@ -325,7 +344,9 @@ class _Fuser:
             return x.const
         if type(x) is View:
             strides = [0 if d == 1 else s for s, d in zip(x.strides, x.shape)]
-            return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True)
+            g = x.guards()
+            return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True,
+                               guard=[g[a] for a in order], fill=x.fill)
 
         def clone(a):
             if type(a) is Node:
@@ -336,7 +357,9 @@ class _Fuser:
                 return c
             if type(a) is Const:
                 return a
-            return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True)
+            g = a.guard or (None,) * len(a.strides)
+            return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True,
+                               guard=[g[k] for k in order], fill=a.fill)
 
         return clone(x.node)
 
@@ -359,16 +382,18 @@ def _broadcast_to(f, v, out_shape, *, shape):
         v = f.materialise(v)
     nd = len(shape)
     pad = nd - len(v.shape)
+    if any(g is not None and d != n for g, d, n in zip(v.guards(), v.shape, shape[pad:])):
+        v = f.copy(v, "tmp")   # a padded unit axis broadcast: store it first
     strides = [0] * pad + [0 if d == 1 and n != 1 else s
                            for s, d, n in zip(v.strides, v.shape, shape[pad:])]
-    return View(v.buffer, shape, strides, v.offset)
+    return View(v.buffer, shape, strides, v.offset, [None] * pad + list(v.guards()), v.fill)
 
 
 def _reshape(f, v, out_shape, *, shape):
     if type(v) is Scalar:
         return Scalar(v.const, shape)
     v = f.materialise(v)
-    if not v.contiguous():
+    if not v.contiguous() or v.guard:
         v = f.copy(v, "tmp")
     return View(v.buffer, shape, contiguous_strides(shape), v.offset)
 
@@ -377,7 +402,8 @@ def _transpose(f, v, out_shape, *, perm):
     if type(v) is Scalar:
         return Scalar(v.const, out_shape)
     v = f.materialise(v)
-    return View(v.buffer, out_shape, [v.strides[p] for p in perm], v.offset)
+    g = v.guards()
+    return View(v.buffer, out_shape, [v.strides[p] for p in perm], v.offset, [g[p] for p in perm], v.fill)
 
 
 def _slice(f, v, out_shape, *, starts, limits, strides):
@@ -385,20 +411,37 @@ def _slice(f, v, out_shape, *, starts, limits, strides):
         return Scalar(v.const, out_shape)
     v = f.materialise(v)
     offset = v.offset + sum(s * st for s, st in zip(starts, v.strides))
-    return View(v.buffer, out_shape, [st * k for st, k in zip(v.strides, strides)], offset)
+    guard = [None if g is None else (-(-(g[0] - s) // k), -(-(g[1] - s) // k))  # i*k + s in [lo, hi)
+             for g, s, k in zip(v.guards(), starts, strides)]
+    return View(v.buffer, out_shape, [st * k for st, k in zip(v.strides, strides)], offset, guard, v.fill)
 
 
 def _rev(f, v, out_shape, *, axes):
     if type(v) is Scalar:
         return v
     v = f.materialise(v)
-    strides, offset = list(v.strides), v.offset
+    strides, offset, guard = list(v.strides), v.offset, list(v.guards())
     for a in axes:
         if v.shape[a] > 0:
             offset += (v.shape[a] - 1) * strides[a]
             strides[a] = -strides[a]
-    return View(v.buffer, v.shape, strides, offset)
+            if guard[a] is not None:
+                guard[a] = (v.shape[a] - guard[a][1], v.shape[a] - guard[a][0])
+    return View(v.buffer, v.shape, strides, offset, guard, v.fill)
+
+
+def _pad(f, v, value, out_shape, *, config):
+    """Padding as a guarded view: outside the original extent, loads read the value."""
+    if type(v) is Scalar and repr(v.const.value) == repr(value.const.value):
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    if v.guard:
+        v = f.copy(v, "tmp")
+    offset = v.offset - sum(lo * s for (lo, _), s in zip(config, v.strides))
+    guard = [(lo, lo + d) if (lo or hi) else None for (lo, hi), d in zip(config, v.shape)]
+    return View(v.buffer, out_shape, v.strides, offset, guard, Const(value.const.value, v.buffer.dtype))
 
 
 _MOVES = {"broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
           "slice": _slice, "rev": _rev}
+_MOVES_WITH_VALUE = {"pad": _pad}

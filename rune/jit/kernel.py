@@ -29,15 +29,21 @@ class Buffer:
 
 
 class Load:
-    __slots__ = ("buffer", "strides", "offset", "dtype", "inner")
+    """A read of `buffer` at offset + sum(index[a] * strides[a]). With a `guard`
+    (per axis a (lo, hi) range or None), points outside it read `fill` instead
+    (padding) and the buffer is not touched there."""
+    __slots__ = ("buffer", "strides", "offset", "dtype", "inner", "guard", "fill")
 
-    def __init__(self, buffer, strides, offset, inner=False):
+    def __init__(self, buffer, strides, offset, inner=False, guard=None, fill=None):
         self.buffer, self.strides, self.offset = buffer, tuple(strides), offset
         self.dtype = buffer.dtype
         self.inner = inner  # read inside a reduction's inner loop
+        self.guard = None if guard is None or not any(guard) else tuple(guard)
+        self.fill = fill
 
     def __repr__(self):
-        return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}]"
+        guard = f", inside {self.guard} else {self.fill!r}" if self.guard else ""
+        return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}{guard}]"
 
 
 class Const:
@@ -92,12 +98,15 @@ class Kernel:
     def size(self):
         return math.prod(self.shape)
 
-    def load(self, buffer, strides, offset, inner=False):
+    def load(self, buffer, strides, offset, inner=False, guard=None, fill=None):
+        new = Load(buffer, strides, offset, inner, guard, fill)
         for ld in self.loads:  # one load per distinct access
-            if (ld.buffer is buffer and ld.strides == tuple(strides) and ld.offset == offset
-                    and ld.inner == inner):
+            if (ld.buffer is buffer and ld.strides == new.strides and ld.offset == offset
+                    and ld.inner == inner and ld.guard == new.guard
+                    and (ld.fill is None) == (fill is None)
+                    and (fill is None or repr(ld.fill.value) == repr(fill.value))):
                 return ld
-        ld = Load(buffer, strides, offset, inner)
+        ld = new
         self.loads.append(ld)
         return ld
 
@@ -128,6 +137,8 @@ class Kernel:
         spans += [math.prod(ld.buffer.shape) for ld in self.loads]
         spans += [abs(ld.offset) + sum(abs(s) * max(d - 1, 0) for s, d in zip(ld.strides, full))
                   for ld in self.loads]
+        spans += [max(abs(lo), abs(hi)) for ld in self.loads for g in (ld.guard or ()) if g
+                  for lo, hi in [g]]
         return 32 if max(spans, default=0) <= limit else 64
 
     def __repr__(self):

@@ -11,6 +11,7 @@ pending at once by `compile_pending()` (a test suite or a program building
 many plans pays one compiler run per batch instead of one per stretch).
 """
 import ctypes
+import threading
 import weakref
 
 import numpy as np
@@ -31,7 +32,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         return [numpy_stretch(ops)]
     runs, current, flag = [], [], None
     for op in ops:
-        ok = fuse.lowerable(op[0])
+        ok = fuse.lowerable(op[0], op[1], constants)
         if current and ok != flag:
             runs.append((flag, current))
             current = []
@@ -90,6 +91,9 @@ class CompiledStretch:
                 self.temps.append(t)
                 self.ptrs[b.index] = t.ctypes.data
         self._fn = None
+        # ctypes releases the GIL during the call: two threads running this stretch
+        # at once would share its pointer array and intermediates.
+        self._lock = threading.Lock()
         _PENDING.add(self)
 
     def run(self, env):
@@ -99,17 +103,18 @@ class CompiledStretch:
             fn = self._fn
         ptrs = self.ptrs
         keep = []
-        for b, s in self.inputs:
-            a = env[s]
-            if type(a) is not np.ndarray or not a.flags.c_contiguous:
-                a = np.ascontiguousarray(a)
-                keep.append(a)
-            ptrs[b] = a.ctypes.data
-        for b, s, shape, dtype in self.outputs:
-            o = np.empty(shape, dtype)
-            env[s] = o
-            ptrs[b] = o.ctypes.data
-        fn(ptrs)
+        with self._lock:
+            for b, s in self.inputs:
+                a = env[s]
+                if type(a) is not np.ndarray or not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                    keep.append(a)
+                ptrs[b] = a.ctypes.data
+            for b, s, shape, dtype in self.outputs:
+                o = np.empty(shape, dtype)
+                env[s] = o
+                ptrs[b] = o.ctypes.data
+            fn(ptrs)
         COUNTERS["kernels_launched"] += len(self.kernels)
 
     def describe(self):

@@ -159,8 +159,9 @@ def _abs(r, node, a, dts):
 def _sign(r, node, a, dts):
     k = _kind(node.dtype)
     t = r.compute_type(node.dtype)
-    if k in "hf":  # NaN stays NaN; -0.0 gives +0.0, as NumPy
-        return f"(({a[0]}) > 0 ? ({t})1 : (({a[0]}) < 0 ? ({t})-1 : (({a[0]}) == 0 ? ({t})0 : ({a[0]}))))"
+    if k in "hf":  # NaN stays NaN; -0.0 gives +0.0 in NumPy, itself in ml_dtypes' bfloat16
+        zero = a[0] if node.dtype.name == "bfloat16" else f"({t})0"
+        return f"(({a[0]}) > 0 ? ({t})1 : (({a[0]}) < 0 ? ({t})-1 : (({a[0]}) == 0 ? {zero} : ({a[0]}))))"
     if k == "i":
         return f"(({t})((({a[0]}) > 0) - (({a[0]}) < 0)))"
     if k == "u":
@@ -384,9 +385,10 @@ class CStyle:
 
     # -------------------------------------------------------------- kernels
 
-    def statements(self, kernel, loads, nodes, names, index):
+    def statements(self, kernel, loads, nodes, names, index, guard=None):
         """Lines computing `loads` then `nodes` (in order); `names` maps ids to C names
-        (filled here); `index(load)` spells a load's element offset."""
+        (filled here); `index(load)` spells a load's element offset, `guard(load)` the
+        condition of a guarded load."""
         lines = []
 
         def arg(a):
@@ -394,8 +396,10 @@ class CStyle:
 
         for ld in loads:
             names[id(ld)] = f"l{kernel.loads.index(ld)}"
-            ref = f"p{ld.buffer.index}[{index(ld)}]"
-            lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {self.load(ld.dtype, ref)};")
+            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}]")
+            if ld.guard:  # padding: the buffer is only read inside the guard
+                value = f"({guard(ld)}) ? {value} : {self.const(ld.fill, ld.dtype)}"
+            lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
         for n in nodes:
             names[id(n)] = f"v{len(names)}"
             expr = self.expression(n, [arg(a) for a in n.args])
@@ -482,24 +486,55 @@ def _nest(idx, ivars, shape, pragmas, body, depth):
     return lines
 
 
-def _collapse(shape, accesses):
+def _collapse(shape, accesses, pinned=()):
     """Merge adjacent axes that every access walks as one, and drop unit axes.
 
-    Returns (shape, [strides per access]): a contiguous elementwise kernel
-    becomes one flat loop; a transposed read keeps two."""
-    axes = [a for a, d in enumerate(shape) if d != 1]
+    Returns (shape, [strides per access], the new axis of each old one or None
+    where it was dropped): a contiguous elementwise kernel becomes one flat
+    loop; a transposed read keeps two. `pinned` axes (guarded ones) stay as they are."""
+    axes = [a for a, d in enumerate(shape) if d != 1 or a in pinned]
     shp = [shape[a] for a in axes]
     acc = [[s[a] for a in axes] for s in accesses]
+    groups = [[a] for a in axes]
     a = len(shp) - 2
     while a >= 0:
-        if all(s[a] == s[a + 1] * shp[a + 1] for s in acc):
+        if (not set(groups[a] + groups[a + 1]) & set(pinned)
+                and all(s[a] == s[a + 1] * shp[a + 1] for s in acc)):
             shp[a] *= shp[a + 1]
             del shp[a + 1]
             for s in acc:
                 s[a] = s[a + 1]
                 del s[a + 1]
+            groups[a] += groups.pop(a + 1)
         a -= 1
-    return shp, acc
+    amap = [None] * len(shape)
+    for k, g in enumerate(groups):
+        for old in g:
+            amap[old] = k
+    return shp, acc, amap
+
+
+def _guarded_axes(loads, start, stop):
+    return {a for ld in loads if ld.guard for a in range(start, stop)
+            if a < len(ld.guard) and ld.guard[a] is not None}
+
+
+def _condition(guard, axis_vars, extents):
+    """C condition for a guarded load: each guarded axis's index inside [lo, hi)."""
+    terms = []
+    for g, v, n in zip(guard, axis_vars, extents):
+        if g is None:
+            continue
+        lo, hi = g
+        if v is None:  # not a loop (a dropped unit axis): its index is 0
+            if not lo <= 0 < hi:
+                return "0"
+            continue
+        if lo > 0:
+            terms.append(f"{v} >= {lo}")
+        if hi < n:
+            terms.append(f"{v} < {hi}")
+    return " && ".join(terms) or "1"
 
 
 class CDialect(CStyle):
@@ -525,12 +560,15 @@ class CDialect(CStyle):
             return self.reduction_kernel(kernel, name)
         out = contiguous_strides(kernel.shape)
         _, _, _, loads, nodes = self.phases(kernel)
-        shape, acc = _collapse(kernel.shape, [ld.strides for ld in loads] + [out])
+        pinned = _guarded_axes(loads, 0, len(kernel.shape))
+        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] + [out], pinned)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(ld): s for ld, s in zip(loads, acc)}
         names = {}
         body = self.statements(kernel, loads, nodes, names,
-                               lambda ld: _offset(ivars, at[id(ld)], ld.offset))
+                               lambda ld: _offset(ivars, at[id(ld)], ld.offset),
+                               lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None for m in amap],
+                                                     kernel.shape))
         body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
         par = kernel.size >= self.parallel_threshold
         pragmas = [None] * len(shape)
@@ -553,11 +591,19 @@ class CDialect(CStyle):
         no = len(kernel.shape)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
         out = contiguous_strides(kernel.shape)
-        oshape, oacc = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
-                                 [ld.strides for ld in outer_loads] + [out])
-        rshape, racc = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads])
+        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + len(kernel.reduce_shape))}
+        oshape, oacc, omap = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
+                                       [ld.strides for ld in outer_loads] + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads], rpin)
         ov = [f"i{a}" for a in range(len(oshape))]
         rv = [f"j{a}" for a in range(len(rshape))]
+        axis_vars = ([ov[m] if m is not None else None for m in omap] +
+                     [rv[m] if m is not None else None for m in rmap])
+        full = kernel.shape + kernel.reduce_shape
+
+        def guard(ld):
+            return _condition(ld.guard, axis_vars, full)
         n_in = len(inner_loads)
         at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
         at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
@@ -568,7 +614,7 @@ class CDialect(CStyle):
 
         names = {}
         accs, updates, clauses, finals = [], [], [], []
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index)
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
         for k, r in enumerate(reduces):
             acc = f"acc{k}"
             v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
@@ -584,7 +630,7 @@ class CDialect(CStyle):
                 result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {acc})"
             names[id(r)] = f"r{k}"
             finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index)
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index, guard)
         epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
 
         total = kernel.size * math.prod(kernel.reduce_shape)
