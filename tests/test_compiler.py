@@ -313,6 +313,21 @@ def test_pad_is_a_guarded_load_through_other_movement_and_reductions():
     np.testing.assert_array_equal(np.asarray(g(u)), np.asarray(rune.grad(lambda u: nx.sum(u[1:, ::2] ** 2))(u)))
 
 
+def test_concatenate_adds_guarded_loads_exactly():
+    x = nx.asarray(np.array([[-0.0, 1, np.nan], [2, -3, np.inf]], np.float32))
+    y = nx.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    cases = [lambda a, b: nx.concatenate([a, b], axis=0) * 2,
+             lambda a, b: nx.concatenate([a, b * 2, a], axis=1),
+             lambda a, b: nx.sum(nx.concatenate([a, b], axis=1), axis=1),
+             lambda a, b: nx.concatenate([a[:, :0], b], axis=1),
+             lambda a, b: nx.concatenate([nx.pad(a, 1), nx.pad(b, 1)], axis=0).T]
+    for f in cases:
+        jf = rune.jit(f)
+        plan = _compiled_plan(jf, x, y)
+        assert not numpy_stretches(plan), plan
+        _close(jf(x, y), f(x, y), True)   # -0.0, NaN and inf kept exactly
+
+
 def test_unlowered_primitives_split_the_stretch_with_identical_results():
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     f = lambda x: nx.exp(nx.argmax(nx.sin(x) * 2.0, axis=1).astype(nx.float32)) + 1.0

@@ -1,6 +1,7 @@
 """Differential fuzzing of the kernel compiler.
 
-Random programs (DAGs of 1-30 elementwise, movement and (integer) reduction primitives over
+Random programs (DAGs of 1-30 elementwise, movement (pad and concatenate included) and
+(integer) reduction primitives over
 broadcastable shapes with size-0 and size-1 axes, transposed, reversed and
 strided views, all 13 dtypes) run three ways: compiled to C kernels under
 jit, under jit with the compiler off (`RUNE_CC=none`: NumPy stretches) and
@@ -44,7 +45,7 @@ BINARY = {"f": ("add", "sub", "mul", "div", "floordiv", "rem", "max", "min") + C
                 "shift_left", "shift_right") + COMPARE,
           "b": ("and", "or", "xor", "max", "min") + COMPARE}
 KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose", "rev", "slice",
-         "broadcast", "reshape", "reduce", "pad")
+         "broadcast", "reshape", "reduce", "pad", "concat")
 # Integer and boolean reductions are exact in any order; float ones are checked
 # within a bound in test_compiler.py (the summation order differs from NumPy's).
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -138,6 +139,11 @@ def _step(ch, shapes, dtypes):
     if not shape:
         return None
     nd = len(shape)
+    if kind == "concat":
+        axis = ch.integer(0, nd - 1)
+        fits = [j for j in range(len(shapes)) if len(shapes[j]) == nd
+                and all(a == axis or shapes[j][a] == shape[a] for a in range(nd))]
+        return ("concat", "concatenate", (i, ch.pick(fits), ch.pick(fits)), {"axis": axis})
     if kind == "pad":
         config = tuple((ch.integer(0, 2), ch.integer(0, 2)) for _ in shape)
         return ("pad", "pad", (i,), {"config": config, "value": ch.pick((0, 1))})
@@ -188,6 +194,10 @@ def _abstract(step, shapes, dtypes):
     kind, name, ins, params = step
     if kind == "pad":
         return tuple(d + lo + hi for d, (lo, hi) in zip(shapes[ins[0]], params["config"])), dtypes[ins[0]]
+    if kind == "concat":
+        shape = list(shapes[ins[0]])
+        shape[params["axis"]] = sum(shapes[i][params["axis"]] for i in ins)
+        return tuple(shape), dtypes[ins[0]]
     if kind == "move":
         from rune.core.aval import Aval
         from rune.core.primitive import abstract_rules
@@ -219,6 +229,8 @@ def program_fn(steps, outs):
             if kind == "select":
                 if args[2].dtype != args[1].dtype:
                     args[2] = _cast(args[2], args[1].dtype)
+            if kind == "concat":
+                args = [args[0]] + [_cast(a, args[0].dtype) if a.dtype != args[0].dtype else a for a in args[1:]]
             if kind == "pad":  # the padding value is a captured constant of the operand's dtype
                 value = nx.asarray(np.array(params["value"], args[0].dtype))
                 vals.append(bind(P["pad"], args[0], value, config=params["config"]))

@@ -9,7 +9,7 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
   not read anything produced after it; its operands become nodes of that
   kernel, loads of buffers (broadcast by zero strides) or inline constants;
 - a movement op on a buffer is index arithmetic on later loads (a `View`:
-  strides and offset), never a copy; on a value computed in a kernel it first
+  strides, offset and, for pad and concatenate, a guard), never a copy; on a value computed in a kernel it first
   stores that value (materialises it);
 - a reduction gets a kernel over its output shape with an inner loop over the
   reduced axes; its elementwise producers are recomputed in that loop (the
@@ -29,7 +29,7 @@ import numpy as np
 from ..core.program import Literal
 
 from .kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
-from .render import RULES, CStyle
+from .render import RULES, CStyle, _kind
 
 ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
     "elementwise", "movement", "reduce", "library", "scatter", "indexed")
@@ -45,8 +45,8 @@ PRIM_CLASS = {
     **dict.fromkeys(("gather", "dynamic_slice", "random_bits"), INDEXED),
 }
 
-# Movement ops lowered today as index arithmetic (concatenate still runs on NumPy).
-_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad")
+# Movement ops lowered as index arithmetic on loads.
+_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad", "concatenate")
 # Reductions lowered today (argmax/argmin still run on NumPy).
 _REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 
@@ -273,6 +273,8 @@ class _Fuser:
             result = self.elementwise(eqn, args)
         elif PRIM_CLASS[name] == REDUCE:
             result = self.reduce(eqn, args[0])
+        elif name == "concatenate":
+            result = self.concatenate(args, eqn.outputs[0].aval, eqn.params["axis"])
         elif name in _MOVES_WITH_VALUE:
             result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
         else:
@@ -329,6 +331,34 @@ class _Fuser:
                 return Expr(kernel, n)
         return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg]))
 
+    def concatenate(self, parts, aval, axis):
+        """Each part read through a load guarded to its range along `axis` (outside it
+        reads the identity: -0.0, 0 or False), and the loads added up: exact, since at
+        every point all but one are the identity."""
+        shape = aval.shape
+        views, start = [], 0
+        for v in parts:
+            v = self.materialise(v)
+            if v.guard or len(v.shape) != len(shape):
+                v = self.copy(v, "tmp")
+            n = v.shape[axis]
+            if n:
+                guard = [None] * len(shape)
+                guard[axis] = (start, start + n)
+                offset = v.offset - start * v.strides[axis]
+                views.append(View(v.buffer, shape, v.strides, offset, guard, _identity(aval.dtype)))
+            start += n
+        if not views:
+            return Scalar(Const(0, aval.dtype), shape)
+        kernel = self.target(shape, views)
+        op = "or" if aval.dtype == np.dtype(bool) else "add"
+        acc = self.operand(kernel, views[0])
+        for v in views[1:]:
+            acc = kernel.node(op, aval.dtype, [acc, self.operand(kernel, v)])
+        if type(acc) is not Node:
+            acc = kernel.node("stop_gradient", aval.dtype, [acc])  # an Expr is a node
+        return Expr(kernel, acc)
+
     def producers(self, v):
         """Positions of the kernels storing what `v` reads."""
         prod = self.unit.producer
@@ -374,6 +404,12 @@ class _Fuser:
 
 
 # ---------------------------------------------------------------- movement as views
+
+def _identity(dtype):
+    """x + identity == x for every x of dtype (-0.0 keeps -0.0 and NaN as they are)."""
+    if dtype == np.dtype(bool):
+        return Const(False, dtype)
+    return Const(-0.0 if _kind(dtype) in "hf" else 0, dtype)
 
 def _broadcast_to(f, v, out_shape, *, shape):
     if type(v) is not View:
