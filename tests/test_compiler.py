@@ -25,9 +25,10 @@ from rune.core.trace import bind
 from rune.jit import fuse
 from rune.jit.lower import CompiledStretch, compile_pending
 
-from compiled import assert_compiled_where_lowerable, numpy_stretches
+from compiled import assert_compiled_where_lowerable, needs_cc, numpy_stretches
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+pytestmark = needs_cc
 INTS = [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")]
 FLOATS = [np.dtype("float16"), BF16, np.dtype("float32"), np.dtype("float64")]
 ALL = [np.dtype(bool)] + INTS + FLOATS

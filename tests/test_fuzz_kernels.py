@@ -29,9 +29,10 @@ from rune.core.trace import bind
 from rune.errors import RuneError
 from rune.jit.lower import compile_pending
 
-from compiled import assert_compiled_where_lowerable
+from compiled import assert_compiled_where_lowerable, needs_cc
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+pytestmark = needs_cc
 BOOL = np.dtype(bool)
 DTYPES = [BOOL] + [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                           "uint64", "float16")] + [BF16] + [np.dtype(t) for t in ("float32", "float64")]
