@@ -14,11 +14,11 @@ import platform
 import sys
 import time
 
-from . import callbacks, distributed, eager, grad, train, vmap
+from . import callbacks, distributed, eager, grad, kernels, train, vmap
 from .common import print_table
 
-BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("train", train),
-           ("distributed", distributed))
+BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
+           ("train", train), ("distributed", distributed))
 
 
 def main(argv=None):

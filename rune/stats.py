@@ -6,7 +6,9 @@ COUNTERS = dict.fromkeys((
     "traces",            # programs staged by jit (one per cache miss)
     "cache_hits",        # jit calls served by a cached plan
     "compiles",          # plans built
-    "kernels_launched",  # compiled stretches run (each one call, however many ops it holds)
+    "kernels_launched",  # kernels run (a NumPy stretch counts as one)
+    "kernels_compiled",  # C compiler runs (each may build many kernels)
+    "disk_cache_hits",   # compiled stretches loaded from the on-disk kernel cache
     "callbacks_run",     # host callbacks executed
     "transfers",         # array copies between devices
     "host_to_device",    # of those, host -> accelerator

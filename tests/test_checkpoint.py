@@ -18,7 +18,10 @@ X = nx.asarray(XN)
 @pytest.fixture
 def evals(monkeypatch):
     """evals(name) -> a list that grows by one each time the host backend evaluates
-    primitive `name` (eagerly, or in a plan built afterwards)."""
+    primitive `name` (eagerly, or in a plan built afterwards). Plans run their
+    stretches on NumPy here (RUNE_CC=none), so that compiled loop bodies count too:
+    recomputation is a property of the program, not of how a stretch runs."""
+    monkeypatch.setenv("RUNE_CC", "none")
     def watch(name):
         real = IMPLS[name]
         calls = []

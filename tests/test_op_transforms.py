@@ -19,6 +19,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import assert_compiled_where_lowerable
 from op_table import F64, TABLE, assert_traced_avals, is_float
 
 
@@ -52,14 +53,31 @@ def _close(case, got, want):
 
 # ---------------------------------------------------------------- jit
 
+@pytest.fixture(scope="module")
+def compiled_table():
+    """Plan every jit case first and compile all their kernels in a few batched
+    compiler runs (one run per test would cost ~0.1 s each)."""
+    from rune.jit.lower import compile_pending
+    plans = []  # held until compiled: a plan nobody holds is not compiled
+    for param in _samples():
+        case, sample = param.values
+        try:
+            plans.append(rune.jit(lambda *a: case.fn(*a, **sample.kwargs)).plan(*to_rune(sample.args)))
+        except Exception:
+            pass  # the test itself reports it
+    compile_pending()
+
+
 @pytest.mark.parametrize("case,sample", _samples())
-def test_jit_matches_eager(case, sample):
+def test_jit_matches_eager(case, sample, compiled_table):
     args = to_rune(sample.args)
     eager = case.fn(*args, **sample.kwargs)
     fn = lambda *a: case.fn(*a, **sample.kwargs)  # noqa: E731
-    compiled = rune.jit(fn)(*args)
+    jf = rune.jit(fn)
+    compiled = jf(*args)
     assert_traced_avals(fn, args, compiled, "jit")
     _close(case, compiled, eager)
+    assert_compiled_where_lowerable(jf.plan(*args))
 
 
 # ---------------------------------------------------------------- vmap

@@ -27,8 +27,11 @@ raw-buffer operation in rune goes through one of these methods.
     read_scalar(raw)              a device value as a Python scalar, for the host
                                   to decide with (loop predicates, branch indices,
                                   dynamic starts); counted in `stats()["scalar_reads"]`.
-    compile(kernel)               a callable running a fused kernel; the slot the
-                                  kernel compiler fills (`rune.jit.kernel`).
+    compiler()                    the native compiler kernels are built with, or
+                                  None (plans then run stretches op by op).
+    compile(compiler, prelude, units)   rendered units (name, source, kernel
+                                  names) built and loaded: one callable each
+                                  (`rune.jit.lower` renders them, batched).
     library                       name -> fn for the calls a kernel compiler leaves
                                   to a vendor library (`dot_general`, convolutions).
 
@@ -78,8 +81,11 @@ class Backend:
         COUNTERS["scalar_reads"] += 1
         return raw.item()
 
-    def compile(self, kernel):
-        raise NotImplementedError(f"{self.platform}: compile(kernel) is filled by the kernel compiler")
+    def compiler(self):
+        return None  # no native kernels on this platform yet: stretches run op by op
+
+    def compile(self, compiler, prelude, units):
+        raise NotImplementedError(f"{self.platform}: no kernel compiler")
 
     def __repr__(self):
         return f"<rune backend {self.platform}>"

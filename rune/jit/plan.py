@@ -1,12 +1,13 @@
 """Plans: how a Program is evaluated (DESIGN 2.4).
 
 A plan is a list of steps over a flat environment of raw backend arrays:
-`Stretch` (a run of first-order primitives: one compiled call; here run by a
-NumPy interpreter), `Callback`, `Loop` (scan / while, with a nested plan for
+`CompiledStretch` (a run of first-order primitives fused into C kernels: one
+compiled call, rune/jit/lower.py), `Stretch` (a run the compiler does not
+lower, run by the NumPy backend), `Callback`, `Loop` (scan / while, with a nested plan for
 the body), `Branch` (cond) and `Transfer`. Calls to custom rules and
 checkpoints are inlined: a plan evaluates only their forward computation.
-Every stretch without a callback is one unit, so a kernel compiler can later
-replace `Stretch.run` without touching anything else.
+Every stretch without a callback is one unit; the compiler splits it only
+around primitives it does not lower.
 """
 from ..core.primitive import calls
 from ..core.program import Literal
@@ -15,27 +16,35 @@ from ..nx.array import Array
 from ..stats import COUNTERS
 
 class Plan:
+    """Built in passes: linearise the program (calls inlined) into stretches of
+    first-order equations and host steps; find which slots each step reads and
+    which leave the plan; lower every stretch (rune/jit/lower.py: compiled C
+    kernels on the host where a compiler is available, NumPy otherwise)."""
+
     def __init__(self, program):
         self.program = program
         self.slots = 0
         self.constants = {}   # slot -> raw value
+        self.avals = {}       # slot -> aval
         self.steps = []
         self._ops = []        # the stretch being filled
-        consts = [self._new_const(_raw(c)) for c in program.consts]
-        self.in_slots = [self._new() for _ in program.invars]
+        consts = [self._new_const(_raw(c), v.aval) for c, v in zip(program.consts, program.constvars)]
+        self.in_slots = [self._new(v.aval) for v in program.invars]
         self.out_slots = self._emit(program, consts + self.in_slots)
         self._close_stretch()
+        self.steps = self._lower(self.steps)
         self.out_avals = program.out_avals
         self.template = [None] * self.slots
         for s, v in self.constants.items():
             self.template[s] = v
 
-    def _new(self):
+    def _new(self, aval):
         self.slots += 1
+        self.avals[self.slots - 1] = aval
         return self.slots - 1
 
-    def _new_const(self, value):
-        s = self._new()
+    def _new_const(self, value, aval):
+        s = self._new(aval)
         self.constants[s] = value
         return s
 
@@ -45,7 +54,7 @@ class Plan:
 
         def slot(atom):
             if type(atom) is Literal:
-                return self._new_const(atom.value)
+                return self._new_const(atom.value, atom.aval)
             return where[atom]
 
         for eqn in program.eqns:
@@ -57,18 +66,48 @@ class Plan:
                 outs = outs if keep is None else outs[:keep]
             elif eqn.prim.name in STEP_KINDS:
                 self._close_stretch()
-                outs = [self._new() for _ in eqn.outputs]
+                outs = [self._new(v.aval) for v in eqn.outputs]
                 self.steps.append(STEP_KINDS[eqn.prim.name](eqn, ins, outs))
             else:
-                outs = [self._new() for _ in eqn.outputs]
+                outs = [self._new(v.aval) for v in eqn.outputs]
                 self._ops.append((eqn, ins, outs))
             where.update(zip(eqn.outputs, outs))
         return [slot(a) for a in program.outvars]
 
     def _close_stretch(self):
         if self._ops:
-            self.steps.append(Stretch(self._ops))
+            self.steps.append(_Ops(self._ops))
             self._ops = []
+
+    def _lower(self, steps):
+        """Each stretch of equations as compiled and NumPy steps, knowing what is read after it."""
+        from .lower import lower
+        reads = [set(s for _, ins, _ in st.ops for s in ins) if type(st) is _Ops else set(st.ins)
+                 for st in steps]
+        lowered = []
+        for k, st in enumerate(steps):
+            if type(st) is not _Ops:
+                lowered.append(st)
+                continue
+            live = set(self.out_slots)
+            for j, r in enumerate(reads):
+                if j != k:
+                    live |= r
+            on_host = all(_device(eqn.outputs[0].aval).platform == "cpu" and
+                          all(_device(a.aval).platform == "cpu" for a in eqn.inputs)
+                          for eqn, _, _ in st.ops)
+            lowered.extend(lower(st.ops, self.constants, live, self.avals, Stretch, on_host))
+        return lowered
+
+    @property
+    def kernels(self):
+        """The compiled kernels of this plan's stretches (nested plans included), in order."""
+        out = []
+        for step in self.steps:
+            out.extend(getattr(step, "kernels", ()))
+            for sub in _nested_plans(step):
+                out.extend(sub.kernels)
+        return out
 
     def run(self, args):
         """Evaluate on raw arrays (constants first as the program orders them)."""
@@ -85,6 +124,20 @@ class Plan:
         for i, step in enumerate(self.steps):
             lines.append(_indent(f"[{i}] {step.describe()}", 2))
         return "\n".join(lines)
+
+
+class _Ops:
+    """A stretch while the plan is being built: its equations, not yet lowered."""
+
+    def __init__(self, ops):
+        self.ops = ops
+
+
+def _nested_plans(step):
+    for attr in ("body", "cond"):
+        if isinstance(getattr(step, attr, None), Plan):
+            yield getattr(step, attr)
+    yield from getattr(step, "branches", ())
 
 
 def _indent(text, n):
@@ -106,11 +159,12 @@ def _impl(eqn):
 
 
 class Stretch:
-    """A run of first-order primitives evaluated as one unit.
+    """A run of first-order primitives evaluated by the NumPy backend.
 
     The run is written out once as a straight-line Python function over the
     plan's slots (one backend call per primitive, no per-op dispatch), kept
-    readable in `source`. A kernel compiler replaces exactly this unit.
+    readable in `source`. Used where the kernel compiler does not lower an
+    op, and for every stretch when no C compiler is available.
     """
 
     def __init__(self, ops):

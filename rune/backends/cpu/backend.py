@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from ..base import Backend
-from . import threefry
+from . import compiler as c_compiler, threefry
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
 # as XLA does: summed in their own precision, 10000 bfloat16 ones give 256.
@@ -313,10 +313,15 @@ class CpuBackend(Backend):
     def stack(self, rows, aval):
         return stack(rows, aval)
 
-    def compile(self, kernel):
-        """Filled by the kernel compiler (`rune.backends.cpu.compiler`): C kernels
-        built with cc and loaded with ctypes."""
-        raise NotImplementedError("cpu: compile(kernel) is filled by the kernel compiler")
+    def compiler(self):
+        """The C compiler stretches are built with (`RUNE_CC`, else cc/gcc/clang on
+        PATH), or None: then plans run their stretches on NumPy."""
+        return c_compiler.find()
+
+    def compile(self, compiler, prelude, units):
+        """Rendered C units (name, source) built into shared libraries (batched,
+        through the disk cache) and loaded with ctypes: one driver function each."""
+        return c_compiler.build(compiler, prelude, units)
 
 
 def _is_host_dlpack(obj):

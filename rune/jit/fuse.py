@@ -1,0 +1,489 @@
+"""Fusion: a run of primitives of one stretch grouped into kernels.
+
+`PRIM_CLASS` says what each primitive is to the compiler; `lowerable` says
+whether this compiler lowers one equation (else the stretch is split around
+it and the NumPy backend runs it). `fuse` walks a run in order and builds
+`Kernel`s (rune/jit/kernel.py):
+
+- an elementwise op joins the latest kernel over its output shape that does
+  not read anything produced after it; its operands become nodes of that
+  kernel, loads of buffers (broadcast by zero strides) or inline constants;
+- a movement op on a buffer is index arithmetic on later loads (a `View`:
+  strides, offset and, for pad and concatenate, a guard), never a copy; on a value computed in a kernel it first
+  stores that value (materialises it);
+- a reduction gets a kernel over its output shape with an inner loop over the
+  reduced axes; its elementwise producers are recomputed in that loop (the
+  prologue: their kernel is dropped if nothing else needs it), elementwise
+  consumers of the reduced shape join the same kernel (the epilogue), and a
+  sibling reduction of the same input shape and axes shares the loop;
+- a small elementwise tree read by a later kernel over the same index space is
+  recomputed there rather than stored and loaded back;
+- a value is stored only where it leaves the run, is read by another kernel
+  (and is not recomputed), or is moved.
+
+Kernels only read what earlier kernels stored, so running them in creation
+order is correct.
+"""
+import numpy as np
+
+from ..core.program import Literal
+
+from .kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
+from .render import RULES, CStyle, _kind
+
+ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
+    "elementwise", "movement", "reduce", "library", "scatter", "indexed")
+
+PRIM_CLASS = {
+    **dict.fromkeys(RULES, ELEMENTWISE),
+    **dict.fromkeys(("broadcast_to", "reshape", "transpose", "slice", "rev", "pad",
+                     "concatenate", "full"), MOVEMENT),
+    **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
+                     "argmin"), REDUCE),
+    "dot_general": LIBRARY,
+    **dict.fromkeys(("scatter", "dynamic_update_slice"), SCATTER),
+    **dict.fromkeys(("gather", "dynamic_slice", "random_bits"), INDEXED),
+}
+
+# Movement ops lowered as index arithmetic on loads.
+_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad", "concatenate", "full")
+# Reductions lowered today (argmax/argmin still run on NumPy).
+_REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+
+DTYPES = frozenset(CStyle._CTYPES)
+_RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loaded back
+_PROBE = CStyle()
+
+
+class _Probe:
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def lowerable(eqn, ins=None, constants=None):
+    """Whether the compiler lowers this equation (its dtypes and params included);
+    `ins` (its input slots) and `constants` (slot -> value) tell constant operands."""
+    kind = PRIM_CLASS.get(eqn.prim.name)
+    avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
+    if any(a.dtype.name not in DTYPES for a in avals):
+        return False
+    if kind == ELEMENTWISE:
+        node = Node(eqn.prim.name, eqn.outputs[0].aval.dtype, [_Probe(a.aval.dtype) for a in eqn.inputs],
+                    eqn.params)
+        names = [f"a{k}" for k in range(len(eqn.inputs))]
+        return RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is not None
+    if kind == REDUCE:
+        if eqn.prim.name not in _REDUCE_OPS or not eqn.params["axes"]:
+            return False
+        shape = eqn.inputs[0].aval.shape
+        # max/min of nothing is an error eager raises: leave it to eager's path
+        return eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in eqn.params["axes"])
+    if eqn.prim.name == "pad":   # a constant padding value becomes the loads' fill
+        return type(eqn.inputs[1]) is Literal or (
+            ins is not None and ins[1] in constants and np.ndim(constants[ins[1]]) == 0)
+    return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
+
+
+# ---------------------------------------------------------------- values during fusion
+
+class View:
+    """A buffer read through strides and an offset (elements); with a `guard` (per
+    axis (lo, hi) or None) points outside it are `fill` (a padded buffer)."""
+    __slots__ = ("buffer", "shape", "strides", "offset", "guard", "fill")
+
+    def __init__(self, buffer, shape, strides, offset, guard=None, fill=None):
+        self.buffer, self.shape, self.strides, self.offset = buffer, tuple(shape), tuple(strides), offset
+        self.guard = tuple(guard) if guard is not None and any(guard) else None
+        self.fill = fill
+
+    def guards(self):
+        return self.guard or (None,) * len(self.shape)
+
+    def contiguous(self):
+        return all(s == c for s, c, d in zip(self.strides, contiguous_strides(self.shape), self.shape)
+                   if d != 1)
+
+
+class Expr:
+    """A node of a kernel (whose index space is the value's shape)."""
+    __slots__ = ("kernel", "node")
+
+    def __init__(self, kernel, node):
+        self.kernel, self.node = kernel, node
+
+
+class Scalar:
+    """An inline constant, the same at every index of `shape`."""
+    __slots__ = ("const", "shape")
+
+    def __init__(self, const, shape):
+        self.const, self.shape = const, tuple(shape)
+
+
+class Unit:
+    """The fused form of a run: kernels in order, and the buffers they share."""
+
+    def __init__(self):
+        self.kernels = []
+        self.buffers = []
+        self.inputs = []     # (buffer, slot)
+        self.outputs = []    # (buffer, slot)
+        self.producer = {}   # buffer index -> position of the kernel storing it
+
+    def buffer(self, dtype, shape, role):
+        b = Buffer(len(self.buffers), np.dtype(dtype), shape, role)
+        self.buffers.append(b)
+        return b
+
+    def kernel(self, shape, reduce_shape=()):
+        k = Kernel(f"k{len(self.kernels)}", shape, reduce_shape)
+        self.kernels.append(k)
+        return k
+
+
+def fuse(ops, constants, live_out, avals):
+    """Kernels for a run of lowerable `ops` [(eqn, in slots, out slots)].
+
+    `constants`: slot -> value known when planning (0-d ones are inlined);
+    `live_out`: slots read after the run; `avals`: slot -> aval of the run's inputs."""
+    f = _Fuser(constants, avals)
+    for eqn, ins, outs in ops:
+        f.op(eqn, ins, outs)
+    for s in sorted(live_out):
+        if s in f.values:
+            f.output(s)
+    f.unit.kernels = [k for k in f.unit.kernels if k.stores]  # prologues absorbed elsewhere
+    return f.unit
+
+
+class _Fuser:
+    def __init__(self, constants, avals):
+        self.unit = Unit()
+        self.constants = constants
+        self.avals = avals
+        self.values = {}          # slot -> View | Expr | Scalar
+        self.stored = {}          # id(node) -> View of the buffer it is stored in
+        self.clones = {}          # (id(kernel), id(node)) -> the node recomputed in a reduction
+
+    # -------------------------------------------------------------- reading slots
+
+    def value(self, slot):
+        v = self.values.get(slot)
+        if v is not None:
+            return v
+        aval = self.avals[slot]
+        c = self.constants.get(slot)
+        if c is not None and np.ndim(c) == 0:
+            v = Scalar(Const(np.asarray(c).item(), aval.dtype), ())
+        else:
+            b = self.unit.buffer(aval.dtype, aval.shape, "in")
+            self.unit.inputs.append((b, slot))
+            v = View(b, aval.shape, contiguous_strides(aval.shape), 0)
+        self.values[slot] = v
+        return v
+
+    def materialise(self, v, role="tmp"):
+        """`v` as a View of a buffer (a node's value is stored by its kernel)."""
+        if type(v) is View:
+            return v   # possibly guarded: movement rules that cannot carry a guard copy it
+        if type(v) is Scalar:
+            return self.copy(v, role)
+        view = self.stored.get(id(v.node))
+        if view is None:
+            k = v.kernel
+            b = self.unit.buffer(v.node.dtype, k.shape, role)
+            k.store(b, v.node)
+            self.unit.producer[b.index] = self.unit.kernels.index(k)
+            view = self.stored[id(v.node)] = View(b, k.shape, contiguous_strides(k.shape), 0)
+        return view
+
+    def copy(self, v, role):
+        """A new kernel writing `v` into a fresh contiguous buffer."""
+        k = self.unit.kernel(v.shape)
+        dtype = v.const.dtype if type(v) is Scalar else v.buffer.dtype
+        b = self.unit.buffer(dtype, v.shape, role)
+        k.store(b, self.operand(k, v))
+        self.unit.producer[b.index] = len(self.unit.kernels) - 1
+        return View(b, v.shape, contiguous_strides(v.shape), 0)
+
+    def operand(self, kernel, v):
+        """`v` as an argument inside `kernel` (broadcast to the kernel's shape)."""
+        if type(v) is Scalar:
+            return v.const
+        if type(v) is Expr:
+            if v.kernel is kernel:
+                return v.node
+            node = self.recompute(kernel, v)
+            if node is not None:
+                return node
+            v = self.materialise(v)
+        nd, vd = len(kernel.shape), len(v.shape)
+        strides = [0] * (nd - vd) + [0 if d == 1 else s for s, d in zip(v.strides, v.shape)]
+        guard = [None] * (nd - vd) + [g if d == n else None    # a broadcast axis reads index 0
+                                      for g, d, n in zip(v.guards(), v.shape, kernel.shape[nd - vd:])]
+        if any(g is not None and d != n and not g[0] <= 0 < g[1]
+               for g, d, n in zip(v.guards(), v.shape, kernel.shape[nd - vd:])):
+            return v.fill                                       # index 0 is padding everywhere
+        return kernel.load(v.buffer, strides, v.offset, guard=guard, fill=v.fill)
+
+    def recompute(self, kernel, v):
+        """`v`'s elementwise tree cloned into `kernel` (same index space), instead of
+        storing it and loading it back: a small tree is cheaper to recompute than a
+        round trip through memory (softmax's exp then needs no buffer). None when
+        `v` is a reduction's value, over another index space, large, or reads a
+        buffer `kernel` runs before."""
+        src = v.kernel
+        if src.reduce_shape or src.shape != kernel.shape:
+            return None
+        pos = self.unit.kernels.index(kernel)
+        seen, stack = set(), [v.node]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if type(n) is Node:
+                stack.extend(n.args)
+            elif type(n) is Load and self.unit.producer.get(n.buffer.index, -1) >= pos:
+                return None
+            if len(seen) > _RECOMPUTE_LIMIT:
+                return None
+
+        def clone(a):
+            if type(a) is Node:
+                key = (id(kernel), id(a))
+                c = self.clones.get(key)
+                if c is None:
+                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
+                return c
+            if type(a) is Const:
+                return a
+            return kernel.load(a.buffer, a.strides, a.offset, guard=a.guard, fill=a.fill)
+
+        return clone(v.node)
+
+    # -------------------------------------------------------------- ops
+
+    def op(self, eqn, ins, outs):
+        name = eqn.prim.name
+        args = [self.value(s) for s in ins]
+        if PRIM_CLASS[name] == ELEMENTWISE:
+            result = self.elementwise(eqn, args)
+        elif PRIM_CLASS[name] == REDUCE:
+            result = self.reduce(eqn, args[0])
+        elif name == "concatenate":
+            result = self.concatenate(args, eqn.outputs[0].aval, eqn.params["axis"])
+        elif name in _MOVES_WITH_VALUE:
+            result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
+        else:
+            result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
+        self.values[outs[0]] = result
+
+    def elementwise(self, eqn, args):
+        aval = eqn.outputs[0].aval
+        kernel = self.target(aval.shape, args)
+        node = kernel.node(eqn.prim.name, aval.dtype, [self.operand(kernel, a) for a in args],
+                           eqn.params)
+        return Expr(kernel, node)
+
+    def target(self, shape, args):
+        """The latest kernel over `shape` that every operand can be read in, else a new one."""
+        kernels = self.unit.kernels
+        needs = []
+        for a in args:
+            if type(a) is View and a.buffer.index in self.unit.producer:
+                needs.append(self.unit.producer[a.buffer.index])
+        for pos in range(len(kernels) - 1, -1, -1):
+            k = kernels[pos]
+            if k.shape != tuple(shape):
+                continue
+            ok = all(p < pos for p in needs)
+            for a in args:
+                if type(a) is Expr and a.kernel is not k:
+                    j = self.unit.kernels.index(a.kernel)
+                    ok = ok and (j < pos)
+            if ok:
+                return k
+        return self.unit.kernel(shape)
+
+    def reduce(self, eqn, x):
+        axes = tuple(sorted(eqn.params["axes"]))
+        in_shape = eqn.inputs[0].aval.shape
+        order = [a for a in range(len(in_shape)) if a not in axes] + list(axes)
+        if type(x) is Expr and x.kernel.reduce_shape:
+            x = self.materialise(x)   # a reduced value reduced again is read, not recomputed
+        needs = self.producers(x)
+        key = (in_shape, axes)
+        kernels = self.unit.kernels
+        kernel = None
+        for pos in range(len(kernels) - 1, -1, -1):  # a sibling: same input shape and axes
+            if kernels[pos].reduce_key == key and all(p < pos for p in needs):
+                kernel = kernels[pos]
+                break
+        if kernel is None:
+            kernel = self.unit.kernel(eqn.outputs[0].aval.shape, [in_shape[a] for a in axes])
+            kernel.reduce_key = key
+        arg = self.inner(kernel, x, order)
+        for n in kernel.nodes:  # the same reduction of the same value: one accumulator
+            if n.op == eqn.prim.name and n.args[0] is arg:
+                return Expr(kernel, n)
+        return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg]))
+
+    def concatenate(self, parts, aval, axis):
+        """Each part read through a load guarded to its range along `axis` (outside it
+        reads the identity: -0.0, 0 or False), and the loads added up: exact, since at
+        every point all but one are the identity."""
+        shape = aval.shape
+        views, start = [], 0
+        for v in parts:
+            v = self.materialise(v)
+            if v.guard or len(v.shape) != len(shape):
+                v = self.copy(v, "tmp")
+            n = v.shape[axis]
+            if n:
+                guard = [None] * len(shape)
+                guard[axis] = (start, start + n)
+                offset = v.offset - start * v.strides[axis]
+                views.append(View(v.buffer, shape, v.strides, offset, guard, _identity(aval.dtype)))
+            start += n
+        if not views:
+            return Scalar(Const(0, aval.dtype), shape)
+        kernel = self.target(shape, views)
+        op = "or" if aval.dtype == np.dtype(bool) else "add"
+        acc = self.operand(kernel, views[0])
+        for v in views[1:]:
+            acc = kernel.node(op, aval.dtype, [acc, self.operand(kernel, v)])
+        if type(acc) is not Node:
+            acc = kernel.node("stop_gradient", aval.dtype, [acc])  # an Expr is a node
+        return Expr(kernel, acc)
+
+    def producers(self, v):
+        """Positions of the kernels storing what `v` reads."""
+        prod = self.unit.producer
+        if type(v) is View:
+            return [prod[v.buffer.index]] if v.buffer.index in prod else []
+        if type(v) is Scalar:
+            return []
+        return [prod[ld.buffer.index] for ld in v.kernel.loads if ld.buffer.index in prod]
+
+    def inner(self, kernel, x, order):
+        """`x` (over the reduction's input shape) recomputed in `kernel`'s inner loop."""
+        if type(x) is Scalar:
+            return x.const
+        if type(x) is View:
+            strides = [0 if d == 1 else s for s, d in zip(x.strides, x.shape)]
+            g = x.guards()
+            return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True,
+                               guard=[g[a] for a in order], fill=x.fill)
+
+        def clone(a):
+            if type(a) is Node:
+                key = (id(kernel), id(a))
+                c = self.clones.get(key)
+                if c is None:
+                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
+                return c
+            if type(a) is Const:
+                return a
+            g = a.guard or (None,) * len(a.strides)
+            return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True,
+                               guard=[g[k] for k in order], fill=a.fill)
+
+        return clone(x.node)
+
+    def output(self, slot):
+        v = self.values[slot]
+        if type(v) is Expr:
+            view = self.materialise(v, "out")
+            view.buffer.role = "out"
+        else:
+            view = self.copy(v, "out")
+        self.unit.outputs.append((view.buffer, slot))
+
+
+# ---------------------------------------------------------------- movement as views
+
+def _identity(dtype):
+    """x + identity == x for every x of dtype (-0.0 keeps -0.0 and NaN as they are)."""
+    if dtype == np.dtype(bool):
+        return Const(False, dtype)
+    return Const(-0.0 if _kind(dtype) in "hf" else 0, dtype)
+
+def _broadcast_to(f, v, out_shape, *, shape):
+    if type(v) is not View:
+        if type(v) is Scalar:
+            return Scalar(v.const, shape)
+        v = f.materialise(v)
+    nd = len(shape)
+    pad = nd - len(v.shape)
+    if any(g is not None and d != n for g, d, n in zip(v.guards(), v.shape, shape[pad:])):
+        v = f.copy(v, "tmp")   # a padded unit axis broadcast: store it first
+    strides = [0] * pad + [0 if d == 1 and n != 1 else s
+                           for s, d, n in zip(v.strides, v.shape, shape[pad:])]
+    return View(v.buffer, shape, strides, v.offset, [None] * pad + list(v.guards()), v.fill)
+
+
+def _reshape(f, v, out_shape, *, shape):
+    if type(v) is Scalar:
+        return Scalar(v.const, shape)
+    v = f.materialise(v)
+    if not v.contiguous() or v.guard:
+        v = f.copy(v, "tmp")
+    return View(v.buffer, shape, contiguous_strides(shape), v.offset)
+
+
+def _transpose(f, v, out_shape, *, perm):
+    if type(v) is Scalar:
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    g = v.guards()
+    return View(v.buffer, out_shape, [v.strides[p] for p in perm], v.offset, [g[p] for p in perm], v.fill)
+
+
+def _slice(f, v, out_shape, *, starts, limits, strides):
+    if type(v) is Scalar:
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    offset = v.offset + sum(s * st for s, st in zip(starts, v.strides))
+    guard = [None if g is None else (-(-(g[0] - s) // k), -(-(g[1] - s) // k))  # i*k + s in [lo, hi)
+             for g, s, k in zip(v.guards(), starts, strides)]
+    return View(v.buffer, out_shape, [st * k for st, k in zip(v.strides, strides)], offset, guard, v.fill)
+
+
+def _rev(f, v, out_shape, *, axes):
+    if type(v) is Scalar:
+        return v
+    v = f.materialise(v)
+    strides, offset, guard = list(v.strides), v.offset, list(v.guards())
+    for a in axes:
+        if v.shape[a] > 0:
+            offset += (v.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+            if guard[a] is not None:
+                guard[a] = (v.shape[a] - guard[a][1], v.shape[a] - guard[a][0])
+    return View(v.buffer, v.shape, strides, offset, guard, v.fill)
+
+
+def _pad(f, v, value, out_shape, *, config):
+    """Padding as a guarded view: outside the original extent, loads read the value."""
+    if type(v) is Scalar and repr(v.const.value) == repr(value.const.value):
+        return Scalar(v.const, out_shape)
+    v = f.materialise(v)
+    if v.guard:
+        v = f.copy(v, "tmp")
+    offset = v.offset - sum(lo * s for (lo, _), s in zip(config, v.strides))
+    guard = [(lo, lo + d) if (lo or hi) else None for (lo, hi), d in zip(config, v.shape)]
+    return View(v.buffer, out_shape, v.strides, offset, guard, Const(value.const.value, v.buffer.dtype))
+
+
+def _full(f, v, out_shape, *, shape, device):
+    """A constant made on the device is its scalar broadcast: an inline constant
+    in every kernel that reads it, never a buffer."""
+    return _broadcast_to(f, v, out_shape, shape=shape)
+
+
+_MOVES = {"broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
+          "slice": _slice, "rev": _rev, "full": _full}
+_MOVES_WITH_VALUE = {"pad": _pad}

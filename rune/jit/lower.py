@@ -1,0 +1,129 @@
+"""Lowering a stretch: compiled C units where the compiler can, NumPy elsewhere.
+
+A stretch on the host is split into runs of equations the compiler lowers
+(`fuse.lowerable`) and runs it does not; each lowered run becomes one
+`CompiledStretch` (one shared library entry: its kernels and a driver), the
+others stay NumPy `Stretch`es, with the same results. Without a C compiler
+(none found, or `RUNE_CC=none`) every stretch stays NumPy.
+
+Compilation is deferred to a stretch's first run, or done for everything
+pending at once by `compile_pending()` (a test suite or a program building
+many plans pays one compiler run per batch instead of one per stretch).
+"""
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from ..backends import backend_for
+from ..devices import get_device
+from ..stats import COUNTERS
+from . import fuse
+from .render import CDialect
+
+_DIALECT = CDialect()
+_HOST = backend_for(get_device("cpu"))
+_PENDING = weakref.WeakSet()
+
+
+def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
+    """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it."""
+    compiler = _HOST.compiler() if on_host else None
+    if compiler is None:
+        return [numpy_stretch(ops)]
+    runs, current, flag = [], [], None
+    for op in ops:
+        ok = fuse.lowerable(op[0], op[1], constants)
+        if current and ok != flag:
+            runs.append((flag, current))
+            current = []
+        current.append(op)
+        flag = ok
+    if current:
+        runs.append((flag, current))
+    steps = []
+    for k, (ok, run) in enumerate(runs):
+        if not ok:
+            steps.append(numpy_stretch(run))
+            continue
+        produced = {s for _, _, outs in run for s in outs}
+        later = set(live_out)
+        for _, other in runs[:k] + runs[k + 1:]:
+            later.update(s for _, ins, _ in other for s in ins)
+        unit = fuse.fuse(run, constants, produced & later, avals)
+        steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
+    return steps
+
+
+def compile_pending():
+    """Compile every stretch built but not yet compiled, many to a compiler run."""
+    todo = [s for s in list(_PENDING) if s._fn is None]
+    by_compiler = {}
+    for s in todo:
+        by_compiler.setdefault(id(s.compiler), []).append(s)
+    for group in by_compiler.values():
+        fns = _HOST.compile(group[0].compiler, _DIALECT.prelude(),
+                            [(s.name, s.text, [k.name for k in s.kernels]) for s in group])
+        for s, fn in zip(group, fns):
+            s._fn = fn
+            _PENDING.discard(s)
+    return len(todo)
+
+
+class CompiledStretch:
+    """A run of primitives compiled to C kernels, called through one entry point.
+
+    The pointer array is built once: intermediates are allocated here and kept;
+    each call writes its inputs' and fresh outputs' addresses into it."""
+
+    def __init__(self, eqns, unit, compiler):
+        self.eqns = eqns
+        self.unit = unit
+        self.kernels = unit.kernels
+        self.compiler = compiler
+        self.name, self.text = _DIALECT.unit(self.kernels)
+        self.inputs = [(b.index, s) for b, s in unit.inputs]
+        self.outputs = [(b.index, s, b.shape, b.dtype) for b, s in unit.outputs]
+        self.ptrs = (ctypes.c_void_p * max(len(unit.buffers), 1))()
+        self.temps = []
+        for b in unit.buffers:
+            if b.role == "tmp":
+                t = np.empty(b.shape, b.dtype)
+                self.temps.append(t)
+                self.ptrs[b.index] = t.ctypes.data
+        self._fn = None
+        # ctypes releases the GIL during the call: two threads running this stretch
+        # at once would share its pointer array and intermediates.
+        self._lock = threading.Lock()
+        _PENDING.add(self)
+
+    def run(self, env):
+        fn = self._fn
+        if fn is None:
+            compile_pending()
+            fn = self._fn
+        ptrs = self.ptrs
+        keep = []
+        with self._lock:
+            for b, s in self.inputs:
+                a = env[s]
+                if type(a) is not np.ndarray or not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                    keep.append(a)
+                ptrs[b] = a.ctypes.data
+            for b, s, shape, dtype in self.outputs:
+                o = np.empty(shape, dtype)
+                env[s] = o
+                ptrs[b] = o.ctypes.data
+            fn(ptrs)
+        COUNTERS["kernels_launched"] += len(self.kernels)
+
+    def describe(self):
+        names = " ".join(e.prim.name for e in self.eqns)
+        lines = [f"compiled stretch {self.name} of {len(self.eqns)} ops ({names}): "
+                 f"{len(self.kernels)} C kernel{'s' if len(self.kernels) != 1 else ''}"]
+        for k in self.kernels:
+            lines.append(f"  kernel {k.name} over {list(k.shape)}:")
+            lines.extend("    " + ln for ln in k.source.splitlines())
+        return "\n".join(lines)

@@ -1,0 +1,721 @@
+"""One C-style renderer for the kernel IR, with a C dialect for the CPU.
+
+`CStyle` spells dtypes, constants and every primitive as C expressions (the
+rule tables below, keyed by primitive), with NumPy's semantics written out
+where C differs: NaN-propagating max/min, round half to even, float->int
+casts of NaN/inf/out-of-range values as the eager backend produces them,
+integer division and remainder by zero, Python-signed floor division and
+remainder, shifts wider than the type, float16/bfloat16 computed in float32
+and rounded to their format after every operation (so a fused chain gives
+the eager bits). A dialect decides what is target specific: the prelude,
+qualifiers, the index source and the loop form. `CDialect` renders loops with
+OpenMP (`parallel for` above a size where threads pay, `simd` inside, with
+some of libm's vector variants declared); the CUDA dialect will replace the loop
+form with a grid-stride loop and the prelude with CUDA's.
+"""
+import hashlib
+import math
+
+import numpy as np
+
+from .kernel import Const, Load, Node, contiguous_strides
+
+BOOL = np.dtype(bool)
+
+
+def _kind(dtype):
+    """b (bool), i (signed), u (unsigned), h (16-bit floats: f16/bf16), f (f32/f64)."""
+    if dtype == BOOL:
+        return "b"
+    if dtype.kind in "iu":
+        return dtype.kind
+    if dtype.itemsize == 2:
+        return "h"
+    return "f"
+
+
+def _is_float(dtype):
+    return _kind(dtype) in "hf"
+
+
+# ---------------------------------------------------------------- expression rules
+# Each rule: (renderer, node, args as C expressions, arg dtypes) -> C expression,
+# or None where the compiler does not lower the op for these dtypes (the stretch
+# then runs that op through the NumPy backend). `supports` asks the same rules.
+
+def _unary_float(fname):
+    def rule(r, node, a, dts):
+        return f"{r.math(fname, node.dtype)}({a[0]})" if _is_float(node.dtype) else None
+    return rule
+
+
+def _wrap_int(r, dtype, expr):
+    """An integer expression computed in a wide unsigned type, cast back (wraps as NumPy)."""
+    return f"(({r.ctype(dtype)})({expr}))"
+
+
+def _uwide(dtype):
+    return "uint64_t" if dtype.itemsize == 8 else "uint32_t"
+
+
+def _arith(op, bool_op):
+    def rule(r, node, a, dts):
+        k = _kind(node.dtype)
+        if k in "hf":
+            return f"({a[0]} {op} {a[1]})"
+        if k in "iu":
+            u = _uwide(node.dtype)
+            return _wrap_int(r, node.dtype, f"({u})({a[0]}) {op} ({u})({a[1]})")
+        return None if bool_op is None else f"({a[0]} {bool_op} {a[1]})"
+    return rule
+
+
+def _neg(r, node, a, dts):
+    k = _kind(node.dtype)
+    if k in "hf":
+        return f"(-{a[0]})"
+    if k in "iu":
+        return _wrap_int(r, node.dtype, f"0u - ({_uwide(node.dtype)})({a[0]})")
+    return None
+
+
+def _div(r, node, a, dts):
+    return f"({a[0]} / {a[1]})" if _is_float(node.dtype) else None
+
+
+def _helper(prefix, kinds):
+    """A prelude helper per C type: rn_<prefix>_<ctype>(a, b)."""
+    def rule(r, node, a, dts):
+        if _kind(node.dtype) not in kinds:
+            return None
+        return f"rn_{prefix}_{r.compute_name(node.dtype)}({a[0]}, {a[1]})"
+    return rule
+
+
+def _pow(r, node, a, dts):
+    return f"{r.math('pow', node.dtype)}({a[0]}, {a[1]})" if _is_float(node.dtype) else None
+
+
+def _extremum(cmp):
+    def rule(r, node, a, dts):
+        if _is_float(node.dtype):
+            # NaN wins. On equal values (+-0) NumPy's float32/float64 loops return the
+            # second operand and its float16 loop the first.
+            c = cmp + "=" if node.dtype == np.dtype("float16") else cmp
+            return f"(({a[0]} {c} {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})"
+        return f"(({a[0]} {cmp} {a[1]}) ? {a[0]} : {a[1]})"
+    return rule
+
+
+def _bitwise(op):
+    def rule(r, node, a, dts):
+        k = _kind(node.dtype)
+        if k == "b":
+            return f"({a[0]} {op} {a[1]})"
+        return _wrap_int(r, node.dtype, f"({a[0]}) {op} ({a[1]})") if k in "iu" else None
+    return rule
+
+
+def _shift_left(r, node, a, dts):
+    if _kind(node.dtype) not in "iu":
+        return None
+    bits, u = 8 * node.dtype.itemsize, _uwide(node.dtype)
+    return (f"(((uint64_t)({a[1]}) < {bits}u) ? "
+            f"{_wrap_int(r, node.dtype, f'({u})({a[0]}) << ({a[1]})')} : 0)")
+
+
+def _shift_right(r, node, a, dts):
+    k = _kind(node.dtype)
+    if k not in "iu":
+        return None
+    bits = 8 * node.dtype.itemsize
+    wide = f"{_wrap_int(r, node.dtype, f'({a[0]}) >> ({a[1]})')}"
+    past = f"(({a[0]}) < 0 ? -1 : 0)" if k == "i" else "0"
+    return f"(((uint64_t)({a[1]}) < {bits}u) ? {wide} : {past})"
+
+
+def _compare(op):
+    def rule(r, node, a, dts):
+        return f"({a[0]} {op} {a[1]})"
+    return rule
+
+
+def _not(r, node, a, dts):
+    k = _kind(node.dtype)
+    if k == "b":
+        return f"(!{a[0]})"
+    return _wrap_int(r, node.dtype, f"~({a[0]})") if k in "iu" else None
+
+
+def _abs(r, node, a, dts):
+    k = _kind(node.dtype)
+    if k in "hf":
+        return f"{r.math('fabs', node.dtype)}({a[0]})"
+    if k == "i":
+        return f"(({a[0]}) < 0 ? {_neg(r, node, a, dts)} : ({a[0]}))"
+    return a[0]
+
+
+def _sign(r, node, a, dts):
+    k = _kind(node.dtype)
+    t = r.compute_type(node.dtype)
+    if k in "hf":  # NaN stays NaN; -0.0 gives +0.0 in NumPy, itself in ml_dtypes' bfloat16
+        zero = a[0] if node.dtype.name == "bfloat16" else f"({t})0"
+        return f"(({a[0]}) > 0 ? ({t})1 : (({a[0]}) < 0 ? ({t})-1 : (({a[0]}) == 0 ? {zero} : ({a[0]}))))"
+    if k == "i":
+        return f"(({t})((({a[0]}) > 0) - (({a[0]}) < 0)))"
+    if k == "u":
+        return f"(({t})(({a[0]}) > 0))"
+    return None
+
+
+def _rsqrt(r, node, a, dts):
+    if not _is_float(node.dtype):
+        return None
+    # eager computes 1 / sqrt(x): a 16-bit float rounds the square root first
+    root = r.rounded(node.dtype, f"{r.math('sqrt', node.dtype)}({a[0]})")
+    return f"(({r.compute_type(node.dtype)})1 / {root})"
+
+
+def _logistic(r, node, a, dts):
+    if not _is_float(node.dtype):
+        return None
+    t = r.compute_type(node.dtype)
+    return f"(({t})1 / (({t})1 + {r.math('exp', node.dtype)}(-({a[0]}))))"
+
+
+def _isnan(r, node, a, dts):
+    return f"isnan({a[0]})" if _is_float(dts[0]) else "0"
+
+
+def _isfinite(r, node, a, dts):
+    return f"isfinite({a[0]})" if _is_float(dts[0]) else "1"
+
+
+def _identity(r, node, a, dts):
+    return a[0]
+
+
+def _select(r, node, a, dts):
+    return f"(({a[0]}) ? {a[1]} : {a[2]})"
+
+
+def _convert(r, node, a, dts):
+    src, dst = dts[0], node.dtype
+    ks, kd = _kind(src), _kind(dst)
+    x = a[0]
+    if kd == "b":
+        return f"(({x}) != 0)"
+    if kd in "iu" and ks in "hf":
+        return _float_to_int(r, src, dst, x)
+    if kd in "iu":
+        return f"(({r.ctype(dst)})({x}))"
+    # to a float type
+    if dst == np.dtype("float16") and src == np.dtype("float64"):
+        return f"((float)(_Float16)({x}))"   # NumPy rounds float64 -> float16 once
+    if kd == "h":
+        return f"((float)({x}))"             # via float32, as NumPy and ml_dtypes do
+    return f"(({r.compute_type(dst)})({x}))"
+
+
+def _float_to_int(r, src, dst, x):
+    """Float -> integer as the eager backend's array casts give it (x86, NumPy 2):
+    truncation in range; otherwise the conversion instruction's 'indefinite'
+    integer (the minimum of int32/int64) run through the same steps NumPy's loops
+    take (via int32 for narrow types, a 2**31/2**63 split for unsigned ones)."""
+    t = r.ctype(dst)
+    bits = 8 * dst.itemsize
+    xd = f"(double)({x})"
+    if dst.kind == "i" and bits == 64:
+        return f"rn_cvt64({xd})"
+    if dst.kind == "i" or bits < 32:
+        return f"(({t})rn_cvt32({xd}))"
+    if bits == 32 and src == np.dtype("float16"):
+        return f"(({t})rn_cvt64({xd}))"
+    if bits == 32:
+        return f"rn_cvtu32({xd})"
+    return f"rn_cvtu64({xd})"
+
+
+RULES = {
+    "neg": _neg, "exp": _unary_float("exp"), "log": _unary_float("log"),
+    "log1p": _unary_float("log1p"), "expm1": _unary_float("expm1"), "sqrt": _unary_float("sqrt"),
+    "rsqrt": _rsqrt, "sin": _unary_float("sin"), "cos": _unary_float("cos"),
+    "tan": _unary_float("tan"), "tanh": _unary_float("tanh"), "sinh": _unary_float("sinh"),
+    "cosh": _unary_float("cosh"), "asin": _unary_float("asin"), "acos": _unary_float("acos"),
+    "atan": _unary_float("atan"), "erf": _unary_float("erf"), "logistic": _logistic,
+    "floor": _unary_float("floor"), "ceil": _unary_float("ceil"),
+    "round": _unary_float("rint"),  # rint rounds half to even in the default mode
+    "sign": _sign, "abs": _abs, "not": _not, "stop_gradient": _identity,
+    "isnan": _isnan, "isfinite": _isfinite,
+    "add": _arith("+", "|"), "sub": _arith("-", None), "mul": _arith("*", "&"), "div": _div,
+    "floordiv": _helper("floordiv", "hfiu"), "rem": _helper("rem", "hfiu"), "pow": _pow,
+    "max": _extremum(">"), "min": _extremum("<"),
+    "atan2": lambda r, n, a, d: f"{r.math('atan2', n.dtype)}({a[0]}, {a[1]})" if _is_float(n.dtype) else None,
+    "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"),
+    "shift_left": _shift_left, "shift_right": _shift_right,
+    "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
+    "gt": _compare(">"), "ge": _compare(">="),
+    "select": _select, "convert": _convert,
+}
+
+# Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
+# whether a NaN flag rides along). Float max/min ignore NaN in the vectorised
+# loop and a second accumulator remembers whether one was seen: the result is
+# then NaN, as NumPy's (so every reduction has an OpenMP clause and vectorises).
+def _reducer(init, update, clause):
+    def rule(r, dtype, acc, v):
+        k = _kind(dtype)
+        return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k), k in "hf" and clause(k) in ("max", "min")
+    return rule
+
+
+def _extreme_init(sign):
+    def init(r, dtype, k):
+        if k in "hf":
+            return f"({'-' if sign < 0 else ''}INFINITY)"
+        if k == "b":
+            return "0" if sign < 0 else "1"
+        info = np.iinfo(dtype)
+        return r.const(Const(info.min if sign < 0 else info.max, dtype), dtype)
+    return init
+
+
+def _extreme_update(cmp):
+    def update(r, dtype, k, acc, v):
+        return f"(({v} {cmp} {acc}) ? {v} : {acc})"
+    return update
+
+
+def _fold(op, bool_op):
+    def update(r, dtype, k, acc, v):
+        if k in "hf":
+            return f"({acc} {op} {v})"
+        if k == "b":
+            return f"({acc} {bool_op} {v})"
+        u = _uwide(dtype)
+        return _wrap_int(r, dtype, f"({u})({acc}) {op} ({u})({v})")
+    return update
+
+
+REDUCERS = {
+    "reduce_sum": _reducer(lambda r, d, k: "0", _fold("+", "|"), lambda k: "|" if k == "b" else "+"),
+    "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&"), lambda k: "&" if k == "b" else "*"),
+    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: "max"),
+    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
+}
+
+# Results that are already values of their (16-bit float) dtype: no rounding needed.
+_EXACT = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "floor", "ceil",
+                    "round", "sign"})
+
+
+class CStyle:
+    """What every C-like target shares: types, constants, expressions, the unit layout."""
+
+    target = None
+    _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+               "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+               "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
+               "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+
+    def ctype(self, dtype):
+        """How values of `dtype` are stored."""
+        return self._CTYPES[dtype.name]
+
+    def compute_type(self, dtype):
+        """How values of `dtype` are computed with (16-bit floats in float32)."""
+        return "float" if _kind(dtype) == "h" else self.ctype(dtype)
+
+    def compute_name(self, dtype):
+        return {"_Bool": "bool"}.get(self.compute_type(dtype), self.compute_type(dtype)).replace("_t", "")
+
+    def math(self, fname, dtype):
+        return fname if dtype == np.dtype("float64") else fname + "f"
+
+    # -------------------------------------------------------------- values
+
+    def const(self, c, dtype):
+        v, k = c.value, _kind(dtype)
+        if k == "b":
+            return "1" if v else "0"
+        if k in "iu":
+            v = int(v)
+            info = np.iinfo(dtype)
+            if k == "i" and v == info.min:
+                return f"(({self.ctype(dtype)})({v + 1}LL - 1))"
+            return f"(({self.ctype(dtype)}){v}{'ULL' if k == 'u' else 'LL'})"
+        t = self.compute_type(dtype)
+        v = float(v)
+        if math.isnan(v):
+            return f"(({t})NAN)"
+        if math.isinf(v):
+            return f"(({t}){'-' if v < 0 else ''}INFINITY)"
+        return f"(({t}){v.hex()})"
+
+    def load(self, dtype, ref):
+        if dtype.name == "bfloat16":
+            return f"rn_bf16_load({ref})"
+        if dtype.name == "float16":
+            return f"((float){ref})"
+        return ref
+
+    def stored(self, dtype, value):
+        if dtype.name == "bfloat16":
+            return f"rn_bf16_bits({value})"
+        if dtype.name == "float16":
+            return f"((_Float16){value})"
+        return value
+
+    def rounded(self, dtype, expr):
+        """Round a float32 result to its 16-bit float dtype (kept in float32)."""
+        if dtype.name == "bfloat16":
+            return f"rn_bf16({expr})"
+        if dtype.name == "float16":
+            return f"((float)(_Float16)({expr}))"
+        return expr
+
+    def expression(self, node, args):
+        dts = [a.dtype for a in node.args]
+        expr = RULES[node.op](self, node, args, dts)
+        if _kind(node.dtype) == "h" and node.op not in _EXACT and not (
+                node.op == "convert" and dts[0] == node.dtype):
+            expr = self.rounded(node.dtype, expr)
+        return expr
+
+    # -------------------------------------------------------------- kernels
+
+    def statements(self, kernel, loads, nodes, names, index, guard=None):
+        """Lines computing `loads` then `nodes` (in order); `names` maps ids to C names
+        (filled here); `index(load)` spells a load's element offset, `guard(load)` the
+        condition of a guarded load."""
+        lines = []
+
+        def arg(a):
+            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+
+        for ld in loads:
+            names[id(ld)] = f"l{kernel.loads.index(ld)}"
+            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}]")
+            if ld.guard:  # padding: the buffer is only read inside the guard
+                value = f"({guard(ld)}) ? {value} : {self.const(ld.fill, ld.dtype)}"
+            lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
+        for n in nodes:
+            names[id(n)] = f"v{len(names)}"
+            expr = self.expression(n, [arg(a) for a in n.args])
+            lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
+        return lines
+
+    def stores(self, kernel, names, index):
+        lines = []
+        for s in kernel.stores:
+            v = s.value
+            val = names[id(v)] if type(v) is not Const else self.const(v, s.buffer.dtype)
+            lines.append(f"p{s.buffer.index}[{index}] = {self.stored(s.buffer.dtype, val)};")
+        return lines
+
+    def phases(self, kernel):
+        """(inner loads, inner nodes, reduce nodes, outer loads, outer nodes) in order."""
+        live = kernel.live_nodes()
+        reduces = [n for n in live if n.op in REDUCERS]
+        inner = set()
+        stack = [a for r in reduces for a in r.args]
+        while stack:
+            a = stack.pop()
+            if id(a) not in inner and type(a) is not Const:
+                inner.add(id(a))
+                if type(a) is Node:
+                    stack.extend(a.args)
+        used = {id(a) for n in live for a in n.args} | {id(s.value) for s in kernel.stores}
+        loads = [ld for ld in kernel.loads if id(ld) in used]
+        return ([ld for ld in loads if id(ld) in inner], [n for n in live if id(n) in inner],
+                reduces, [ld for ld in loads if id(ld) not in inner],
+                [n for n in live if id(n) not in inner and n.op not in REDUCERS])
+
+    def pointers(self, kernel):
+        lines, seen = [], set()
+        for ld in kernel.loads:
+            b = ld.buffer
+            if b.index not in seen:
+                seen.add(b.index)
+                t = self.ctype(b.dtype)
+                lines.append(f"const {t} *{self.restrict} p{b.index} = (const {t} *)b[{b.index}];")
+        for s in kernel.stores:
+            b = s.buffer
+            if b.index not in seen:
+                seen.add(b.index)
+                t = self.ctype(b.dtype)
+                lines.append(f"{t} *{self.restrict} p{b.index} = ({t} *)b[{b.index}];")
+        return lines
+
+    def unit(self, kernels):
+        """The source of one stretch: its kernels and a driver running them in order.
+
+        Symbols are named by a hash of the unit's text, so identical stretches
+        share one compiled function and many units fit one translation unit."""
+        texts = [self.kernel(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
+        driver = self.driver([f"@U@_k{j}" for j in range(len(kernels))])
+        text = "\n\n".join(texts + [driver])
+        name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        for j, k in enumerate(kernels):
+            k.name = f"{name}_k{j}"
+            k.source = texts[j].replace("@U@", name)
+            k.target = self.target
+        return name, text.replace("@U@", name)
+
+
+def _offset(ivars, strides, offset):
+    terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(ivars, strides) if s != 0]
+    if offset:
+        terms.append(str(offset))
+    return " + ".join(terms) or "0"
+
+
+def _nest(idx, ivars, shape, pragmas, body, depth):
+    """Loops over `shape` (a pragma, or None, before each) around `body`."""
+    lines = []
+    for v, d, p in zip(ivars, shape, pragmas):
+        if p:
+            lines.append("  " * depth + p)
+        lines.append("  " * depth + f"for ({idx} {v} = 0; {v} < {d}; {v}++) {{")
+        depth += 1
+    lines += ["  " * depth + x for x in body]
+    for _ in shape:
+        depth -= 1
+        lines.append("  " * depth + "}")
+    return lines
+
+
+def _collapse(shape, accesses, pinned=()):
+    """Merge adjacent axes that every access walks as one, and drop unit axes.
+
+    Returns (shape, [strides per access], the new axis of each old one or None
+    where it was dropped): a contiguous elementwise kernel becomes one flat
+    loop; a transposed read keeps two. `pinned` axes (guarded ones) stay as they are."""
+    axes = [a for a, d in enumerate(shape) if d != 1 or a in pinned]
+    shp = [shape[a] for a in axes]
+    acc = [[s[a] for a in axes] for s in accesses]
+    groups = [[a] for a in axes]
+    a = len(shp) - 2
+    while a >= 0:
+        if (not set(groups[a] + groups[a + 1]) & set(pinned)
+                and all(s[a] == s[a + 1] * shp[a + 1] for s in acc)):
+            shp[a] *= shp[a + 1]
+            del shp[a + 1]
+            for s in acc:
+                s[a] = s[a + 1]
+                del s[a + 1]
+            groups[a] += groups.pop(a + 1)
+        a -= 1
+    amap = [None] * len(shape)
+    for k, g in enumerate(groups):
+        for old in g:
+            amap[old] = k
+    return shp, acc, amap
+
+
+def _guarded_axes(loads, start, stop):
+    return {a for ld in loads if ld.guard for a in range(start, stop)
+            if a < len(ld.guard) and ld.guard[a] is not None}
+
+
+def _condition(guard, axis_vars, extents):
+    """C condition for a guarded load: each guarded axis's index inside [lo, hi)."""
+    terms = []
+    for g, v, n in zip(guard, axis_vars, extents):
+        if g is None:
+            continue
+        lo, hi = g
+        if v is None:  # not a loop (a dropped unit axis): its index is 0
+            if not lo <= 0 < hi:
+                return "0"
+            continue
+        if lo > 0:
+            terms.append(f"{v} >= {lo}")
+        if hi < n:
+            terms.append(f"{v} < {hi}")
+    return " && ".join(terms) or "1"
+
+
+class CDialect(CStyle):
+    """C for the CPU: OpenMP loops, libm's vector functions, `restrict` pointers."""
+
+    target = "c"
+    restrict = "restrict"
+    parallel_threshold = 1 << 16   # elements; below it one thread is faster than waking more
+
+    # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
+    # `#pragma omp simd` loops call them, only for the float32 functions NumPy
+    # computes with its own SIMD routines (so eager's bits are not libm's either).
+    # Every other function stays scalar libm: the very function NumPy calls, so
+    # float64 transcendentals (and float32 tan, erf, ...) match eager bit for bit.
+    _SIMD_MATH = ("sinf", "cosf", "expf", "logf", "tanhf")
+
+    def prelude(self):
+        decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
+        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers()
+
+    def kernel(self, kernel, name):
+        if kernel.reduce_shape:
+            return self.reduction_kernel(kernel, name)
+        out = contiguous_strides(kernel.shape)
+        _, _, _, loads, nodes = self.phases(kernel)
+        pinned = _guarded_axes(loads, 0, len(kernel.shape))
+        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] + [out], pinned)
+        ivars = [f"i{a}" for a in range(len(shape))]
+        at = {id(ld): s for ld, s in zip(loads, acc)}
+        names = {}
+        body = self.statements(kernel, loads, nodes, names,
+                               lambda ld: _offset(ivars, at[id(ld)], ld.offset),
+                               lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None for m in amap],
+                                                     kernel.shape))
+        body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
+        par = kernel.size >= self.parallel_threshold
+        pragmas = [None] * len(shape)
+        if shape:
+            pragmas[-1] = "#pragma omp simd"
+            if par and len(shape) == 1:
+                pragmas[0] = "#pragma omp parallel for simd"
+            elif par:
+                pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
+        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines += _nest(self.index_type(kernel), ivars, shape, pragmas, body, 1)
+        return "\n".join(lines + ["}"])
+
+    def index_type(self, kernel):
+        return "int32_t" if kernel.index_bits == 32 else "int64_t"
+
+    def reduction_kernel(self, kernel, name):
+        """Outer loops over the output, accumulators, an inner loop over the reduced
+        axes (the prologue), then the epilogue and stores per output point."""
+        no = len(kernel.shape)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        out = contiguous_strides(kernel.shape)
+        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + len(kernel.reduce_shape))}
+        oshape, oacc, omap = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
+                                       [ld.strides for ld in outer_loads] + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads], rpin)
+        ov = [f"i{a}" for a in range(len(oshape))]
+        rv = [f"j{a}" for a in range(len(rshape))]
+        axis_vars = ([ov[m] if m is not None else None for m in omap] +
+                     [rv[m] if m is not None else None for m in rmap])
+        full = kernel.shape + kernel.reduce_shape
+
+        def guard(ld):
+            return _condition(ld.guard, axis_vars, full)
+        n_in = len(inner_loads)
+        at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
+        at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
+
+        def index(ld):
+            o, r = at[id(ld)]
+            return _offset(ov + rv, list(o) + list(r), ld.offset)
+
+        names = {}
+        accs, updates, clauses, finals = [], [], [], []
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
+        for k, r in enumerate(reduces):
+            acc = f"acc{k}"
+            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
+            init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
+            accs.append(f"{self.compute_type(r.dtype)} {acc} = {init};")
+            updates.append(f"{acc} = {update};")
+            clauses.append(f"{clause}:{acc}")
+            result = acc
+            if nan:
+                accs.append(f"int nan{k} = 0;")
+                updates.append(f"nan{k} |= ({v} != {v});")
+                clauses.append(f"|:nan{k}")
+                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {acc})"
+            names[id(r)] = f"r{k}"
+            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index, guard)
+        epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
+
+        total = kernel.size * math.prod(kernel.reduce_shape)
+        big = total >= self.parallel_threshold
+        red = "".join(f" reduction({c})" for c in clauses)
+        inner_par = big and (oshape == [] or kernel.size < 8)
+        rp = [None] * len(rshape)
+        if rshape:
+            coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
+            rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
+        point = ["  " + x for x in accs]
+        point += _nest(self.index_type(kernel), rv, rshape, rp, prologue + updates, 1)
+        point += ["  " + x for x in finals + epilogue]
+        op = [None] * len(oshape)
+        if oshape and big and not inner_par:
+            op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
+        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines += _nest(self.index_type(kernel), ov, oshape, op, ["{"] + point + ["}"], 1)
+        return "\n".join(lines + ["}"])
+
+    def driver(self, names):
+        calls = "\n".join(f"  {n}(b);" for n in names)
+        return f"void @U@_run(void **b) {{\n{calls}\n}}"
+
+
+_C_PRELUDE = """\
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+"""
+
+
+def _c_helpers():
+    """Exact NumPy semantics C leaves undefined or different, one helper per C type."""
+    parts = [r"""
+static inline float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+/* float32 -> bfloat16 -> float32, round to nearest even; NaN keeps its sign and turns quiet (ml_dtypes) */
+static inline float rn_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7fc00000u;
+  else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
+/* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
+static inline int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
+static inline int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
+static inline uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
+static inline uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
+"""]
+    for t, s in (("float", "f"), ("double", "")):
+        parts.append(f"""
+/* NumPy's npy_divmod: Python-signed floor division and remainder */
+static inline {t} rn_floordiv_{t}({t} a, {t} b) {{
+  if (!b) return a / b;
+  {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
+  if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
+  if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
+  else fl = copysign{s}(0, a / b);
+  return fl;
+}}
+static inline {t} rn_rem_{t}({t} a, {t} b) {{
+  {t} mod = fmod{s}(a, b);
+  if (!b) return mod;
+  if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
+  else mod = copysign{s}(0, b);
+  return mod;
+}}""")
+    for bits in (8, 16, 32, 64):
+        t = f"int{bits}_t"
+        parts.append(f"""
+/* integer division by zero gives 0, MIN // -1 wraps to MIN (the eager backend) */
+static inline {t} rn_floordiv_int{bits}({t} a, {t} b) {{
+  if (b == 0) return 0;
+  if (b == -1) return ({t})(0u - (uint64_t)a);
+  {t} q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}}
+static inline {t} rn_rem_int{bits}({t} a, {t} b) {{
+  if (b == 0 || b == -1) return 0;
+  {t} r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}}
+static inline uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
+static inline uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,30 @@
+"""Checks that jit really compiled: shared by the op-table and compiler tests."""
+import pytest
+
+from rune.backends.cpu import compiler
+from rune.jit import fuse
+from rune.jit.plan import Stretch, _nested_plans
+
+# For tests of the compiler itself: without a C compiler (none installed, or
+# RUNE_CC=none) jit runs NumPy stretches and these tests do not apply.
+needs_cc = pytest.mark.skipif(compiler.find() is None, reason="no C compiler (or RUNE_CC=none)")
+
+
+def numpy_stretches(plan):
+    """Every NumPy (not compiled) stretch of `plan`, nested plans included."""
+    out = []
+    for step in plan.steps:
+        if type(step) is Stretch:
+            out.append(step)
+        for sub in _nested_plans(step):
+            out.extend(numpy_stretches(sub))
+    return out
+
+
+def assert_compiled_where_lowerable(plan):
+    """No primitive the compiler lowers was left to a NumPy stretch (when there is a compiler)."""
+    if compiler.find() is None:
+        return
+    for st in numpy_stretches(plan):
+        missed = [e.prim.name for e in st.eqns if fuse.lowerable(e)]
+        assert not missed, f"ran on NumPy although the compiler lowers them: {missed}\n{plan!r}"

@@ -1,0 +1,524 @@
+"""The kernel compiler: jit stretches run as fused C kernels with eager's results.
+
+The oracle is the eager NumPy backend (every primitive bound outside jit).
+Integer and boolean results are bit-exact; correctly rounded float operations
+(+ - * / sqrt, comparisons, casts, min/max, floor/ceil/round, floordiv/rem)
+are bit-exact too, float16/bfloat16 included (each operation rounds to its
+format as eager does); transcendental functions use libm / libmvec (<= 4 ulp)
+where NumPy uses its own SIMD routines, so they are compared within 8 ulp of
+the result's dtype.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+from rune.core.prims import BINARY, COMPARE, P, PREDICATE, UNARY
+from rune.core.trace import bind
+from rune.jit import fuse
+from rune.jit.lower import CompiledStretch, compile_pending
+
+from compiled import assert_compiled_where_lowerable, needs_cc, numpy_stretches
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+pytestmark = needs_cc
+INTS = [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")]
+FLOATS = [np.dtype("float16"), BF16, np.dtype("float32"), np.dtype("float64")]
+ALL = [np.dtype(bool)] + INTS + FLOATS
+EXACT_FLOAT_OPS = {"neg", "abs", "sqrt", "floor", "ceil", "round", "sign", "add", "sub", "mul",
+                   "div", "floordiv", "rem", "max", "min", "stop_gradient", "rsqrt"}
+ULPS = 8
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _values(dtype, shape, rng):
+    """Samples with the edge cases of `dtype`: NaN, infinities, -0.0, extremes, halves."""
+    n = int(np.prod(shape))
+    if dtype == np.dtype(bool):
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        special = [v for v in (0, 1, -1, 2, -2, 7, -7, info.min, info.max, info.min + 1, 3, 100)
+                   if info.min <= v <= info.max]
+        special = np.array(special, dtype=dtype)
+        vals = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
+        pick = rng.random(n) < 0.5
+        vals[pick] = rng.choice(special, size=int(pick.sum()))
+        return vals.reshape(shape)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 3.0,
+                        1e30, -1e30, 65504.0, 3e9, -7.25, 1e-5])
+    vals = rng.standard_normal(n) * rng.choice([1, 10, 1000], size=n)
+    pick = rng.random(n) < 0.4
+    vals[pick] = rng.choice(special, size=int(pick.sum()))
+    with np.errstate(all="ignore"):
+        return vals.astype(dtype).reshape(shape)
+
+
+def _close(got, want, exact):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
+    if want.dtype.kind not in "fV" and want.dtype != BF16 or exact:
+        if want.dtype.kind in "fV" or want.dtype == BF16:
+            g, w = got.astype(np.float64), want.astype(np.float64)
+            same = (g == w) | (np.isnan(g) & np.isnan(w))
+            assert same.all() and (np.signbit(g) == np.signbit(w))[~np.isnan(w)].all(), (
+                f"not bit-exact:\n got {got[~same]}\nwant {want[~same]}")
+        else:
+            np.testing.assert_array_equal(got, want)
+        return
+    eps = float(ml_dtypes.finfo(want.dtype).eps)
+    tiny = float(ml_dtypes.finfo(want.dtype).smallest_normal)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=ULPS * eps, atol=ULPS * tiny, equal_nan=True)
+
+
+def _compiled_plan(jf, *args):
+    plan = jf.plan(*args)
+    assert plan.kernels, f"no C kernel in the plan:\n{plan!r}"
+    assert all(k.target == "c" for k in plan.kernels)
+    assert_compiled_where_lowerable(plan)
+    return plan
+
+
+# ---------------------------------------------------------------- every elementwise primitive, every dtype
+
+def _cases():
+    out = []
+    for name in UNARY + PREDICATE:
+        for dt in ALL:
+            out.append((name, (dt,)))
+    for name in BINARY + COMPARE:
+        for dt in ALL:
+            out.append((name, (dt, dt)))
+    for dt in ALL:
+        out.append(("select", (np.dtype(bool), dt, dt)))
+    for src in ALL:
+        for dst in ALL:
+            out.append(("convert", (src, dst)))
+    return out
+
+
+def _bind(name, args, dst=None):
+    if name == "convert":
+        return bind(P["convert"], args[0], dtype=dst)
+    return bind(P[name], *args)
+
+
+def _eager_or_none(name, arrays, dst):
+    try:
+        with np.errstate(all="ignore"):
+            return _bind(name, arrays, dst)
+    except Exception:
+        return None
+
+
+@pytest.fixture(scope="module")
+def elementwise_plans():
+    """Every (primitive, dtypes) case eager can run, planned under jit, then compiled in batches."""
+    rng = np.random.default_rng(0)
+    built = []
+    for name, dts in _cases():
+        dst = dts[1] if name == "convert" else None
+        ins = dts[:1] if name == "convert" else dts
+        shapes = [(4, 33), (33,), (4, 1)][:len(ins)]
+        raws = [_values(dt, s, rng) for dt, s in zip(ins, shapes)]
+        arrays = [nx.asarray(r) for r in raws]
+        want = _eager_or_none(name, arrays, dst)
+        if want is None:
+            continue
+        jf = rune.jit(lambda *a, name=name, dst=dst: _bind(name, a, dst))
+        plan = jf.plan(*arrays)
+        built.append((name, dts, jf, arrays, want, plan))
+    compile_pending()
+    return built
+
+
+def test_every_elementwise_primitive_and_dtype_matches_eager(elementwise_plans):
+    compiled_ops = set()
+    for name, dts, jf, arrays, want, plan in elementwise_plans:
+        got = jf(*arrays)
+        exact = name in EXACT_FLOAT_OPS or name == "convert" or name in COMPARE or name == "select"
+        try:
+            _close(got, want, exact)
+        except AssertionError as e:
+            raise AssertionError(f"{name} on {[d.name for d in dts]}: {e}\n{plan!r}") from None
+        assert_compiled_where_lowerable(plan)
+        if plan.kernels:
+            compiled_ops.add(name)
+    # every elementwise primitive goes through the compiler for at least its common dtypes
+    assert compiled_ops >= set(UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert")), (
+        set(UNARY + BINARY + COMPARE + PREDICATE) - compiled_ops)
+
+
+def test_lowered_dtypes_cover_the_table(elementwise_plans):
+    lowered = {(n, tuple(d.name for d in dts)) for n, dts, *_, plan in elementwise_plans if plan.kernels}
+    # all 13 dtypes, through arithmetic and casts in both directions
+    for dt in ALL:
+        assert ("convert", (dt.name, "float32")) in lowered and ("convert", ("float32", dt.name)) in lowered
+        assert ("max", (dt.name, dt.name)) in lowered and ("eq", (dt.name, dt.name)) in lowered
+
+
+# ---------------------------------------------------------------- the semantic traps, one by one
+
+def _run(fn, *raws):
+    arrays = [nx.asarray(r) for r in raws]
+    jf = rune.jit(fn)
+    _compiled_plan(jf, *arrays)
+    with np.errstate(all="ignore"):
+        want = fn(*arrays)
+    got = jf(*arrays)
+    return np.asarray(got), np.asarray(want)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+def test_max_min_propagate_nan_and_order_signed_zeros_as_numpy(dt):
+    a = np.array([np.nan, 1.0, -0.0, 0.0, np.nan, 2.0], dt)
+    b = np.array([1.0, np.nan, 0.0, -0.0, np.nan, -np.inf], dt)
+    for op in ("max", "min"):
+        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
+        _close(got, want, True)
+        assert np.isnan(got.astype(np.float64)[[0, 1, 4]]).all()
+
+
+@pytest.mark.parametrize("dt", [d.name for d in INTS])
+def test_integer_division_and_remainder_by_zero_and_signs(dt):
+    info = np.iinfo(dt)
+    a = np.array([7, info.max, 0, info.min, 5, 6, info.min, 100] * 3, dt)
+    b = np.array([0, 0, 0, 0, 3, 4, 1, 7] * 3, dt)
+    if info.min < 0:
+        a[-8:] = np.array([-7, 7, -7, info.min, -1, 5, info.min, -100], dt)
+        b[-8:] = np.array([2, -2, -2, -1, -1, -3, 0, 7], dt)
+    for op in ("floordiv", "rem"):
+        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
+def test_float_floordiv_and_remainder_have_python_signs(dt):
+    a = np.array([7.5, -7.5, 7.5, -7.5, 1.0, -1.0, 0.0, -0.0, np.inf, 5.0, np.nan, 3.0], dt)
+    b = np.array([2.0, 2.0, -2.0, -2.0, 0.0, 0.0, 0.0, 3.0, 2.0, np.inf, 1.0, -0.0], dt)
+    for op in ("floordiv", "rem"):
+        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
+        _close(got, want, True)
+
+
+@pytest.mark.parametrize("src", ["float64", "float32", "float16", "bfloat16"])
+def test_float_to_int_casts_of_nan_inf_and_out_of_range_match_eager(src):
+    vals = np.array([np.nan, -np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 300.7, -300.7,
+                     70000.0, -70000.0, 5e9, 2.5, -2.5, 0.0] * 4, np.float64)
+    with np.errstate(all="ignore"):
+        x = vals.astype(src)
+    for dst in INTS:
+        got, want = _run(lambda v, dst=dst: bind(P["convert"], v, dtype=dst), x)
+        np.testing.assert_array_equal(got, want, err_msg=f"{src} -> {dst}")
+    got, _ = _run(lambda v: bind(P["convert"], v, dtype=np.dtype("int32")), x)
+    assert got[0] == np.iinfo(np.int32).min  # NaN -> int32 is INT32_MIN, as NumPy on x86
+
+
+def test_round_is_half_to_even():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 1e300, np.nan, -0.0], np.float64)
+    got, want = _run(lambda v: bind(P["round"], v), x)
+    _close(got, want, True)
+    np.testing.assert_array_equal(got[:7], [0.0, 2.0, 2.0, -0.0, -2.0, -2.0, 4.0])
+
+
+def test_bfloat16_and_float16_round_to_nearest_even_on_every_operation():
+    rng = np.random.default_rng(3)
+    a32 = (rng.standard_normal(4096) * 100).astype(np.float32)
+    b32 = (rng.standard_normal(4096) * 100).astype(np.float32)
+    for dt in ("bfloat16", "float16"):
+        a, b = a32.astype(dt), b32.astype(dt)
+        got, want = _run(lambda x, y: (x * y + x) / (y - 1.0) - x * x, a, b)
+        _close(got, want, True)
+    # ties: 1 + 2**-8 is halfway between two bfloat16 values and rounds to the even one
+    x = np.array([1.00390625, 1.01171875, 3.4e38, np.nan], np.float32)
+    got, want = _run(lambda v: bind(P["convert"], v, dtype=BF16), x)
+    assert got.view(np.uint16).tolist()[:3] == want.view(np.uint16).tolist()[:3] == [16256, 16258, 32640]
+
+
+@pytest.mark.parametrize("dt", [d.name for d in INTS])
+def test_shifts_wider_than_the_type(dt):
+    bits = 8 * np.dtype(dt).itemsize
+    info = np.iinfo(dt)
+    a = np.array([1, 1, 1, info.max, info.min, info.min, 5, 5] * 2, dt)
+    amounts = [0, bits - 1, bits, bits + 3, 1, bits, 2, min(100, info.max)]
+    b = np.array(amounts * 2, dt)
+    if info.min < 0:
+        b[-1] = -1
+    for op in ("shift_left", "shift_right"):
+        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_negative_zero_survives_fusion():
+    x = np.array([-0.0, 0.0, -1.0], np.float32)
+    got, want = _run(lambda v: v * 0.0 - 0.0, x)
+    _close(got, want, True)
+    assert np.signbit(got[0]) and np.signbit(got[2])
+
+
+# ---------------------------------------------------------------- fusion and movement
+
+def test_elementwise_chain_fuses_into_one_kernel_with_broadcasting():
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    row = np.arange(6, dtype=np.float32)
+    f = lambda x, r: nx.sin(x) * nx.exp(-x * x) + 0.5 * nx.tanh(x) - x / (1 + x * x) + r
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, nx.asarray(x), nx.asarray(row))
+    assert len(plan.kernels) == 1, plan
+    _close(jf(nx.asarray(x), nx.asarray(row)), f(nx.asarray(x), nx.asarray(row)), False)
+
+
+def test_movement_ops_are_index_arithmetic_on_loads():
+    x = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+
+    def f(x):
+        t = nx.transpose(x, (2, 0, 1))[:, ::2, ::-1]     # strided, reversed view
+        return t * 3 + nx.flip(t, axis=0) + nx.broadcast_to(x[0, 0, :5].reshape(5, 1, 1), t.shape)
+
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, nx.asarray(x))
+    assert len(plan.kernels) == 1, plan
+    np.testing.assert_array_equal(np.asarray(jf(nx.asarray(x))), np.asarray(f(nx.asarray(x))))
+
+
+def test_movement_of_a_computed_value_and_reshape_of_a_view():
+    x = np.arange(24, dtype=np.float64).reshape(4, 6)
+    f = lambda x: (nx.transpose(x * 2.0) + 1.0).reshape(3, 8) - nx.transpose(x).reshape(3, 8)
+    jf = rune.jit(f)
+    _compiled_plan(jf, nx.asarray(x))
+    _close(jf(nx.asarray(x)), f(nx.asarray(x)), True)
+
+
+def test_pad_is_a_guarded_load_through_other_movement_and_reductions():
+    x = nx.asarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    cases = [lambda v: nx.pad(v, ((1, 2), (0, 3)), constant_values=-1) * 2,
+             lambda v: nx.sum(nx.pad(v, ((1, 0), (2, 2)), constant_values=5), axis=1),
+             lambda v: nx.pad(v, 1)[::-1, 1:5:2].T + 1,
+             lambda v: nx.broadcast_to(nx.pad(v, ((0, 0), (1, 1)))[:, ::3], (2, 3, 2))]
+    for f in cases:
+        jf = rune.jit(f)
+        plan = _compiled_plan(jf, x)
+        assert len(plan.kernels) == 1 and not numpy_stretches(plan), plan
+        np.testing.assert_array_equal(np.asarray(jf(x)), np.asarray(f(x)))
+    g = rune.jit(rune.grad(lambda u: nx.sum(u[1:, ::2] ** 2)))   # slice's VJP pads
+    u = nx.asarray(np.arange(12, dtype=np.float64).reshape(3, 4))
+    assert not numpy_stretches(g.plan(u))
+    np.testing.assert_array_equal(np.asarray(g(u)), np.asarray(rune.grad(lambda u: nx.sum(u[1:, ::2] ** 2))(u)))
+
+
+def test_concatenate_adds_guarded_loads_exactly():
+    x = nx.asarray(np.array([[-0.0, 1, np.nan], [2, -3, np.inf]], np.float32))
+    y = nx.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    cases = [lambda a, b: nx.concatenate([a, b], axis=0) * 2,
+             lambda a, b: nx.concatenate([a, b * 2, a], axis=1),
+             lambda a, b: nx.sum(nx.concatenate([a, b], axis=1), axis=1),
+             lambda a, b: nx.concatenate([a[:, :0], b], axis=1),
+             lambda a, b: nx.concatenate([nx.pad(a, 1), nx.pad(b, 1)], axis=0).T]
+    for f in cases:
+        jf = rune.jit(f)
+        plan = _compiled_plan(jf, x, y)
+        assert not numpy_stretches(plan), plan
+        _close(jf(x, y), f(x, y), True)   # -0.0, NaN and inf kept exactly
+
+
+def test_unlowered_primitives_split_the_stretch_with_identical_results():
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    f = lambda x: nx.exp(nx.argmax(nx.sin(x) * 2.0, axis=1).astype(nx.float32)) + 1.0
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, nx.asarray(x))
+    assert numpy_stretches(plan), "argmax runs on NumPy today"
+    _close(jf(nx.asarray(x)), f(nx.asarray(x)), False)
+
+
+# ---------------------------------------------------------------- reductions
+
+@pytest.mark.parametrize("op", ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"])
+def test_reductions_of_every_dtype_match_eager(op):
+    rng = np.random.default_rng(5)
+    for dt in ALL:
+        for shape, axes in [((5, 7), (1,)), ((5, 7), (0,)), ((3, 4, 6), (0, 2)), ((129,), (0,)),
+                            ((2, 0, 3), (1,)), ((4, 3), (0, 1))]:
+            if op in ("reduce_max", "reduce_min") and 0 in [shape[a] for a in axes]:
+                continue
+            raw = _values(dt, shape, rng)
+            if op == "reduce_prod" and dt.kind == "f":
+                raw = np.where(np.abs(raw.astype(np.float64)) > 4, 1.5, raw).astype(dt)
+            got, want = _run(lambda v: bind(P[op], v * v if dt != np.dtype(bool) else v, axes=axes), raw)
+            exact = dt.kind not in "fV" and dt != BF16 or op in ("reduce_max", "reduce_min")
+            if exact:
+                g, w = got.astype(np.float64), want.astype(np.float64)
+                assert ((g == w) | (np.isnan(g) & np.isnan(w))).all(), (op, dt, shape, axes, got, want)
+            else:  # the summation order differs from NumPy's pairwise sums
+                eps = float(ml_dtypes.finfo(dt).eps)
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                           rtol=4 * eps * max(shape), atol=eps, equal_nan=True,
+                                           err_msg=f"{op} {dt} {shape} {axes}")
+
+
+def test_reduction_absorbs_prologue_and_epilogue_in_one_kernel():
+    x = nx.asarray(np.linspace(-2, 2, 4096, dtype=np.float32).reshape(64, 64))
+    f = lambda v: nx.sqrt(nx.sum(v * v, axis=1)) * 2.0 + 1.0
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, x)
+    assert len(plan.kernels) == 1, plan
+    _close(jf(x), f(x), False)
+
+
+def test_sibling_reductions_share_one_pass():
+    x = nx.asarray(np.random.default_rng(1).standard_normal((32, 50)).astype(np.float64))
+    f = lambda v: (nx.sum(v, axis=0), nx.sum(v * v, axis=0), nx.max(v, axis=0))
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, x)
+    assert len(plan.kernels) == 1, plan
+    for g, w in zip(jf(x), f(x)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-13)
+
+
+def test_softmax_mean_and_var_compile_and_match():
+    x = nx.asarray(np.random.default_rng(2).standard_normal((16, 300)).astype(np.float32))
+
+    def softmax(v):
+        e = nx.exp(v - nx.max(v, axis=1, keepdims=True))
+        return e / nx.sum(e, axis=1, keepdims=True)
+
+    for f in (softmax, lambda v: (nx.mean(v, axis=0), nx.var(v, axis=1), nx.sum(v * v))):
+        jf = rune.jit(f)
+        _compiled_plan(jf, x)
+        got, want = jf(x), f(x)
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-5, atol=1e-6)
+
+
+def test_max_of_nothing_raises_as_eager():
+    x = nx.asarray(np.zeros((3, 0), np.float32))
+    with pytest.raises(Exception) as eager:
+        nx.max(x, axis=1)
+    with pytest.raises(type(eager.value)):
+        rune.jit(lambda v: nx.max(v, axis=1))(x)
+
+
+def test_outputs_are_fresh_arrays_and_intermediates_do_not_leak():
+    jf = rune.jit(lambda x: (x + 1.0, (x + 1.0) * 2.0))
+    x = nx.asarray(np.ones((5,), np.float32))
+    a1, b1 = jf(x)
+    a2, b2 = jf(x)
+    assert np.asarray(a1).ctypes.data != np.asarray(a2).ctypes.data
+    np.testing.assert_array_equal(np.asarray(b1), np.full(5, 4.0, np.float32))
+
+
+def test_size_zero_and_size_one_axes():
+    for shape in [(0,), (3, 0), (1, 1), (1, 5), ()]:
+        x = np.ones(shape, np.float32)
+        f = lambda v: nx.sqrt(v) * 2.0 + v
+        _close(rune.jit(f)(nx.asarray(x)), f(nx.asarray(x)), True)
+
+
+def test_scan_body_is_compiled():
+    xs = nx.asarray(np.arange(6, dtype=np.float64))
+    f = lambda xs: rune.scan(lambda c, x: (c * 0.5 + nx.sin(x), c), 0.0, xs)
+    jf = rune.jit(f)
+    assert jf.plan(xs).kernels
+    got, want = jf(xs), f(xs)
+    _close(got[0], want[0], False)
+    _close(got[1], want[1], False)
+
+
+# ---------------------------------------------------------------- inspection
+
+def test_plan_prints_each_kernel_source_and_lists_kernels():
+    jf = rune.jit(lambda x: nx.sin(x) * 2.0 + 1.0)
+    plan = jf.plan(nx.asarray(np.ones(8, np.float32)))
+    text = repr(plan)
+    k, = plan.kernels
+    assert k.target == "c" and k.name in text
+    assert all(line.strip() in text for line in k.source.splitlines())
+    assert "sinf(" in k.source and "#pragma omp" in k.source
+
+
+# ---------------------------------------------------------------- fallback, compiler choice and errors
+
+def _script(body, **env):
+    code = "import json, numpy as np, rune\nfrom rune import nx\n" + textwrap.dedent(body)
+    e = dict(os.environ, **env)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=e, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+_W1 = """
+f = rune.jit(lambda x: nx.sin(x) * nx.exp(-x * x) + 0.5 * nx.tanh(x) - x / (1 + x * x))
+x = nx.asarray(np.linspace(-4, 4, 1000, dtype=np.float32))
+y = np.asarray(f(x))
+print(json.dumps({"stats": rune.stats(), "kernels": len(f.plan(x).kernels), "y": y[::97].tolist()}))
+"""
+
+
+def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_path):
+    env = {"RUNE_CACHE_DIR": str(tmp_path), "RUNE_CACHE": "1"}
+    first = _script(_W1, **env)
+    assert first["stats"]["kernels_compiled"] == 1 and first["kernels"] == 1
+    second = _script(_W1, **env)
+    assert second["stats"]["kernels_compiled"] == 0 and second["stats"]["disk_cache_hits"] == 1
+    assert second["y"] == first["y"]
+    kdir = tmp_path / "kernels"
+    for lib in kdir.glob("lib-*.so"):
+        lib.write_bytes(lib.read_bytes()[:100])      # truncated library
+    third = _script(_W1, **env)
+    assert third["stats"]["kernels_compiled"] == 1 and third["y"] == first["y"]
+    for entry in kdir.glob("*.json"):
+        entry.write_text("{not json")                 # corrupt entry
+    fourth = _script(_W1, **env)
+    assert fourth["stats"]["kernels_compiled"] == 1 and fourth["y"] == first["y"]
+
+
+def test_two_processes_racing_on_one_cold_key_both_succeed(tmp_path):
+    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path), RUNE_CACHE="1")
+    code = "import json, numpy as np, rune\nfrom rune import nx\n" + _W1
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0]["y"] == results[1]["y"]
+    assert not list(tmp_path.glob("kernels/.tmp-*"))
+    again = _script(_W1, **{"RUNE_CACHE_DIR": str(tmp_path)})
+    assert again["stats"]["kernels_compiled"] == 0
+
+
+def test_cache_off_and_no_compiler_fallback(tmp_path):
+    off = _script(_W1, RUNE_CACHE_DIR=str(tmp_path), RUNE_CACHE="0")
+    assert off["stats"]["kernels_compiled"] == 1 and not list(tmp_path.rglob("*"))
+    none = _script(_W1, RUNE_CC="none", RUNE_CACHE_DIR=str(tmp_path))
+    assert none["kernels"] == 0 and none["stats"]["kernels_compiled"] == 0
+    np.testing.assert_allclose(none["y"], off["y"], rtol=1e-6, atol=1e-7)
+    gcc = _script(_W1, RUNE_CC="/usr/bin/cc", RUNE_CACHE_DIR=str(tmp_path))
+    assert gcc["kernels"] == 1 and gcc["y"] == off["y"]
+
+
+def test_a_compile_failure_names_the_kernel_and_shows_source_and_message(tmp_path):
+    bad = tmp_path / "badcc"
+    bad.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo badcc 1.0; exit 0; fi\n"
+                   "echo 'unit.c:1: error: this compiler rejects everything' >&2\nexit 1\n")
+    bad.chmod(0o755)
+    code = textwrap.dedent("""
+        import rune, numpy as np
+        from rune import nx
+        try:
+            rune.jit(lambda x: nx.cos(x) + 1.0)(nx.asarray(np.ones(3, np.float32)))
+        except rune.RuneError as e:
+            print(str(e))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env=dict(os.environ, RUNE_CC=str(bad), RUNE_CACHE_DIR=str(tmp_path)))
+    assert "rejects everything" in out.stdout and "cosf(" in out.stdout and "_k0" in out.stdout, out
