@@ -21,6 +21,13 @@ from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin,
                   split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
                   take, tan, tanh, tensordot, transpose, var, vdot, where)
 from .placement import place
+from .mathfuncs import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, copysign, hypot, isinf, log2,
+                        log10, logaddexp, nextafter, positive, signbit, trunc)
+from .manipulation import (count_nonzero, diff, matrix_transpose, meshgrid, repeat, roll, take_along_axis,
+                           tile, tril, triu, unstack, vecdot)
+from .sorting import argsort, cumprod, cumsum, cumulative_prod, cumulative_sum, sort
+from .dynamic import nonzero, unique_all, unique_counts, unique_inverse, unique_values
+from .searching import searchsorted
 
 bool = bool_
 # NumPy's other names for the same functions.

@@ -249,3 +249,9 @@ IMPLS.update({
 # Convolution and pooling: library calls, in their own module.
 from .conv import IMPLS as _CONV_IMPLS  # noqa: E402
 IMPLS.update(_CONV_IMPLS)
+
+# The Array API additions (elementwise functions, sorting, ...): each in its own module.
+from .mathfuncs import IMPLS as _MATH_IMPLS  # noqa: E402
+IMPLS.update(_MATH_IMPLS)
+from .sorting import IMPLS as _SORT_IMPLS  # noqa: E402
+IMPLS.update(_SORT_IMPLS)
