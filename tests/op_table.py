@@ -269,7 +269,7 @@ def float_rule(sample, np_dtype):
 def accumulate_rule(sample, np_dtype):
     """sum/prod: bool and narrow ints accumulate in int32; other dtypes keep theirs."""
     d = sample.args[0].dtype
-    return I32 if d in (BOOL, I8, I16, U8) else d
+    return {BOOL: I32, I8: I32, I16: I32, U8: U32, U16: U32}.get(d, d)
 
 
 def product_rule(sample, np_dtype):
@@ -288,8 +288,8 @@ def index_rule(sample, np_dtype):
     return I32
 
 
-ACCUMULATE_NOTE = ("NumPy sums ints in int64/uint64; rune sums bool/int8/int16/uint8 in int32 and "
-                   "keeps every other dtype (uint16 stays uint16)")
+ACCUMULATE_NOTE = ("NumPy sums ints in int64/uint64; rune follows the standard: bool/int8/int16 sum "
+                   "in int32, uint8/uint16 in uint32, every other dtype keeps its own")
 
 
 # ---------------------------------------------------------------- references
@@ -316,7 +316,7 @@ def _in_f64(fn):
 
 
 def _round_half_even(x):
-    return np.round(np.asarray(x, F64)).astype(x.dtype if is_float(x.dtype) else F32)
+    return np.round(np.asarray(x, F64)).astype(x.dtype) if is_float(x.dtype) else np.round(x)
 
 
 def _fill(idx, args):
@@ -483,16 +483,14 @@ _float_unary("acos", nx.acos, np.arccos, "unit")
 _float_unary("atan", nx.atan, np.arctan, "real")
 _float_unary("erf", nx.erf, _in_f64(np.vectorize(math.erf, otypes=[F64])), "real")
 _float_unary("sigmoid", nx.sigmoid, _in_f64(lambda x: 1 / (1 + np.exp(-x))), "real")
-_float_unary("floor", nx.floor, np.floor, "frac", rule=float_rule,
-             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
-_float_unary("ceil", nx.ceil, np.ceil, "frac", rule=float_rule,
-             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
+_float_unary("floor", nx.floor, np.floor, "frac", note="ints and bools keep their dtype (the standard's rule)")
+_float_unary("ceil", nx.ceil, np.ceil, "frac", note="ints and bools keep their dtype (the standard's rule)")
 # Halves round to even, as np.round and jnp.round (and CUDA's rint) do.
 case("round", nx.round, _round_half_even,
-     unary("round", "frac", extra=(F16,)) +
+     unary("round", "frac", extra=(F16, I32, U8)) +
      [S(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], d), fd=False) for d in (F32, F64)],
-     grad=True, domain="frac", dtype_rule=float_rule,
-     dtype_note="ints give float32", note="halves round to even, as in NumPy and JAX")
+     grad=True, domain="frac", dtype_note="ints keep their dtype (the standard's rule)",
+     note="halves round to even, as in NumPy and JAX")
 case("isnan", nx.isnan, np.isnan, unary("isnan", "special", extra=(I32, BOOL, F16, BF16)),
      domain="special")
 case("isfinite", nx.isfinite, np.isfinite, unary("isfinite", "special", extra=(I32, BOOL, F16, BF16)),
@@ -1507,6 +1505,28 @@ def _mask_samples():
 
 case("boolean_mask", lambda x, m: x[m], lambda x, m: x[m], _mask_samples(), grad=True, traced=False,
      note="x[mask]: a data-dependent shape")
+
+
+# The standard's namespace (rune/nx/array_api.py): dtype functions and constants are not ops.
+NOT_OPS |= {"finfo", "iinfo", "isdtype", "can_cast", "result_type", "empty", "empty_like", "broadcast_shapes",
+            "e", "pi", "inf", "nan", "newaxis"}
+ALIASES.update({"bitwise_left_shift": "left_shift", "bitwise_right_shift": "right_shift",
+                "bitwise_invert": "invert"})
+
+
+def _isin_samples():
+    rng = _rng("isin")
+    out = []
+    for d in (I32, F64):
+        out += [S(draw(rng, (3, 4), d, "small"), draw(rng, (5,), d, "small")),
+                S(draw(rng, (6,), d, "small"), draw(rng, (2, 2), d, "small"), invert=True)]
+    out.append(S(rng.integers(0, 3, (4,)).astype(I8), rng.integers(0, 3, (3,)).astype(I32)))
+    return out
+
+
+case("isin", nx.isin, lambda a, b, invert=False: np.isin(a, b, invert=invert), _isin_samples())
+case("permute_dims", nx.permute_dims, lambda x, axes: np.transpose(x, axes), _shape_samples("permute_dims", [
+    ((3, 4), dict(axes=(1, 0))), ((2, 3, 4), dict(axes=(2, 0, 1))), ((5,), dict(axes=(0,)))]), grad=True)
 
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"

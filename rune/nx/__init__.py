@@ -28,6 +28,12 @@ from .manipulation import (count_nonzero, diff, matrix_transpose, meshgrid, repe
 from .sorting import argsort, cumprod, cumsum, cumulative_prod, cumulative_sum, sort
 from .dynamic import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .searching import searchsorted
+# The Array API standard's namespace; its asarray/astype/reshape/var/std take the
+# standard's keywords (copy=, correction=) and replace the plain ones here.
+from .array_api import (__array_api_version__, __array_namespace_info__, asarray, astype, bitwise_invert,
+                        bitwise_left_shift, bitwise_right_shift, broadcast_shapes, can_cast, e, empty,
+                        empty_like, finfo, iinfo, inf, isdtype, isin, nan, newaxis, permute_dims, pi,
+                        reshape, result_type, std, var)
 
 bool = bool_
 # NumPy's other names for the same functions.
