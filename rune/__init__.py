@@ -6,6 +6,7 @@ from . import nx, tree
 from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of conv and reduce_window)
 from . import mathfunc_rules as _mathfunc_rules  # noqa: F401  (acosh, hypot, ...: their rule tables)
 from . import sorting_rules as _sorting_rules  # noqa: F401  (argsort's rule tables)
+from . import linalg_rules as _linalg_rules  # noqa: F401  (nx.linalg's primitives)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev

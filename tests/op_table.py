@@ -1528,6 +1528,93 @@ case("isin", nx.isin, lambda a, b, invert=False: np.isin(a, b, invert=invert), _
 case("permute_dims", nx.permute_dims, lambda x, axes: np.transpose(x, axes), _shape_samples("permute_dims", [
     ((3, 4), dict(axes=(1, 0))), ((2, 3, 4), dict(axes=(2, 0, 1))), ((5,), dict(axes=(0,)))]), grad=True)
 
+
+# ---------------------------------------------------------------- nx.linalg (rune/nx/linalg.py)
+
+def _well_conditioned(rng, shape, d):
+    m, n = shape[-2:]
+    return (rng.standard_normal(shape) + max(m, n) * np.eye(m, n)).astype(d)
+
+
+def _linalg_samples(name, shapes=((3, 3), (2, 3, 3), (2, 2, 4, 4)), dtypes=(F64, F32), **kw):
+    rng = _rng(name)
+    return [S(_well_conditioned(rng, s, d), **kw) for d in dtypes for s in shapes]
+
+
+def _spd_np(a):
+    return a @ np.swapaxes(a, -1, -2) + a.shape[-1] * np.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _spd_nx(a):
+    return nx.matmul(a, nx.matrix_transpose(a)) + nx.asarray(a.shape[-1] * np.eye(a.shape[-1]), a.dtype)
+
+
+_LINALG_TOL = {F32: (2e-4, 2e-4), F64: (1e-9, 1e-9)}
+
+
+def _linalg_case(name, fn, ref, samples, **kw):
+    case("linalg." + name, fn, ref, samples, tol=_LINALG_TOL, **kw)
+
+
+def _solve_samples():
+    rng = _rng("linalg.solve")
+    return [S(_well_conditioned(rng, (3, 3), d), draw(rng, (3,), d)) for d in (F64, F32)] + \
+        [S(_well_conditioned(rng, (2, 3, 3), F64), draw(rng, (2, 3, 2), F64)),
+         S(_well_conditioned(rng, (3, 3), F64), draw(rng, (2, 3, 4), F64))]
+
+
+_linalg_case("solve", nx.linalg.solve, np.linalg.solve, _solve_samples(), grad=True, diff_argnums=(0, 1))
+_linalg_case("inv", nx.linalg.inv, np.linalg.inv, _linalg_samples("linalg.inv"), grad=True)
+_linalg_case("det", nx.linalg.det, np.linalg.det, _linalg_samples("linalg.det"), grad=True)
+_linalg_case("slogdet", nx.linalg.slogdet, lambda a: tuple(np.linalg.slogdet(a)), _linalg_samples("linalg.slogdet"),
+             grad=True)
+_linalg_case("cholesky", lambda a, upper=False: nx.linalg.cholesky(_spd_nx(a), upper=upper),
+             lambda a, upper=False: (np.swapaxes if upper else (lambda x, *_: x))(np.linalg.cholesky(_spd_np(a)), -1, -2),
+             _linalg_samples("linalg.cholesky") + [S(_well_conditioned(_rng("chol_u"), (3, 3), F64), upper=True)],
+             grad=True, note="of a @ a.T + n I (symmetric positive definite)")
+# Eigenvectors are defined up to sign: the table compares v * v (sign-free).
+_linalg_case("eigh", lambda a: (lambda r: (r.eigenvalues, r.eigenvectors * r.eigenvectors))(nx.linalg.eigh(_spd_nx(a))),
+             lambda a: (lambda w, v: (w, v * v))(*np.linalg.eigh(_spd_np(a))), _linalg_samples("linalg.eigh"),
+             grad=True, note="of a @ a.T + n I; eigenvectors squared (their sign is arbitrary)")
+_linalg_case("eigvalsh", lambda a: nx.linalg.eigvalsh(_spd_nx(a)), lambda a: np.linalg.eigvalsh(_spd_np(a)),
+             _linalg_samples("linalg.eigvalsh"), grad=True)
+_linalg_case("svdvals", nx.linalg.svdvals, np.linalg.svdvals,
+             _linalg_samples("linalg.svdvals", shapes=((3, 3), (2, 4, 3), (3, 5))), grad=True)
+_linalg_case("svd", lambda a: (lambda r: (r.U * r.U, r.S, r.Vh * r.Vh))(nx.linalg.svd(a, full_matrices=False)),
+             lambda a: (lambda u, s, vh: (u * u, s, vh * vh))(*np.linalg.svd(a, full_matrices=False)),
+             _linalg_samples("linalg.svd", shapes=((3, 3), (2, 4, 3), (3, 5))), note="U, Vh squared (signs arbitrary)")
+_linalg_case("qr", lambda a: (lambda r: (r.Q * r.Q, r.R * r.R))(nx.linalg.qr(a)),
+             lambda a: (lambda q, r: (q * q, r * r))(*np.linalg.qr(a)),
+             _linalg_samples("linalg.qr", shapes=((3, 3), (2, 4, 3), (3, 5))), note="squared (signs arbitrary)")
+_linalg_case("pinv", nx.linalg.pinv, np.linalg.pinv, _linalg_samples("linalg.pinv", shapes=((3, 3), (2, 4, 3))))
+_linalg_case("matrix_rank", nx.linalg.matrix_rank, lambda a: np.linalg.matrix_rank(a).astype(I32),
+             _linalg_samples("linalg.matrix_rank", shapes=((3, 3), (2, 4, 3))) +
+             [S(np.array([[1.0, 2.0], [2.0, 4.0]]))])
+_linalg_case("matrix_power", lambda a, n: nx.linalg.matrix_power(a, n), lambda a, n: np.linalg.matrix_power(a, n),
+             [S(_well_conditioned(_rng("mpow"), (3, 3), F64) / 3, n=n) for n in (0, 1, 3, 6, -2)] +
+             [S(_well_conditioned(_rng("mpow2"), (2, 3, 3), F32) / 3, n=2)], grad=True)
+_linalg_case("matrix_norm", nx.linalg.matrix_norm,
+             lambda a, ord="fro", keepdims=False: np.linalg.matrix_norm(a, ord=ord, keepdims=keepdims),
+             [S(_well_conditioned(_rng("mnorm"), (2, 3, 4) if o != "nuc" else (3, 4), F64), ord=o)
+              for o in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf)] +
+             [S(_well_conditioned(_rng("mnorm"), (3, 3), F32), keepdims=True)], grad=True)
+_linalg_case("vector_norm", nx.linalg.vector_norm,
+             lambda x, axis=None, keepdims=False, ord=2: np.asarray(np.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)),
+             [S(draw(_rng("vnorm"), (3, 4), F64), ord=o, axis=ax) for o in (2, 1, np.inf, -np.inf, 3, 0)
+              for ax in (None, 1)] + [S(draw(_rng("vnorm"), (2, 3, 4), F32), axis=(0, 2), keepdims=True)],
+             grad=True)
+_linalg_case("outer", nx.linalg.outer, np.outer, [S(draw(_rng("louter"), (3,), d), draw(_rng("louter"), (4,), d))
+                                               for d in (F64, I32)], grad=True, diff_argnums=(0, 1))
+_linalg_case("diagonal", nx.linalg.diagonal, lambda x, offset=0: np.diagonal(x, offset, -2, -1),
+             [S(draw(_rng("ldiag"), s, d), offset=o) for s in ((3, 4), (2, 4, 3)) for d in (F64, I32)
+              for o in (0, 1, -2)], grad=True)
+_linalg_case("trace", nx.linalg.trace, lambda x, offset=0: np.trace(x, offset, -2, -1),
+             [S(draw(_rng("ltrace"), s, F64), offset=o) for s in ((3, 4), (2, 4, 3)) for o in (0, 1)], grad=True)
+_linalg_case("cross", nx.linalg.cross, lambda a, b, axis=-1: np.cross(a, b, axis=axis),
+             [S(draw(_rng("lcross"), (4, 3), F64), draw(_rng("lcross2"), (3,), F64)),
+              S(draw(_rng("lcross"), (3, 2), F64), draw(_rng("lcross3"), (3, 2), F64), axis=0),
+              S(draw(_rng("lcross"), (3,), I32), draw(_rng("lcross4"), (3,), I32))], grad=True, diff_argnums=(0, 1))
+
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"
 

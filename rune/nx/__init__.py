@@ -62,3 +62,4 @@ def from_dlpack(x, device=None):
     else:
         raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
     return out if target is None else place(out, target)
+from . import linalg  # noqa: E402  (the standard's linalg extension; rules in rune/linalg_rules.py)

@@ -255,3 +255,5 @@ from .mathfuncs import IMPLS as _MATH_IMPLS  # noqa: E402
 IMPLS.update(_MATH_IMPLS)
 from .sorting import IMPLS as _SORT_IMPLS  # noqa: E402
 IMPLS.update(_SORT_IMPLS)
+from .linalg import IMPLS as _LINALG_IMPLS  # noqa: E402
+IMPLS.update(_LINALG_IMPLS)
