@@ -1238,7 +1238,7 @@ NOT_OPS = {"Array", "arange", "array", "asarray", "create", "eye", "full", "full
            "linspace", "ones", "ones_like", "scalar", "zeros", "zeros_like", "dtype", "place",
            "from_dlpack", "random", "bool"}
 ALIASES = {"arctan2": "atan2", "mod": "remainder", "bitwise_not": "invert", "absolute": "abs",
-           "pow": "power", "concat": "concatenate", "arcsin": "asin", "arccos": "acos",
+           "pow": "power", "arcsin": "asin", "arccos": "acos",
            "arctan": "atan"}
 case("arctan2", nx.arctan2, np.arctan2, binary("arctan2", ("nonzero", "nonzero"), dtypes=(F64,), low=(),
                                                weak_kinds=()),
@@ -1614,6 +1614,22 @@ _linalg_case("cross", nx.linalg.cross, lambda a, b, axis=-1: np.cross(a, b, axis
              [S(draw(_rng("lcross"), (4, 3), F64), draw(_rng("lcross2"), (3,), F64)),
               S(draw(_rng("lcross"), (3, 2), F64), draw(_rng("lcross3"), (3, 2), F64), axis=0),
               S(draw(_rng("lcross"), (3,), I32), draw(_rng("lcross4"), (3,), I32))], grad=True, diff_argnums=(0, 1))
+
+
+
+def _concat_axis_samples():
+    rng = _rng("concat")
+    return [S(draw(rng, (), d), draw(rng, (), d), axis=None) for d in (U8, F64)] + \
+        [S(draw(rng, (2, 3), F64), draw(rng, (3,), F64), axis=None),
+         S(draw(rng, (2, 3), F64), draw(rng, (1, 3), F64), axis=0)]
+
+
+case("concat", lambda *xs, axis=0: nx.concat(list(xs), axis=axis),
+     lambda *xs, axis=0: np.concat(xs, axis=axis), _concat_axis_samples(), grad=True, diff_argnums=(0, 1),
+     note="the standard's concat (axis=None joins the flattened arrays)")
+for _name, _ref in (("real", np.real), ("imag", np.imag), ("conj", np.conj)):
+    case(_name, getattr(nx, _name), _ref, _any_unary_samples(_name, "real", (I32, U8, F16)), grad=True,
+         note="real dtypes only until rune has complex ones")
 
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"

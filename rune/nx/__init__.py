@@ -33,20 +33,21 @@ from .searching import searchsorted
 from .array_api import (__array_api_version__, __array_namespace_info__, asarray, astype, bitwise_invert,
                         bitwise_left_shift, bitwise_right_shift, broadcast_shapes, can_cast, e, empty,
                         empty_like, finfo, iinfo, inf, isdtype, isin, nan, newaxis, permute_dims, pi,
-                        reshape, result_type, std, var)
+                        reshape, result_type, std, var, concat, moveaxis, real, imag, conj)
 
 bool = bool_
 # NumPy's other names for the same functions.
-mod, bitwise_not, absolute, pow, concat = remainder, invert, abs, power, concatenate
+mod, bitwise_not, absolute, pow = remainder, invert, abs, power
 arcsin, arccos, arctan = asin, acos, atan
 _ops.getitem = _indexing.getitem
 _ops.IndexUpdater = _indexing.IndexUpdater
 _arraylike.ops = _ops
 
 
-def from_dlpack(x, device=None):
+def from_dlpack(x, /, *, device=None, copy=None):
     """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it
-    can: it lies where the producer's buffer lies, then is placed on `device` if given."""
+    can: it lies where the producer's buffer lies, then is placed on `device` if given.
+    copy= has no visible effect: rune arrays are immutable, so a shared buffer is never written."""
     import numpy as np
     from .array import Array as _A
     from ..devices import get_device

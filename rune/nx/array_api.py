@@ -232,3 +232,44 @@ def empty(shape, *, dtype=None, device=None):
 def empty_like(x, /, *, dtype=None, device=None):
     from .creation import zeros_like
     return zeros_like(x, dtype, device)
+
+
+def concat(arrays, /, *, axis=0):
+    """The standard's concat: axis=None joins the flattened arrays."""
+    if axis is None:
+        return ops.concatenate([ops.reshape(ops.asarray(a), (-1,)) for a in ops._operands(list(arrays))], 0)
+    return ops.concatenate(arrays, axis)
+
+
+def moveaxis(x, source, destination):
+    """Axes moved to new positions; source and destination may be ints or equal-length tuples."""
+    x = ops.asarray(x)
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ArgumentError(f"moveaxis: source {source} and destination {destination} differ in length")
+    src = [ops.normalize_axis("moveaxis", a, x.ndim) for a in src]
+    dst = [ops.normalize_axis("moveaxis", a, x.ndim) for a in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ArgumentError(f"moveaxis: repeated axis in source {source} or destination {destination}")
+    rest = [a for a in range(x.ndim) if a not in src]
+    perm = [None] * x.ndim
+    for s, d in zip(src, dst):
+        perm[d] = s
+    it = iter(rest)
+    return ops.transpose(x, [p if p is not None else next(it) for p in perm])
+
+
+# The complex-number functions, for the real dtypes rune has: a real number is
+# its own real part and conjugate, with a zero imaginary part (as NumPy's).
+def real(x, /):
+    return ops.asarray(x)
+
+
+def conj(x, /):
+    return ops.asarray(x)
+
+
+def imag(x, /):
+    x = ops.asarray(x)
+    return ops.multiply(x, x.dtype.type(0)) if x.dtype != dt.bool_ else ops.logical_and(x, False)

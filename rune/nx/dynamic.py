@@ -77,6 +77,8 @@ def boolean_mask(x, mask):
     in row-major order (the mask must be concrete; x may be differentiated)."""
     x = ops.asarray(x)
     m = concrete("boolean mask indexing", mask, "the mask")
+    if m.ndim == 0:   # x[True] / x[False]: a new leading axis of length 1 or 0
+        x, m = ops.expand_dims(x, 0), m.reshape(1)
     if m.shape != x.shape[:m.ndim]:
         from ..errors import IndexingError
         raise IndexingError(f"boolean index of shape {m.shape} does not match the leading axes of the "

@@ -46,7 +46,7 @@ def getitem(x, idx):
 
 
 def _is_mask(idx):
-    return isinstance(idx, (Array, Tracer, np.ndarray)) and idx.dtype == dt.bool_ and idx.ndim > 0
+    return isinstance(idx, (Array, Tracer, np.ndarray)) and idx.dtype == dt.bool_
 
 
 def _index(x, idx, out_of_bounds=None):

@@ -191,7 +191,8 @@ def vecdot(x1, x2, axis=-1):
         raise ShapeError(f"vecdot: axis {axis} has size {x1.shape[a1]} in {x1.shape} and {x2.shape[a2]} "
                          f"in {x2.shape}")
     x1, x2 = ops.moveaxis(x1, a1, -1), ops.moveaxis(x2, a2, -1)
-    return ops.sum(ops.multiply(x1, x2), -1)
+    # The standard keeps the operands' dtype (a uint8 dot product is uint8, as matmul's).
+    return ops.sum(ops.multiply(x1, x2), -1, dtype=x1.dtype)
 
 
 def matrix_transpose(x):
