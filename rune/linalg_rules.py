@@ -151,12 +151,12 @@ jvp_rules[eigh_p], vjp_rules[eigh_p] = _eigh_jvp, _eigh_vjp
 
 def _svdvals_jvp(primals, tangents):
     (a,), (ta,) = primals, tangents
-    u, s, vh = bind(svd_p, a)
+    u, s, vh = bind(svd_p, a, full_matrices=False)
     return s, _diag(_mm(_mT(u), ta, _mT(vh)))
 
 
 def _svdvals_vjp(ct, ins, out, wants):
-    u, _, vh = bind(svd_p, ins[0])
+    u, _, vh = bind(svd_p, ins[0], full_matrices=False)
     return (_mm(u, _diag_matrix(ct), vh),)
 
 

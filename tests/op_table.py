@@ -1631,6 +1631,10 @@ for _name, _ref in (("real", np.real), ("imag", np.imag), ("conj", np.conj)):
     case(_name, getattr(nx, _name), _ref, _any_unary_samples(_name, "real", (I32, U8, F16)), grad=True,
          note="real dtypes only until rune has complex ones")
 
+for _name in ("fftshift", "ifftshift"):
+    case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _shape_samples("fft." + _name, [
+        ((5,), {}), ((4, 5), {}), ((4, 5), dict(axes=1)), ((2, 3, 4), dict(axes=(0, 2)))]), grad=True)
+
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"
 

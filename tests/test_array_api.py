@@ -131,3 +131,23 @@ def test_in_place_operators_rebind_and_keep_dtype_and_shape():
     z = nx.zeros((3,))
     with pytest.raises(rune.DTypeError, match="would change"):
         z += nx.zeros((2, 3))
+
+
+@pytest.mark.parametrize("n,d", [(1, 1.0), (5, 1.0), (8, 0.1)])
+def test_fft_frequencies_match_numpy(n, d):
+    np.testing.assert_allclose(nx.fft.fftfreq(n, d=d), np.fft.fftfreq(n, d), rtol=1e-6)
+    np.testing.assert_allclose(nx.fft.rfftfreq(n, d=d), np.fft.rfftfreq(n, d), rtol=1e-6)
+    assert nx.fft.fftfreq(n, dtype=nx.float64).dtype == nx.float64
+
+
+def test_svd_full_matrices_and_array_rtol():
+    a = np.random.default_rng(1).standard_normal((2, 4, 3))
+    u, s, vh = nx.linalg.svd(nx.asarray(a))
+    assert u.shape == (2, 4, 4) and vh.shape == (2, 3, 3)
+    np.testing.assert_allclose(np.abs(np.asarray(u)), np.abs(np.linalg.svd(a)[0]), atol=1e-10)
+    rtol = np.array([0.1, 0.9])
+    # One rtol per matrix of the batch; the oracle is a loop over the matrices.
+    want = np.stack([np.linalg.pinv(m, rtol=r) for m, r in zip(a, rtol)])
+    np.testing.assert_allclose(nx.linalg.pinv(nx.asarray(a), rtol=nx.asarray(rtol)), want, atol=1e-10)
+    assert nx.linalg.matrix_rank(nx.asarray(a), rtol=nx.asarray(rtol)).tolist() == \
+        [int(np.linalg.matrix_rank(m, rtol=r)) for m, r in zip(a, rtol)]

@@ -94,12 +94,9 @@ def eigvalsh(x, /):
 
 
 def svd(x, /, *, full_matrices=True):
-    """U, S, Vh with x = U diag(S) Vh (reduced: full_matrices=False is the only form)."""
-    if full_matrices:
-        x = ops.asarray(x)
-        if x.ndim >= 2 and x.shape[-1] != x.shape[-2]:
-            raise ArgumentError("linalg.svd: only full_matrices=False is supported for non-square matrices")
-    return SVDResult(*bind(svd_p, _matrices("svd", x)))
+    """U, S, Vh with x = U diag(S) Vh; U (m, m) and Vh (n, n) with full_matrices, else (m, k), (k, n)."""
+    x = _matrices("svd", x)
+    return SVDResult(*bind(svd_p, x, full_matrices=builtins.bool(full_matrices) and x.shape[-1] != x.shape[-2]))
 
 
 def svdvals(x, /):
@@ -119,8 +116,7 @@ def pinv(x, /, *, rtol=None):
     u, s, vh = svd(x, full_matrices=False)
     if rtol is None:
         rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
-    cutoff = ops.multiply(ops.max(s, -1, keepdims=True), rtol)
-    keep = ops.greater(s, cutoff)
+    keep = ops.greater(s, _cutoff(s, rtol))
     s_inv = ops.where(keep, ops.divide(1, ops.where(keep, s, s.dtype.type(1))), s.dtype.type(0))
     return ops.matmul(matrix_transpose(vh), ops.multiply(ops.expand_dims(s_inv, -1), matrix_transpose(u)))
 
@@ -130,8 +126,14 @@ def matrix_rank(x, /, *, rtol=None):
     s = svdvals(x)
     if rtol is None:
         rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
-    cutoff = ops.multiply(ops.max(s, -1, keepdims=True), rtol)
-    return ops.sum(ops.astype(ops.greater(s, cutoff), dt.default_int), -1)
+    return ops.sum(ops.astype(ops.greater(s, _cutoff(s, rtol)), dt.default_int), -1)
+
+
+def _cutoff(s, rtol):
+    """rtol * the largest singular value; an array rtol holds one per matrix of the batch."""
+    if not isinstance(rtol, (int, float)):
+        rtol = ops.expand_dims(ops.astype(ops.constant_like(rtol, s), s.dtype), -1)
+    return ops.multiply(ops.max(s, -1, keepdims=True), rtol)
 
 
 def matrix_power(x, n, /):

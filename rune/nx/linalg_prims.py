@@ -37,11 +37,12 @@ def _svdvals(a):
     return a.update(shape=a.shape[:-2] + (_k(a),), weak=False)
 
 
-def _svd(a):
+def _svd(a, *, full_matrices):
     m, n, k = a.shape[-2], a.shape[-1], _k(a)
     lead = a.shape[:-2]
-    return [a.update(shape=lead + (m, k), weak=False), a.update(shape=lead + (k,), weak=False),
-            a.update(shape=lead + (k, n), weak=False)]
+    return [a.update(shape=lead + ((m, m) if full_matrices else (m, k)), weak=False),
+            a.update(shape=lead + (k,), weak=False),
+            a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
 
 
 def _qr(a):

@@ -5,12 +5,12 @@ import numpy as np
 
 
 def _wide(fn):
-    def run(*args):
+    def run(*args, **params):
         dtype = args[0].dtype
         if dtype.itemsize == 2:
-            outs = fn(*(a.astype(np.float32) for a in args))
+            outs = fn(*(a.astype(np.float32) for a in args), **params)
             return [o.astype(dtype) for o in outs] if isinstance(outs, list) else outs.astype(dtype)
-        return fn(*args)
+        return fn(*args, **params)
     return run
 
 
@@ -36,8 +36,8 @@ def _svdvals(a):
     return np.linalg.svd(a, compute_uv=False)
 
 
-def _svd(a):
-    u, s, vh = np.linalg.svd(a, full_matrices=False)
+def _svd(a, *, full_matrices):
+    u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
     return [u, s, vh]
 
 
@@ -48,18 +48,18 @@ def _qr(a):
 
 def _safe(fn):
     # Singular or non-positive-definite inputs give NaNs (as JAX), not an exception.
-    def run(*args):
+    def run(*args, **params):
         with np.errstate(all="ignore"):
             try:
-                return fn(*args)
+                return fn(*args, **params)
             except np.linalg.LinAlgError:
-                return _nan_like(fn, args)
+                return _nan_like(fn, args, params)
     return run
 
 
-def _nan_like(fn, args):
+def _nan_like(fn, args, params):
     probe = fn(*(np.eye(a.shape[-1], dtype=a.dtype) * np.ones(a.shape, a.dtype) if a.ndim >= 2 and
-                 a.shape[-1] == a.shape[-2] else np.ones(a.shape, a.dtype) for a in args))
+                 a.shape[-1] == a.shape[-2] else np.ones(a.shape, a.dtype) for a in args), **params)
     return [np.full_like(p, np.nan) for p in probe] if isinstance(probe, list) else np.full_like(probe, np.nan)
 
 
