@@ -17,7 +17,7 @@ from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
-from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
+from .errors import (ArgumentError, AxisError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
                      DTypeError, IndexingError, NotDifferentiableError, RuneError,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
@@ -30,7 +30,7 @@ __all__ = [
     "nx", "nn", "optim", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd", "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
-    "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
+    "devices", "ArgumentError", "AxisError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
     "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
     "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
     "reset_stats", "stats",

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, bind
-from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
+from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from .array import Array, from_host
 
@@ -475,7 +475,7 @@ def stop_gradient(x):
 
 def normalize_axis(name, axis, ndim):
     if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{name}: axis {axis} is out of range for an array of rank {ndim}")
+        raise AxisError(f"{name}: axis {axis} is out of range for an array of rank {ndim}")
     return axis % ndim if ndim else 0
 
 
