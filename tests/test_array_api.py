@@ -151,3 +151,31 @@ def test_svd_full_matrices_and_array_rtol():
     np.testing.assert_allclose(nx.linalg.pinv(nx.asarray(a), rtol=nx.asarray(rtol)), want, atol=1e-10)
     assert nx.linalg.matrix_rank(nx.asarray(a), rtol=nx.asarray(rtol)).tolist() == \
         [int(np.linalg.matrix_rank(m, rtol=r)) for m, r in zip(a, rtol)]
+
+
+@pytest.mark.parametrize("shape,size", [((6,), 2), ((3, 4), 5), ((3, 4), 12), ((2, 3), 9), ((0, 3), 2)])
+def test_nonzero_with_size_works_under_jit(shape, size):
+    x = np.random.default_rng(2).integers(-1, 2, shape).astype(np.int32)
+    got = rune.jit(lambda v: nx.nonzero(v, size=size, fill_value=-1))(nx.asarray(x))
+    for g, w in zip(got, np.nonzero(x)):
+        want = np.full(size, -1)
+        want[:min(size, w.size)] = w[:size]
+        np.testing.assert_array_equal(g, want)
+
+
+def test_data_dependent_shapes_under_jit_point_to_where_and_size():
+    x = nx.asarray([1.0, 0.0, 2.0])
+    for fn in (nx.nonzero, nx.unique_values, lambda v: v[v > 0]):
+        with pytest.raises(rune.ConcretizationError, match=r"nx\.where.*size="):
+            rune.jit(fn)(x)
+    with pytest.raises(rune.ConcretizationError):
+        rune.vmap(nx.unique_values)(nx.reshape(x, (1, 3)))
+    # eagerly, and under grad, they work: the mask is concrete there
+    np.testing.assert_array_equal(rune.grad(lambda v: nx.sum(v[v > 0] ** 2))(x), [2.0, 0.0, 4.0])
+
+
+def test_tensordot_takes_negative_axes():
+    a, b = np.arange(24.0).reshape(2, 3, 4), np.arange(12.0).reshape(4, 3)
+    for axes in (([-1, 1], [0, -1]), ([-1], [-2]), 1):
+        np.testing.assert_allclose(nx.linalg.tensordot(nx.asarray(a), nx.asarray(b), axes=axes),
+                                   np.tensordot(a, b, axes=axes))

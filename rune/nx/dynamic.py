@@ -63,7 +63,9 @@ def _nonzero_sized(x, size, fill_value):
     if size > x.size:
         order = ops.pad(order, (0, size - x.size))
     order = ops.slice_in_dim(order, 0, size)
-    taken = ops.logical_not(ops.take(zero, order)) if x.size else ops.equal(order, order.dtype.type(-1))
+    # A position holds a result when it is within x and the element there is nonzero.
+    inside = ops.constant_like(np.arange(size) < x.size, x)
+    taken = ops.logical_and(inside, ops.logical_not(ops.take(zero, order))) if x.size else inside
     out = []
     for coord in np.unravel_index(np.arange(x.size), x.shape):
         c = ops.take(ops.constant_like(coord.astype(np.int32), x), order) if x.size else order

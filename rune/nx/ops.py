@@ -1042,6 +1042,9 @@ def tensordot(x, y, axes=2):
         lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
     else:
         lc, rc = (tuple(a) if not isinstance(a, int) else (a,) for a in axes)
+        # Negative axes count from the end, as everywhere (the standard's tensordot allows them).
+        lc = tuple(normalize_axis("tensordot", a, x.ndim) for a in lc)
+        rc = tuple(normalize_axis("tensordot", a, y.ndim) for a in rc)
     return dot_general(x, y, ((lc, rc), ((), ())))
 
 
