@@ -179,3 +179,12 @@ def test_tensordot_takes_negative_axes():
     for axes in (([-1, 1], [0, -1]), ([-1], [-2]), 1):
         np.testing.assert_allclose(nx.linalg.tensordot(nx.asarray(a), nx.asarray(b), axes=axes),
                                    np.tensordot(a, b, axes=axes))
+
+
+def test_boolean_mask_shapes():
+    x = nx.reshape(nx.arange(20), (4, 5))
+    assert x[nx.zeros((4, 0), nx.bool)].shape == (0,)
+    assert x[nx.zeros((0,), nx.bool)].shape == (0, 5)
+    assert x[nx.asarray(True)].shape == (1, 4, 5) and x[nx.asarray(False)].shape == (0, 4, 5)
+    with pytest.raises(IndexError, match="does not match"):
+        x[nx.zeros((3,), nx.bool)]

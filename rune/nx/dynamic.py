@@ -81,7 +81,8 @@ def boolean_mask(x, mask):
     m = concrete("boolean mask indexing", mask, "the mask")
     if m.ndim == 0:   # x[True] / x[False]: a new leading axis of length 1 or 0
         x, m = ops.expand_dims(x, 0), m.reshape(1)
-    if m.shape != x.shape[:m.ndim]:
+    # An axis of length 0 in the mask selects nothing whatever x's length there (as the standard allows).
+    if m.ndim > x.ndim or any(k not in (d, 0) for k, d in zip(m.shape, x.shape)):
         from ..errors import IndexingError
         raise IndexingError(f"boolean index of shape {m.shape} does not match the leading axes of the "
                             f"array's shape {x.shape}")

@@ -8,7 +8,6 @@ gather indices of repeat) are built with NumPy from the shapes and enter as
 constants placed with the operand.
 """
 import builtins
-import math
 
 import numpy as np
 

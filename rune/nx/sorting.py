@@ -13,12 +13,10 @@ rune/backends/cpu/sorting.py.
 """
 import builtins
 
-import numpy as np
-
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import bind
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ShapeError
 from . import dtypes as dt
 from . import ops
 from .manipulation import take_along_axis
