@@ -30,3 +30,13 @@ def test_singular_matrices_give_nan_not_an_exception():
     out = nx.linalg.inv(nx.zeros((2, 2)))
     assert np.isnan(np.asarray(out)).all()
     assert float(nx.linalg.det(nx.zeros((2, 2)))) == 0.0
+
+
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+def test_qr_modes_match_numpy(mode):
+    a = np.random.default_rng(3).standard_normal((2, 5, 3))
+    q, r = nx.linalg.qr(nx.asarray(a), mode=mode)
+    want_q, want_r = np.linalg.qr(a, mode=mode)
+    assert q.shape == want_q.shape and r.shape == want_r.shape
+    np.testing.assert_allclose(np.abs(np.asarray(r)), np.abs(want_r), atol=1e-10)
+    np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), a, atol=1e-10)

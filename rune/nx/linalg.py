@@ -105,9 +105,10 @@ def svdvals(x, /):
 
 
 def qr(x, /, *, mode="reduced"):
-    if mode != "reduced":
-        raise ArgumentError(f"linalg.qr: only mode='reduced' is supported, got {mode!r}")
-    return QRResult(*bind(qr_p, _matrices("qr", x)))
+    """Q, R with x = Q R: Q (m, k) and R (k, n) for mode="reduced", Q (m, m) and R (m, n) for "complete"."""
+    if mode not in ("reduced", "complete"):
+        raise ArgumentError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    return QRResult(*bind(qr_p, _matrices("qr", x), mode=mode))
 
 
 def pinv(x, /, *, rtol=None):

@@ -45,9 +45,10 @@ def _svd(a, *, full_matrices):
             a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
 
 
-def _qr(a):
+def _qr(a, *, mode):
     m, n, k = a.shape[-2], a.shape[-1], _k(a)
     lead = a.shape[:-2]
+    k = m if mode == "complete" else k
     return [a.update(shape=lead + (m, k), weak=False), a.update(shape=lead + (k, n), weak=False)]
 
 

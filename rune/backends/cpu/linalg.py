@@ -41,8 +41,8 @@ def _svd(a, *, full_matrices):
     return [u, s, vh]
 
 
-def _qr(a):
-    q, r = np.linalg.qr(a, mode="reduced")
+def _qr(a, *, mode):
+    q, r = np.linalg.qr(a, mode=mode)
     return [q, r]
 
 
