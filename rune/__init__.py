@@ -4,6 +4,9 @@ The public surface, re-exported; nothing is defined here.
 """
 from . import nx, tree
 from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of conv and reduce_window)
+from . import mathfunc_rules as _mathfunc_rules  # noqa: F401  (acosh, hypot, ...: their rule tables)
+from . import sorting_rules as _sorting_rules  # noqa: F401  (argsort's rule tables)
+from . import linalg_rules as _linalg_rules  # noqa: F401  (nx.linalg's primitives)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev
@@ -14,8 +17,9 @@ from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
-from .errors import (ArgumentError, CallbackError, ConcretizationError, DeviceError, DeviceMismatchError,
-                     DistributedError, DTypeError, IndexingError, NotDifferentiableError, RuneError,
+from .errors import (ArgumentError, AxisError, CallbackError, ConcretizationError, DeviceError,
+                     DeviceMismatchError, DistributedError, DTypeError, IndexingError, NotDifferentiableError,
+                     RuneError,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
 from . import distributed, nn, optim
@@ -28,8 +32,9 @@ __all__ = [
     "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
-    "devices", "ArgumentError", "CallbackError", "ConcretizationError", "DeviceError", "DeviceMismatchError",
-    "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "ScalarOverflowError",
+    "devices", "ArgumentError", "AxisError", "CallbackError", "ConcretizationError", "DeviceError",
+    "DeviceMismatchError", "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError",
+    "ScalarOverflowError",
     "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
     "reset_stats", "stats",
 ]

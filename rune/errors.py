@@ -13,6 +13,11 @@ class ShapeError(RuneError, ValueError):
     """Shapes that do not fit the operation (broadcasting, reshape, axes)."""
 
 
+class AxisError(ShapeError, IndexError):
+    """An axis out of range for an array's rank: a ShapeError, and an IndexError as
+    the Array API standard asks (NumPy's AxisError is both too)."""
+
+
 class DTypeError(RuneError, TypeError):
     """A dtype the operation does not accept."""
 

@@ -105,6 +105,7 @@ class OpCase:
     dtype_note: str = ""
     tol: Optional[dict] = None              # dtype -> (rtol, atol), overriding TOL
     note: str = ""
+    traced: bool = True                     # False: a data-dependent shape (eager only; jit raises)
 
     def tolerance(self, dtype):
         table = dict(TOL)
@@ -188,7 +189,7 @@ def _int_range(domain, d):
     info = np.iinfo(d)
     table = {"real": (-20, 20), "positive": (1, 10), "unit": (-1, 1), "small": (0, 3),
              "angle": (-1, 1), "frac": (-3, 3), "special": (-20, 20), "shift": (0, 7),
-             "nonzero": (1, 10)}
+             "nonzero": (1, 10), "above1": (2, 10)}
     lo, hi = table[domain]
     return max(lo, info.min, 0 if d.kind == "u" else info.min), min(hi, info.max)
 
@@ -268,7 +269,7 @@ def float_rule(sample, np_dtype):
 def accumulate_rule(sample, np_dtype):
     """sum/prod: bool and narrow ints accumulate in int32; other dtypes keep theirs."""
     d = sample.args[0].dtype
-    return I32 if d in (BOOL, I8, I16, U8) else d
+    return {BOOL: I32, I8: I32, I16: I32, U8: U32, U16: U32}.get(d, d)
 
 
 def product_rule(sample, np_dtype):
@@ -287,8 +288,8 @@ def index_rule(sample, np_dtype):
     return I32
 
 
-ACCUMULATE_NOTE = ("NumPy sums ints in int64/uint64; rune sums bool/int8/int16/uint8 in int32 and "
-                   "keeps every other dtype (uint16 stays uint16)")
+ACCUMULATE_NOTE = ("NumPy sums ints in int64/uint64; rune follows the standard: bool/int8/int16 sum "
+                   "in int32, uint8/uint16 in uint32, every other dtype keeps its own")
 
 
 # ---------------------------------------------------------------- references
@@ -315,7 +316,7 @@ def _in_f64(fn):
 
 
 def _round_half_even(x):
-    return np.round(np.asarray(x, F64)).astype(x.dtype if is_float(x.dtype) else F32)
+    return np.round(np.asarray(x, F64)).astype(x.dtype) if is_float(x.dtype) else np.round(x)
 
 
 def _fill(idx, args):
@@ -482,16 +483,14 @@ _float_unary("acos", nx.acos, np.arccos, "unit")
 _float_unary("atan", nx.atan, np.arctan, "real")
 _float_unary("erf", nx.erf, _in_f64(np.vectorize(math.erf, otypes=[F64])), "real")
 _float_unary("sigmoid", nx.sigmoid, _in_f64(lambda x: 1 / (1 + np.exp(-x))), "real")
-_float_unary("floor", nx.floor, np.floor, "frac", rule=float_rule,
-             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
-_float_unary("ceil", nx.ceil, np.ceil, "frac", rule=float_rule,
-             note="floor/ceil/round of ints give float32 as in JAX (NumPy 2.4 keeps the int dtype)")
+_float_unary("floor", nx.floor, np.floor, "frac", note="ints and bools keep their dtype (the standard's rule)")
+_float_unary("ceil", nx.ceil, np.ceil, "frac", note="ints and bools keep their dtype (the standard's rule)")
 # Halves round to even, as np.round and jnp.round (and CUDA's rint) do.
 case("round", nx.round, _round_half_even,
-     unary("round", "frac", extra=(F16,)) +
+     unary("round", "frac", extra=(F16, I32, U8)) +
      [S(np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5], d), fd=False) for d in (F32, F64)],
-     grad=True, domain="frac", dtype_rule=float_rule,
-     dtype_note="ints give float32", note="halves round to even, as in NumPy and JAX")
+     grad=True, domain="frac", dtype_note="ints keep their dtype (the standard's rule)",
+     note="halves round to even, as in NumPy and JAX")
 case("isnan", nx.isnan, np.isnan, unary("isnan", "special", extra=(I32, BOOL, F16, BF16)),
      domain="special")
 case("isfinite", nx.isfinite, np.isfinite, unary("isfinite", "special", extra=(I32, BOOL, F16, BF16)),
@@ -1239,11 +1238,402 @@ NOT_OPS = {"Array", "arange", "array", "asarray", "create", "eye", "full", "full
            "linspace", "ones", "ones_like", "scalar", "zeros", "zeros_like", "dtype", "place",
            "from_dlpack", "random", "bool"}
 ALIASES = {"arctan2": "atan2", "mod": "remainder", "bitwise_not": "invert", "absolute": "abs",
-           "pow": "power", "concat": "concatenate", "arcsin": "asin", "arccos": "acos",
+           "pow": "power", "arcsin": "asin", "arccos": "acos",
            "arctan": "atan"}
 case("arctan2", nx.arctan2, np.arctan2, binary("arctan2", ("nonzero", "nonzero"), dtypes=(F64,), low=(),
                                                weak_kinds=()),
      grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"), note="alias of atan2")
+
+
+# ---------------------------------------------------------------- the Array API additions
+# (rune/nx/mathfuncs.py, manipulation.py, sorting.py, searching.py, dynamic.py)
+
+FLOAT_DOMAINS["above1"] = lambda rng, shape: rng.uniform(1.2, 3.0, size=shape)
+DOMAINS = tuple(FLOAT_DOMAINS) + ("shift",)
+
+_float_unary("acosh", nx.acosh, np.arccosh, "above1")
+_float_unary("asinh", nx.asinh, np.arcsinh, "real")
+_float_unary("atanh", nx.atanh, np.arctanh, "unit")
+_float_unary("log2", nx.log2, np.log2, "positive")
+_float_unary("log10", nx.log10, np.log10, "positive")
+case("trunc", nx.trunc, np.trunc, _any_unary_samples("trunc", "frac", (I32, U8, F16, BF16)), grad=True,
+     domain="frac", note="ints keep their dtype (the standard's rule)")
+case("isinf", nx.isinf, np.isinf, unary("isinf", "special", extra=(I32, BOOL, F16, BF16)), domain="special")
+case("signbit", nx.signbit, np.signbit,
+     unary("signbit", "real", dtypes=(F32,), extra=(I32, F64, F16, BF16, U8)) +
+     [S(np.array([-0.0, 0.0, -1.5, 2.0, -np.inf, np.inf], d)) for d in FLOATS])
+case("positive", nx.positive, np.positive, _any_unary_samples("positive", "real", INTS + LOW_FLOATS), grad=True)
+
+
+def _float_binary(name, fn, ref, domains=("real", "real"), grad=True, diff_argnums=(0, 1)):
+    case(name, fn, _errstate(ref),
+         binary(name, domains, dtypes=(F32, F64), mixed=((I32, F32), (F32, F64)), low=(F16, BF16),
+                weak_kinds=(float,), weak_dtypes=(F32,), pairs=PAIRS[:6]),
+         grad=grad, diff_argnums=diff_argnums, domain=domains)
+
+
+_float_binary("hypot", nx.hypot, np.hypot, ("nonzero", "nonzero"))
+_float_binary("copysign", nx.copysign, np.copysign, ("nonzero", "nonzero"))
+_float_binary("logaddexp", nx.logaddexp, np.logaddexp)
+_float_binary("nextafter", nx.nextafter, np.nextafter, grad=False)
+ALIASES.update({"arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh"})
+
+
+def _sort_samples(name, dtypes=(F32, F64, I32)):
+    rng = _rng(name)
+    out = []
+    for d in dtypes:
+        for shape, axis in (((5,), -1), ((3, 4), 0), ((3, 4), -1), ((0,), 0), ((2, 3, 4), 1)):
+            for descending in (False, True):
+                out.append(S(draw(rng, shape, d), axis=axis, descending=descending))
+    out.append(S(np.array([2, 1, 2, 0, 1, 2], I32), axis=0, descending=True))   # ties: stability
+    out.append(S(np.array([[1, 1, 0], [0, 0, 1]], BOOL), axis=1))
+    out.append(S(draw(rng, (3, 4), BF16), axis=1))
+    return out
+
+
+def _np_sort(x, axis=-1, descending=False):
+    return np.flip(np.sort(x, axis), axis) if descending else np.sort(x, axis)
+
+
+def _np_argsort(x, axis=-1, descending=False):
+    if not descending:
+        return np.argsort(x, axis, kind="stable")
+    # Stable descending by its definition: ascending keys (-x), ties in index order.
+    keys = -x.astype(np.float64) if x.dtype.kind != "b" else ~x
+    return np.argsort(keys, axis, kind="stable")
+
+
+case("sort", nx.sort, _np_sort, _sort_samples("sort"), grad=True)
+case("argsort", nx.argsort, _np_argsort, _sort_samples("argsort"), dtype_rule=index_rule,
+     dtype_note="indices are int32 (rune's default int)")
+
+
+def _cumulative_rule(sample, np_dtype):
+    if "dtype" in sample.kwargs:
+        return np.dtype(sample.kwargs["dtype"])
+    d = sample.args[0].dtype
+    return {BOOL: I32, I8: I32, I16: I32, U8: U32, U16: U32}.get(d, d)
+
+
+def _cumulative_samples(name, standard):
+    rng = _rng(name)
+    out = []
+    for d in (F32, F64, I32):
+        for shape, axis in (((5,), 0), ((3, 4), 0), ((3, 4), 1), ((0, 3), 0), ((2, 3, 4), -1)):
+            kw = {"axis": axis}
+            if standard:
+                out.append(S(draw(rng, shape, d, "small"), include_initial=True, **kw))
+            out.append(S(draw(rng, shape, d, "small"), **kw))
+    for d in (I8, U8, BOOL, F16):
+        out.append(S(draw(rng, (3, 4), d, "small"), axis=1))
+    out.append(S(draw(rng, (7,), F64, "small"), axis=0, dtype=F32))
+    out.append(S(np.array([2.0, 0.0, -3.0, 0.0, 1.5]), axis=0))   # zeros: the product's derivative
+    if not standard:
+        out.append(S(draw(rng, (3, 4), F64, "small")))               # axis None: flattened
+    return out
+
+
+def _np_cumulative(fn, standard):
+    def ref(x, axis=None, dtype=None, include_initial=False):
+        want = _cumulative_rule(S(x, **({"dtype": dtype} if dtype else {})), x.dtype)
+        if standard:
+            return fn(x, axis=axis, dtype=want, include_initial=include_initial)
+        return fn(x, axis=axis, dtype=want)
+    return ref
+
+
+case("cumulative_sum", nx.cumulative_sum, _np_cumulative(np.cumulative_sum, True),
+     _cumulative_samples("cumulative_sum", True), grad=True, dtype_rule=_cumulative_rule,
+     dtype_note="the standard's sum rule: small ints widen to int32/uint32 (NumPy: int64/uint64)")
+case("cumulative_prod", nx.cumulative_prod, _np_cumulative(np.cumulative_prod, True),
+     _cumulative_samples("cumulative_prod", True), grad=True, dtype_rule=_cumulative_rule)
+case("cumsum", nx.cumsum, _np_cumulative(np.cumsum, False), _cumulative_samples("cumsum", False), grad=True,
+     dtype_rule=_cumulative_rule)
+case("cumprod", nx.cumprod, _np_cumulative(np.cumprod, False), _cumulative_samples("cumprod", False),
+     grad=True, dtype_rule=_cumulative_rule)
+
+
+def _take_along_samples():
+    rng = _rng("take_along_axis")
+    out = []
+    for d in (F32, F64, I32):
+        x = draw(rng, (3, 4), d)
+        out.append(S(x, rng.integers(-4, 4, (3, 2)).astype(I32), axis=1))
+        out.append(S(x, rng.integers(0, 3, (5, 4)).astype(I64), axis=0))
+    out.append(S(draw(rng, (2, 3, 4), F64), rng.integers(0, 3, (2, 1, 4)).astype(I32), axis=1))
+    out.append(S(draw(rng, (3, 4), F64), rng.integers(0, 4, (3, 4)).astype(U8), axis=-1))
+    return out
+
+
+case("take_along_axis", nx.take_along_axis, lambda x, i, axis=-1: np.take_along_axis(x, i.astype(np.intp), axis),
+     _take_along_samples(), grad=True)
+
+
+def _matrix_samples(name, extra_kwargs=({},)):
+    rng = _rng(name)
+    return [S(draw(rng, shape, d), **kw) for d in (F64, I32, BOOL) for shape in ((3, 4), (2, 4, 3), (0, 2))
+            for kw in extra_kwargs]
+
+
+case("tril", nx.tril, np.tril, _matrix_samples("tril", ({}, {"k": -1}, {"k": 2})), grad=True)
+case("triu", nx.triu, np.triu, _matrix_samples("triu", ({}, {"k": 1}, {"k": -2})), grad=True)
+case("matrix_transpose", nx.matrix_transpose, np.matrix_transpose, _matrix_samples("matrix_transpose"),
+     grad=True)
+case("roll", nx.roll, np.roll, _shape_samples("roll", [
+    ((5,), dict(shift=2)), ((3, 4), dict(shift=-1, axis=1)), ((3, 4), dict(shift=5)),
+    ((2, 3, 4), dict(shift=(1, -2), axis=(0, 2))), ((0, 3), dict(shift=1, axis=0))]), grad=True)
+case("repeat", nx.repeat, np.repeat, _shape_samples("repeat", [
+    ((5,), dict(repeats=2)), ((3, 4), dict(repeats=3, axis=1)), ((3, 4), dict(repeats=[1, 0, 2], axis=0)),
+    ((2, 3), dict(repeats=2)), ((0,), dict(repeats=2))]), grad=True)
+case("tile", nx.tile, lambda x, repetitions: np.tile(x, repetitions), _shape_samples("tile", [
+    ((5,), dict(repetitions=3)), ((3, 4), dict(repetitions=(2, 1))), ((3,), dict(repetitions=(2, 1, 2))),
+    ((2, 3), dict(repetitions=(0, 2)))]), grad=True, note="np.tile's second argument is named reps")
+case("unstack", nx.unstack, lambda x, axis=0: tuple(np.moveaxis(x, axis, 0)), _shape_samples("unstack", [
+    ((5,), {}), ((3, 4), dict(axis=1)), ((2, 3, 4), dict(axis=-1))]), grad=True)
+
+
+def _meshgrid_samples():
+    rng = _rng("meshgrid")
+    return [S(draw(rng, (3,), d), draw(rng, (4,), d), indexing=ix) for d in (F64, I32) for ix in ("xy", "ij")] + \
+        [S(draw(rng, (2,), F64), draw(rng, (3,), F64), draw(rng, (4,), F64), indexing="xy"),
+         S(draw(rng, (3,), F64), indexing="ij")]
+
+
+case("meshgrid", nx.meshgrid, lambda *xs, indexing="xy": tuple(np.meshgrid(*xs, indexing=indexing)),
+     _meshgrid_samples(), grad=True, diff_argnums=(0,))
+
+
+def _diff_samples():
+    rng = _rng("diff")
+    out = [S(draw(rng, (5,), d)) for d in (F32, F64, I32, BOOL)]
+    out += [S(draw(rng, (3, 4), F64), axis=0), S(draw(rng, (3, 5), F64), n=2),
+            S(draw(rng, (4,), F64), prepend=draw(rng, (2,), F64)), S(draw(rng, (3, 4), F64), axis=1, append=0.5),
+            S(draw(rng, (4,), F64), n=0)]
+    return out
+
+
+case("diff", nx.diff, np.diff, _diff_samples(), grad=True)
+
+
+def _vecdot_samples():
+    rng = _rng("vecdot")
+    out = []
+    for d in (F32, F64, I32):
+        out += [S(draw(rng, (4,), d), draw(rng, (4,), d)), S(draw(rng, (3, 4), d), draw(rng, (4,), d)),
+                S(draw(rng, (2, 1, 3), d), draw(rng, (4, 3), d))]
+    out.append(S(draw(rng, (3, 4), F64), draw(rng, (3, 4), F64), axis=0))
+    out.append(S(draw(rng, (3, 4), I32), draw(rng, (3, 4), F32)))
+    return out
+
+
+case("vecdot", nx.vecdot, lambda a, b, axis=-1: np.vecdot(a, b, axis=axis), _vecdot_samples(), grad=True,
+     diff_argnums=(0, 1))
+
+
+def _count_samples():
+    rng = _rng("count_nonzero")
+    out = []
+    for d in (F64, I32, BOOL):
+        for shape, axis in (((5,), None), ((3, 4), 0), ((3, 4), (0, 1)), ((0, 3), 1)):
+            x = draw(rng, shape, d) * (rng.random(shape) < 0.6)
+            out += [S(x.astype(d), axis=axis), S(x.astype(d), axis=axis, keepdims=True)]
+    return out
+
+
+case("count_nonzero", nx.count_nonzero,
+     lambda x, axis=None, keepdims=False: np.asarray(np.count_nonzero(x, axis=axis, keepdims=keepdims)),
+     _count_samples(), dtype_rule=index_rule)
+
+
+def _searchsorted_samples():
+    rng = _rng("searchsorted")
+    out = []
+    for d in (F64, I32):
+        x1 = np.sort(draw(rng, (6,), d))
+        for side in ("left", "right"):
+            out += [S(x1, draw(rng, (3, 4), d), side=side), S(x1, x1.copy(), side=side)]
+    out.append(S(draw(rng, (5,), F32), draw(rng, (4,), F32), sorter=None))
+    return out
+
+
+case("searchsorted", nx.searchsorted, lambda a, v, side="left", sorter=None: np.searchsorted(a, v, side),
+     [s if "sorter" not in s.kwargs else S(np.sort(s.args[0]), s.args[1]) for s in _searchsorted_samples()],
+     dtype_rule=index_rule)
+
+
+# Data-dependent shapes: eager only (jit raises ConcretizationError; see `traced`).
+def _nonzero_samples(name):
+    rng = _rng(name)
+    out = []
+    for d in (F64, I32, BOOL):
+        for shape in ((6,), (3, 4), (2, 3, 2), (0, 3)):
+            x = draw(rng, shape, d, "small") * (rng.random(shape) < 0.5)
+            out.append(S(x.astype(d)))
+    return out
+
+
+case("nonzero", nx.nonzero, np.nonzero, _nonzero_samples("nonzero"), dtype_rule=index_rule, traced=False)
+
+
+def _unique_samples(name):
+    rng = _rng(name)
+    out = [S(rng.integers(0, 4, shape).astype(d)) for d in (I32, U8) for shape in ((7,), (3, 4), (0,))]
+    out += [S(draw(rng, (5,), F64)), S(np.array([1.0, np.nan, 1.0, np.nan, -2.0])), S(draw(rng, (2, 3), F32))]
+    return out
+
+
+def _unique_rule(sample, np_dtype):
+    return I32 if np.dtype(np_dtype).kind == "i" and np.dtype(np_dtype) == I64 else numpy_rule(sample, np_dtype)
+
+
+for _name in ("unique_values", "unique_counts", "unique_inverse", "unique_all"):
+    # rune's values are sorted (as np.unique's); NumPy 2.3+ unique_values is in hash order.
+    case(_name, getattr(nx, _name), (lambda x: np.sort(np.unique_values(x))) if _name == "unique_values" else getattr(np, _name), _unique_samples(_name), traced=False,
+         grad=_name == "unique_values", dtype_rule=_unique_rule,
+         dtype_note="indices and counts are int32 (rune's default int)")
+
+
+def _mask_samples():
+    rng = _rng("boolean_mask")
+    out = []
+    for d in (F64, I32):
+        for shape, mshape in (((6,), (6,)), ((3, 4), (3, 4)), ((3, 4), (3,)), ((0, 2), (0,))):
+            out.append(S(draw(rng, shape, d), rng.random(mshape) < 0.5))
+    return out
+
+
+case("boolean_mask", lambda x, m: x[m], lambda x, m: x[m], _mask_samples(), grad=True, traced=False,
+     note="x[mask]: a data-dependent shape")
+
+
+# The standard's namespace (rune/nx/array_api.py): dtype functions and constants are not ops.
+NOT_OPS |= {"finfo", "iinfo", "isdtype", "can_cast", "result_type", "empty", "empty_like", "broadcast_shapes",
+            "e", "pi", "inf", "nan", "newaxis"}
+ALIASES.update({"bitwise_left_shift": "left_shift", "bitwise_right_shift": "right_shift",
+                "bitwise_invert": "invert"})
+
+
+def _isin_samples():
+    rng = _rng("isin")
+    out = []
+    for d in (I32, F64):
+        out += [S(draw(rng, (3, 4), d, "small"), draw(rng, (5,), d, "small")),
+                S(draw(rng, (6,), d, "small"), draw(rng, (2, 2), d, "small"), invert=True)]
+    out.append(S(rng.integers(0, 3, (4,)).astype(I8), rng.integers(0, 3, (3,)).astype(I32)))
+    return out
+
+
+case("isin", nx.isin, lambda a, b, invert=False: np.isin(a, b, invert=invert), _isin_samples())
+case("permute_dims", nx.permute_dims, lambda x, axes: np.transpose(x, axes), _shape_samples("permute_dims", [
+    ((3, 4), dict(axes=(1, 0))), ((2, 3, 4), dict(axes=(2, 0, 1))), ((5,), dict(axes=(0,)))]), grad=True)
+
+
+# ---------------------------------------------------------------- nx.linalg (rune/nx/linalg.py)
+
+def _well_conditioned(rng, shape, d):
+    m, n = shape[-2:]
+    return (rng.standard_normal(shape) + max(m, n) * np.eye(m, n)).astype(d)
+
+
+def _linalg_samples(name, shapes=((3, 3), (2, 3, 3), (2, 2, 4, 4)), dtypes=(F64, F32), **kw):
+    rng = _rng(name)
+    return [S(_well_conditioned(rng, s, d), **kw) for d in dtypes for s in shapes]
+
+
+def _spd_np(a):
+    return a @ np.swapaxes(a, -1, -2) + a.shape[-1] * np.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _spd_nx(a):
+    return nx.matmul(a, nx.matrix_transpose(a)) + nx.asarray(a.shape[-1] * np.eye(a.shape[-1]), a.dtype)
+
+
+_LINALG_TOL = {F32: (2e-4, 2e-4), F64: (1e-9, 1e-9)}
+
+
+def _linalg_case(name, fn, ref, samples, **kw):
+    case("linalg." + name, fn, ref, samples, tol=_LINALG_TOL, **kw)
+
+
+def _solve_samples():
+    rng = _rng("linalg.solve")
+    return [S(_well_conditioned(rng, (3, 3), d), draw(rng, (3,), d)) for d in (F64, F32)] + \
+        [S(_well_conditioned(rng, (2, 3, 3), F64), draw(rng, (2, 3, 2), F64)),
+         S(_well_conditioned(rng, (3, 3), F64), draw(rng, (2, 3, 4), F64))]
+
+
+_linalg_case("solve", nx.linalg.solve, np.linalg.solve, _solve_samples(), grad=True, diff_argnums=(0, 1))
+_linalg_case("inv", nx.linalg.inv, np.linalg.inv, _linalg_samples("linalg.inv"), grad=True)
+_linalg_case("det", nx.linalg.det, np.linalg.det, _linalg_samples("linalg.det"), grad=True)
+_linalg_case("slogdet", nx.linalg.slogdet, lambda a: tuple(np.linalg.slogdet(a)), _linalg_samples("linalg.slogdet"),
+             grad=True)
+_linalg_case("cholesky", lambda a, upper=False: nx.linalg.cholesky(_spd_nx(a), upper=upper),
+             lambda a, upper=False: (np.swapaxes if upper else (lambda x, *_: x))(np.linalg.cholesky(_spd_np(a)), -1, -2),
+             _linalg_samples("linalg.cholesky") + [S(_well_conditioned(_rng("chol_u"), (3, 3), F64), upper=True)],
+             grad=True, note="of a @ a.T + n I (symmetric positive definite)")
+# Eigenvectors are defined up to sign: the table compares v * v (sign-free).
+_linalg_case("eigh", lambda a: (lambda r: (r.eigenvalues, r.eigenvectors * r.eigenvectors))(nx.linalg.eigh(_spd_nx(a))),
+             lambda a: (lambda w, v: (w, v * v))(*np.linalg.eigh(_spd_np(a))), _linalg_samples("linalg.eigh"),
+             grad=True, note="of a @ a.T + n I; eigenvectors squared (their sign is arbitrary)")
+_linalg_case("eigvalsh", lambda a: nx.linalg.eigvalsh(_spd_nx(a)), lambda a: np.linalg.eigvalsh(_spd_np(a)),
+             _linalg_samples("linalg.eigvalsh"), grad=True)
+_linalg_case("svdvals", nx.linalg.svdvals, np.linalg.svdvals,
+             _linalg_samples("linalg.svdvals", shapes=((3, 3), (2, 4, 3), (3, 5))), grad=True)
+_linalg_case("svd", lambda a: (lambda r: (r.U * r.U, r.S, r.Vh * r.Vh))(nx.linalg.svd(a, full_matrices=False)),
+             lambda a: (lambda u, s, vh: (u * u, s, vh * vh))(*np.linalg.svd(a, full_matrices=False)),
+             _linalg_samples("linalg.svd", shapes=((3, 3), (2, 4, 3), (3, 5))), note="U, Vh squared (signs arbitrary)")
+_linalg_case("qr", lambda a: (lambda r: (r.Q * r.Q, r.R * r.R))(nx.linalg.qr(a)),
+             lambda a: (lambda q, r: (q * q, r * r))(*np.linalg.qr(a)),
+             _linalg_samples("linalg.qr", shapes=((3, 3), (2, 4, 3), (3, 5))), note="squared (signs arbitrary)")
+_linalg_case("pinv", nx.linalg.pinv, np.linalg.pinv, _linalg_samples("linalg.pinv", shapes=((3, 3), (2, 4, 3))))
+_linalg_case("matrix_rank", nx.linalg.matrix_rank, lambda a: np.linalg.matrix_rank(a).astype(I32),
+             _linalg_samples("linalg.matrix_rank", shapes=((3, 3), (2, 4, 3))) +
+             [S(np.array([[1.0, 2.0], [2.0, 4.0]]))])
+_linalg_case("matrix_power", lambda a, n: nx.linalg.matrix_power(a, n), lambda a, n: np.linalg.matrix_power(a, n),
+             [S(_well_conditioned(_rng("mpow"), (3, 3), F64) / 3, n=n) for n in (0, 1, 3, 6, -2)] +
+             [S(_well_conditioned(_rng("mpow2"), (2, 3, 3), F32) / 3, n=2)], grad=True)
+_linalg_case("matrix_norm", nx.linalg.matrix_norm,
+             lambda a, ord="fro", keepdims=False: np.linalg.matrix_norm(a, ord=ord, keepdims=keepdims),
+             [S(_well_conditioned(_rng("mnorm"), (2, 3, 4) if o != "nuc" else (3, 4), F64), ord=o)
+              for o in ("fro", "nuc", 2, -2, 1, -1, np.inf, -np.inf)] +
+             [S(_well_conditioned(_rng("mnorm"), (3, 3), F32), keepdims=True)], grad=True)
+_linalg_case("vector_norm", nx.linalg.vector_norm,
+             lambda x, axis=None, keepdims=False, ord=2: np.asarray(np.linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)),
+             [S(draw(_rng("vnorm"), (3, 4), F64), ord=o, axis=ax) for o in (2, 1, np.inf, -np.inf, 3, 0)
+              for ax in (None, 1)] + [S(draw(_rng("vnorm"), (2, 3, 4), F32), axis=(0, 2), keepdims=True)],
+             grad=True)
+_linalg_case("outer", nx.linalg.outer, np.outer, [S(draw(_rng("louter"), (3,), d), draw(_rng("louter"), (4,), d))
+                                               for d in (F64, I32)], grad=True, diff_argnums=(0, 1))
+_linalg_case("diagonal", nx.linalg.diagonal, lambda x, offset=0: np.diagonal(x, offset, -2, -1),
+             [S(draw(_rng("ldiag"), s, d), offset=o) for s in ((3, 4), (2, 4, 3)) for d in (F64, I32)
+              for o in (0, 1, -2)], grad=True)
+_linalg_case("trace", nx.linalg.trace, lambda x, offset=0: np.trace(x, offset, -2, -1),
+             [S(draw(_rng("ltrace"), s, F64), offset=o) for s in ((3, 4), (2, 4, 3)) for o in (0, 1)], grad=True)
+_linalg_case("cross", nx.linalg.cross, lambda a, b, axis=-1: np.cross(a, b, axis=axis),
+             [S(draw(_rng("lcross"), (4, 3), F64), draw(_rng("lcross2"), (3,), F64)),
+              S(draw(_rng("lcross"), (3, 2), F64), draw(_rng("lcross3"), (3, 2), F64), axis=0),
+              S(draw(_rng("lcross"), (3,), I32), draw(_rng("lcross4"), (3,), I32))], grad=True, diff_argnums=(0, 1))
+
+
+
+def _concat_axis_samples():
+    rng = _rng("concat")
+    return [S(draw(rng, (), d), draw(rng, (), d), axis=None) for d in (U8, F64)] + \
+        [S(draw(rng, (2, 3), F64), draw(rng, (3,), F64), axis=None),
+         S(draw(rng, (2, 3), F64), draw(rng, (1, 3), F64), axis=0)]
+
+
+case("concat", lambda *xs, axis=0: nx.concat(list(xs), axis=axis),
+     lambda *xs, axis=0: np.concat(xs, axis=axis), _concat_axis_samples(), grad=True, diff_argnums=(0, 1),
+     note="the standard's concat (axis=None joins the flattened arrays)")
+for _name, _ref in (("real", np.real), ("imag", np.imag), ("conj", np.conj)):
+    case(_name, getattr(nx, _name), _ref, _any_unary_samples(_name, "real", (I32, U8, F16)), grad=True,
+         note="real dtypes only until rune has complex ones")
+
+for _name in ("fftshift", "ifftshift"):
+    case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _shape_samples("fft." + _name, [
+        ((5,), {}), ((4, 5), {}), ((4, 5), dict(axes=1)), ((2, 3, 4), dict(axes=(0, 2)))]), grad=True)
 
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"

@@ -59,7 +59,8 @@ def test_op_matches_numpy(case, sample):
     originals = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in sample.args]
     args = to_rune(sample.args)
     out = case.fn(*args, **sample.kwargs)
-    assert_traced_avals(lambda *a: case.fn(*a, **sample.kwargs), args, out, "eager")
+    if case.traced:
+        assert_traced_avals(lambda *a: case.fn(*a, **sample.kwargs), args, out, "eager")
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         ref = case.ref(*sample.args, **sample.kwargs)

@@ -414,7 +414,8 @@ def test_out_of_bounds_static_index():
         x[0, 3]
     with pytest.raises(rune.IndexingError):
         x.at[5].set(1.0)
-    for bad in (1.5, "a", (Ellipsis, Ellipsis), x > 2, True):
+    # A boolean mask works alone (x[mask]); combined with other indices it is refused.
+    for bad in (1.5, "a", (Ellipsis, Ellipsis), (x > 2, 0), True):
         with pytest.raises(rune.IndexingError):
             x[bad]
     with pytest.raises(rune.IndexingError):

@@ -83,8 +83,10 @@ class Array(ArrayLike):
             return format(self.item(), spec)
         return format(str(self), spec)
 
-    def __dlpack__(self, *args, **kwargs):
-        return self._raw.__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
+                                    ("copy", copy)) if v is not None}
+        return self._raw.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return self._raw.__dlpack_device__()

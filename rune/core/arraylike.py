@@ -18,7 +18,8 @@ ops = _Unregistered()  # the nx functions the operators call
 
 def register_functions(functions):
     """Make `functions` (an object with the nx functions as attributes, plus
-    `getitem` and `IndexUpdater`) what the array operators call."""
+    `getitem`, `IndexUpdater`, `place` and `namespace`, the rune.nx module itself)
+    what the array operators call."""
     global ops
     ops = functions
 
@@ -78,6 +79,23 @@ class ArrayLike:
 
     def __getitem__(self, idx): return ops.getitem(self, idx)
 
+    # ---- the Array API standard's additions
+    def __setitem__(self, idx, value):
+        raise UsageError("rune arrays are immutable: x[idx] = v cannot write into x; use "
+                         "x = x.at[idx].set(v), which returns the updated array")
+    def __lshift__(self, o): return ops.left_shift(self, o)
+    def __rlshift__(self, o): return ops.left_shift(o, self)
+    def __rshift__(self, o): return ops.right_shift(self, o)
+    def __rrshift__(self, o): return ops.right_shift(o, self)
+    def __array_namespace__(self, api_version=None):
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ArgumentError(f"__array_namespace__: unsupported api_version {api_version!r}")
+        return ops.namespace
+    def to_device(self, device, /, stream=None):
+        return ops.place(self, device)
+    @property
+    def mT(self): return ops.swapaxes(self, -1, -2) if self.ndim >= 2 else _no_matrix(self)
+
     @property
     def at(self): return ops.IndexUpdater(self)
 
@@ -125,3 +143,30 @@ class ArrayLike:
         ops.check_out("round", out)
         return ops.round(self, decimals)
     def dot(self, o): return ops.dot(self, o)
+
+
+def _no_matrix(x):
+    from ..errors import ShapeError
+    raise ShapeError(f"mT: expected an array of at least 2 dimensions, got shape {x.shape}")
+
+
+def _in_place(name, op):
+    """x op= y rebinds x to the result, which must keep x's dtype and shape (the
+    standard's rule: an in-place operator never changes what x is)."""
+    def method(self, o):
+        out = op(self, o)
+        if out.dtype != self.dtype or out.shape != self.shape:
+            from ..errors import DTypeError
+            raise DTypeError(f"x {name} y would change x from {self.aval.describe()} to "
+                             f"{out.aval.describe()}; write x = x {name[:-1]} y to rebind x to the new array")
+        return out
+    return method
+
+
+for _name, _symbol, _fn in (("add", "+=", "add"), ("sub", "-=", "subtract"), ("mul", "*=", "multiply"),
+                            ("truediv", "/=", "divide"), ("floordiv", "//=", "floor_divide"),
+                            ("mod", "%=", "remainder"), ("pow", "**=", "power"), ("matmul", "@=", "matmul"),
+                            ("and", "&=", "bitwise_and"), ("or", "|=", "bitwise_or"),
+                            ("xor", "^=", "bitwise_xor"), ("lshift", "<<=", "left_shift"),
+                            ("rshift", ">>=", "right_shift")):
+    setattr(ArrayLike, f"__i{_name}__", _in_place(_symbol, lambda x, y, _f=_fn: getattr(ops, _f)(x, y)))

@@ -23,19 +23,35 @@ from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin,
                   split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
                   take, tan, tanh, tensordot, transpose, var, vdot, where)
 from .placement import place
+from .mathfuncs import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, copysign, hypot, isinf, log2,
+                        log10, logaddexp, nextafter, positive, signbit, trunc)
+from .manipulation import (count_nonzero, diff, matrix_transpose, meshgrid, repeat, roll, take_along_axis,
+                           tile, tril, triu, unstack, vecdot)
+from .sorting import argsort, cumprod, cumsum, cumulative_prod, cumulative_sum, sort
+from .dynamic import nonzero, unique_all, unique_counts, unique_inverse, unique_values
+from .searching import searchsorted
+# The Array API standard's namespace; its asarray/astype/reshape/var/std take the
+# standard's keywords (copy=, correction=) and replace the plain ones here.
+from .array_api import (__array_api_version__, __array_namespace_info__, asarray, astype, bitwise_invert,
+                        bitwise_left_shift, bitwise_right_shift, broadcast_shapes, can_cast, e, empty,
+                        empty_like, finfo, iinfo, inf, isdtype, isin, nan, newaxis, permute_dims, pi,
+                        reshape, result_type, std, var, concat, moveaxis, real, imag, conj)
 
 bool = bool_
 # NumPy's other names for the same functions.
-mod, bitwise_not, absolute, pow, concat = remainder, invert, abs, power, concatenate
+mod, bitwise_not, absolute, pow = remainder, invert, abs, power
 arcsin, arccos, arctan = asin, acos, atan
 # What the array operators (`x + y`, `x[i]`, `x.at[i]`, `x.sum()`) call.
+import sys as _sys  # noqa: E402
 _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.getitem,
-                                               IndexUpdater=_indexing.IndexUpdater))
+                                               IndexUpdater=_indexing.IndexUpdater,
+                                               place=place, namespace=_sys.modules[__name__]))
 
 
-def from_dlpack(x, device=None):
+def from_dlpack(x, /, *, device=None, copy=None):
     """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it
-    can: it lies where the producer's buffer lies, then is placed on `device` if given."""
+    can: it lies where the producer's buffer lies, then is placed on `device` if given.
+    copy= has no visible effect: rune arrays are immutable, so a shared buffer is never written."""
     import numpy as np
     from .array import Array as _A
     from ..devices import get_device
@@ -51,3 +67,5 @@ def from_dlpack(x, device=None):
     else:
         raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
     return out if target is None else place(out, target)
+from . import linalg  # noqa: E402  (the standard's linalg extension; rules in rune/linalg_rules.py)
+from . import fft  # noqa: E402  (its real-valued helpers; the transforms wait for complex dtypes)

@@ -68,6 +68,10 @@ def is_float(d):
     return d.kind == "f" or d == bfloat16
 
 
+def is_int(d):
+    return d.kind in "iu"
+
+
 def kind_rank(d):
     return 2 if d == bfloat16 else _KIND_RANK[d.kind]
 

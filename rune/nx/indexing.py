@@ -40,7 +40,15 @@ def _normalize(x, idx):
 
 
 def getitem(x, idx):
+    if _is_mask(idx):
+        # x[mask]: a data-dependent shape, computed from the concrete mask.
+        from .dynamic import boolean_mask
+        return boolean_mask(x, idx)
     return _index(x, idx)
+
+
+def _is_mask(idx):
+    return isinstance(idx, (Array, Tracer, np.ndarray)) and idx.dtype == dt.bool_
 
 
 def _index(x, idx, out_of_bounds=None):
@@ -95,7 +103,8 @@ def _parse(x, idx):
         elif _is_array_index(item):
             index = ops.constant_like(item, x)
             if index.dtype == dt.bool_:
-                raise IndexingError("boolean mask indexing gives a data-dependent shape; use nx.where")
+                raise IndexingError("a boolean mask is supported alone (x[mask]), not combined with other indices; "
+                                    "use nx.where(mask, x, fill) for a fixed shape")
             if index.dtype.kind not in "iu":
                 raise IndexingError(f"array indices must be integers, got {index.dtype.name}")
             starts.append(0), limits.append(n), strides.append(1)

@@ -14,7 +14,7 @@ import numpy as np
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import Tracer, bind
-from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
+from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
@@ -325,8 +325,23 @@ exp, log, log1p, expm1 = (_float_unary(n) for n in ("exp", "log", "log1p", "expm
 sqrt, rsqrt, sin, cos, tan = (_float_unary(n) for n in ("sqrt", "rsqrt", "sin", "cos", "tan"))
 tanh, sinh, cosh, asin, acos, atan = (_float_unary(n) for n in ("tanh", "sinh", "cosh", "asin", "acos", "atan"))
 erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
-floor, ceil = _float_unary("floor"), _float_unary("ceil")
-_round = _float_unary("round")
+
+
+def _integers_kept(fn):
+    """floor/ceil/round of integers (and bools) are the integers themselves, in
+    their own dtype, as the standard and NumPy 2 give (JAX gives float32)."""
+    def op(x):
+        if isinstance(x, (Array, Tracer)) and x.dtype.kind in "biu":
+            return x
+        if isinstance(x, np.ndarray) and x.dtype.kind in "biu" or type(x) in (int, bool):
+            return asarray(x)
+        return fn(x)
+    op.__name__ = fn.__name__
+    return op
+
+
+floor, ceil = _integers_kept(_float_unary("floor")), _integers_kept(_float_unary("ceil"))
+_round = _integers_kept(_float_unary("round"))
 negative = _any_unary("neg", "iufV")
 # Arithmetic NumPy does in int8 for bools (bool // bool) or not at all (sign)
 # is refused for bool operands, so a result's dtype is always its operands'.
@@ -361,6 +376,8 @@ def round(x, decimals=0):
         return _round(x)
     x = _operand(x)
     x = asarray(x) if not isinstance(x, (Array, Tracer)) else x
+    if x.dtype.kind in "biu" and decimals >= 0:
+        return x
     x = x if dt.is_float(x.dtype) else astype(x, dt.default_float)
     scale = 10.0 ** decimals
     return divide(_round(multiply(x, scale)), scale)
@@ -445,7 +462,7 @@ def stop_gradient(x):
 
 def normalize_axis(name, axis, ndim):
     if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{name}: axis {axis} is out of range for an array of rank {ndim}")
+        raise AxisError(f"{name}: axis {axis} is out of range for an array of rank {ndim}")
     return axis % ndim if ndim else 0
 
 
@@ -466,14 +483,20 @@ def _keep(x, out, axes, keepdims):
     return reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
 
 
+_NARROW = {dt.bool_: dt.int32, dt.int8: dt.int32, dt.int16: dt.int32, dt.uint8: dt.uint32,
+           dt.uint16: dt.uint32}
+
+
 def _reduction(prim_name, accumulate_as=None):
     prim = P[prim_name]
 
     def op(x, axis=None, keepdims=False):
         x = asarray(x)
         axes = _axes(op.__name__, axis, x.ndim)
-        if accumulate_as is not None and x.dtype in (dt.bool_, dt.int8, dt.int16, dt.uint8):
-            x = astype(x, accumulate_as)
+        if accumulate_as is not None and x.dtype in _NARROW:
+            # The standard's rule: narrow ints sum in the default int of their
+            # kind (uint8 -> uint32, int8 -> int32), bools in the default int.
+            x = astype(x, _NARROW[x.dtype])
         if prim_name in ("reduce_max", "reduce_min") and builtins.any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{op.__name__}: reduction over an empty axis of shape {x.shape} has no identity")
         return _keep(x, bind(prim, x, axes=axes), axes, keepdims)
@@ -1006,6 +1029,9 @@ def tensordot(x, y, axes=2):
         lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
     else:
         lc, rc = (tuple(a) if not isinstance(a, int) else (a,) for a in axes)
+        # Negative axes count from the end, as everywhere (the standard's tensordot allows them).
+        lc = tuple(normalize_axis("tensordot", a, x.ndim) for a in lc)
+        rc = tuple(normalize_axis("tensordot", a, y.ndim) for a in rc)
     return dot_general(x, y, ((lc, rc), ((), ())))
 
 

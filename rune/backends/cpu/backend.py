@@ -272,6 +272,13 @@ IMPLS.update({
 from .conv import IMPLS as _CONV_IMPLS  # noqa: E402
 IMPLS.update(_CONV_IMPLS)
 
+# The Array API additions (elementwise functions, sorting, ...): each in its own module.
+from .mathfuncs import IMPLS as _MATH_IMPLS  # noqa: E402
+IMPLS.update(_MATH_IMPLS)
+from .sorting import IMPLS as _SORT_IMPLS  # noqa: E402
+IMPLS.update(_SORT_IMPLS)
+from .linalg import IMPLS as _LINALG_IMPLS  # noqa: E402
+IMPLS.update(_LINALG_IMPLS)
 
 class CpuBackend(Backend):
     """Every host device: NumPy buffers; host devices are distinct places that

@@ -1,0 +1,228 @@
+"""`nx.linalg`: the Array API standard's linear-algebra extension, batched over
+leading axes. Factorizations and solves are library-call primitives
+(rune/nx/linalg_prims.py); everything else is a composite of them and of
+ordinary nx operations, so derivatives, jit and vmap follow from their rules.
+svd and qr have no derivative rules yet (svdvals, and so matrix_norm's 2 and
+'nuc', do); pinv is written with svd and shares that limit.
+"""
+import builtins
+import collections
+import math
+
+import numpy as np
+
+from ..core.trace import bind
+from ..errors import ArgumentError, ShapeError
+from . import dtypes as dt
+from . import ops
+from .linalg_prims import cholesky_p, eigh_p, qr_p, slogdet_p, solve_p, svd_p, svdvals_p
+from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)
+from .ops import matmul, tensordot  # noqa: F401
+
+EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
+QRResult = collections.namedtuple("QRResult", "Q R")
+SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
+SVDResult = collections.namedtuple("SVDResult", "U S Vh")
+
+
+def _matrices(name, x, square=False):
+    x = ops.asarray(x)
+    if x.ndim < 2:
+        raise ShapeError(f"linalg.{name}: expected a stack of matrices (at least 2 dimensions), got shape {x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"linalg.{name}: expected square matrices, got shape {x.shape}")
+    if not dt.is_float(x.dtype):
+        x = ops.astype(x, dt.default_float)
+    return x
+
+
+def _eye_like(x):
+    n = x.shape[-1]
+    return ops.broadcast_to(ops.constant_like(np.eye(n, dtype=x.dtype), x), x.shape)
+
+
+def cholesky(x, /, *, upper=False):
+    """The Cholesky factor of symmetric positive-definite matrices (lower
+    triangular; its transpose with upper=True). Reads the lower triangle."""
+    x = _matrices("cholesky", x, square=True)
+    out = bind(cholesky_p, x)
+    return matrix_transpose(out) if upper else out
+
+
+def solve(x1, x2, /):
+    """The solution of x1 @ out = x2 (x2 a vector when 1-d, else a stack of matrices)."""
+    x1 = _matrices("solve", x1, square=True)
+    x2 = ops.asarray(x2)
+    x1, x2 = ops.promote("linalg.solve", x1, x2)
+    if x2.ndim == 1:
+        if x2.shape[0] != x1.shape[-1]:
+            raise ShapeError(f"linalg.solve: x2 of shape {x2.shape} does not match x1 {x1.shape}")
+        b = ops.broadcast_to(ops.reshape(x2, (-1, 1)), x1.shape[:-2] + (x1.shape[-1], 1))
+        return ops.squeeze(bind(solve_p, x1, b), -1)
+    if x2.shape[-2] != x1.shape[-1]:
+        raise ShapeError(f"linalg.solve: x2 of shape {x2.shape} does not match x1 {x1.shape}")
+    batch = ops.broadcast_shapes("linalg.solve", x1.shape[:-2], x2.shape[:-2])
+    return bind(solve_p, ops.broadcast_to(x1, batch + x1.shape[-2:]), ops.broadcast_to(x2, batch + x2.shape[-2:]))
+
+
+def inv(x, /):
+    """The inverse of square matrices (solve against the identity)."""
+    x = _matrices("inv", x, square=True)
+    return bind(solve_p, x, _eye_like(x))
+
+
+def slogdet(x, /):
+    """(sign, log|det|) of square matrices; log|det| is differentiable."""
+    x = _matrices("slogdet", x, square=True)
+    return SlogdetResult(*bind(slogdet_p, x))
+
+
+def det(x, /):
+    """The determinant of square matrices: sign * exp(log|det|)."""
+    sign, logabs = bind(slogdet_p, _matrices("det", x, square=True))
+    return ops.multiply(sign, ops.exp(logabs))
+
+
+def eigh(x, /):
+    """Eigenvalues (ascending) and eigenvectors of symmetric matrices (reads the lower triangle)."""
+    x = _matrices("eigh", x, square=True)
+    return EighResult(*bind(eigh_p, x))
+
+
+def eigvalsh(x, /):
+    return eigh(x).eigenvalues
+
+
+def svd(x, /, *, full_matrices=True):
+    """U, S, Vh with x = U diag(S) Vh; U (m, m) and Vh (n, n) with full_matrices, else (m, k), (k, n)."""
+    x = _matrices("svd", x)
+    return SVDResult(*bind(svd_p, x, full_matrices=builtins.bool(full_matrices) and x.shape[-1] != x.shape[-2]))
+
+
+def svdvals(x, /):
+    """The singular values, descending (differentiable)."""
+    return bind(svdvals_p, _matrices("svdvals", x))
+
+
+def qr(x, /, *, mode="reduced"):
+    """Q, R with x = Q R: Q (m, k) and R (k, n) for mode="reduced", Q (m, m) and R (m, n) for "complete"."""
+    if mode not in ("reduced", "complete"):
+        raise ArgumentError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    return QRResult(*bind(qr_p, _matrices("qr", x), mode=mode))
+
+
+def pinv(x, /, *, rtol=None):
+    """The pseudo-inverse: V diag(1/s) U^T over singular values above rtol * max(s)."""
+    x = _matrices("pinv", x)
+    u, s, vh = svd(x, full_matrices=False)
+    if rtol is None:
+        rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
+    keep = ops.greater(s, _cutoff(s, rtol))
+    s_inv = ops.where(keep, ops.divide(1, ops.where(keep, s, s.dtype.type(1))), s.dtype.type(0))
+    return ops.matmul(matrix_transpose(vh), ops.multiply(ops.expand_dims(s_inv, -1), matrix_transpose(u)))
+
+
+def matrix_rank(x, /, *, rtol=None):
+    x = _matrices("matrix_rank", x)
+    s = svdvals(x)
+    if rtol is None:
+        rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
+    return ops.sum(ops.astype(ops.greater(s, _cutoff(s, rtol)), dt.default_int), -1)
+
+
+def _cutoff(s, rtol):
+    """rtol * the largest singular value; an array rtol holds one per matrix of the batch."""
+    if not isinstance(rtol, (int, float)):
+        rtol = ops.expand_dims(ops.astype(ops.constant_like(rtol, s), s.dtype), -1)
+    return ops.multiply(ops.max(s, -1, keepdims=True), rtol)
+
+
+def matrix_power(x, n, /):
+    """x multiplied by itself n times (the identity for 0, the inverse's power for n < 0)."""
+    x = _matrices("matrix_power", x, square=True) if not isinstance(n, int) or n < 0 else ops.asarray(x)
+    if not isinstance(n, (int, np.integer)):
+        raise ArgumentError(f"linalg.matrix_power: n must be an int, got {n!r}")
+    if n < 0:
+        x, n = inv(x), -n
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else ops.matmul(result, base)
+        n >>= 1
+        if n:
+            base = ops.matmul(base, base)
+    return _eye_like(x) if result is None else result
+
+
+def outer(x1, x2, /):
+    x1, x2 = (ops.asarray(v) for v in ops._operands((x1, x2)))
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ShapeError(f"linalg.outer: expected 1-d vectors, got shapes {x1.shape} and {x2.shape}")
+    return ops.outer(x1, x2)
+
+
+def diagonal(x, /, *, offset=0):
+    """The diagonal (shifted by offset) of each matrix in the last two axes."""
+    x = ops.asarray(x)
+    if x.ndim < 2:
+        raise ShapeError(f"linalg.diagonal: expected at least 2 dimensions, got shape {x.shape}")
+    n, m = x.shape[-2:]
+    rows = np.arange(builtins.max(0, -offset), builtins.min(n, m - offset) if m - offset > 0 else 0)
+    flat = ops.reshape(x, x.shape[:-2] + (n * m,))
+    return ops.take(flat, ops.constant_like((rows * m + rows + offset).astype(np.int32), x), axis=-1)
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    d = diagonal(x, offset=offset)
+    return ops.sum(d, -1, dtype=dtype) if dtype is not None else ops.sum(d, -1)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """The cross product of 3-vectors along `axis`."""
+    x1, x2 = ops.promote("linalg.cross", x1, x2)
+    x1, x2 = ops.asarray(x1), ops.asarray(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ShapeError(f"linalg.cross: axis {axis} must have size 3, got shapes {x1.shape} and {x2.shape}")
+    a = [ops.take(x1, ops.constant_like(np.int32(i), x1), axis=axis) for i in range(3)]
+    b = [ops.take(x2, ops.constant_like(np.int32(i), x2), axis=axis) for i in range(3)]
+    parts = [ops.subtract(ops.multiply(a[1], b[2]), ops.multiply(a[2], b[1])),
+             ops.subtract(ops.multiply(a[2], b[0]), ops.multiply(a[0], b[2])),
+             ops.subtract(ops.multiply(a[0], b[1]), ops.multiply(a[1], b[0]))]
+    return ops.stack(parts, axis=axis)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The ord-norm of vectors along `axis` (all axes when None): 2, 1, inf, -inf, 0 or any p."""
+    x = ops.asarray(x)
+    if not dt.is_float(x.dtype):
+        x = ops.astype(x, dt.default_float)
+    a = ops.abs(x)
+    if ord == math.inf:
+        return ops.max(a, axis, keepdims)
+    if ord == -math.inf:
+        return ops.min(a, axis, keepdims)
+    if ord == 0:
+        return ops.sum(ops.astype(ops.not_equal(x, 0), x.dtype), axis, keepdims)
+    if ord == 1:
+        return ops.sum(a, axis, keepdims)
+    if ord == 2:
+        return ops.sqrt(ops.sum(ops.multiply(x, x), axis, keepdims))
+    return ops.power(ops.sum(ops.power(a, x.dtype.type(ord)), axis, keepdims), x.dtype.type(1 / ord))
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The ord-norm of each matrix: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
+    x = _matrices("matrix_norm", x)
+    if ord == "fro":
+        out = ops.sqrt(ops.sum(ops.multiply(x, x), (-2, -1)))
+    elif ord == "nuc":
+        out = ops.sum(svdvals(x), -1)
+    elif ord in (2, -2):
+        s = svdvals(x)
+        out = ops.max(s, -1) if ord == 2 else ops.min(s, -1)
+    elif ord in (1, -1, math.inf, -math.inf):
+        sums = ops.sum(ops.abs(x), -2 if ord in (1, -1) else -1)
+        out = ops.max(sums, -1) if ord > 0 else ops.min(sums, -1)
+    else:
+        raise ArgumentError(f"linalg.matrix_norm: unsupported ord {ord!r}")
+    return ops.reshape(out, out.shape + (1, 1)) if keepdims else out

@@ -1,0 +1,56 @@
+"""The library-call primitives under `nx.linalg`: solve, cholesky, eigh,
+slogdet, svdvals, svd, qr. Each takes matrices in the last two axes and any
+leading (batch) axes, as LAPACK-backed NumPy (and cuSOLVER) do, so vmap only
+moves the batch axis to the front. Derivative and batching rules:
+rune/linalg_rules.py; host implementations: rune/backends/cpu/linalg.py.
+"""
+from ..core.aval import Aval
+from ..core.primitive import abstract_rules, primitive
+from ..core.trace import common_device
+
+solve_p = primitive("linalg_solve")
+cholesky_p = primitive("linalg_cholesky")
+eigh_p = primitive("linalg_eigh", multiple_results=True)
+slogdet_p = primitive("linalg_slogdet", multiple_results=True)
+svdvals_p = primitive("linalg_svdvals")
+svd_p = primitive("linalg_svd", multiple_results=True)
+qr_p = primitive("linalg_qr", multiple_results=True)
+
+
+def _solve(a, b):
+    return Aval(b.shape, b.dtype, common_device(solve_p, (a, b)))
+
+
+def _eigh(a):
+    return [a.update(shape=a.shape[:-1], weak=False), a.update(weak=False)]
+
+
+def _slogdet(a):
+    return [a.update(shape=a.shape[:-2], weak=False), a.update(shape=a.shape[:-2], weak=False)]
+
+
+def _k(a):
+    return min(a.shape[-2:])
+
+
+def _svdvals(a):
+    return a.update(shape=a.shape[:-2] + (_k(a),), weak=False)
+
+
+def _svd(a, *, full_matrices):
+    m, n, k = a.shape[-2], a.shape[-1], _k(a)
+    lead = a.shape[:-2]
+    return [a.update(shape=lead + ((m, m) if full_matrices else (m, k)), weak=False),
+            a.update(shape=lead + (k,), weak=False),
+            a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
+
+
+def _qr(a, *, mode):
+    m, n, k = a.shape[-2], a.shape[-1], _k(a)
+    lead = a.shape[:-2]
+    k = m if mode == "complete" else k
+    return [a.update(shape=lead + (m, k), weak=False), a.update(shape=lead + (k, n), weak=False)]
+
+
+abstract_rules.update({solve_p: _solve, cholesky_p: lambda a: a.update(weak=False), eigh_p: _eigh,
+                       slogdet_p: _slogdet, svdvals_p: _svdvals, svd_p: _svd, qr_p: _qr})

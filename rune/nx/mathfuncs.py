@@ -1,0 +1,92 @@
+"""The standard's elementwise functions NumPy has and rune lacked: acosh,
+asinh, atanh, log2, log10, trunc, hypot, copysign, logaddexp, nextafter,
+plus isinf, signbit and positive.
+
+The first ten are primitives (library calls to NumPy's ufuncs on the host, so
+results and their corner cases match NumPy exactly; a composite such as
+log(x + sqrt(x*x + 1)) loses accuracy near 0 and overflows for large x);
+isinf, signbit and positive are composites of existing primitives. Their
+derivative and batching rules are in rune/mathfunc_rules.py.
+"""
+from ..core.prims import P, _register_elementwise
+from ..core.primitive import primitive
+from ..core.trace import Tracer
+from ..errors import DTypeError
+from . import dtypes as dt
+from . import ops
+
+FLOAT_UNARY = ("acosh", "asinh", "atanh", "log2", "log10")
+FLOAT_BINARY = ("hypot", "copysign", "logaddexp", "nextafter")
+NEW = FLOAT_UNARY + FLOAT_BINARY + ("trunc",)
+for _name in NEW:
+    P[_name] = primitive(_name)
+_register_elementwise(NEW)
+
+
+def _float_operand(x):
+    x = ops.asarray(x) if not isinstance(x, (ops.Array, Tracer)) else x
+    return x if dt.is_float(x.dtype) else ops.astype(x, dt.default_float)
+
+
+def _unary(name):
+    prim = P[name]
+
+    def op(x):
+        return ops.bind(prim, _float_operand(x))
+    op.__name__ = name
+    return op
+
+
+def _binary(name):
+    prim = P[name]
+
+    def op(x, y):
+        x, y = ops.promote(name, x, y)
+        d = ops._dtype_of(x)
+        if not dt.is_float(d):
+            x, y = ops.astype(x, dt.default_float), ops.astype(y, dt.default_float)
+        if not isinstance(x, (ops.Array, Tracer)) and not isinstance(y, (ops.Array, Tracer)):
+            x = ops.asarray(x)
+        return ops.bind(prim, x, y)
+    op.__name__ = name
+    return op
+
+
+acosh, asinh, atanh, log2, log10 = (_unary(n) for n in FLOAT_UNARY)
+hypot, copysign, logaddexp, nextafter = (_binary(n) for n in FLOAT_BINARY)
+arccosh, arcsinh, arctanh = acosh, asinh, atanh
+
+
+def trunc(x):
+    """`x` rounded toward zero; integers keep their dtype (they are already whole)."""
+    x = ops.asarray(x)
+    if x.dtype.kind in "biu":
+        return x
+    return ops.bind(P["trunc"], x)
+
+
+def isinf(x):
+    """Whether each element is +inf or -inf (never for integers)."""
+    x = ops.asarray(x)
+    if not dt.is_float(x.dtype):
+        return ops.not_equal(x, x) if x.dtype.kind == "b" else ops.less(x, x)   # all False, shaped like x
+    return ops.logical_and(ops.logical_not(ops.isfinite(x)), ops.logical_not(ops.isnan(x)))
+
+
+def signbit(x):
+    """Whether the sign bit is set: true for negative numbers and -0.0 (whose
+    reciprocal is -inf), and for NaNs with the sign bit, as NumPy's."""
+    x = ops.asarray(x)
+    if x.dtype.kind in "bu":
+        return ops.less(ops.astype(x, dt.int8 if x.dtype.kind == "b" else x.dtype), 0)
+    if x.dtype.kind == "i":
+        return ops.less(x, 0)
+    return ops.less(copysign(x.dtype.type(1), x), 0)
+
+
+def positive(x):
+    """`x` itself (unary +); refused for bool as the standard's numeric functions are."""
+    x = ops.asarray(x)
+    if x.dtype.kind == "b":
+        raise DTypeError("positive: expected a numeric operand, got bool")
+    return x

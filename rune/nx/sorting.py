@@ -1,0 +1,126 @@
+"""Sorting and cumulative functions: sort, argsort, cumulative_sum,
+cumulative_prod (and NumPy's cumsum, cumprod).
+
+One primitive, `argsort` (stable; descending by sorting the reversed axis, so
+equal elements keep their order both ways), whose integer result carries no
+derivative. `sort` gathers x at those positions (take_along_axis), so its
+derivative routes each cotangent to the element that landed there. The
+cumulative functions are an associative scan (Hillis-Steele: log2(n) shifted
+combines) of existing primitives: exact derivatives even through zeros of a
+product, and jit, vmap and every backend with no new rules. Rules of
+`argsort`: rune/sorting_rules.py; its host implementation:
+rune/backends/cpu/sorting.py.
+"""
+import builtins
+
+from ..core.aval import Aval
+from ..core.primitive import abstract_rules, primitive
+from ..core.trace import bind
+from ..errors import ShapeError
+from . import dtypes as dt
+from . import ops
+from .manipulation import take_along_axis
+
+argsort_p = primitive("argsort")
+
+
+def _argsort_abstract(x, *, axis, descending, index_dtype):
+    return Aval(x.shape, index_dtype, x.device)
+
+
+abstract_rules[argsort_p] = _argsort_abstract
+
+
+def _index_dtype(n):
+    return dt.default_int if n < 2 ** 31 else dt.int64
+
+
+def argsort(x, axis=-1, descending=False, stable=True):
+    """The positions that sort x along `axis` (stable: ties keep their order,
+    also when descending). NaNs sort last ascending and first descending."""
+    x = ops.asarray(x)
+    if x.ndim == 0:
+        raise ShapeError("argsort: expected an array of at least 1 dimension, got a 0-d array")
+    a = ops.normalize_axis("argsort", axis, x.ndim)
+    return bind(argsort_p, x, axis=a, descending=builtins.bool(descending),
+                index_dtype=_index_dtype(x.shape[a]))
+
+
+def sort(x, axis=-1, descending=False, stable=True):
+    """x sorted along `axis` (stable; see argsort). Differentiable: each cotangent
+    flows back to the element that was sorted into its place."""
+    x = ops.asarray(x)
+    if x.ndim == 0:
+        raise ShapeError("sort: expected an array of at least 1 dimension, got a 0-d array")
+    return take_along_axis(x, argsort(x, axis, descending), axis)
+
+
+# ---------------------------------------------------------------- cumulative
+
+def _scan(x, axis, combine, identity):
+    """Inclusive scan of `combine` along `axis`: at step s each element combines
+    with the one s places before it (the identity before the start)."""
+    n = x.shape[axis]
+    s = 1
+    while s < n:
+        shifted = ops.slice_in_dim(x, 0, n - s, axis=axis)
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (s, 0)
+        x = combine(x, ops.pad(shifted, widths, identity))
+        s *= 2
+    return x
+
+
+def _accumulator(name, x, dtype):
+    """The dtype a cumulative sum/product runs in: `dtype` if given, else the
+    standard's (and sum's): small ints widen to the default int of their kind,
+    bools to the default int."""
+    if dtype is not None:
+        return dt.dtype(dtype)
+    if x.dtype == dt.bool_ or x.dtype.kind == "i" and x.dtype.itemsize < dt.default_int.itemsize:
+        return dt.default_int
+    if x.dtype.kind == "u" and x.dtype.itemsize < dt.uint32.itemsize:
+        return dt.uint32
+    return x.dtype
+
+
+def _cumulative(name, combine, identity):
+    def op(x, /, *, axis=None, dtype=None, include_initial=False):
+        x = ops.asarray(x)
+        if axis is None:
+            if x.ndim > 1:
+                raise ShapeError(f"{name}: axis is required for an array of {x.ndim} dimensions "
+                                 f"(shape {x.shape})")
+            if x.ndim == 0:
+                x = ops.reshape(x, (1,))
+            axis = 0
+        a = ops.normalize_axis(name, axis, x.ndim)
+        x = ops.astype(x, _accumulator(name, x, dtype))
+        out = _scan(x, a, combine, x.dtype.type(identity))
+        if include_initial:
+            widths = [(0, 0)] * x.ndim
+            widths[a] = (1, 0)
+            out = ops.pad(out, widths, x.dtype.type(identity))
+        return out
+    op.__name__ = name
+    return op
+
+
+cumulative_sum = _cumulative("cumulative_sum", ops.add, 0)
+cumulative_prod = _cumulative("cumulative_prod", ops.multiply, 1)
+
+
+def _numpy_cumulative(standard, name):
+    def op(x, axis=None, dtype=None, out=None):
+        ops.check_out(name, out)
+        x = ops.asarray(x)
+        if axis is None:
+            x, axis = ops.reshape(x, (-1,)), 0
+        return standard(x, axis=axis, dtype=dtype)
+    op.__name__ = name
+    op.__doc__ = f"NumPy's {name}: {standard.__name__} over the flattened array when axis is None."
+    return op
+
+
+cumsum = _numpy_cumulative(cumulative_sum, "cumsum")
+cumprod = _numpy_cumulative(cumulative_prod, "cumprod")
