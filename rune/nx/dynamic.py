@@ -12,7 +12,6 @@ import collections
 
 import numpy as np
 
-from ..errors import ConcretizationError
 from . import dtypes as dt
 from . import ops
 from .host_values import concrete
