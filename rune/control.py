@@ -122,7 +122,9 @@ def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
 
 def _scan_eval(*args, body, num_consts, num_carry, length, reverse):
     from .jit.plan import program_plan, run_scan_arrays
-    return run_scan_arrays(program_plan(body), args, num_consts, num_carry, length, reverse)
+    out_avals = _scan_abstract(body=body, num_consts=num_consts, num_carry=num_carry, length=length,
+                               reverse=reverse)
+    return run_scan_arrays(program_plan(body), args, num_consts, num_carry, length, reverse, out_avals)
 
 
 abstract_rules[scan_p] = _scan_abstract

@@ -92,6 +92,18 @@ def test_scalar_reads_are_counted_for_while_and_cond():
     assert rune.stats()["scalar_reads"] == 1
 
 
+def test_scalar_reads_are_counted_for_while_and_cond_under_jit():
+    loop = rune.jit(lambda n: rune.while_loop(lambda c: c < n, lambda c: c + 3, nx.array(0)))
+    branch = rune.jit(lambda p, x: rune.cond(p, lambda v: v + 1, lambda v: v - 1, x))
+    loop(nx.array(10)), branch(nx.array(True), nx.ones(2))  # traced and planned
+    rune.reset_stats()
+    assert int(loop(nx.array(10))) == 12
+    assert rune.stats()["scalar_reads"] == 5  # one per predicate test, as eagerly
+    rune.reset_stats()
+    assert branch(nx.array(False), nx.ones(2)).tolist() == [0.0, 0.0]
+    assert rune.stats()["scalar_reads"] == 1
+
+
 def test_dynamic_starts_held_in_arrays_are_counted_reads():
     x = nx.arange(10)
     from rune.core.trace import bind

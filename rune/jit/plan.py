@@ -247,10 +247,11 @@ class WhileStep:
 class BranchStep:
     def __init__(self, eqn, ins, outs):
         self.branches = [program_plan(b) for b in eqn.params["branches"]]
+        self.read = _reader(eqn.inputs[0].aval)
         self.ins, self.outs = ins, outs
 
     def run(self, env):
-        index = int(env[self.ins[0]])
+        index = self.read(env[self.ins[0]])
         result = self.branches[index].run([env[i] for i in self.ins[1:]])
         for o, r in zip(self.outs, result):
             env[o] = r
@@ -288,6 +289,12 @@ def program_plan(program):
     return plan
 
 
+def _reader(aval):
+    """The counted device-to-host read of a value the host decides with (a loop
+    predicate, a branch index), on the backend that holds it."""
+    return _xp(aval).read_scalar
+
+
 def _xp(aval):
     from ..backends import backend_for
     return backend_for(_device(aval))
@@ -319,7 +326,8 @@ def run_while(cond, body, args, num_cond_consts, num_body_consts):
     cc = args[:num_cond_consts]
     bc = args[num_cond_consts:num_cond_consts + num_body_consts]
     carry = args[num_cond_consts + num_body_consts:]
-    while bool(cond.run(cc + carry)[0]):
+    read = _reader(cond.out_avals[0])
+    while read(cond.run(cc + carry)[0]):
         carry = body.run(bc + carry)
     return carry
 
@@ -328,16 +336,7 @@ def _wrap(raws, avals):
     return [Array(r, _device(a), a.weak) for r, a in zip(raws, avals)]
 
 
-def run_scan_arrays(body, args, num_consts, num_carry, length, reverse):
+def run_scan_arrays(body, args, num_consts, num_carry, length, reverse, out_avals):
     """Eager scan: the same plan as under jit, on concrete Arrays."""
-    from ..control import _scan_abstract
-    out_avals = _scan_abstract(body=body.program, num_consts=num_consts, num_carry=num_carry,
-                               length=length, reverse=reverse)
     raws = run_scan(body, [_raw(a) for a in args], num_consts, num_carry, length, reverse, out_avals)
     return _wrap(raws, out_avals)
-
-
-def run_while_arrays(cond, body, args, num_cond_consts, num_body_consts):
-    raws = run_while(cond, body, [_raw(a) for a in args], num_cond_consts, num_body_consts)
-    return _wrap(raws, body.out_avals)
-
