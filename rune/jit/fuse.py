@@ -251,6 +251,12 @@ class _Fuser:
             if len(seen) > _RECOMPUTE_LIMIT:
                 return None
 
+        return self.clone_tree(kernel, v.node,
+                               lambda a: kernel.load(a.buffer, a.strides, a.offset, guard=a.guard, fill=a.fill))
+
+    def clone_tree(self, kernel, node, load):
+        """`node`'s elementwise tree rebuilt in `kernel`, each node once per kernel;
+        `load(a)` reads the tree's Load `a` there."""
         def clone(a):
             if type(a) is Node:
                 key = (id(kernel), id(a))
@@ -260,9 +266,9 @@ class _Fuser:
                 return c
             if type(a) is Const:
                 return a
-            return kernel.load(a.buffer, a.strides, a.offset, guard=a.guard, fill=a.fill)
+            return load(a)
 
-        return clone(v.node)
+        return clone(node)
 
     # -------------------------------------------------------------- ops
 
@@ -378,20 +384,12 @@ class _Fuser:
             return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True,
                                guard=[g[a] for a in order], fill=x.fill)
 
-        def clone(a):
-            if type(a) is Node:
-                key = (id(kernel), id(a))
-                c = self.clones.get(key)
-                if c is None:
-                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
-                return c
-            if type(a) is Const:
-                return a
+        def load(a):
             g = a.guard or (None,) * len(a.strides)
             return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True,
                                guard=[g[k] for k in order], fill=a.fill)
 
-        return clone(x.node)
+        return self.clone_tree(kernel, x.node, load)
 
     def output(self, slot):
         v = self.values[slot]
