@@ -81,9 +81,9 @@ class HostFunction:
         if struct != self.out_struct:
             raise CallbackError(f"callback {self.name} returned structure {struct}, but like= "
                                 f"declares {self.out_struct}")
-        paths = [p for p, _ in tree.flatten_with_paths(result)[0]]
-        return [_conform(f"callback {self.name} result{path}", leaf, aval)
-                for path, leaf, aval in zip(paths, leaves, self.out_avals)]
+        def where(k):  # the leaf's path, worked out only for an error message
+            return lambda: f"callback {self.name} result{tree.flatten_with_paths(result)[0][k][0]}"
+        return [_conform(where(k), leaf, aval) for k, (leaf, aval) in enumerate(zip(leaves, self.out_avals))]
 
 
     def over_lanes(self, batched, size):
@@ -113,10 +113,11 @@ _PY_SCALAR_KINDS = {bool: "biuf", int: "iuf", float: "fV"}
 
 
 def _conform(where, leaf, aval):
-    """A result leaf checked against its declared aval and placed where it belongs."""
+    """A result leaf checked against its declared aval and placed where it belongs;
+    `where()` names the leaf in an error."""
     if type(leaf) in _PY_SCALAR_KINDS:
         if aval.dtype.kind not in _PY_SCALAR_KINDS[type(leaf)]:
-            raise CallbackError(f"{where}: expected {aval.dtype.name}, got the Python "
+            raise CallbackError(f"{where()}: expected {aval.dtype.name}, got the Python "
                                 f"{type(leaf).__name__} {leaf!r}")
         try:
             if aval.dtype.kind in "fV":  # a number too large would become inf without a word
@@ -125,7 +126,7 @@ def _conform(where, leaf, aval):
                         raise OverflowError("it would become inf")
             value = nx.asarray(leaf, aval.dtype)
         except (OverflowError, ValueError) as e:
-            raise CallbackError(f"{where}: {reprlib.repr(leaf)} does not fit in {aval.dtype.name} "
+            raise CallbackError(f"{where()}: {reprlib.repr(leaf)} does not fit in {aval.dtype.name} "
                                 f"({e})") from e
     elif isinstance(leaf, (Array, np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
         if isinstance(leaf, Array):
@@ -134,17 +135,17 @@ def _conform(where, leaf, aval):
             try:
                 host = np.asarray(host_backend().from_foreign(leaf, get_device("cpu")))  # NumPy, CuPy, DLPack
             except Exception as e:
-                raise CallbackError(f"{where}: converting the {type(leaf).__name__} to an array raised "
+                raise CallbackError(f"{where()}: converting the {type(leaf).__name__} to an array raised "
                                     f"{type(e).__name__}: {e}") from e
             if host.dtype != aval.dtype:  # object, complex, ... never reach nx.asarray
-                raise CallbackError(f"{where}: expected dtype {aval.dtype.name}, got {host.dtype.name}")
+                raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {host.dtype.name}")
             value = nx.asarray(host)
         if value.dtype != aval.dtype:
-            raise CallbackError(f"{where}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
+            raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
     else:
-        raise CallbackError(f"{where}: expected an array, got {type(leaf).__name__}")
+        raise CallbackError(f"{where()}: expected an array, got {type(leaf).__name__}")
     if value.shape != aval.shape:
-        raise CallbackError(f"{where}: expected shape {aval.shape}, got {value.shape}")
+        raise CallbackError(f"{where()}: expected shape {aval.shape}, got {value.shape}")
     return place(value, aval.device)
 
 

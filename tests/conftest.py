@@ -1,4 +1,11 @@
+import os
+
 import pytest
+
+# Compile every stretch, however small (by default tiny stretches run on NumPy,
+# which is faster for them), so that the op table and the fuzzer exercise the
+# kernel compiler on their small samples.
+os.environ.setdefault("RUNE_COMPILE_MIN_SIZE", "0")
 
 
 def _have_gpu():

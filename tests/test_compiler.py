@@ -8,6 +8,7 @@ format as eager does); transcendental functions use libm / libmvec (<= 4 ulp)
 where NumPy uses its own SIMD routines, so they are compared within 8 ulp of
 the result's dtype.
 """
+import functools
 import json
 import os
 import subprocess
@@ -522,3 +523,17 @@ def test_a_compile_failure_names_the_kernel_and_shows_source_and_message(tmp_pat
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env=dict(os.environ, RUNE_CC=str(bad), RUNE_CACHE_DIR=str(tmp_path)))
     assert "rejects everything" in out.stdout and "cosf(" in out.stdout and "_k0" in out.stdout, out
+
+
+@needs_cc
+def test_tiny_stretches_run_on_numpy_unless_asked(monkeypatch):
+    # A compiled call's fixed cost exceeds a few NumPy calls on tiny arrays, so by
+    # default only stretches with a large value (or many ops) are compiled.
+    monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "4096")
+    f = rune.jit(lambda x: nx.exp(x) * 2 + 1)
+    small, large = nx.ones(8), nx.ones(4096)
+    assert numpy_stretches(f.plan(small)) and not f.plan(small).kernels
+    assert not numpy_stretches(f.plan(large)) and len(f.plan(large).kernels) == 1
+    np.testing.assert_allclose(np.asarray(f(small)), np.exp(np.ones(8, np.float32)) * 2 + 1, rtol=1e-6)
+    chain = rune.jit(lambda x: functools.reduce(lambda acc, _: nx.sin(acc), range(16), x))
+    assert chain.plan(small).kernels  # many ops: worth one call even on 8 elements

@@ -11,6 +11,7 @@ pending at once by `compile_pending()` (a test suite or a program building
 many plans pays one compiler run per batch instead of one per stretch).
 """
 import ctypes
+import os
 import threading
 import weakref
 
@@ -27,10 +28,27 @@ _HOST = backend_for(get_device("cpu"))
 _PENDING = weakref.WeakSet()
 
 
+# A compiled call has a fixed cost of a few microseconds (the ctypes call, one
+# pointer read per array) that NumPy spends on about as many tiny ops, so a
+# stretch whose values are all small and that has few ops runs faster op by op
+# (a scan row of scalars, a cached `x + 1`). RUNE_COMPILE_MIN_SIZE is the
+# element count from which a stretch is always compiled; the tests set it to 0
+# so that every pattern goes through the compiler.
+_MIN_SIZE = 4096
+_MIN_OPS = 16
+
+
+def _worth_compiling(ops):
+    min_size = int(os.environ.get("RUNE_COMPILE_MIN_SIZE", _MIN_SIZE))
+    if len(ops) >= _MIN_OPS or min_size <= 0:
+        return True
+    return max(v.aval.size for eqn, _, _ in ops for v in eqn.outputs) >= min_size
+
+
 def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
     """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it."""
     compiler = _HOST.compiler() if on_host else None
-    if compiler is None:
+    if compiler is None or not _worth_compiling(ops):
         return [numpy_stretch(ops)]
     runs, current, flag = [], [], None
     for op in ops:

@@ -542,7 +542,8 @@ class CDialect(CStyle):
 
     target = "c"
     restrict = "restrict"
-    parallel_threshold = 1 << 16   # elements; below it one thread is faster than waking more
+    parallel_threshold = 1 << 20   # elements; below it one thread is faster than waking more (and than
+                                   # contending with BLAS threads for the cores between kernels)
 
     # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
     # `#pragma omp simd` loops call them, only for the float32 functions NumPy
