@@ -59,12 +59,23 @@ def _flat(xp, arrays, run, work):
     return parts[0].copy() if len(parts) == 1 else xp.concatenate(parts)
 
 
-def _split(xp, flat, arrays, run, sizes):
+def _split(flat, run, sizes):
+    """Leaf index -> its slice of `flat`, the packed buffer of `run`."""
     out, start = {}, 0
     for i, n in zip(run, sizes):
         out[i] = flat[start:start + n]
         start += n
     return out
+
+
+def _byte_runs(cupy, arrays):
+    """Per bucket of leaves: (their indices, their sizes in bytes, their bytes packed
+    into one uint8 buffer). Broadcast and gather move raw bytes, so every dtype
+    (bfloat16 included) arrives bit for bit."""
+    from .host import _buckets
+    for run in _buckets(arrays, range(len(arrays))):
+        parts = [cupy.ascontiguousarray(arrays[i]).reshape(-1).view(cupy.uint8) for i in run]
+        yield run, [p.size for p in parts], _flat(cupy, parts, range(len(parts)), cupy.uint8)
 
 
 def all_reduce(group, arrays, op, device_index):
@@ -88,42 +99,34 @@ def all_reduce(group, arrays, op, device_index):
                 if op == "mean":
                     flat /= flat.dtype.type(group.size)
                 flat = flat.astype(dtype, copy=False)
-                for i, piece in _split(cupy, flat, arrays, run, sizes).items():
+                for i, piece in _split(flat, run, sizes).items():
                     out[i] = piece.reshape(arrays[i].shape)
     return out
 
 
 def broadcast(group, arrays, root, device_index):
     import cupy
-    from .host import _buckets
     nccl = _nccl()
     comm = communicator(group, device_index)
     out = [None] * len(arrays)
     with cupy.cuda.Device(device_index):
         stream = cupy.cuda.get_current_stream().ptr
-        for run in _buckets(arrays, range(len(arrays))):
-            sizes = [arrays[i].nbytes for i in run]
-            flat = _flat(cupy, [cupy.ascontiguousarray(a).reshape(-1).view(cupy.uint8) for a in arrays],
-                         run, cupy.uint8)
+        for run, sizes, flat in _byte_runs(cupy, arrays):
             if flat.size:
                 comm.bcast(flat.data.ptr, flat.size, nccl.NCCL_UINT8, root, stream)
-            for i, piece in _split(cupy, flat, arrays, run, sizes).items():
+            for i, piece in _split(flat, run, sizes).items():
                 out[i] = piece.view(arrays[i].dtype).reshape(arrays[i].shape)
     return out
 
 
 def all_gather(group, arrays, axis, device_index):
     import cupy
-    from .host import _buckets
     nccl = _nccl()
     comm = communicator(group, device_index)
     out = [None] * len(arrays)
     with cupy.cuda.Device(device_index):
         stream = cupy.cuda.get_current_stream().ptr
-        for run in _buckets(arrays, range(len(arrays))):
-            sizes = [arrays[i].nbytes for i in run]
-            mine = _flat(cupy, [cupy.ascontiguousarray(a).reshape(-1).view(cupy.uint8) for a in arrays],
-                         run, cupy.uint8)
+        for run, sizes, mine in _byte_runs(cupy, arrays):
             every = cupy.empty((group.size, mine.size), cupy.uint8)
             if mine.size:
                 comm.allGather(mine.data.ptr, every.data.ptr, mine.size, nccl.NCCL_UINT8, stream)
