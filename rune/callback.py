@@ -17,6 +17,7 @@ from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
 from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
+from .jit.plan import STEP_KINDS, device_of
 from .nx import dtypes as dt
 from .nx import ops as nx
 from .nx.ops import host_backend
@@ -172,8 +173,26 @@ def callback(fn, *args, like, host=True, vmap_method="sequential", **kwargs):
     return tree.unflatten(out_struct, outs)
 
 
+class CallbackStep:
+    """A callback in a plan: its operands as Arrays on their devices, its results back as raws."""
+
+    def __init__(self, eqn, ins, outs):
+        self.fn = eqn.params["fn"]
+        self.in_devices = [device_of(a.aval) for a in eqn.inputs]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        arrays = [Array(env[i], d) for i, d in zip(self.ins, self.in_devices)]
+        for o, r in zip(self.outs, self.fn(arrays)):
+            env[o] = r._raw
+
+    def describe(self):
+        return f"callback {self.fn.name} ({len(self.ins)} in, {len(self.outs)} out)"
+
+
 abstract_rules[callback_p] = lambda *avals, fn, vmap_method: list(fn.out_avals)
 eval_rules[callback_p] = lambda *args, fn, vmap_method: fn(list(args))
+STEP_KINDS[callback_p] = CallbackStep
 
 
 def _not_differentiable(fn, mode):

@@ -15,13 +15,13 @@ from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.primitive import abstract_rules, eval_rules, primitive
-from .core.program import reorder
+from .core.program import dce_rules, prune, reorder
 from .core.staging import abstract, stage, stage_pytree
 from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
-from .devices import current_default
+from .jit.plan import STEP_KINDS, device_of, program_plan, run_program, stack_rows
 from .nx import ops as nx
 from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
@@ -121,14 +121,85 @@ def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
 
 
 def _scan_eval(*args, body, num_consts, num_carry, length, reverse):
-    from .jit.plan import program_plan, run_scan_arrays
     out_avals = _scan_abstract(body=body, num_consts=num_consts, num_carry=num_carry, length=length,
                                reverse=reverse)
-    return run_scan_arrays(program_plan(body), args, num_consts, num_carry, length, reverse, out_avals)
+    raws = run_scan(program_plan(body), [a._raw for a in args], num_consts, num_carry, length, reverse,
+                    out_avals)
+    return wrap_raws(raws, out_avals)
+
+
+def run_scan(body, args, num_consts, num_carry, length, reverse, out_avals):
+    """A scan on raw arrays: the body's plan once per row (eagerly and in plans)."""
+    consts = args[:num_consts]
+    carry = args[num_consts:num_consts + num_carry]
+    xs = args[num_consts + num_carry:]
+    rows = [[] for _ in range(len(out_avals) - num_carry)]
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    run = body.run
+    for i in order:
+        outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
+        carry = outs[:num_carry]
+        for r, y in zip(rows, outs[num_carry:]):
+            r.append(y)
+    if reverse:
+        for r in rows:
+            r.reverse()
+    return list(carry) + [stack_rows(r, aval) for r, aval in zip(rows, out_avals[num_carry:])]
+
+
+class ScanStep:
+    """A scan in a plan: a host loop over rows running the body's plan."""
+
+    def __init__(self, eqn, ins, outs):
+        p = eqn.params
+        self.body = program_plan(p["body"])
+        self.plans = (self.body,)
+        self.params = (p["num_consts"], p["num_carry"], p["length"], p["reverse"])
+        self.out_avals = [v.aval for v in eqn.outputs]
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        result = run_scan(self.body, [env[i] for i in self.ins], *self.params, self.out_avals)
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        nc, nk, length, reverse = self.params
+        return (f"loop scan (length {length}{', reverse' if reverse else ''}, {nk} carries), "
+                f"step:\n{_indent(repr(self.body))}")
+
+
+def _scan_dce(eqn, used):
+    """Drop a scan's unused ys, and carries nothing needs (not used after the
+    loop, not read by the body for what is kept); effects in the body stay."""
+    p = eqn.params
+    nc, nk = p["num_consts"], p["num_carry"]
+    n_in = len(eqn.inputs)
+    carry = list(used[:nk])
+    while True:
+        body, kept = prune(p["body"], carry + list(used[nk:]), [False] * nc + carry + [False] * (n_in - nc - nk))
+        grown = [a or b for a, b in zip(carry, kept[nc:nc + nk])]
+        if grown == carry:
+            break
+        carry = grown
+    params = dict(p, body=body, num_consts=sum(kept[:nc]), num_carry=sum(carry))
+    return _pruned_eqn(eqn, kept, carry + list(used[nk:]), params)
 
 
 abstract_rules[scan_p] = _scan_abstract
 eval_rules[scan_p] = _scan_eval
+STEP_KINDS[scan_p] = ScanStep
+dce_rules[scan_p] = _scan_dce
+
+
+def _pruned_eqn(eqn, kept_inputs, kept_outputs, params):
+    """`eqn` with only the inputs and outputs marked kept, and new params."""
+    return type(eqn)(eqn.prim, [a for a, k in zip(eqn.inputs, kept_inputs) if k],
+                     [v for v, k in zip(eqn.outputs, kept_outputs) if k], params)
+
+
+def _indent(text, n=2):
+    return "\n".join(" " * n + line for line in text.splitlines())
 
 
 def _carry_fixpoint(transform, mask, first, count):
@@ -316,11 +387,44 @@ def _cond_abstract(index, *avals, branches, num_consts):
 
 
 def _cond_eval(index, *args, branches, num_consts):
-    return branches[read_scalar(index._raw, index.device)](*args)
+    return run_program(branches[read_scalar(index._raw, index.device)], args)
+
+
+class BranchStep:
+    """A cond in a plan: the index read back (counted), then that branch's plan."""
+
+    def __init__(self, eqn, ins, outs):
+        self.branches = self.plans = [program_plan(b) for b in eqn.params["branches"]]
+        self.device = device_of(eqn.inputs[0].aval)
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        index = read_scalar(env[self.ins[0]], self.device)
+        result = self.branches[index].run([env[i] for i in self.ins[1:]])
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        return "branch cond:\n" + "\n".join(_indent(f"branch {k}: {b!r}")
+                                            for k, b in enumerate(self.branches))
+
+
+def _cond_dce(eqn, used):
+    """Drop the outputs nobody reads from every branch, and the operands no branch reads."""
+    p = eqn.params
+    n = len(eqn.inputs) - 1
+    kept = [False] * n
+    for b in p["branches"]:
+        kept = [a or b for a, b in zip(kept, prune(b, used, kept)[1])]
+    branches = tuple(prune(b, used, kept)[0] for b in p["branches"])
+    params = dict(p, branches=branches, num_consts=sum(kept[:p["num_consts"]]))
+    return _pruned_eqn(eqn, [True] + kept, used, params)
 
 
 abstract_rules[cond_p] = _cond_abstract
 eval_rules[cond_p] = _cond_eval
+STEP_KINDS[cond_p] = BranchStep
+dce_rules[cond_p] = _cond_dce
 
 
 def _cond_jvp(primals, tangents, *, branches, num_consts):
@@ -442,22 +546,67 @@ def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
 
 
 def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
-    """Eager while: the plans of cond and body, the predicate read back (counted)
-    once per iteration."""
-    from .jit.plan import program_plan
-    cond_plan, body_plan = program_plan(cond), program_plan(body)
-    raws = [a._raw for a in args]
-    cc = raws[:num_cond_consts]
-    bc = raws[num_cond_consts:num_cond_consts + num_body_consts]
-    carry = raws[num_cond_consts + num_body_consts:]
-    where = cond.out_avals[0].device or current_default()
-    while read_scalar(cond_plan.run(cc + carry)[0], where):
-        carry = body_plan.run(bc + carry)
+    """Eager while: the plans of cond and body, as in a jitted program."""
+    carry = run_while(program_plan(cond), program_plan(body), [a._raw for a in args], num_cond_consts,
+                      num_body_consts, device_of(cond.out_avals[0]))
     return wrap_raws(carry, body.out_avals)
+
+
+def run_while(cond, body, args, num_cond_consts, num_body_consts, where):
+    """A while loop on raw arrays; the predicate (on `where`) is read back, counted,
+    once per test."""
+    cc = args[:num_cond_consts]
+    bc = args[num_cond_consts:num_cond_consts + num_body_consts]
+    carry = args[num_cond_consts + num_body_consts:]
+    while read_scalar(cond.run(cc + carry)[0], where):
+        carry = body.run(bc + carry)
+    return carry
+
+
+class WhileStep:
+    """A while loop in a plan: the cond and body plans, run on the host."""
+
+    def __init__(self, eqn, ins, outs):
+        p = eqn.params
+        self.cond, self.body = program_plan(p["cond"]), program_plan(p["body"])
+        self.plans = (self.cond, self.body)
+        self.counts = (p["num_cond_consts"], p["num_body_consts"], device_of(p["cond"].out_avals[0]))
+        self.ins, self.outs = ins, outs
+
+    def run(self, env):
+        result = run_while(self.cond, self.body, [env[i] for i in self.ins], *self.counts)
+        for o, r in zip(self.outs, result):
+            env[o] = r
+
+    def describe(self):
+        return (f"loop while, cond:\n{_indent(repr(self.cond))}\n  body:\n"
+                f"{_indent(repr(self.body))}")
+
+
+def _while_dce(eqn, used):
+    """Drop carries nothing needs: not used after the loop, not read by the
+    predicate, not read by the body for a needed carry or an effect."""
+    p = eqn.params
+    ncc, nbc = p["num_cond_consts"], p["num_body_consts"]
+    _, cond_kept = prune(p["cond"], [True], [False] * (ncc + len(used)))
+    needed = [u or k for u, k in zip(used, cond_kept[ncc:])]
+    while True:
+        body, body_kept = prune(p["body"], needed, [False] * nbc + needed)
+        grown = [a or b for a, b in zip(needed, body_kept[nbc:])]
+        if grown == needed:
+            break
+        needed = grown
+    cond, cond_kept = prune(p["cond"], [True], [False] * ncc + needed)
+    kept = cond_kept[:ncc] + body_kept[:nbc] + needed
+    params = dict(p, cond=cond, body=body, num_cond_consts=sum(cond_kept[:ncc]),
+                  num_body_consts=sum(body_kept[:nbc]))
+    return _pruned_eqn(eqn, kept, needed, params)
 
 
 abstract_rules[while_p] = _while_abstract
 eval_rules[while_p] = _while_eval
+STEP_KINDS[while_p] = WhileStep
+dce_rules[while_p] = _while_dce
 
 
 def _while_jvp(primals, tangents, *, cond, body, num_cond_consts, num_body_consts):

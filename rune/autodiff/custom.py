@@ -17,6 +17,7 @@ from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import StagingInterpreter, abstract, stage, stage_pytree
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind, using
+from ..jit.plan import run_program
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
 from ..nx.creation import zeros_like
@@ -208,7 +209,7 @@ def _check_cotangents(name, given, args, positions, avals):
 
 calls[custom_vjp_p] = lambda params: (params["fwd"], None)
 abstract_rules[custom_vjp_p] = lambda *avals, fwd, **_: fwd.out_avals
-eval_rules[custom_vjp_p] = lambda *args, fwd, **_: fwd(*args)
+eval_rules[custom_vjp_p] = lambda *args, fwd, **_: run_program(fwd, args)
 
 
 def _custom_vjp_fwd(primals, tracked, *, fwd, rule, num_consts, name):
@@ -274,7 +275,7 @@ class custom_jvp:
 
 calls[custom_jvp_p] = lambda params: (params["fun"], None)
 abstract_rules[custom_jvp_p] = lambda *avals, fun, **_: fun.out_avals
-eval_rules[custom_jvp_p] = lambda *args, fun, **_: fun(*args)
+eval_rules[custom_jvp_p] = lambda *args, fun, **_: run_program(fun, args)
 
 
 def _custom_jvp_jvp(primals, tangents, *, fun, rule, num_consts, in_struct, out_struct, name):

@@ -98,18 +98,44 @@ def reorder(program, in_order=None, out_order=None):
     return Program(invars, outvars, program.eqns, program.constvars, program.consts)
 
 
+# primitive -> fn(eqn, used_outputs) -> eqn: a higher-order primitive's dead-code
+# rule, next to the primitive. It returns the equation with its bodies pruned
+# (and the outputs and operands they no longer need dropped), effects kept.
+# Without a rule an equation is kept whole.
+dce_rules = {}
+
+
 def dce(program, used=None):
-    """Drop equations whose results are unused; effectful ones always stay."""
+    """Drop equations whose results are unused, inside loop and branch bodies
+    too; effectful ones always stay. `used` marks the outputs to keep (all by
+    default); the inputs stay as they are."""
+    return _dce(program, used)[0]
+
+
+def prune(program, used, keep_inputs):
+    """`program` with only the outputs `used` marks and the inputs it still
+    reads (or `keep_inputs` marks); returns (program, which inputs it kept)."""
+    pruned, live = _dce(program, used)
+    kept = [k or v in live for v, k in zip(program.invars, keep_inputs)]
+    invars = [v for v, k in zip(program.invars, kept) if k]
+    return Program(invars, pruned.outvars, pruned.eqns, pruned.constvars, pruned.consts), kept
+
+
+def _dce(program, used):
     used = [True] * len(program.outvars) if used is None else used
     live = {v for v, u in zip(program.outvars, used) if u and type(v) is Var}
     kept = []
     for eqn in reversed(program.eqns):
-        if eqn.effectful or any(o in live for o in eqn.outputs):
+        outs_used = [o in live for o in eqn.outputs]
+        if eqn.effectful or any(outs_used):
+            rule = dce_rules.get(eqn.prim)
+            if rule is not None:
+                eqn = rule(eqn, outs_used)
             kept.append(eqn)
             live.update(a for a in eqn.inputs if type(a) is Var)
     kept.reverse()
     outs = [v for v, u in zip(program.outvars, used) if u]
-    return Program(program.invars, outs, kept, program.constvars, program.consts)
+    return Program(program.invars, outs, kept, program.constvars, program.consts), live
 
 
 # ---------------------------------------------------------------- printing

@@ -3,36 +3,60 @@
 A plan is a list of steps over a flat environment of raw backend arrays:
 `CompiledStretch` (a run of first-order primitives fused into C kernels: one
 compiled call, rune/jit/lower.py), `Stretch` (a run the compiler does not
-lower, run by the NumPy backend), `Callback`, `Loop` (scan / while, with a nested plan for
-the body), `Branch` (cond) and `Transfer`. Calls to custom rules and
-checkpoints are inlined: a plan evaluates only their forward computation.
-Every stretch without a callback is one unit; the compiler splits it only
-around primitives it does not lower.
+lower, written out as one straight-line Python function over the backend's
+implementations), and host steps: callbacks, loops (scan / while, with a
+nested plan for the body), branches (cond) and transfers. Calls to custom
+rules and checkpoints are inlined: a plan evaluates only their forward
+computation.
+
+Host steps are registered in `STEP_KINDS`, keyed by primitive, next to each
+primitive's other rules (rune/control.py, rune/callback.py), so this module
+knows no higher-order primitive. A plan is also the one evaluator of programs
+on concrete arrays: eager scan, while, cond and calls run their bodies through
+`run_program`, as jit does.
 """
+from ..backends import backend_for
+from ..core.prims import P
 from ..core.primitive import calls
-from ..core.program import Literal
-from ..devices import current_default
-from ..nx.array import Array
+from ..core.program import Literal, dce
+from ..devices import current_default, transfer
+from ..nx.array import Array, wrap_raws
 from ..stats import COUNTERS
+from .lower import lower
+
+# primitive -> step class `cls(eqn, in_slots, out_slots)` with `run(env)`,
+# `describe()` and `ins`: the primitives a plan runs on the host between stretches.
+STEP_KINDS = {}
+
 
 class Plan:
-    """Built in passes: linearise the program (calls inlined) into stretches of
-    first-order equations and host steps; find which slots each step reads and
-    which leave the plan; lower every stretch (rune/jit/lower.py: compiled C
-    kernels on the host where a compiler is available, NumPy otherwise)."""
+    """Built in passes over `program` (dead code removed first, loop and branch
+    bodies included):
+      1. linearise: one flat list of first-order ops and host steps over slots,
+         calls inlined;
+      2. count uses: how often each slot is read, plan outputs included;
+      3. close stretches: consecutive first-order ops on one device (a stretch
+         never spans two devices; a host step or a device change ends it);
+      4. attach to each stretch its inputs and the values that escape it;
+      5. lower: stretches to compiled or NumPy steps, host steps to theirs.
+    """
 
     def __init__(self, program):
+        program = dce(program)
         self.program = program
         self.slots = 0
         self.constants = {}   # slot -> raw value
         self.avals = {}       # slot -> aval
-        self.steps = []
-        self._ops = []        # the stretch being filled
+        items = []            # pass 1 output: (step kind or None, eqn, ins, outs)
         consts = [self._new_const(_raw(c), v.aval) for c, v in zip(program.consts, program.constvars)]
         self.in_slots = [self._new(v.aval) for v in program.invars]
-        self.out_slots = self._emit(program, consts + self.in_slots)
-        self._close_stretch()
-        self.steps = self._lower(self.steps)
+        self.out_slots = self._linearise(program, consts + self.in_slots, items)
+        uses = _count_uses(items, self.out_slots)
+        groups = _close_stretches(items)
+        for g in groups:
+            if type(g) is _Group:
+                g.attach(uses, self.out_slots)
+        self.steps = self._lower(groups)
         self.out_avals = program.out_avals
         self.template = [None] * self.slots
         for s, v in self.constants.items():
@@ -48,8 +72,9 @@ class Plan:
         self.constants[s] = value
         return s
 
-    def _emit(self, program, in_slots):
-        """Add `program`'s equations reading from `in_slots`; returns its output slots."""
+    def _linearise(self, program, in_slots, items):
+        """Pass 1: append `program`'s equations reading `in_slots` to `items`;
+        returns its output slots."""
         where = dict(zip(program.constvars + program.invars, in_slots))
 
         def slot(atom):
@@ -62,42 +87,25 @@ class Plan:
             call = calls.get(eqn.prim)
             if call is not None:  # a plan evaluates only the called program: inline it
                 inner, keep = call(eqn.params)
-                outs = self._emit(inner, ins)
+                outs = self._linearise(dce(inner), ins, items)
                 outs = outs if keep is None else outs[:keep]
-            elif eqn.prim.name in STEP_KINDS:
-                self._close_stretch()
-                outs = [self._new(v.aval) for v in eqn.outputs]
-                self.steps.append(STEP_KINDS[eqn.prim.name](eqn, ins, outs))
             else:
                 outs = [self._new(v.aval) for v in eqn.outputs]
-                self._ops.append((eqn, ins, outs))
+                items.append((STEP_KINDS.get(eqn.prim), eqn, ins, outs))
             where.update(zip(eqn.outputs, outs))
         return [slot(a) for a in program.outvars]
 
-    def _close_stretch(self):
-        if self._ops:
-            self.steps.append(_Ops(self._ops))
-            self._ops = []
-
-    def _lower(self, steps):
-        """Each stretch of equations as compiled and NumPy steps, knowing what is read after it."""
-        from .lower import lower
-        reads = [set(s for _, ins, _ in st.ops for s in ins) if type(st) is _Ops else set(st.ins)
-                 for st in steps]
-        lowered = []
-        for k, st in enumerate(steps):
-            if type(st) is not _Ops:
-                lowered.append(st)
-                continue
-            live = set(self.out_slots)
-            for j, r in enumerate(reads):
-                if j != k:
-                    live |= r
-            on_host = all(_device(eqn.outputs[0].aval).platform == "cpu" and
-                          all(_device(a.aval).platform == "cpu" for a in eqn.inputs)
-                          for eqn, _, _ in st.ops)
-            lowered.extend(lower(st.ops, self.constants, live, self.avals, Stretch, on_host))
-        return lowered
+    def _lower(self, groups):
+        """Pass 5: each stretch as compiled and NumPy steps, each host step as its own."""
+        steps = []
+        for g in groups:
+            if type(g) is _Group:
+                on_host = g.device.platform == "cpu"
+                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, on_host))
+            else:
+                kind, eqn, ins, outs = g
+                steps.append(kind(eqn, ins, outs))
+        return steps
 
     @property
     def kernels(self):
@@ -126,18 +134,73 @@ class Plan:
         return "\n".join(lines)
 
 
-class _Ops:
-    """A stretch while the plan is being built: its equations, not yet lowered."""
+# ---------------------------------------------------------------- passes 2-4
 
-    def __init__(self, ops):
-        self.ops = ops
+def _count_uses(items, out_slots):
+    """Pass 2: slot -> how many times a step or the plan's outputs read it."""
+    uses = {}
+    for _, _, ins, _ in items:
+        for s in ins:
+            uses[s] = uses.get(s, 0) + 1
+    for s in out_slots:
+        uses[s] = uses.get(s, 0) + 1
+    return uses
 
+
+class _Group:
+    """A stretch being built: first-order ops on one device, not yet lowered."""
+
+    def __init__(self, device):
+        self.device = device
+        self.ops = []          # (eqn, ins, outs)
+        self.inputs = []       # slots read here and made elsewhere (constants included)
+        self.escaping = set()  # slots made here and read after it (or plan outputs)
+
+    def attach(self, uses, out_slots):
+        """Pass 4: the stretch's inputs and the values that leave it."""
+        made, reads = set(), {}
+        for _, ins, outs in self.ops:
+            for s in ins:
+                if s not in made and s not in reads:
+                    self.inputs.append(s)
+                reads[s] = reads.get(s, 0) + 1
+            made.update(outs)
+        outs = set(out_slots)
+        self.escaping = {s for s in made if uses.get(s, 0) > reads.get(s, 0) or s in outs}
+
+
+def _close_stretches(items):
+    """Pass 3: consecutive first-order ops on one device become one `_Group`;
+    host steps stay as they are, in order."""
+    groups, open_ = [], None
+    for item in items:
+        kind, eqn, ins, outs = item
+        if kind is not None:
+            groups.append(item)
+            open_ = None
+            continue
+        device = eqn_device(eqn)
+        if open_ is None or open_.device != device:
+            open_ = _Group(device)
+            groups.append(open_)
+        open_.ops.append((eqn, ins, outs))
+    return groups
+
+
+def eqn_device(eqn):
+    """Where a first-order equation runs: its operands' device, else the device
+    it makes a constant on, else the default device (as eager evaluation decides)."""
+    for a in eqn.inputs:
+        if a.aval.device is not None:
+            return a.aval.device
+    return eqn.params.get("device") or current_default()
+
+
+# ---------------------------------------------------------------- steps
 
 def _nested_plans(step):
-    for attr in ("body", "cond"):
-        if isinstance(getattr(step, attr, None), Plan):
-            yield getattr(step, attr)
-    yield from getattr(step, "branches", ())
+    """The plans a host step runs (loop bodies, branches)."""
+    return getattr(step, "plans", ())
 
 
 def _indent(text, n):
@@ -148,18 +211,13 @@ def _raw(value):
     return value._raw if isinstance(value, Array) else value
 
 
-def _device(aval):
+def device_of(aval):
+    """The device of a value with this aval (unplaced values lie on the default device)."""
     return aval.device if aval.device is not None else current_default()
 
 
-def _impl(eqn):
-    from ..backends import backend_for
-    device = next((a.aval.device for a in eqn.inputs if a.aval.device is not None), None)
-    return backend_for(device or current_default()).IMPLS[eqn.prim.name]
-
-
 class Stretch:
-    """A run of first-order primitives evaluated by the NumPy backend.
+    """A run of first-order primitives evaluated by the backend op by op.
 
     The run is written out once as a straight-line Python function over the
     plan's slots (one backend call per primitive, no per-op dispatch), kept
@@ -172,7 +230,8 @@ class Stretch:
         names = {}
         lines = ["def run(env):"]
         for k, (eqn, ins, outs) in enumerate(ops):
-            names[f"{eqn.prim.name}_{k}"] = _impl(eqn)
+            device = eqn_device(eqn)
+            names[f"{eqn.prim.name}_{k}"] = backend_for(device).impls(device)[eqn.prim.name]
             args = ", ".join(f"env[{i}]" for i in ins)
             if eqn.params:
                 names[f"params_{k}"] = eqn.params
@@ -193,91 +252,21 @@ class Stretch:
         return f"stretch of {len(self.eqns)} ops: {names}\n{_indent(self.source, 2)}"
 
 
-class CallbackStep:
-    def __init__(self, eqn, ins, outs):
-        self.fn = eqn.params["fn"]
-        self.in_devices = [_device(a.aval) for a in eqn.inputs]
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        arrays = [Array(env[i], d) for i, d in zip(self.ins, self.in_devices)]
-        for o, r in zip(self.outs, self.fn(arrays)):
-            env[o] = r._raw
-
-    def describe(self):
-        return f"callback {self.fn.name} ({len(self.ins)} in, {len(self.outs)} out)"
-
-
-class ScanStep:
-    def __init__(self, eqn, ins, outs):
-        p = eqn.params
-        self.body = program_plan(p["body"])
-        self.params = (p["num_consts"], p["num_carry"], p["length"], p["reverse"])
-        self.out_avals = [v.aval for v in eqn.outputs]
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        result = run_scan(self.body, [env[i] for i in self.ins], *self.params, self.out_avals)
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        nc, nk, length, reverse = self.params
-        return (f"loop scan (length {length}{', reverse' if reverse else ''}, {nk} carries), "
-                f"step:\n{_indent(repr(self.body), 2)}")
-
-
-class WhileStep:
-    def __init__(self, eqn, ins, outs):
-        p = eqn.params
-        self.cond, self.body = program_plan(p["cond"]), program_plan(p["body"])
-        self.counts = (p["num_cond_consts"], p["num_body_consts"])
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        result = run_while(self.cond, self.body, [env[i] for i in self.ins], *self.counts)
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        return (f"loop while, cond:\n{_indent(repr(self.cond), 2)}\n  body:\n"
-                f"{_indent(repr(self.body), 2)}")
-
-
-class BranchStep:
-    def __init__(self, eqn, ins, outs):
-        self.branches = [program_plan(b) for b in eqn.params["branches"]]
-        self.read = _reader(eqn.inputs[0].aval)
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        index = self.read(env[self.ins[0]])
-        result = self.branches[index].run([env[i] for i in self.ins[1:]])
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        return "branch cond:\n" + "\n".join(_indent(f"branch {k}: {b!r}", 2)
-                                            for k, b in enumerate(self.branches))
-
-
 class TransferStep:
+    """`place` between devices: a counted copy by the backends."""
+
     def __init__(self, eqn, ins, outs):
-        from ..devices import transfer
-        self.transfer = transfer
         self.src, self.dst = eqn.params["src"], eqn.params["device"]
         self.ins, self.outs = ins, outs
 
     def run(self, env):
-        env[self.outs[0]] = self.transfer(env[self.ins[0]], self.src, self.dst)
+        env[self.outs[0]] = transfer(env[self.ins[0]], self.src, self.dst)
 
     def describe(self):
         return f"transfer {self.src} -> {self.dst}"
 
 
-# The host steps, by primitive name (the primitives live in modules above this one).
-STEP_KINDS = {"callback": CallbackStep, "scan": ScanStep, "while_loop": WhileStep,
-              "cond": BranchStep, "place": TransferStep}
+STEP_KINDS[P["place"]] = TransferStep
 
 
 def program_plan(program):
@@ -289,54 +278,18 @@ def program_plan(program):
     return plan
 
 
-def _reader(aval):
-    """The counted device-to-host read of a value the host decides with (a loop
-    predicate, a branch index), on the backend that holds it."""
-    return _xp(aval).read_scalar
+def stack_rows(rows, aval):
+    """A loop's per-row outputs stacked along a new leading axis on their device."""
+    backend = backend_for(device_of(aval))
+    return backend.stack(rows, aval) if rows else backend.empty(aval)
 
 
-def _xp(aval):
-    from ..backends import backend_for
-    return backend_for(_device(aval))
-
-
-def run_scan(body, args, num_consts, num_carry, length, reverse, out_avals):
-    """Run a scan on raw arrays: the body plan once per row."""
-    consts = args[:num_consts]
-    carry = args[num_consts:num_consts + num_carry]
-    xs = args[num_consts + num_carry:]
-    n_ys = len(out_avals) - num_carry
-    rows = [[] for _ in range(n_ys)]
-    order = range(length - 1, -1, -1) if reverse else range(length)
-    run = body.run
-    for i in order:
-        outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
-        carry = outs[:num_carry]
-        for r, y in zip(rows, outs[num_carry:]):
-            r.append(y)
-    ys = []
-    for r, aval in zip(rows, out_avals[num_carry:]):
-        if reverse:
-            r.reverse()
-        ys.append(_xp(aval).stack(r, aval) if r else _xp(aval).empty(aval))
-    return list(carry) + ys
-
-
-def run_while(cond, body, args, num_cond_consts, num_body_consts):
-    cc = args[:num_cond_consts]
-    bc = args[num_cond_consts:num_cond_consts + num_body_consts]
-    carry = args[num_cond_consts + num_body_consts:]
-    read = _reader(cond.out_avals[0])
-    while read(cond.run(cc + carry)[0]):
-        carry = body.run(bc + carry)
-    return carry
+def run_program(program, args):
+    """Evaluate `program` on concrete Arrays through its plan: the one evaluator
+    of eager higher-order primitives (the same plan jit runs)."""
+    plan = program_plan(program)
+    return _wrap(plan.run([_raw(a) for a in args]), plan.out_avals)
 
 
 def _wrap(raws, avals):
-    return [Array(r, _device(a), a.weak) for r, a in zip(raws, avals)]
-
-
-def run_scan_arrays(body, args, num_consts, num_carry, length, reverse, out_avals):
-    """Eager scan: the same plan as under jit, on concrete Arrays."""
-    raws = run_scan(body, [_raw(a) for a in args], num_consts, num_carry, length, reverse, out_avals)
-    return _wrap(raws, out_avals)
+    return wrap_raws(raws, avals)
