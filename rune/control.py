@@ -78,13 +78,14 @@ def scan(f, init, xs, length=None, reverse=False, unroll=1):
     carry_avals = [abstract(c).update(weak=w) for c, w in zip(init_leaves, weak)]
     row_avals = [x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves]
     paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
-    ys_box = []
     widen = {}
 
     def step(*args):
-        carry = tree.unflatten(carry_struct, args[:len(carry_avals)])
-        x = tree.unflatten(xs_struct, args[len(carry_avals):])
-        result = f(carry, x)
+        n = len(carry_avals)
+        return f(tree.unflatten(carry_struct, args[:n]), tree.unflatten(xs_struct, args[n:]))
+
+    def flatten(result):
+        """The step's (carry, y) as carry leaves then y leaves, and y's structure."""
         if not (isinstance(result, tuple) and len(result) == 2):
             raise TreeError("scan: the step function must return a pair (carry, y)")
         new_carry, y = result
@@ -97,22 +98,22 @@ def scan(f, init, xs, length=None, reverse=False, unroll=1):
             _check_carry("scan", carry_struct, c_struct, carry_avals, [c.aval for c in c_leaves], paths)
         c_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(c_leaves, carry_avals)]
         y_leaves, y_struct = nx.tree_operands(y)
-        ys_box.append(y_struct)
-        return c_leaves + y_leaves
+        return c_leaves + y_leaves, y_struct
 
-    body, consts = stage(step, carry_avals + row_avals).closed()
+    program, ys_struct = stage_pytree(step, carry_avals + row_avals, flatten=flatten)
     if widen:
         for i, d in widen.items():
             init_leaves[i] = nx.astype(init_leaves[i], d)
         carry_avals = [a.update(dtype=widen.get(i, a.dtype), weak=False) for i, a in enumerate(carry_avals)]
         weak = [False] * len(weak)
         widen.clear()
-        body, consts = stage(step, carry_avals + row_avals).closed()
+        program, ys_struct = stage_pytree(step, carry_avals + row_avals, flatten=flatten)
+    body, consts = program.closed()
     init_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(init_leaves, carry_avals)]
     outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
                 num_carry=len(carry_avals), length=n, reverse=bool(reverse))
     nc = len(carry_avals)
-    return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_box[0], outs[nc:])
+    return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_struct, outs[nc:])
 
 
 def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):

@@ -14,9 +14,9 @@ import numbers
 from .. import tree
 from ..core.closure import split_residuals
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
-from ..core.staging import StagingInterpreter, abstract, stage, stage_pytree
+from ..core.staging import abstract, stage, stage_pytree, stage_pytree_open
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
-from ..core.trace import bind, using
+from ..core.trace import bind
 from ..jit.plan import run_program
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
@@ -97,13 +97,16 @@ class custom_vjp:
         name = getattr(self.f, "__name__", "custom_vjp")
         diff, positions, _, rebuild = _split_nondiff(f"custom_vjp {name}", args, self.nondiff_argnums)
         leaves, in_struct = nx.tree_operands(diff)
-        fwd = StagingInterpreter()
-        ins = [fwd.new_input(abstract(x)) for x in leaves]
-        with using(fwd):
-            out, pullback = _out_and_pullback(name, self.f(*rebuild(tree.unflatten(in_struct, ins))))
+
+        def flatten(result):
+            out, pullback = _out_and_pullback(name, result)
             out_leaves, out_struct = tree.flatten(out)
             # Made arrays once: the forward program is built again with residuals.
-            out_leaves = [nx.asarray(o) if isinstance(o, (bool, int, float)) else o for o in out_leaves]
+            return [nx.asarray(o) if isinstance(o, (bool, int, float)) else o for o in out_leaves], \
+                (out_struct, pullback)
+
+        fwd, out_leaves, (out_struct, pullback) = stage_pytree_open(
+            lambda *xs: self.f(*rebuild(xs)), [abstract(x) for x in leaves], in_struct, flatten)
         fwd_program, consts = fwd.build(out_leaves).closed()
         rule = _Pullback(name, fwd, out_leaves, out_struct, pullback, diff, positions,
                          [x.aval for x in leaves], len(consts))
@@ -159,12 +162,12 @@ class _Pullback(VJPRule):
     def split(self):
         if self._split is None:
             fwd = self.fwd
-            bwd = StagingInterpreter()
-            cts = [bwd.new_input(fwd.atom(o).aval.strong()) for o in self.out_leaves]
-            with using(bwd):
-                given = self.pullback(tree.unflatten(self.out_struct, cts))
-                in_cts = _check_cotangents(self.name, given, self.args, self.positions, self.in_avals)
-            bwd_program, res = split_residuals(bwd.build(in_cts))
+            ct_avals = [fwd.atom(o).aval.strong() for o in self.out_leaves]
+            bwd, _ = stage_pytree(
+                lambda *cts: self.pullback(tree.unflatten(self.out_struct, cts)), ct_avals,
+                flatten=lambda given: (_check_cotangents(self.name, given, self.args, self.positions,
+                                                         self.in_avals), None))
+            bwd_program, res = split_residuals(bwd)
             fwd_program, consts = fwd.build(list(self.out_leaves) + res).closed()
             if len(consts) != self.num_consts:
                 # The call's operands are fixed already; a traced value only the

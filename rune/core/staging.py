@@ -74,16 +74,21 @@ def _as_array(x):
 
 
 def stage(f, in_avals):
-    """Stage `f` on flat inputs of `in_avals`; returns (Program, flat outputs' structure).
+    """Stage `f` on flat inputs of `in_avals`; returns the Program.
 
     `f` takes and returns flat lists. The program's constants are the outer
     values `f` captured.
     """
+    interp, outs = _stage_open(f, in_avals)
+    return interp.build(outs)
+
+
+def _stage_open(f, in_avals):
     interp = StagingInterpreter()
     args = [interp.new_input(a) for a in in_avals]
     with using(interp):
         outs = f(*args)
-    return interp.build(outs)
+    return interp, outs
 
 
 def stage_pytree(f, in_avals, in_struct=None, flatten=tree.flatten):
@@ -91,8 +96,18 @@ def stage_pytree(f, in_avals, in_struct=None, flatten=tree.flatten):
     `f(*xs)` without `in_struct`) on flat inputs `xs` of `in_avals`.
 
     Returns (program, the result's structure); the program returns the result's
-    leaves as `flatten` (which returns (leaves, structure)) lists them.
+    leaves as `flatten` (which returns (leaves, structure), and runs while
+    staging, so it may check or convert them) lists them.
     """
+    interp, leaves, structure = stage_pytree_open(f, in_avals, in_struct, flatten)
+    return interp.build(leaves), structure
+
+
+def stage_pytree_open(f, in_avals, in_struct=None, flatten=tree.flatten):
+    """`stage_pytree` that leaves the staging open: returns (the staging
+    interpreter, the result's leaves, its structure). `interpreter.build(leaves)`
+    makes the program; more can be staged into it first (a custom rule's
+    pullback, whose residuals are the forward values it reads)."""
     structure = []
 
     def flat_f(*xs):
@@ -100,8 +115,8 @@ def stage_pytree(f, in_avals, in_struct=None, flatten=tree.flatten):
         structure.append(s)
         return out_leaves
 
-    program = stage(flat_f, in_avals)
-    return program, structure[0]
+    interp, leaves = _stage_open(flat_f, in_avals)
+    return interp, leaves, structure[0]
 
 
 def stage_tree(f, args, kwargs=None):
