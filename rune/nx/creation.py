@@ -1,10 +1,13 @@
 """Creation functions: constants made on the device.
 
-`zeros`, `ones`, `full`, integer `arange` and `eye` bind the `full` and `iota`
-primitives, which the device's backend fills: nothing is built on the host,
-and under a transformation they are equations, not captured O(size) constants.
-Data given by the user (`create`, a non-scalar fill, float `arange`,
-`linspace`, whose rounding NumPy defines) is built on the host and placed.
+`zeros`, `ones`, `full`, `arange`, `linspace` and `eye` bind the `full` and
+`iota` primitives, which the device's backend fills, and arithmetic on them:
+nothing is built on the host, and under a transformation they are equations,
+not captured O(size) constants. Float `arange` and `linspace` follow NumPy's
+own formulas step for step, so they return NumPy's values exactly. Data given
+by the user (`create`, a non-scalar fill) and the rare ranges NumPy computes
+in other dtypes (complex, extended precision, integers beyond int32) are built
+on the host and placed.
 """
 import numpy as np
 
@@ -94,15 +97,69 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
             if start != 0:
                 out = ops.add(out, int(start))
             return out if dtype == dt.int32 else ops.astype(out, dtype)
-    return from_host(np.arange(start, stop, step).astype(dtype), device)
+    real = all(np.asarray(v).dtype.kind in "iuf" and np.asarray(v).dtype.itemsize <= 8
+               for v in (start, stop, step))
+    n = _arange_length(start, stop, step) if real else None
+    if n is None:
+        # complex, extended precision, or a length NumPy refuses (with its own
+        # error): NumPy builds these on the host
+        return from_host(np.arange(start, stop, step).astype(dtype), device)
+    return ops.astype(_float_arange(start, step, n, device), dtype)
 
 
 _INT32 = np.iinfo(np.int32)
 
 
+def _arange_length(start, stop, step):
+    """NumPy's arange length, with the arguments' own arithmetic; None where
+    NumPy raises (a zero or non-finite step count)."""
+    with np.errstate(all="ignore"):  # NumPy scalars: inf and nan lead to the host path and NumPy's error
+        diff = stop - start
+        count = diff / step if step != 0 else None  # Python floats raise ZeroDivisionError here, as in NumPy
+    if count is None or not np.isfinite(count):
+        return None
+    if count == 0:  # start == stop, or an underflowed count: one element when it is +0
+        return 1 if diff != 0 and not np.signbit(count) else 0
+    return max(int(np.ceil(float(count))), 0)
+
+
+def _float_arange(start, step, n, device):
+    """NumPy's float `arange` (float64, whatever the arguments' types) made on
+    the device, value for value: element 0 is `start`, element 1 `start + step`
+    (in the arguments' own arithmetic), element i >= 2 `start + i * delta` with
+    delta = element 1 - element 0."""
+    first, second = np.float64(start), np.float64(start + step)
+    i = iota((n,), dt.int32 if n <= _INT32.max else dt.int64, 0, device)
+    filled = ops.add(ops.multiply(ops.astype(i, dt.float64), second - first), first)
+    head = ops.where(ops.equal(i, 0), first, second)
+    return ops.where(ops.less(i, 2), head, filled)
+
+
 def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
+    """NumPy's `linspace` made on the device, value for value (in NumPy's
+    working dtype: float64 for Python numbers, else the arguments' float
+    dtype), then cast to `dtype` (float32 by default)."""
     num, = normalize_shape("linspace", (num,))
-    return from_host(np.linspace(start, stop, num, endpoint=endpoint).astype(_dtype(dtype)), device)
+    work = np.linspace(start, stop, 0).dtype  # NumPy's own promotion, Python scalars weak
+    if work.kind != "f" or work.itemsize > 8:  # complex or extended precision
+        return from_host(np.linspace(start, stop, num, endpoint=endpoint).astype(_dtype(dtype)), device)
+    first, last = work.type(start), work.type(stop)
+    div = num - 1 if endpoint else num
+    delta = np.subtract(last, first, dtype=work)
+    i = iota((num,), dt.int32, 0, device)
+    y = ops.astype(i, work)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        step = delta / div if div > 0 else None
+    if step is None:  # no step: 0 elements, or 1 with the endpoint
+        y = ops.multiply(y, delta)
+    elif step == 0:  # NumPy divides first here, so denormal steps are not lost
+        y = ops.multiply(ops.divide(y, work.type(div)), delta)
+    else:
+        y = ops.multiply(y, step)
+    y = ops.add(y, first)
+    if endpoint and num > 1:
+        y = ops.where(ops.equal(i, num - 1), last, y)
+    return ops.astype(y, _dtype(dtype))
 
 
 def eye(n, m=None, k=0, dtype=None, device=None):
