@@ -68,6 +68,8 @@ def test_linspace_of_mixed_scalars_matches_numpy():
 
 def test_defaults_and_errors_are_numpy_s():
     assert nx.arange(0.0, 1.0, 0.25).dtype == nx.float32 and nx.linspace(0, 1).dtype == nx.float32
+    for dtype in (np.int64, np.int32):  # integer ranges beyond int32 stay integers
+        _same(nx.arange(-2**40, 2**40, 2**38, dtype=dtype), np.arange(-2**40, 2**40, 2**38).astype(dtype))
     for args in ((0.0, 1.0, 0.0), (0.0, float("inf"), 1.0)):
         with pytest.raises(Exception) as want:
             np.arange(*args)

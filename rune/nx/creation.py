@@ -97,9 +97,9 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
             if start != 0:
                 out = ops.add(out, int(start))
             return out if dtype == dt.int32 else ops.astype(out, dtype)
-    real = all(np.asarray(v).dtype.kind in "iuf" and np.asarray(v).dtype.itemsize <= 8
-               for v in (start, stop, step))
-    n = _arange_length(start, stop, step) if real else None
+    kinds = [np.asarray(v).dtype for v in (start, stop, step)]
+    floating = all(k.kind in "iuf" and k.itemsize <= 8 for k in kinds) and any(k.kind == "f" for k in kinds)
+    n = _arange_length(start, stop, step) if floating else None
     if n is None:
         # complex, extended precision, or a length NumPy refuses (with its own
         # error): NumPy builds these on the host
