@@ -219,33 +219,65 @@ def device_of(aval):
 class Stretch:
     """A run of first-order primitives evaluated by the backend op by op.
 
-    The run is written out once as a straight-line Python function over the
-    plan's slots (one backend call per primitive, no per-op dispatch), kept
-    readable in `source`. Used where the kernel compiler does not lower an
-    op, and for every stretch when no C compiler is available.
+    The run is written out as a straight-line Python function over the plan's
+    slots (one backend call per primitive, no per-op dispatch), kept readable
+    in `source`. Writing it costs more than running the ops once, so a
+    stretch's first run calls the implementations in a loop and later runs
+    use the function (an eager cond or custom rule runs its plan once). Used
+    where the kernel compiler does not lower an op, and for every stretch when
+    no C compiler is available.
     """
 
     def __init__(self, ops):
         self.eqns = [eqn for eqn, _, _ in ops]
-        names = {}
-        lines = ["def run(env):"]
-        for k, (eqn, ins, outs) in enumerate(ops):
+        self.ops = ops
+        self.impls = []
+        for eqn, _, _ in ops:
             device = eqn_device(eqn)
-            names[f"{eqn.prim.name}_{k}"] = backend_for(device).impls(device)[eqn.prim.name]
-            args = ", ".join(f"env[{i}]" for i in ins)
-            if eqn.params:
-                names[f"params_{k}"] = eqn.params
-                args += f", **params_{k}"
-            targets = ", ".join(f"env[{o}]" for o in outs)
-            lines.append(f"    {targets}{',' if eqn.prim.multiple_results and len(outs) == 1 else ''} = "
-                         f"{eqn.prim.name}_{k}({args})")
-        self.source = "\n".join(lines)
+            self.impls.append(backend_for(device).impls(device)[eqn.prim.name])
+        self._run = None
+        self._ran_once = False
+        self._source = None
+
+    @property
+    def source(self):
+        if self._source is None:
+            lines = ["def run(env):"]
+            for k, (eqn, ins, outs) in enumerate(self.ops):
+                args = ", ".join(f"env[{i}]" for i in ins)
+                if eqn.params:
+                    args += f", **params_{k}"
+                targets = ", ".join(f"env[{o}]" for o in outs)
+                lines.append(f"    {targets}{',' if eqn.prim.multiple_results and len(outs) == 1 else ''} = "
+                             f"{eqn.prim.name}_{k}({args})")
+            self._source = "\n".join(lines)
+        return self._source
+
+    def _written(self):
+        names = {}
+        for k, ((eqn, _, _), impl) in enumerate(zip(self.ops, self.impls)):
+            names[f"{eqn.prim.name}_{k}"] = impl
+            names[f"params_{k}"] = eqn.params
         exec(compile(self.source, "<rune stretch>", "exec"), names)
-        self._run = names["run"]
+        return names["run"]
 
     def run(self, env):
         COUNTERS["kernels_launched"] += 1
-        self._run(env)
+        if self._run is not None:
+            self._run(env)
+            return
+        if self._ran_once:
+            self._run = self._written()
+            self._run(env)
+            return
+        self._ran_once = True
+        for (eqn, ins, outs), impl in zip(self.ops, self.impls):
+            out = impl(*[env[i] for i in ins], **eqn.params)
+            if eqn.prim.multiple_results:
+                for o, r in zip(outs, out):
+                    env[o] = r
+            else:
+                env[outs[0]] = out
 
     def describe(self):
         names = " ".join(e.prim.name for e in self.eqns)
