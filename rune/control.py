@@ -21,7 +21,7 @@ from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
-from .jit.plan import STEP_KINDS, device_of, program_plan, run_program, stack_rows
+from .jit.plan import STEP_KINDS, call_program, device_of, program_plan, run_program, stack_rows
 from .nx import ops as nx
 from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
@@ -704,7 +704,7 @@ def _cond_batch(values, dims, size, *, branches, num_consts):
         return loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
     # A batched predicate: every branch runs, and each lane selects its own result.
     index = to_front(index, dims[0])
-    results = [b(*args) for b in batched]
+    results = [call_program(b, args) for b in batched]
     chosen = results[0]
     for k, outs in enumerate(results[1:], start=1):
         chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)

@@ -19,6 +19,7 @@ from ..backends import backend_for
 from ..core.prims import P
 from ..core.primitive import calls
 from ..core.program import Literal, dce
+from ..core.trace import EVAL, current
 from ..devices import current_default, transfer
 from ..nx.array import Array, wrap_raws
 from ..stats import COUNTERS
@@ -321,6 +322,15 @@ def run_program(program, args):
     of eager higher-order primitives (the same plan jit runs)."""
     plan = program_plan(program)
     return _wrap(plan.run([_raw(a) for a in args]), plan.out_avals)
+
+
+def call_program(program, args):
+    """`program` applied to `args` wherever it is called: on concrete arrays
+    through its plan (the one evaluator), under a transformation by binding
+    its equations again (which transforms them)."""
+    if current() is EVAL:
+        return run_program(program, args)
+    return program(*args)
 
 
 def _wrap(raws, avals):
