@@ -104,3 +104,17 @@ def test_only_the_backends_package_reaches_into_a_backend():
                    if t.startswith("rune.backends.") and t != "rune.backends.base"
                    and not m.startswith("rune.backends"))
     assert reach == [], reach
+
+
+def test_plans_know_no_higher_order_primitive():
+    # Host steps are registered next to their primitives (rune.control,
+    # rune.callback), keyed by primitive; the plan builder imports none of them.
+    reach = set()
+    graph = import_graph()
+    todo = ["rune.jit.plan"]
+    while todo:
+        m = todo.pop()
+        for t in graph[m] - reach:
+            reach.add(t)
+            todo.append(t)
+    assert not reach & {"rune.control", "rune.callback", "rune.autodiff.custom", "rune.autodiff.api"}, reach
