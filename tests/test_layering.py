@@ -1,6 +1,7 @@
 """The module graph of rune has no import cycles, counting imports made inside
 functions (DESIGN 2: layers only call downward)."""
 import ast
+import functools
 import pathlib
 
 import rune
@@ -27,6 +28,11 @@ def _resolve(module, level, name, is_package):
 
 
 def import_graph():
+    return {m: set(ts) for m, ts in _import_graph().items()}  # a copy: callers may change it
+
+
+@functools.lru_cache(maxsize=None)
+def _import_graph():
     modules = {}
     for path in ROOT.rglob("*.py"):
         modules[_module_name(path)] = path
