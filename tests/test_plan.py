@@ -172,3 +172,14 @@ def test_a_stretch_never_spans_two_devices():
     for value, ref in zip(got["values"], (a * 2 + 1, np.sin(b) * 3, a - 1, b + 1)):
         np.testing.assert_allclose(value, ref, rtol=1e-6)
     assert got["devices"] == ["cpu:0", "cpu:1", "cpu:0", "cpu:1"]
+
+
+def test_unused_outputs_of_inlined_calls_are_dropped():
+    @rune.custom_vjp
+    def pair(v):
+        return (nx.sin(v) * 2.0, nx.exp(v) * nx.cos(v)), lambda ct: (ct[0] * 2.0 * nx.cos(v),)
+
+    x = nx.asarray(np.linspace(0, 1, 5).astype(np.float32))
+    f = rune.jit(lambda v: pair(v)[0])
+    assert _ops(f.plan(x)) == _ops(rune.jit(lambda v: nx.sin(v) * 2.0).plan(x))
+    np.testing.assert_allclose(np.asarray(f(x)), np.sin(np.asarray(x)) * 2, rtol=1e-6)

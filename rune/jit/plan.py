@@ -35,7 +35,9 @@ class Plan:
     bodies included):
       1. linearise: one flat list of first-order ops and host steps over slots,
          calls inlined;
-      2. count uses: how often each slot is read, plan outputs included;
+      2. count uses: drop what nothing reads (outputs of inlined calls the
+         caller ignores; effects stay), then how often each slot is read,
+         plan outputs included;
       3. close stretches: consecutive first-order ops on one device (a stretch
          never spans two devices; a host step or a device change ends it);
       4. attach to each stretch its inputs and the values that escape it;
@@ -52,6 +54,7 @@ class Plan:
         consts = [self._new_const(_raw(c), v.aval) for c, v in zip(program.consts, program.constvars)]
         self.in_slots = [self._new(v.aval) for v in program.invars]
         self.out_slots = self._linearise(program, consts + self.in_slots, items)
+        items = _drop_dead(items, self.out_slots)
         uses = _count_uses(items, self.out_slots)
         groups = _close_stretches(items)
         for g in groups:
@@ -136,6 +139,18 @@ class Plan:
 
 
 # ---------------------------------------------------------------- passes 2-4
+
+def _drop_dead(items, out_slots):
+    """Steps whose results nothing reads, in reverse order, unless effectful."""
+    live, kept = set(out_slots), []
+    for item in reversed(items):
+        _, eqn, ins, outs = item
+        if eqn.effectful or any(o in live for o in outs):
+            kept.append(item)
+            live.update(ins)
+    kept.reverse()
+    return kept
+
 
 def _count_uses(items, out_slots):
     """Pass 2: slot -> how many times a step or the plan's outputs read it."""
