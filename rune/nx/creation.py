@@ -127,12 +127,13 @@ def _float_arange(start, step, n, device):
     """NumPy's float `arange` (float64, whatever the arguments' types) made on
     the device, value for value: element 0 is `start`, element 1 `start + step`
     (in the arguments' own arithmetic), element i >= 2 `start + i * delta` with
-    delta = element 1 - element 0."""
+    delta = element 1 - element 0. Few passes: each is a fresh O(n) buffer."""
     first, second = np.float64(start), np.float64(start + step)
-    i = iota((n,), dt.int32 if n <= _INT32.max else dt.int64, 0, device)
-    filled = ops.add(ops.multiply(ops.astype(i, dt.float64), second - first), first)
-    head = ops.where(ops.equal(i, 0), first, second)
-    return ops.where(ops.less(i, 2), head, filled)
+    head = ops.where(ops.equal(iota((2,), dt.int32, 0, device), 0), first, second)
+    if n <= 2:
+        return head[:n]
+    filled = ops.add(ops.multiply(iota((n,), dt.float64, 0, device), second - first), first)
+    return ops.concatenate([head, filled[2:]])
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
@@ -146,8 +147,7 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
     first, last = work.type(start), work.type(stop)
     div = num - 1 if endpoint else num
     delta = np.subtract(last, first, dtype=work)
-    i = iota((num,), dt.int32, 0, device)
-    y = ops.astype(i, work)
+    y = iota((num,), work, 0, device)  # as NumPy's arange(0, num) in the working dtype
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         step = delta / div if div > 0 else None
     if step is None:  # no step: 0 elements, or 1 with the endpoint
@@ -158,7 +158,7 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
         y = ops.multiply(y, step)
     y = ops.add(y, first)
     if endpoint and num > 1:
-        y = ops.where(ops.equal(i, num - 1), last, y)
+        y = ops.concatenate([y[:num - 1], filled((1,), last, work, device)])
     return ops.astype(y, _dtype(dtype))
 
 
