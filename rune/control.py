@@ -15,13 +15,13 @@ from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.primitive import abstract_rules, eval_rules, primitive
-from .core.program import dce_rules, prune, reorder
+from .core.program import Eqn, dce_rules, prune, reorder
 from .core.staging import abstract, stage, stage_pytree
 from .core.trace import Tracer, bind
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
-from .jit.plan import STEP_KINDS, call_program, device_of, program_plan, run_program, stack_rows
+from .jit.plan import STEP_KINDS, call_program, device_of, indent, program_plan, run_program, stack_rows
 from .nx import ops as nx
 from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
@@ -167,7 +167,7 @@ class ScanStep:
     def describe(self):
         nc, nk, length, reverse = self.params
         return (f"loop scan (length {length}{', reverse' if reverse else ''}, {nk} carries), "
-                f"step:\n{_indent(repr(self.body))}")
+                f"step:\n{indent(repr(self.body))}")
 
 
 def _scan_dce(eqn, used):
@@ -175,10 +175,10 @@ def _scan_dce(eqn, used):
     loop, not read by the body for what is kept); effects in the body stay."""
     p = eqn.params
     nc, nk = p["num_consts"], p["num_carry"]
-    n_in = len(eqn.inputs)
+    n_xs = len(eqn.inputs) - nc - nk
     carry = list(used[:nk])
     while True:
-        body, kept = prune(p["body"], carry + list(used[nk:]), [False] * nc + carry + [False] * (n_in - nc - nk))
+        body, kept = prune(p["body"], carry + list(used[nk:]), [False] * nc + carry + [False] * n_xs)
         grown = [a or b for a, b in zip(carry, kept[nc:nc + nk])]
         if grown == carry:
             break
@@ -195,12 +195,8 @@ dce_rules[scan_p] = _scan_dce
 
 def _pruned_eqn(eqn, kept_inputs, kept_outputs, params):
     """`eqn` with only the inputs and outputs marked kept, and new params."""
-    return type(eqn)(eqn.prim, [a for a, k in zip(eqn.inputs, kept_inputs) if k],
-                     [v for v, k in zip(eqn.outputs, kept_outputs) if k], params)
-
-
-def _indent(text, n=2):
-    return "\n".join(" " * n + line for line in text.splitlines())
+    return Eqn(eqn.prim, [a for a, k in zip(eqn.inputs, kept_inputs) if k],
+               [v for v, k in zip(eqn.outputs, kept_outputs) if k], params)
 
 
 def _carry_fixpoint(transform, mask, first, count):
@@ -406,7 +402,7 @@ class BranchStep:
             env[o] = r
 
     def describe(self):
-        return "branch cond:\n" + "\n".join(_indent(f"branch {k}: {b!r}")
+        return "branch cond:\n" + "\n".join(indent(f"branch {k}: {b!r}")
                                             for k, b in enumerate(self.branches))
 
 
@@ -580,8 +576,8 @@ class WhileStep:
             env[o] = r
 
     def describe(self):
-        return (f"loop while, cond:\n{_indent(repr(self.cond))}\n  body:\n"
-                f"{_indent(repr(self.body))}")
+        return (f"loop while, cond:\n{indent(repr(self.cond))}\n  body:\n"
+                f"{indent(repr(self.body))}")
 
 
 def _while_dce(eqn, used):

@@ -59,7 +59,7 @@ class Plan:
         groups = _close_stretches(items)
         for g in groups:
             if type(g) is _Group:
-                g.attach(uses, self.out_slots)
+                g.attach(uses)
         self.steps = self._lower(groups)
         self.out_avals = program.out_avals
         self.template = [None] * self.slots
@@ -134,14 +134,15 @@ class Plan:
         lines = [f"Plan: {len(self.in_slots)} inputs, {len(self.out_slots)} outputs, "
                  f"{len(self.steps)} steps"]
         for i, step in enumerate(self.steps):
-            lines.append(_indent(f"[{i}] {step.describe()}", 2))
+            lines.append(indent(f"[{i}] {step.describe()}", 2))
         return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- passes 2-4
 
 def _drop_dead(items, out_slots):
-    """Steps whose results nothing reads, in reverse order, unless effectful."""
+    """`items` without the steps whose results nothing reads (walking back from
+    the outputs); effectful steps always stay."""
     live, kept = set(out_slots), []
     for item in reversed(items):
         _, eqn, ins, outs = item
@@ -172,8 +173,9 @@ class _Group:
         self.inputs = []       # slots read here and made elsewhere (constants included)
         self.escaping = set()  # slots made here and read after it (or plan outputs)
 
-    def attach(self, uses, out_slots):
-        """Pass 4: the stretch's inputs and the values that leave it."""
+    def attach(self, uses):
+        """Pass 4: the stretch's inputs and the values that leave it (read more
+        often than inside it: by later steps or as plan outputs)."""
         made, reads = set(), {}
         for _, ins, outs in self.ops:
             for s in ins:
@@ -181,8 +183,7 @@ class _Group:
                     self.inputs.append(s)
                 reads[s] = reads.get(s, 0) + 1
             made.update(outs)
-        outs = set(out_slots)
-        self.escaping = {s for s in made if uses.get(s, 0) > reads.get(s, 0) or s in outs}
+        self.escaping = {s for s in made if uses.get(s, 0) > reads.get(s, 0)}
 
 
 def _close_stretches(items):
@@ -219,7 +220,8 @@ def _nested_plans(step):
     return getattr(step, "plans", ())
 
 
-def _indent(text, n):
+def indent(text, n=2):
+    """`text` with every line indented by `n` spaces (nested plans in a printout)."""
     return "\n".join(" " * n + line for line in text.splitlines())
 
 
@@ -297,7 +299,7 @@ class Stretch:
 
     def describe(self):
         names = " ".join(e.prim.name for e in self.eqns)
-        return f"stretch of {len(self.eqns)} ops: {names}\n{_indent(self.source, 2)}"
+        return f"stretch of {len(self.eqns)} ops: {names}\n{indent(self.source, 2)}"
 
 
 class TransferStep:
