@@ -183,3 +183,21 @@ def test_unused_outputs_of_inlined_calls_are_dropped():
     f = rune.jit(lambda v: pair(v)[0])
     assert _ops(f.plan(x)) == _ops(rune.jit(lambda v: nx.sin(v) * 2.0).plan(x))
     np.testing.assert_allclose(np.asarray(f(x)), np.sin(np.asarray(x)) * 2, rtol=1e-6)
+
+
+def test_a_numpy_stretch_gives_the_same_results_on_every_run():
+    # The first run calls the implementations in a loop; later runs call the
+    # straight-line function written from the same ops.
+    from rune.jit.plan import Stretch
+
+    f = rune.jit(lambda x, i: (nx.argmax(x, axis=1), x[i] * 2.0))
+    x = nx.asarray(np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32))
+    i = nx.asarray(np.array([4, 0, 2], np.int32))
+    plan = f.plan(x, i)
+    stretches = [s for s in plan.steps if type(s) is Stretch]
+    assert stretches and "argmax" in stretches[0].source
+    xh = np.asarray(x)
+    for _ in range(3):
+        a, g = f(x, i)
+        np.testing.assert_array_equal(np.asarray(a), xh.argmax(axis=1))
+        np.testing.assert_array_equal(np.asarray(g), xh[[4, 0, 2]] * 2)
