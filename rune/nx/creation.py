@@ -112,7 +112,7 @@ _INT32 = np.iinfo(np.int32)
 
 def _arange_length(start, stop, step):
     """NumPy's arange length, with the arguments' own arithmetic; None where
-    NumPy raises (a zero or non-finite step count)."""
+    NumPy raises (a zero step, or a count that is not finite)."""
     with np.errstate(all="ignore"):  # NumPy scalars: inf and nan lead to the host path and NumPy's error
         diff = stop - start
         count = diff / step if step != 0 else None  # Python floats raise ZeroDivisionError here, as in NumPy
@@ -127,7 +127,8 @@ def _float_arange(start, step, n, device):
     """NumPy's float `arange` (float64, whatever the arguments' types) made on
     the device, value for value: element 0 is `start`, element 1 `start + step`
     (in the arguments' own arithmetic), element i >= 2 `start + i * delta` with
-    delta = element 1 - element 0. Few passes: each is a fresh O(n) buffer."""
+    delta = element 1 - element 0. Written in few passes, since each one makes
+    a fresh O(n) buffer when run eagerly."""
     first, second = np.float64(start), np.float64(start + step)
     head = ops.where(ops.equal(iota((2,), dt.int32, 0, device), 0), first, second)
     if n <= 2:
