@@ -44,9 +44,10 @@ class Plan:
       5. lower: stretches to compiled or NumPy steps, host steps to theirs.
     """
 
-    def __init__(self, program):
+    def __init__(self, program, compiled=True):
         program = dce(program)
         self.program = program
+        self.compiled = compiled  # False: every stretch runs op by op (a plan run once)
         self.slots = 0
         self.constants = {}   # slot -> raw value
         self.avals = {}       # slot -> aval
@@ -104,8 +105,8 @@ class Plan:
         steps = []
         for g in groups:
             if type(g) is _Group:
-                on_host = g.device.platform == "cpu"
-                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, on_host))
+                compile_here = self.compiled and g.device.platform == "cpu"
+                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, compile_here))
             else:
                 kind, eqn, ins, outs = g
                 steps.append(kind(eqn, ins, outs))
@@ -335,9 +336,13 @@ def stack_rows(rows, aval):
 
 
 def run_program(program, args):
-    """Evaluate `program` on concrete Arrays through its plan: the one evaluator
-    of eager higher-order primitives (the same plan jit runs)."""
-    plan = program_plan(program)
+    """Evaluate `program` once on concrete Arrays through a plan: the one
+    evaluator of eager higher-order primitives (an eager cond's branch, a
+    custom rule's forward). Such a program is staged afresh on every eager
+    call, so its plan is not kept and its stretches run op by op: compiling
+    (or loading) kernels for one run costs more than it saves. A program whose
+    plan is already built (a loop body) runs that plan."""
+    plan = program._plan or Plan(program, compiled=False)
     return _wrap(plan.run([_raw(a) for a in args]), plan.out_avals)
 
 
