@@ -174,6 +174,18 @@ class EvalInterpreter(Interpreter):
     def process(self, prim, args, params):
         if prim in eval_rules:
             return self._higher_order(prim, args, params)
+        if len(args) == 2 and not params:
+            # The most common eager op, a binary one on an Array and an Array on
+            # the same device or a literal, without building an argument list:
+            # at 8 elements the dispatch is most of the time an op takes.
+            x, y = args
+            if type(x) is Array:
+                device = x.device
+                if type(y) is Array:
+                    if y.device is device:
+                        return self._run(prim, args, params, device, x.weak and y.weak, (x._raw, y._raw))
+                elif not isinstance(y, Tracer):
+                    return self._run(prim, args, params, device, x.weak, (x._raw, y))
         device = None
         weak = True
         raws = []
@@ -197,6 +209,11 @@ class EvalInterpreter(Interpreter):
                 weak = False  # iota and full make strong arrays (their abstract rules say so)
             else:
                 device = current_default()
+        return self._run(prim, args, params, device, weak, raws)
+
+    @staticmethod
+    def _run(prim, args, params, device, weak, raws):
+        """Run `prim` on raw buffers on `device`; results are Arrays there."""
         impl = prim.impls.get(device.name) or _load_impl(prim, device)  # resolved once per device
         try:
             out = impl(*raws, **params)
