@@ -107,7 +107,8 @@ class Jitted:
                 except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
                     pass
                 self._latest = entry
-        return entry.outputs(entry.plan.run([x._raw for x in leaves]))
+        raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
+        return entry.outputs(entry.plan.run(raws))
 
     def _traced_through(self, args, kwargs):
         if self.device is None:
@@ -120,14 +121,15 @@ class Jitted:
 
     def _fast_key(self, args, kwargs):
         """For the common call (distinct Arrays, no keywords, statics or placement):
-        the default device and the avals, which skips flattening; None otherwise.
+        the default device's name (a str hashes without a call into Python) and
+        the avals, which skips flattening; None otherwise.
         `_key` gives the same key for such a call, so each signature has one entry."""
         if kwargs or not self._fast:
             return None
         if len(args) == 1:  # the most common call, without the loop
             a = args[0]
-            return (_default.stack[-1], a.aval) if type(a) is Array else None
-        key = [_default.stack[-1]]
+            return (_default.stack[-1].name, a.aval) if type(a) is Array else None
+        key = [_default.stack[-1].name]
         for a in args:
             if type(a) is not Array:
                 return None
@@ -170,7 +172,7 @@ class Jitted:
         avals = tuple(x.aval for x in leaves)
         if (not statics and not dyn_kwargs and len(first) == len(leaves)
                 and struct == _positional(len(args))):
-            return (where,) + avals, leaves  # the form `_fast_key` gives
+            return (where.name,) + avals, leaves  # the form `_fast_key` gives
         try:
             key = (struct, avals, tuple((pos, _typed(v)) for pos, v in statics), alias, where)
             hash(key)
