@@ -50,7 +50,19 @@ def rune_digits_step():
     state = opt.init(params)
     step = digits.make_step(opt)
     x, y = (nx.asarray(a) for a in digits_batch())
-    return lambda: step(params, state, x, y)[2].item()
+    return _carried(lambda p, s: step(p, s, x, y), params, state)
+
+
+def _carried(step, params, state):
+    """A training loop's step: each call continues from the last one's parameters
+    and optimizer state, as the examples and PyTorch's in-place optimizers do
+    (the arrays jit sees are fresh every call, as in real training)."""
+    carry = [params, state]
+
+    def run():
+        carry[0], carry[1], loss = step(*carry)
+        return loss.item()
+    return run
 
 
 def torch_digits_step():
@@ -112,7 +124,7 @@ def rune_charlm_step():
         return optim.apply_updates(params, updates), state, loss
 
     tokens = nx.asarray(np.random.default_rng(0).integers(0, vocab, (BATCH, seq + 1)).astype(np.int32))
-    return lambda: step(params, state, tokens)[2].item()
+    return _carried(lambda p, s: step(p, s, tokens), params, state)
 
 
 def torch_charlm_step():

@@ -6,9 +6,10 @@ kernel a conv of the input with the cotangent (strides become kernel
 dilation): JAX's `_conv_general_dilated_transpose_lhs/rhs`, written for the
 grouped-first layout where every group is an ordinary conv.
 
-reduce_window: each window's elements are read as an array (*out, *window) —
-by a reshape and transpose when the windows tile the operand (pooling), else
-through a static index table (built with NumPy from the shapes) — so the
+reduce_window: each window's elements are read as an array with a window axis
+for every axis — by a reshape when the windows tile the operand (pooling:
+(c0, k0, c1, k1, ...)), else through a static index table (built with NumPy
+from the shapes: (*out, *window)) — so the
 tangent of a max is the tangent of the element(s) attaining it, ties sharing
 equally as for `reduce_max`, and cotangents are written back (the inverse
 reshape, or one scatter-add). Those are
@@ -114,8 +115,13 @@ class _Indexed:
         table = windows(padded, axes, window, strides, (1,) * len(shape), counts)
         table = np.ascontiguousarray(table).astype(np.int32 if size < 2 ** 31 - 1 else np.int64)
         self.x, self.shape = x, table.shape
+        self.window_axes = tuple(range(len(shape), 2 * len(shape)))
         self.table = nx.constant_like(table, x)
         self.real = nx.constant_like(table < size, x)
+
+    def expand(self, v):
+        """v, shaped like the output, with a unit axis for each window axis."""
+        return nx.reshape(v, v.shape + (1,) * v.ndim)
 
     def read(self, v):
         """v (shaped like x) at each window entry: (*out, *window)."""
@@ -130,25 +136,29 @@ class _Indexed:
 
 class _Tiled:
     """Windows that tile x (strides equal to the window, no padding): reading them
-    is a reshape and a transpose, and so is writing back (zeros where no window reaches)."""
+    is a reshape to (c0, k0, c1, k1, ...), each window axis after its position
+    axis, and writing back is the inverse reshape (zeros where no window
+    reaches). No transpose: the elementwise work of the rules then runs over
+    x's own memory order."""
 
     def __init__(self, x, window, counts):
         self.x, self.window, self.counts = x, window, counts
         self.used = tuple(c * k for c, k in zip(counts, window))
-        self.shape = counts + window
+        self.shape = tuple(d for pair in zip(counts, window) for d in pair)
+        self.window_axes = tuple(range(1, 2 * len(window), 2))
         self.real = None
-        n = len(window)
-        self.perm = tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2))   # (c0, k0, c1, k1, ...) -> (c..., k...)
+
+    def expand(self, v):
+        """v, shaped like the output, with a unit axis after each position axis."""
+        return nx.reshape(v, tuple(d for c in v.shape for d in (c, 1)))
 
     def read(self, v):
         if self.used != self.x.shape:
             v = nx._slice(v, [0] * v.ndim, self.used, [1] * v.ndim)
-        v = nx.reshape(v, tuple(d for pair in zip(self.counts, self.window) for d in pair))
-        return nx.transpose(v, self.perm)
+        return nx.reshape(v, self.shape)
 
     def write(self, values):
-        back = nx.transpose(values, [self.perm.index(i) for i in range(len(self.perm))])
-        back = nx.reshape(back, self.used)
+        back = nx.reshape(values, self.used)
         if self.used != self.x.shape:
             back = nx.pad(back, [(0, d - u) for d, u in zip(self.x.shape, self.used)])
         return back
@@ -163,12 +173,11 @@ def _windows(x, window, strides, padding):
 
 def _max_weights(x, out, wins):
     """1 / (how many attain the max) at the entries that attain it, 0 elsewhere."""
-    window_axes = tuple(range(out.ndim, len(wins.shape)))
-    hits = nx.equal(wins.read(x), nx.reshape(out, out.shape + (1,) * x.ndim))
+    hits = nx.equal(wins.read(x), wins.expand(out))
     if wins.real is not None:
         hits = nx.logical_and(wins.real, hits)
     hits = nx.astype(hits, x.dtype)
-    count = nx.maximum(nx.sum(hits, window_axes, keepdims=True), x.dtype.type(1))
+    count = nx.maximum(nx.sum(hits, wins.window_axes, keepdims=True), x.dtype.type(1))
     return nx.divide(hits, count)
 
 
@@ -181,7 +190,7 @@ def _reduce_window_jvp(primals, tangents, **params):
         return out, bind(reduce_window_p, t, **params)
     wins = _windows(x, params["window"], params["strides"], params["padding"])
     weighted = nx.multiply(wins.read(t), _max_weights(x, out, wins))
-    return out, nx.sum(weighted, tuple(range(out.ndim, len(wins.shape))))
+    return out, nx.sum(weighted, wins.window_axes)
 
 
 def _reduce_window_vjp(ct, ins, out, wants, *, op, window, strides, padding):
@@ -189,7 +198,7 @@ def _reduce_window_vjp(ct, ins, out, wants, *, op, window, strides, padding):
     if 0 in x.shape or 0 in ct.shape:
         return (zeros_like(x),)
     wins = _windows(x, window, strides, padding)
-    spread = nx.broadcast_to(nx.reshape(ct, ct.shape + (1,) * x.ndim), wins.shape)
+    spread = nx.broadcast_to(wins.expand(ct), wins.shape)
     if op == "max":
         spread = nx.multiply(spread, _max_weights(x, out, wins))
     return (wins.write(spread),)

@@ -98,3 +98,16 @@ def test_errors_name_what_was_expected():
         nx.reduce_window(x, "max", (2, 2))
     with pytest.raises(rune.ShapeError, match="spatial"):
         nn.max_pool(x, (2, 2, 2))
+
+
+@pytest.mark.parametrize("op", ["max", "sum"])
+@pytest.mark.parametrize("window", [(1, 2, 2, 1), (1, 6, 6, 1)])
+def test_small_and_large_windows_agree_with_a_loop(op, window):
+    # The host combines a pooling window's few offsets pass by pass and reduces
+    # large windows (global pooling here, 36 elements) over the strided view:
+    # both against the op table's direct loop, NaN propagation included.
+    from op_table import _np_reduce_window
+    x = np.random.default_rng(5).standard_normal((2, 6, 6, 3)).astype(np.float32)
+    x[0, 1, 1, 0] = np.nan
+    got = nx.reduce_window(nx.asarray(x), op, window, window, padding="SAME")
+    np.testing.assert_allclose(np.asarray(got), _np_reduce_window(x, op, window, window, "SAME"), rtol=1e-6)

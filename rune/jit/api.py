@@ -26,7 +26,7 @@ from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
 from ..stats import COUNTERS
-from .plan import Plan, _wrap
+from .plan import Plan
 
 
 def _env_cache_size():
@@ -43,11 +43,27 @@ CACHE_SIZE = _env_cache_size()
 _ALL = weakref.WeakSet()  # every Jitted, for clear_caches()
 
 
-class _Entry:
-    __slots__ = ("plan", "out_struct")
+_LEAF = tree.structure(0)  # the structure of a bare array
 
-    def __init__(self, plan, out_struct):
+
+class _Entry:
+    """A traced signature: its plan, and how to turn the plan's raw outputs into f's result.
+
+    Where each output lies is fixed when it is traced (the device the function is
+    traced on is part of the key), so a call wraps buffers without looking it up."""
+    __slots__ = ("plan", "out_struct", "out_places", "bare")
+
+    def __init__(self, plan, out_struct, where):
         self.plan, self.out_struct = plan, out_struct
+        self.out_places = tuple((where if a.device is None else a.device, a.weak) for a in plan.out_avals)
+        self.bare = out_struct == _LEAF  # f returned one array: no tree to rebuild
+
+    def outputs(self, raws):
+        if self.bare:
+            device, weak = self.out_places[0]
+            return Array(raws[0], device, weak)
+        return tree.unflatten(self.out_struct, [Array(r, device, weak)
+                                                for r, (device, weak) in zip(raws, self.out_places)])
 
 
 class Jitted:
@@ -62,6 +78,7 @@ class Jitted:
         _as_tuple(donate_argnums)  # checked, then dropped: a hint, and host buffers are never reused
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
+        self._latest = None  # the entry at the end of `cache` (moving it there again is a no-op)
         self.cache_size = CACHE_SIZE
         # The cheap key applies when nothing can make a call differ from its avals.
         self._fast = not self.static_argnums and not self.static_argnames and self.device is None
@@ -84,12 +101,14 @@ class Jitted:
             entry = self._compile(key, leaves, args, kwargs)
         else:
             COUNTERS["cache_hits"] += 1
-            try:
-                self.cache.move_to_end(key)
-            except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
-                pass
-        raws = entry.plan.run([x._raw for x in leaves])
-        return tree.unflatten(entry.out_struct, _wrap(raws, entry.plan.out_avals))
+            if entry is not self._latest:  # a loop calling one signature never reorders the cache
+                try:
+                    self.cache.move_to_end(key)
+                except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
+                    pass
+                self._latest = entry
+        raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
+        return entry.outputs(entry.plan.run(raws))
 
     def _traced_through(self, args, kwargs):
         if self.device is None:
@@ -102,11 +121,15 @@ class Jitted:
 
     def _fast_key(self, args, kwargs):
         """For the common call (distinct Arrays, no keywords, statics or placement):
-        the default device and the avals, which skips flattening; None otherwise.
+        the default device's name (a str hashes without a call into Python) and
+        the avals, which skips flattening; None otherwise.
         `_key` gives the same key for such a call, so each signature has one entry."""
         if kwargs or not self._fast:
             return None
-        key = [_default.stack[-1]]
+        if len(args) == 1:  # the most common call, without the loop
+            a = args[0]
+            return (_default.stack[-1].name, a.aval) if type(a) is Array else None
+        key = [_default.stack[-1].name]
         for a in args:
             if type(a) is not Array:
                 return None
@@ -149,7 +172,7 @@ class Jitted:
         avals = tuple(x.aval for x in leaves)
         if (not statics and not dyn_kwargs and len(first) == len(leaves)
                 and struct == _positional(len(args))):
-            return (where,) + avals, leaves  # the form `_fast_key` gives
+            return (where.name,) + avals, leaves  # the form `_fast_key` gives
         try:
             key = (struct, avals, tuple((pos, _typed(v)) for pos, v in statics), alias, where)
             hash(key)
@@ -196,11 +219,12 @@ class Jitted:
 
     def _compile(self, key, leaves, args, kwargs):
         program, out_struct = self._stage(leaves, args, kwargs)
-        entry = _Entry(Plan(program), out_struct)
+        entry = _Entry(Plan(program), out_struct, self.device or _default.stack[-1])
         # Counted and kept once both succeeded: a failed trace leaves counters and cache as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
         self.cache[key] = entry
+        self._latest = entry
         while len(self.cache) > self.cache_size:
             self.cache.popitem(last=False)
         return entry
@@ -241,6 +265,7 @@ class Jitted:
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""
         self.cache.clear()
+        self._latest = None
 
 
 class _Bound:

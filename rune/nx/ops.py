@@ -245,11 +245,12 @@ def _binary(prim_name, kinds=None, to_float=False):
     with_float = frozenset(d for d in same if dt.is_float(d))
     with_int = frozenset(d for d in same if d.kind in "iuf" or d == dt.bfloat16)
     scalar_ok = {float: with_float, int: with_int}
+    # (Python type, dtype, value) -> the scalar as an operand of this op next to
+    # an array of that dtype: a hit means the checks passed before.
+    literals = {}
 
     def op(x, y):
         tx, ty = type(x), type(y)
-        if tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
-            return _literal_op(prim, op.__name__, x, y, kinds, to_float)
         # Operands that already agree need no promotion: an array meeting an array
         # of its dtype, or a Python scalar that cannot widen it (dispatch is most
         # of the cost of small eager ops, so this is checked before `promote`).
@@ -258,12 +259,18 @@ def _binary(prim_name, kinds=None, to_float=False):
             if ty is Array or isinstance(y, Tracer):
                 if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
                     return bind(prim, x, y)
-            elif d in scalar_ok.get(ty, ()) and (ty is float or d in _ANY_SCALAR_FITS or _fits(d, y)):
-                return bind(prim, x, _TYPED.get((d, y)) or _typed(d, y))
+            elif ty in scalar_ok:
+                typed = literals.get((ty, d, y)) or _scalar_operand(literals, scalar_ok, d, y)
+                if typed is not None:
+                    return bind(prim, x, typed)
         elif ty is Array or isinstance(y, Tracer):
             d = y._raw.dtype if ty is Array else y.aval.dtype
-            if d in scalar_ok.get(tx, ()) and (tx is float or d in _ANY_SCALAR_FITS or _fits(d, x)):
-                return bind(prim, _TYPED.get((d, x)) or _typed(d, x), y)
+            if tx in scalar_ok:
+                typed = literals.get((tx, d, x)) or _scalar_operand(literals, scalar_ok, d, x)
+                if typed is not None:
+                    return bind(prim, typed, y)
+        elif tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
+            return _literal_op(prim, op.__name__, x, y, kinds, to_float)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
@@ -290,16 +297,19 @@ def _literal_op(prim, name, x, y, kinds, to_float):
     return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
 
 
-# Python scalars as NumPy scalars of an operand's dtype, remembered: making one
-# costs more than the rest of a small eager op. Zero is never remembered (0.0
-# and -0.0 are equal keys); a remembered zero would be falsy anyway.
-_TYPED = {}
-
-
-def _typed(dtype, value):
+def _scalar_operand(known, scalar_ok, dtype, value):
+    """The Python scalar `value` as a NumPy scalar of `dtype`, when it may meet an
+    array of `dtype` in this op without promotion (`scalar_ok`: Python type ->
+    dtypes) and fits; else None (the general path promotes or reports it).
+    Remembered in `known`, the op's own table: making one costs more than the
+    rest of a small eager op. Zero is never remembered (0.0 and -0.0 are equal
+    keys); a remembered zero would be falsy anyway."""
+    kind = type(value)
+    if dtype not in scalar_ok[kind] or not (kind is float or dtype in _ANY_SCALAR_FITS or _fits(dtype, value)):
+        return None
     out = dtype.type(value)
-    if value and len(_TYPED) < 4096:
-        _TYPED[dtype, value] = out
+    if value and len(known) < 4096:
+        known[kind, dtype, value] = out
     return out
 
 

@@ -1,10 +1,12 @@
 """Host implementations of `conv` and `reduce_window` (rune/nx/conv.py).
 
 Both read windows through a strided view of the padded (and dilated) input,
-without copying it: `reduce_window` reduces the view over its window axes;
-`conv` flattens it into patches (im2col, the one copy) and multiplies them by
-the kernel with one BLAS matmul per feature group.
+without copying it: `reduce_window` combines the view's slices at each window
+offset (a pooling window has few), or reduces the view over its window axes
+when windows are large; `conv` flattens it into patches (im2col, the one copy)
+and multiplies them by the kernel with one BLAS matmul per feature group.
 """
+import itertools
 import math
 
 import numpy as np
@@ -39,7 +41,9 @@ def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
 
 
 def _half(dtype):
-    return dtype.itemsize == 2 and dtype.kind == "f" or dtype.name == "bfloat16"
+    # float16 (kind "f") and bfloat16 (an extension type, kind "V"); not
+    # dtype.name, which NumPy computes in Python on every read.
+    return dtype.itemsize == 2 and dtype.kind not in "biu"
 
 
 def identity(op, dtype):
@@ -60,13 +64,34 @@ def reduce_window(x, *, op, window, strides, padding):
     if 0 in counts:
         return np.zeros(counts, x.dtype)
     view = windows(x, axes, window, strides, (1,) * x.ndim, counts)
+    # Half-precision windows add in float32 and round once; narrow ints stay
+    # narrow (NumPy would widen their sums to int64).
+    wide = np.float32 if op == "sum" and _half(x.dtype) else x.dtype
+    if math.prod(window) <= _FEW_OFFSETS:
+        return _combine_offsets(view, window, np.maximum if op == "max" else np.add, wide).astype(x.dtype, copy=False)
     tail = tuple(range(x.ndim, 2 * x.ndim))
     if op == "max":
         return np.asarray(np.max(view, axis=tail))
-    # Half-precision windows add in float32 and round once; dtype= keeps narrow
-    # ints narrow (NumPy would widen their sums to int64).
-    wide = np.float32 if _half(x.dtype) else x.dtype
     return np.asarray(np.sum(view, axis=tail, dtype=wide)).astype(x.dtype, copy=False)
+
+
+# Up to this many elements per window, one elementwise pass per window offset
+# (over the whole output) beats NumPy's reduction over several strided axes,
+# which runs an inner loop of a window's few elements per output element.
+_FEW_OFFSETS = 32
+
+
+def _combine_offsets(view, window, ufunc, dtype):
+    """Reduce the window axes of `view` (*out, *window) with `ufunc`, one
+    whole-output pass per window offset, accumulating in `dtype`."""
+    out = None
+    for offset in itertools.product(*(range(k) for k in window)):
+        part = view[(Ellipsis,) + offset]
+        if out is None:
+            out = part.astype(dtype, copy=True)
+        else:
+            ufunc(out, part, out=out)
+    return out
 
 
 IMPLS = {"conv": conv, "reduce_window": reduce_window}
