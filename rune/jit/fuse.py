@@ -477,16 +477,19 @@ class _Fuser:
         return self.clone_tree(kernel, x.node, lambda seq: [seq[k] for k in order], inner=True)
 
     def output(self, slot):
+        """`slot`'s value in a buffer of its own, a fresh array each call."""
         v = self.values[slot]
+        taken = {b.index for b, _ in self.unit.outputs}
         if type(v) is Expr:
             view = self.materialise(v, "out")
-            view.buffer.role = "out"
         elif (type(v) is View and v.buffer.role == "tmp" and v.shape == v.buffer.shape
               and v.offset == 0 and not v.guard and v.contiguous()):
             view = v                      # a whole buffer written here (scatter): handed out as it is
-            view.buffer.role = "out"
         else:
-            view = self.copy(v, "out")
+            view = None
+        if view is None or view.buffer.index in taken:   # two outputs never share a buffer
+            view = self.copy(view or v, "out")
+        view.buffer.role = "out"
         self.unit.outputs.append((view.buffer, slot))
 
 
