@@ -599,6 +599,8 @@ def _random_bits(f, eqn, key):
     keys: one per leading index), computed where the bits are used."""
     aval = eqn.outputs[0].aval
     key = f.readable(key)
+    if type(key) is Scalar:
+        key = f.copy(key, "tmp")   # a constant key: its two words read from a buffer
     nb = len(key.shape) - 1
     tail = len(aval.shape) - nb
     kernel = f.target(aval.shape, [key])
@@ -614,6 +616,8 @@ def _random_bits(f, eqn, key):
 def _gather(f, eqn, x, idx):
     """x read at the loaded (clamped) index along `axis`: one load, no copy."""
     aval, axis = eqn.outputs[0].aval, eqn.params["axis"]
+    if type(x) is Scalar:
+        return Scalar(x.const, aval.shape)   # every index reads the same value
     x, idx = f.readable(x), f.readable(idx)
     ni, n = len(eqn.inputs[1].aval.shape), eqn.inputs[0].aval.shape[axis]
     kernel = f.target(aval.shape, [x, idx])
@@ -642,6 +646,8 @@ def _window(f, kernel, starts, shape, sizes, strides, offset):
 def _dynamic_slice(f, eqn, x, *starts):
     """A window of x at runtime starts: loads offset by the clamped starts."""
     aval = eqn.outputs[0].aval
+    if type(x) is Scalar:
+        return Scalar(x.const, aval.shape)
     x, starts = f.readable(x), [f.readable(s) for s in starts]
     kernel = f.target(aval.shape, [x, *starts])
     shape = eqn.inputs[0].aval.shape
