@@ -161,8 +161,17 @@ def _grad_rows():
         jb, jy = jax.numpy.asarray(xb), jax.numpy.asarray(yb)
         jvg = jax.jit(jax.value_and_grad(models.mlp_loss_jax))
         mlp_times["jax.jit"] = per_call(lambda: jax.block_until_ready(jvg(jp, jb, jy)))
-    return [Row("grad chain, jit (100 ops, 16 x f32)", "per call", chain_times),
+    rows = [Row("grad chain, jit (100 ops, 16 x f32)", "per call", chain_times),
             Row("MLP value_and_grad, jit", "per call", mlp_times)]
+    try:   # OpenBLAS's threads spin against each other when other processes share the cores
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return rows
+    with threadpool_limits(1, user_api="blas"):
+        one = {"rune": per_call(lambda: step(params, bx, by))}
+        if jax is not None:
+            one["jax.jit"] = per_call(lambda: jax.block_until_ready(jvg(jp, jb, jy)))
+    return rows + [Row("MLP value_and_grad, jit, 1 BLAS thread", "per call", one)]
 
 
 _FIRST = """

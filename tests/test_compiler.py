@@ -678,17 +678,19 @@ def test_matmul_is_a_library_call_and_its_epilogue_one_kernel():
     jf = rune.jit(f)
     plan = _compiled_plan(jf, *map(nx.asarray, (x, w, b)))
     assert [type(s).__name__ for s in plan.steps] == ["LibraryCall", "CompiledStretch"], plan
+    g = rune.jit(lambda x, w: (x.T @ w).T)   # transposes feeding and leaving a matmul stay views
+    assert not g.plan(nx.asarray(w), nx.asarray(w)).kernels
+    _exact(g(nx.asarray(w), nx.asarray(w)), (nx.asarray(w).T @ nx.asarray(w)).T)
     assert len(plan.kernels) == 1
     before = rune.stats()["kernels_launched"]
     _exact(jf(*map(nx.asarray, (x, w, b))), f(*map(nx.asarray, (x, w, b))))
     assert rune.stats()["kernels_launched"] - before == 2   # one matmul, one kernel
 
 
-def test_outputs_that_view_one_buffer_are_separate_arrays():
+def test_outputs_that_view_one_buffer_are_all_written():
     x = nx.asarray(np.arange(6, dtype=np.float32))
     for f in (lambda v: (lambda y: (y, y.reshape(3, 2), y.reshape(2, 3)))(v * 2),
               lambda v: (lambda s: (s, s.reshape(2, 3), s + 1))(nx.dynamic_update_slice(v, v[:2] * 0, (1,)))):
         got = rune.jit(f)(x)
-        for g, w in zip(got, f(x)):
+        for g, w in zip(got, f(x)):   # none is a fresh array the kernels never wrote
             _exact(g, w)
-        assert len({np.asarray(g).ctypes.data for g in got}) == len(got)

@@ -287,11 +287,11 @@ class _Fuser:
     def recompute(self, kernel, v):
         """`v`'s elementwise tree cloned into `kernel` (same index space), instead of
         storing it and loading it back: a small tree is cheaper to recompute than a
-        round trip through memory (softmax's exp then needs no buffer). None when
-        `v` is a reduction's value, over another index space, large, or reads a
-        buffer `kernel` runs before."""
+        round trip through memory (softmax's exp then needs no buffer); a 0-d tree
+        is recomputed in any kernel. None when `v` is a reduction's value, over
+        another index space, large, or reads a buffer `kernel` runs before."""
         src = v.kernel
-        if src.reduce_shape or src.shape != kernel.shape or src.serial:
+        if src.reduce_shape or src.serial or src.shape not in (kernel.shape, ()):
             return None
         pos = self.unit.kernels.index(kernel)
         seen, stack = set(), [v.node]
@@ -309,7 +309,10 @@ class _Fuser:
             if len(seen) > _RECOMPUTE_LIMIT:
                 return None
 
-        return self.clone_tree(kernel, v.node, lambda strides: strides)
+        if src.shape == kernel.shape:
+            return self.clone_tree(kernel, v.node, lambda strides: strides)
+        # a 0-d value (a constant folded from others, a scalar parameter's function) is the same everywhere
+        return self.clone_tree(kernel, v.node, lambda strides: (0,) * len(kernel.shape))
 
     def clone_tree(self, kernel, node, place, inner=False):
         """`node`'s elementwise tree rebuilt in `kernel`, each node once per kernel;

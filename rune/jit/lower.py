@@ -65,6 +65,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         flag = ok
     if current:
         runs.append((flag, current))
+    runs = [part for ok, run in runs for part in (_split_views(run) if ok is True else [(ok, run)])]
     steps = []
     for k, (ok, run) in enumerate(runs):
         if not ok:
@@ -73,6 +74,9 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         if ok == "library":
             steps.extend(LibraryCall(*op, _HOST.library[op[0].prim.name]) for op in run)
             continue
+        if ok == "views":
+            steps.append(ViewStep(numpy_stretch(run)))
+            continue
         produced = {s for _, _, outs in run for s in outs}
         later = set(live_out)
         for _, other in runs[:k] + runs[k + 1:]:
@@ -80,6 +84,31 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         unit = fuse.fuse(run, constants, produced & later, avals)
         steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
     return steps
+
+
+# Movement NumPy does as a view: free there, a strided copy in a kernel.
+_FREE_VIEWS = frozenset({"transpose", "reshape", "broadcast_to", "slice", "rev"})
+
+
+def _split_views(run):
+    """A lowered run as [(True, computing ops), ("views", movement read by nothing in it)].
+
+    A transpose or reshape whose result only leaves the run (an output, or the
+    operand of a matmul after it) would be a copy in a kernel but is a view in
+    NumPy (and BLAS reads transposed operands in place): it runs after the
+    kernels as a NumPy view."""
+    kept, peeled = list(run), []
+    changed = True
+    while changed:
+        changed = False
+        reads = {s for _, ins, _ in kept for s in ins}
+        for op in reversed(kept):
+            if op[0].prim.name in _FREE_VIEWS and not set(op[2]) & reads:
+                kept.remove(op)
+                peeled.insert(0, op)
+                changed = True
+                break
+    return [part for part in ((True, kept), ("views", peeled)) if part[1]]
 
 
 def compile_pending():
@@ -95,6 +124,19 @@ def compile_pending():
             s._fn = fn
             _PENDING.discard(s)
     return len(todo)
+
+
+class ViewStep:
+    """Movement ops run as NumPy views after a compiled run (no copy, no kernel)."""
+
+    def __init__(self, stretch):
+        self.stretch, self.eqns = stretch, stretch.eqns
+
+    def run(self, env):
+        self.stretch._run(env)   # views cost no kernel launch
+
+    def describe(self):
+        return "views " + self.stretch.describe()
 
 
 class LibraryCall:
