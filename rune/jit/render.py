@@ -335,6 +335,9 @@ class CStyle:
     """What every C-like target shares: types, constants, expressions, the unit layout."""
 
     target = None
+    # id(index node) -> its C expression, filled by the dialect's loop form while
+    # one kernel renders (the index variables are the dialect's)
+    _index_exprs = {}
     _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
