@@ -436,7 +436,11 @@ class CStyle:
                        for v, st, n, hi in terms if hi is not None)
 
     def stores(self, kernel, names, index):
-        """`index(store)`: the static part of a store's position."""
+        """`index(store)`: the static part of a store's position (a string: the same
+        contiguous position for every store)."""
+        if not callable(index):
+            index = (lambda text: lambda s: text)(index)
+
         def arg(a):
             return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
 
@@ -606,7 +610,7 @@ class CDialect(CStyle):
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
-        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers()
+        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + _index_helpers()
 
     def kernel(self, kernel, name):
         if kernel.reduce_shape:
@@ -745,8 +749,70 @@ _C_PRELUDE = """\
 
 
 def _c_helpers():
-    """Exact NumPy semantics C leaves undefined or different, one helper per C type."""
+    """Exact NumPy semantics C leaves undefined or different, one helper per C type.
+
+    Shared by the C and CUDA dialects: each declares `RN_FN` (C: static inline,
+    CUDA: static __device__ __forceinline__), and the text avoids C-only types."""
     parts = [r"""
+RN_FN float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+/* float32 -> bfloat16 -> float32, round to nearest even; NaN keeps its sign and turns quiet (ml_dtypes) */
+RN_FN float rn_bf16(float f) {
+  uint32_t u; memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7fc00000u;
+  else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&f, &u, 4); return f;
+}
+RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
+/* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
+RN_FN int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
+RN_FN int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
+RN_FN uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
+RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
+"""]
+    for t, s in (("float", "f"), ("double", "")):
+        parts.append(f"""
+/* NumPy's npy_divmod: Python-signed floor division and remainder */
+RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
+  if (!b) return a / b;
+  {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
+  if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
+  if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
+  else fl = copysign{s}(({t})0, a / b);
+  return fl;
+}}
+RN_FN {t} rn_rem_{t}({t} a, {t} b) {{
+  {t} mod = fmod{s}(a, b);
+  if (!b) return mod;
+  if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
+  else mod = copysign{s}(({t})0, b);
+  return mod;
+}}""")
+    for bits in (8, 16, 32, 64):
+        t = f"int{bits}_t"
+        parts.append(f"""
+/* integer division by zero gives 0, MIN // -1 wraps to MIN (the eager backend) */
+RN_FN {t} rn_floordiv_int{bits}({t} a, {t} b) {{
+  if (b == 0) return 0;
+  if (b == -1) return ({t})(0u - (uint64_t)a);
+  {t} q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+  return q;
+}}
+RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
+  if (b == 0 || b == -1) return 0;
+  {t} r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}}
+RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
+RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
+    return "\n".join(parts) + "\n"
+
+
+def _index_helpers():
+    """Index arithmetic, integer powers and Threefry, shared by the C and CUDA
+    dialects like `_c_helpers` (declared `RN_FN`, no C-only types)."""
+    return r"""
 /* a runtime index as the eager backend reads it: negative counts from the end, then clamped to [0, hi] */
 RN_FN int64_t rn_from_end(int64_t v, int64_t n) { return v < 0 ? v + n : v; }
 RN_FN int64_t rn_clamp_index(int64_t v, int64_t n, int64_t hi) {
@@ -771,56 +837,4 @@ RN_FN uint64_t rn_threefry(uint32_t k0, uint32_t k1, uint64_t i) {
   }
   return ((uint64_t)x0 << 32) | x1;
 }
-RN_FN float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
-/* float32 -> bfloat16 -> float32, round to nearest even; NaN keeps its sign and turns quiet (ml_dtypes) */
-RN_FN float rn_bf16(float f) {
-  uint32_t u; memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7fc00000u;
-  else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  memcpy(&f, &u, 4); return f;
-}
-RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
-/* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
-RN_FN int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
-RN_FN int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
-RN_FN uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
-RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
-"""]
-    for t, s in (("float", "f"), ("double", "")):
-        parts.append(f"""
-/* NumPy's npy_divmod: Python-signed floor division and remainder */
-RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
-  if (!b) return a / b;
-  {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
-  if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
-  if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
-  else fl = copysign{s}(0, a / b);
-  return fl;
-}}
-RN_FN {t} rn_rem_{t}({t} a, {t} b) {{
-  {t} mod = fmod{s}(a, b);
-  if (!b) return mod;
-  if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
-  else mod = copysign{s}(0, b);
-  return mod;
-}}""")
-    for bits in (8, 16, 32, 64):
-        t = f"int{bits}_t"
-        parts.append(f"""
-/* integer division by zero gives 0, MIN // -1 wraps to MIN (the eager backend) */
-RN_FN {t} rn_floordiv_int{bits}({t} a, {t} b) {{
-  if (b == 0) return 0;
-  if (b == -1) return ({t})(0u - (uint64_t)a);
-  {t} q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
-  return q;
-}}
-RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
-  if (b == 0 || b == -1) return 0;
-  {t} r = a % b;
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  return r;
-}}
-RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
-RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
-    return "\n".join(parts) + "\n"
+"""
