@@ -132,6 +132,7 @@ def run():
         times["jax.jit"] = per_call(lambda: jf(js).block_until_ready())
     rows.append(Row("row softmax (4096x1024 f32)", "per call", times))
 
+    rows += _one_thread_rows(jsm, rs, s)
     rows += _grad_rows()
     for name, script in (("W1 1e6", _FIRST), ("MLP value_and_grad step", _FIRST_MLP)):
         cold, warm = _first_calls(script)
@@ -140,6 +141,18 @@ def run():
     print_table("kernel compiler (jit) vs hand-written C, NumPy, JAX", rows,
                 note="'hand C': the same loop written by hand, compiled with rune's compiler and flags")
     return rows
+
+
+def _one_thread_rows(jsm, rs, s):
+    """Softmax again with one OpenMP thread: on a shared machine, threads waiting
+    at each parallel loop's barrier for a descheduled sibling dominate."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return []
+    with threadpool_limits(1, user_api="openmp"):
+        times = {"rune": per_call(lambda: jsm(rs)), "numpy": per_call(lambda: _softmax(np, s))}
+    return [Row("row softmax, 1 OpenMP thread", "per call", times)]
 
 
 def _grad_rows():
