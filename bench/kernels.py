@@ -5,7 +5,12 @@
 - `sum(x*x)` over 1e7, `mean(axis=1)` of 4096x4096 (target within 1.5x of a
   hand-written OpenMP reduction) and row softmax of 4096x1024 (under 0.6x of
   NumPy).
-- first call in a fresh process, W1 at 1e6: cold disk cache vs warm.
+- the jit grad chain (100 elementwise ops on 16 floats) and the MLP
+  `value_and_grad` (784-256-10, batch 128) under jit against `jax.jit`.
+- first call in a fresh process, W1 at 1e6 (targets 0.5 s cold, 0.05 s warm)
+  and the MLP step (1.5 s cold, 0.15 s warm): cold disk cache vs warm. The
+  processes run with Python's bytecode cache on (a private prefix, filled by
+  one process first), as an installed package runs.
 """
 import ctypes
 import json
@@ -21,6 +26,7 @@ import rune
 from rune import nx
 from rune.backends.cpu import compiler as cc
 
+from . import models
 from .common import Row, jax, per_call, print_table
 
 HAND_C = r"""
@@ -126,12 +132,59 @@ def run():
         times["jax.jit"] = per_call(lambda: jf(js).block_until_ready())
     rows.append(Row("row softmax (4096x1024 f32)", "per call", times))
 
-    cold, warm = _first_calls()
-    rows.append(Row("W1 1e6 first call, cold disk cache", "per process", {"rune": cold}))
-    rows.append(Row("W1 1e6 first call, warm disk cache", "per process", {"rune": warm}))
+    rows += _one_thread_rows(jsm, rs, s)
+    rows += _grad_rows()
+    for name, script in (("W1 1e6", _FIRST), ("MLP value_and_grad step", _FIRST_MLP)):
+        cold, warm = _first_calls(script)
+        rows.append(Row(f"{name} first call, cold disk cache", "per process", {"rune": cold}))
+        rows.append(Row(f"{name} first call, warm disk cache", "per process", {"rune": warm}))
     print_table("kernel compiler (jit) vs hand-written C, NumPy, JAX", rows,
                 note="'hand C': the same loop written by hand, compiled with rune's compiler and flags")
     return rows
+
+
+def _one_thread_rows(jsm, rs, s):
+    """Softmax again with one OpenMP thread: on a shared machine, threads waiting
+    at each parallel loop's barrier for a descheduled sibling dominate."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return []
+    with threadpool_limits(1, user_api="openmp"):
+        times = {"rune": per_call(lambda: jsm(rs)), "numpy": per_call(lambda: _softmax(np, s))}
+    return [Row("row softmax, 1 OpenMP thread", "per call", times)]
+
+
+def _grad_rows():
+    """The jit grad chain and the jit MLP value_and_grad, beside jax.jit."""
+    x0 = models.chain_input()
+    chain = models.make_chain(nx)
+    jchain_grad = rune.jit(rune.grad(chain))
+    x = nx.array(x0)
+    chain_times = {"rune": per_call(lambda: jchain_grad(x))}
+    params0, xb, yb = models.mlp_data()
+    params, bx, by = tuple(nx.array(p) for p in params0), nx.array(xb), nx.array(yb)
+    step = rune.jit(rune.value_and_grad(models.mlp_loss_rune))
+    mlp_times = {"rune": per_call(lambda: step(params, bx, by))}
+    if jax is not None:
+        jx = jax.numpy.asarray(x0)
+        jg = jax.jit(jax.grad(models.make_chain(jax.numpy)))
+        chain_times["jax.jit"] = per_call(lambda: jax.block_until_ready(jg(jx)))
+        jp = tuple(jax.numpy.asarray(p) for p in params0)
+        jb, jy = jax.numpy.asarray(xb), jax.numpy.asarray(yb)
+        jvg = jax.jit(jax.value_and_grad(models.mlp_loss_jax))
+        mlp_times["jax.jit"] = per_call(lambda: jax.block_until_ready(jvg(jp, jb, jy)))
+    rows = [Row("grad chain, jit (100 ops, 16 x f32)", "per call", chain_times),
+            Row("MLP value_and_grad, jit", "per call", mlp_times)]
+    try:   # OpenBLAS's threads spin against each other when other processes share the cores
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return rows
+    with threadpool_limits(1, user_api="blas"):
+        one = {"rune": per_call(lambda: step(params, bx, by))}
+        if jax is not None:
+            one["jax.jit"] = per_call(lambda: jax.block_until_ready(jvg(jp, jb, jy)))
+    return rows + [Row("MLP value_and_grad, jit, 1 BLAS thread", "per call", one)]
 
 
 _FIRST = """
@@ -146,14 +199,33 @@ print(json.dumps({"first_call": time.perf_counter() - t1}))
 """
 
 
-def _first_calls():
+_FIRST_MLP = """
+import time, json, numpy as np
+import rune
+from rune import nx
+from bench import models
+params0, xb, yb = models.mlp_data()
+params, x, y = tuple(nx.array(p) for p in params0), nx.array(xb), nx.array(yb)
+t1 = time.perf_counter()
+loss, grads = rune.jit(rune.value_and_grad(models.mlp_loss_rune))(params, x, y)
+np.asarray(loss)
+print(json.dumps({"first_call": time.perf_counter() - t1}))
+"""
+
+
+def _first_calls(script):
     """Seconds of the first jit call in a fresh process: cold, then warm disk cache."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, RUNE_CACHE_DIR=d, RUNE_CACHE="1")
+        env = dict(os.environ, RUNE_CACHE_DIR=os.path.join(d, "kernels"), RUNE_CACHE="1",
+                   PYTHONPYCACHEPREFIX=os.path.join(d, "pycache"), PYTHONPATH=root)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        warm_bytecode = "import importlib, rune, bench.models; importlib.import_module('rune.jit.lower')"
+        subprocess.run([sys.executable, "-c", warm_bytecode], env=dict(env, RUNE_CACHE="0"), check=True, cwd=root)
         out = []
         for _ in range(2):
-            p = subprocess.run([sys.executable, "-c", _FIRST], env=env, capture_output=True, text=True,
-                               check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            p = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                               check=True, cwd=root)
             out.append(json.loads(p.stdout.strip().splitlines()[-1])["first_call"])
     return out
 

@@ -1,7 +1,7 @@
 """Differential fuzzing of the kernel compiler.
 
-Random programs (DAGs of 1-30 elementwise, movement (pad and concatenate included) and
-(integer) reduction primitives over
+Random programs (DAGs of 1-30 elementwise, movement (pad and concatenate included),
+(integer) reduction, argmax/argmin, iota, gather, dynamic_slice and scatter primitives over
 broadcastable shapes with size-0 and size-1 axes, transposed, reversed and
 strided views, all 13 dtypes) run three ways: compiled to C kernels under
 jit, under jit with the compiler off (`RUNE_CC=none`: NumPy stretches) and
@@ -46,7 +46,7 @@ BINARY = {"f": ("add", "sub", "mul", "div", "floordiv", "rem", "max", "min") + C
                 "shift_left", "shift_right") + COMPARE,
           "b": ("and", "or", "xor", "max", "min") + COMPARE}
 KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose", "rev", "slice",
-         "broadcast", "reshape", "reduce", "pad", "concat")
+         "broadcast", "reshape", "reduce", "pad", "concat", "iota", "arg", "gather", "dslice", "scatter")
 # Integer and boolean reductions are exact in any order; float ones are checked
 # within a bound in test_compiler.py (the summation order differs from NumPy's).
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -137,9 +137,41 @@ def _step(ch, shapes, dtypes):
             if dst.kind in "iu" and dst.itemsize == 4 and dst.kind == "u":
                 return None  # eager's own scalar and SIMD loops disagree out of range (test_compiler)
         return ("convert", "convert", (i,), {"dtype": dst})
+    if kind == "iota":
+        if not shape or dtype == BOOL:
+            return None
+        start = ch.integer(-3, 3) if dtype.kind != "u" else ch.integer(0, 3)
+        return ("iota", "iota", (i,), {"dimension": ch.integer(0, len(shape) - 1), "start": start})
     if not shape:
         return None
     nd = len(shape)
+    if kind == "arg":
+        axis = ch.integer(0, nd - 1)
+        if shape[axis] == 0:
+            return None
+        return ("move", ch.pick(("argmax", "argmin")), (i,),
+                {"axis": axis, "index_dtype": ch.pick((np.dtype("int32"), np.dtype("int64")))})
+    if kind in ("gather", "scatter"):
+        axis = ch.integer(0, nd - 1)
+        n = shape[axis]
+        if n == 0:
+            return None
+        ishape = ch.pick(((), (2,), (3,), (2, 2)))
+        idx = tuple(ch.integer(-n - 2, n + 2) for _ in range(int(np.prod(ishape))))
+        params = {"axis": axis, "idx": idx, "ishape": ishape}
+        if kind == "gather":
+            return ("gather", "gather", (i,), params)
+        ushape = shape[:axis] + ishape + shape[axis + 1:]
+        fits = [j for j in range(len(shapes)) if _broadcasts(ushape, shapes[j])
+                and broadcast_shapes("t", ushape, shapes[j]) == ushape]
+        if not fits:
+            return None
+        mode = ch.pick(("set", "add", "min", "max"))
+        return ("scatter", "scatter", (i, ch.pick(fits)), dict(params, mode=mode, ushape=ushape))
+    if kind == "dslice":
+        sizes = tuple(ch.integer(0, d) for d in shape)
+        starts = tuple(ch.integer(-d - 1, d + 1) for d in shape)
+        return ("dslice", "dynamic_slice", (i,), {"sizes": sizes, "starts": starts})
     if kind == "concat":
         axis = ch.integer(0, nd - 1)
         fits = [j for j in range(len(shapes)) if len(shapes[j]) == nd
@@ -193,6 +225,13 @@ def _broadcasts(a, b):
 
 def _abstract(step, shapes, dtypes):
     kind, name, ins, params = step
+    if kind in ("iota", "scatter"):
+        return shapes[ins[0]], dtypes[ins[0]]
+    if kind == "dslice":
+        return params["sizes"], dtypes[ins[0]]
+    if kind == "gather":
+        shape, axis = shapes[ins[0]], params["axis"]
+        return shape[:axis] + params["ishape"] + shape[axis + 1:], dtypes[ins[0]]
     if kind == "pad":
         return tuple(d + lo + hi for d, (lo, hi) in zip(shapes[ins[0]], params["config"])), dtypes[ins[0]]
     if kind == "concat":
@@ -232,6 +271,25 @@ def program_fn(steps, outs):
                     args[2] = _cast(args[2], args[1].dtype)
             if kind == "concat":
                 args = [args[0]] + [_cast(a, args[0].dtype) if a.dtype != args[0].dtype else a for a in args[1:]]
+            if kind == "iota":   # added to its operand, so the iota is read in the operand's kernel
+                dt = args[0].dtype
+                io = bind(P["iota"], np.asarray(params["start"], dt), shape=args[0].shape,
+                          dimension=params["dimension"], device=None)
+                vals.append(bind(P["add"], args[0], io))
+                continue
+            if kind in ("gather", "scatter"):   # constant indices, some out of range
+                idx = nx.asarray(np.array(params["idx"], np.int32).reshape(params["ishape"]))
+                if kind == "gather":
+                    vals.append(bind(P["gather"], args[0], idx, axis=params["axis"]))
+                else:
+                    upd = args[1] if args[1].dtype == args[0].dtype else _cast(args[1], args[0].dtype)
+                    upd = bind(P["broadcast_to"], upd, shape=params["ushape"])
+                    vals.append(bind(P["scatter"], args[0], idx, upd, axis=params["axis"], mode=params["mode"]))
+                continue
+            if kind == "dslice":
+                starts = [nx.asarray(np.int32(s)) for s in params["starts"]]
+                vals.append(bind(P["dynamic_slice"], args[0], *starts, sizes=params["sizes"]))
+                continue
             if kind == "pad":  # the padding value is a captured constant of the operand's dtype
                 value = nx.asarray(np.array(params["value"], args[0].dtype))
                 vals.append(bind(P["pad"], args[0], value, config=params["config"]))

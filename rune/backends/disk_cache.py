@@ -12,7 +12,6 @@ a miss. `RUNE_CACHE=0` reads and writes nothing.
 import hashlib
 import json
 import os
-import tempfile
 
 ABI_VERSION = "rune-kernels-1"  # bump when the calling convention of compiled units changes
 
@@ -51,6 +50,25 @@ def lookup(k):
     return path, entry["symbol"]
 
 
+def read_note(name):
+    """The bytes of a small note kept beside the kernels (None when absent or off)."""
+    if not enabled():
+        return None
+    try:
+        with open(os.path.join(directory(), name)) as f:
+            return f.read().encode()
+    except (OSError, ValueError):
+        return None
+
+
+def write_note(name, data):
+    """Keep a small note (e.g. a compiler's version line) for later processes."""
+    if not enabled():
+        return
+    os.makedirs(directory(), exist_ok=True)
+    _atomic_write(os.path.join(directory(), name), data)
+
+
 def store_library(data):
     """Put a compiled library's bytes in the cache; returns its path (None when off)."""
     if not enabled():
@@ -71,6 +89,7 @@ def store_entry(k, lib_path, digest, symbol):
 
 
 def _atomic_write(path, data):
+    import tempfile   # only writers pay for it
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -19,7 +19,14 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
 - a small elementwise tree read by a later kernel over the same index space is
   recomputed there rather than stored and loaded back;
 - a value is stored only where it leaves the run, is read by another kernel
-  (and is not recomputed), or is moved.
+  (and is not recomputed), or is moved;
+- `iota` is the point's index (an `index` node), `random_bits` an inline
+  Threefry over it; `gather` and `dynamic_slice` are loads whose address adds
+  the runtime index (loaded in the kernel, clamped as the eager backend does);
+- `scatter` and `dynamic_update_slice` copy their operand into a fresh buffer
+  and update it in a kernel of their own (serial for scatter, so repeated
+  indices combine in NumPy's order); `dot_general` is a library call
+  (`lower.py` makes it a step of its own; its epilogue starts the next run).
 
 Kernels only read what earlier kernels stored, so running them in creation
 order is correct.
@@ -37,7 +44,7 @@ ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
 PRIM_CLASS = {
     **dict.fromkeys(RULES, ELEMENTWISE),
     **dict.fromkeys(("broadcast_to", "reshape", "transpose", "slice", "rev", "pad",
-                     "concatenate", "full"), MOVEMENT),
+                     "concatenate", "full", "iota"), MOVEMENT),
     **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
                      "argmin"), REDUCE),
     "dot_general": LIBRARY,
@@ -47,8 +54,8 @@ PRIM_CLASS = {
 
 # Movement ops lowered as index arithmetic on loads.
 _VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad", "concatenate", "full")
-# Reductions lowered today (argmax/argmin still run on NumPy).
-_REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
+_REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin")
+_COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 
 DTYPES = frozenset(CStyle._CTYPES)
 _RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loaded back
@@ -66,6 +73,8 @@ def lowerable(eqn, ins=None, constants=None):
     """Whether the compiler lowers this equation (its dtypes and params included);
     `ins` (its input slots) and `constants` (slot -> value) tell constant operands."""
     kind = PRIM_CLASS.get(eqn.prim.name)
+    if kind == LIBRARY:
+        return True   # the backend's library function, whatever the dtype
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
     if any(a.dtype.name not in DTYPES for a in avals):
         return False
@@ -73,17 +82,64 @@ def lowerable(eqn, ins=None, constants=None):
         node = Node(eqn.prim.name, eqn.outputs[0].aval.dtype, [_Probe(a.aval.dtype) for a in eqn.inputs],
                     eqn.params)
         names = [f"a{k}" for k in range(len(eqn.inputs))]
-        return RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is not None
-    if kind == REDUCE:
-        if eqn.prim.name not in _REDUCE_OPS or not eqn.params["axes"]:
+        if RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is None:
             return False
+        check = _OPERAND_CHECKS.get(eqn.prim.name)
+        return check is None or check(eqn, _known(eqn, ins, constants))
+    if kind == REDUCE:
+        if eqn.prim.name not in _REDUCE_OPS:
+            return False
+        axes = eqn.params["axes"] if "axes" in eqn.params else (eqn.params["axis"],)
         shape = eqn.inputs[0].aval.shape
-        # max/min of nothing is an error eager raises: leave it to eager's path
-        return eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in eqn.params["axes"])
+        # max/min (and argmax/argmin) of nothing is an error eager raises: leave it to eager's path
+        return bool(axes) and (eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in axes))
+    if eqn.prim.name in _INDEXED_CHECKS:
+        return _INDEXED_CHECKS[eqn.prim.name](eqn)
     if eqn.prim.name == "pad":   # a constant padding value becomes the loads' fill
         return type(eqn.inputs[1]) is Literal or (
             ins is not None and ins[1] in constants and np.ndim(constants[ins[1]]) == 0)
     return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
+
+
+def _known(eqn, ins, constants):
+    """The operands' values where known when planning (literals, plan constants), else None."""
+    out = []
+    for k, a in enumerate(eqn.inputs):
+        if type(a) is Literal:
+            out.append(np.asarray(a.value))
+        elif ins is not None and constants is not None and ins[k] in constants:
+            out.append(np.asarray(constants[ins[k]]))
+        else:
+            out.append(None)
+    return out
+
+
+def _integer_pow(eqn, known):
+    """Integer powers only with an exponent known to be non-negative: NumPy raises on a
+    negative one, which a kernel cannot, so any other stays on eager's path."""
+    if eqn.outputs[0].aval.dtype.kind not in "iu":
+        return True
+    e = known[1]
+    return e is not None and e.dtype.kind in "iub" and bool((e >= 0).all())
+
+
+_OPERAND_CHECKS = {"pow": _integer_pow}
+
+
+def _int_index(aval):
+    return aval.dtype.kind in "iu"
+
+
+_INDEXED_CHECKS = {
+    # an empty axis has nothing to clamp into: eager raises (gather) or drops every update
+    "gather": lambda e: e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval),
+    "scatter": lambda e: (e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval)
+                          and e.params["mode"] in ("set",) + tuple(_COMBINE)),
+    "dynamic_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[1:]),
+    "dynamic_update_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[2:]),
+    "random_bits": lambda e: e.params["width"] in (8, 16, 32, 64),
+    "iota": lambda e: e.outputs[0].aval.dtype.kind != "b",
+}
 
 
 # ---------------------------------------------------------------- values during fusion
@@ -231,11 +287,11 @@ class _Fuser:
     def recompute(self, kernel, v):
         """`v`'s elementwise tree cloned into `kernel` (same index space), instead of
         storing it and loading it back: a small tree is cheaper to recompute than a
-        round trip through memory (softmax's exp then needs no buffer). None when
-        `v` is a reduction's value, over another index space, large, or reads a
-        buffer `kernel` runs before."""
+        round trip through memory (softmax's exp then needs no buffer); a 0-d tree
+        is recomputed in any kernel. None when `v` is a reduction's value, over
+        another index space, large, or reads a buffer `kernel` runs before."""
         src = v.kernel
-        if src.reduce_shape or src.shape != kernel.shape:
+        if src.reduce_shape or src.serial or src.shape not in (kernel.shape, ()):
             return None
         pos = self.unit.kernels.index(kernel)
         seen, stack = set(), [v.node]
@@ -246,27 +302,38 @@ class _Fuser:
             seen.add(id(n))
             if type(n) is Node:
                 stack.extend(n.args)
-            elif type(n) is Load and self.unit.producer.get(n.buffer.index, -1) >= pos:
-                return None
+            elif type(n) is Load:
+                if self.unit.producer.get(n.buffer.index, -1) >= pos:
+                    return None
+                stack.extend(d[0] for d in n.dynamic)
             if len(seen) > _RECOMPUTE_LIMIT:
                 return None
 
-        return self.clone_tree(kernel, v.node,
-                               lambda a: kernel.load(a.buffer, a.strides, a.offset, guard=a.guard, fill=a.fill))
+        if src.shape == kernel.shape:
+            return self.clone_tree(kernel, v.node, lambda strides: strides)
+        # a 0-d value (a constant folded from others, a scalar parameter's function) is the same everywhere
+        return self.clone_tree(kernel, v.node, lambda strides: (0,) * len(kernel.shape))
 
-    def clone_tree(self, kernel, node, load):
+    def clone_tree(self, kernel, node, place, inner=False):
         """`node`'s elementwise tree rebuilt in `kernel`, each node once per kernel;
-        `load(a)` reads the tree's Load `a` there."""
+        `place(strides)` maps per-axis strides of the tree's loads and index nodes
+        to `kernel`'s axes."""
         def clone(a):
             if type(a) is Node:
                 key = (id(kernel), id(a))
                 c = self.clones.get(key)
                 if c is None:
-                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], a.params)
+                    params = a.params
+                    if a.op == "index":
+                        params = dict(params, strides=tuple(place(params["strides"])))
+                    c = self.clones[key] = kernel.node(a.op, a.dtype, [clone(b) for b in a.args], params)
                 return c
             if type(a) is Const:
                 return a
-            return load(a)
+            g = a.guard or (None,) * len(a.strides)
+            dynamic = [(clone(v), st, n, hi) for v, st, n, hi in a.dynamic]
+            return kernel.load(a.buffer, place(a.strides), a.offset, inner=inner,
+                               guard=place(g), fill=a.fill, dynamic=dynamic)
 
         return clone(node)
 
@@ -281,6 +348,8 @@ class _Fuser:
             result = self.reduce(eqn, args[0])
         elif name == "concatenate":
             result = self.concatenate(args, eqn.outputs[0].aval, eqn.params["axis"])
+        elif name in _INDEXED:
+            result = _INDEXED[name](self, eqn, *args)
         elif name in _MOVES_WITH_VALUE:
             result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
         else:
@@ -303,7 +372,7 @@ class _Fuser:
                 needs.append(self.unit.producer[a.buffer.index])
         for pos in range(len(kernels) - 1, -1, -1):
             k = kernels[pos]
-            if k.shape != tuple(shape):
+            if k.shape != tuple(shape) or k.closed:
                 continue
             ok = all(p < pos for p in needs)
             for a in args:
@@ -315,7 +384,8 @@ class _Fuser:
         return self.unit.kernel(shape)
 
     def reduce(self, eqn, x):
-        axes = tuple(sorted(eqn.params["axes"]))
+        p = eqn.params
+        axes = tuple(sorted(p["axes"])) if "axes" in p else (p["axis"],)
         in_shape = eqn.inputs[0].aval.shape
         order = [a for a in range(len(in_shape)) if a not in axes] + list(axes)
         if type(x) is Expr and x.kernel.reduce_shape:
@@ -335,7 +405,8 @@ class _Fuser:
         for n in kernel.nodes:  # the same reduction of the same value: one accumulator
             if n.op == eqn.prim.name and n.args[0] is arg:
                 return Expr(kernel, n)
-        return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg]))
+        params = {"index_dtype": p["index_dtype"]} if "index_dtype" in p else None
+        return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg], params))
 
     def concatenate(self, parts, aval, axis):
         """Each part read through a load guarded to its range along `axis` (outside it
@@ -365,6 +436,29 @@ class _Fuser:
             acc = kernel.node("stop_gradient", aval.dtype, [acc])  # an Expr is a node
         return Expr(kernel, acc)
 
+    def readable(self, v):
+        """`v` as a View without padding (copied when padded), or a Scalar as it is."""
+        if type(v) is Scalar:
+            return v
+        v = self.materialise(v)
+        return self.copy(v, "tmp") if v.guard else v
+
+    def index_value(self, kernel, v, strides):
+        """A runtime index operand in `kernel`: its constant, or a load of it through
+        `strides` (per kernel axis); a computed index is stored first."""
+        v = self.readable(v)
+        if type(v) is Scalar:
+            return v.const
+        return kernel.load(v.buffer, strides, v.offset)
+
+    def copy_into(self, v, buffer):
+        """A kernel (or a store in `v`'s own) writing `v` into `buffer`, contiguous."""
+        if type(v) is Expr and not v.kernel.closed:
+            v.kernel.store(buffer, v.node)
+            return
+        k = self.unit.kernel(buffer.shape)
+        k.store(buffer, self.operand(k, v))
+
     def producers(self, v):
         """Positions of the kernels storing what `v` reads."""
         prod = self.unit.producer
@@ -383,21 +477,22 @@ class _Fuser:
             g = x.guards()
             return kernel.load(x.buffer, [strides[a] for a in order], x.offset, inner=True,
                                guard=[g[a] for a in order], fill=x.fill)
-
-        def load(a):
-            g = a.guard or (None,) * len(a.strides)
-            return kernel.load(a.buffer, [a.strides[k] for k in order], a.offset, inner=True,
-                               guard=[g[k] for k in order], fill=a.fill)
-
-        return self.clone_tree(kernel, x.node, load)
+        return self.clone_tree(kernel, x.node, lambda seq: [seq[k] for k in order], inner=True)
 
     def output(self, slot):
+        """`slot`'s value in a buffer of its own, a fresh array each call."""
         v = self.values[slot]
+        taken = {b.index for b, _ in self.unit.outputs}
         if type(v) is Expr:
             view = self.materialise(v, "out")
-            view.buffer.role = "out"
+        elif (type(v) is View and v.buffer.role == "tmp" and v.shape == v.buffer.shape
+              and v.offset == 0 and not v.guard and v.contiguous()):
+            view = v                      # a whole buffer written here (scatter): handed out as it is
         else:
-            view = self.copy(v, "out")
+            view = None
+        if view is None or view.buffer.index in taken:   # two outputs never share a buffer
+            view = self.copy(view or v, "out")
+        view.buffer.role = "out"
         self.unit.outputs.append((view.buffer, slot))
 
 
@@ -485,3 +580,134 @@ def _full(f, v, out_shape, *, shape, device):
 _MOVES = {"broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
           "slice": _slice, "rev": _rev, "full": _full}
 _MOVES_WITH_VALUE = {"pad": _pad}
+
+
+# ---------------------------------------------------------------- index arithmetic and indexed ops
+
+def _iota(f, eqn, start):
+    """The index along `dimension` (an `index` node), plus `start` unless it is 0."""
+    aval = eqn.outputs[0].aval
+    strides = [0] * len(aval.shape)
+    strides[eqn.params["dimension"]] = 1
+    kernel = f.target(aval.shape, [start])
+    index = kernel.node("index", np.dtype("int64"), [], {"strides": tuple(strides)})
+    node = kernel.node("convert", aval.dtype, [index])
+    if not (type(start) is Scalar and start.const.value == 0):
+        node = kernel.node("add", aval.dtype, [node, f.operand(kernel, start)])
+    return Expr(kernel, node)
+
+
+def _random_bits(f, eqn, key):
+    """Threefry of each point's flat index within `shape` under its key (a batch of
+    keys: one per leading index), computed where the bits are used."""
+    aval = eqn.outputs[0].aval
+    key = f.readable(key)
+    if type(key) is Scalar:
+        key = f.copy(key, "tmp")   # a constant key: its two words read from a buffer
+    nb = len(key.shape) - 1
+    tail = len(aval.shape) - nb
+    kernel = f.target(aval.shape, [key])
+    strides = [0 if d == 1 else s for s, d in zip(key.strides[:-1], key.shape[:-1])] + [0] * tail
+    k0 = kernel.load(key.buffer, strides, key.offset)
+    k1 = kernel.load(key.buffer, strides, key.offset + key.strides[-1])
+    counter = kernel.node("index", np.dtype("int64"), [],
+                          {"strides": (0,) * nb + contiguous_strides(aval.shape[nb:])})
+    return Expr(kernel, kernel.node("random_bits", aval.dtype, [k0, k1, counter],
+                                    {"width": eqn.params["width"]}))
+
+
+def _gather(f, eqn, x, idx):
+    """x read at the loaded (clamped) index along `axis`: one load, no copy."""
+    aval, axis = eqn.outputs[0].aval, eqn.params["axis"]
+    if type(x) is Scalar:
+        return Scalar(x.const, aval.shape)   # every index reads the same value
+    x, idx = f.readable(x), f.readable(idx)
+    ni, n = len(eqn.inputs[1].aval.shape), eqn.inputs[0].aval.shape[axis]
+    kernel = f.target(aval.shape, [x, idx])
+    where = [0] * axis + ([0 if d == 1 else s for s, d in zip(idx.strides, idx.shape)]
+                          if type(idx) is View else [0] * ni) + [0] * (len(x.shape) - axis - 1)
+    index = f.index_value(kernel, idx, where)
+    xs = [0 if d == 1 else s for s, d in zip(x.strides, x.shape)]
+    load = kernel.load(x.buffer, xs[:axis] + [0] * ni + xs[axis + 1:], x.offset,
+                       dynamic=[(index, x.strides[axis], n, n - 1)])
+    return Expr(kernel, kernel.node("stop_gradient", aval.dtype, [load]))
+
+
+def _window(f, kernel, starts, shape, sizes, strides, offset):
+    """Clamped window starts as address terms: constants folded into the offset."""
+    dynamic = []
+    for s, d, z, st in zip(starts, shape, sizes, strides):
+        v = f.index_value(kernel, s, [0] * len(kernel.shape))
+        if type(v) is Const:
+            i = int(v.value)
+            offset += st * min(max(i + d if i < 0 else i, 0), d - z)
+        else:
+            dynamic.append((v, st, d, d - z))
+    return offset, dynamic
+
+
+def _dynamic_slice(f, eqn, x, *starts):
+    """A window of x at runtime starts: loads offset by the clamped starts."""
+    aval = eqn.outputs[0].aval
+    if type(x) is Scalar:
+        return Scalar(x.const, aval.shape)
+    x, starts = f.readable(x), [f.readable(s) for s in starts]
+    kernel = f.target(aval.shape, [x, *starts])
+    shape = eqn.inputs[0].aval.shape
+    offset, dynamic = _window(f, kernel, starts, shape, aval.shape, x.strides, x.offset)
+    xs = [0 if d == 1 else s for s, d in zip(x.strides, x.shape)]
+    load = kernel.load(x.buffer, xs, offset, dynamic=dynamic)
+    return Expr(kernel, kernel.node("stop_gradient", aval.dtype, [load]))
+
+
+def _updated_copy(f, x, aval, update_shape):
+    """A fresh buffer holding x, and a kernel of its own over `update_shape` that
+    will update it in place."""
+    out = f.unit.buffer(aval.dtype, aval.shape, "tmp")
+    f.copy_into(x, out)
+    kernel = f.unit.kernel(update_shape)
+    kernel.closed = True
+    return out, kernel
+
+
+def _finish(f, out, kernel):
+    f.unit.producer[out.index] = f.unit.kernels.index(kernel)
+    return View(out, out.shape, contiguous_strides(out.shape), 0)
+
+
+def _dynamic_update_slice(f, eqn, x, update, *starts):
+    aval = eqn.outputs[0].aval
+    ushape = eqn.inputs[1].aval.shape
+    starts = [f.readable(s) for s in starts]   # stored (if computed) before the update kernel
+    out, kernel = _updated_copy(f, x, aval, ushape)
+    cs = contiguous_strides(aval.shape)
+    offset, dynamic = _window(f, kernel, starts, aval.shape, ushape, cs, 0)
+    kernel.store(out, f.operand(kernel, update), cs, offset, dynamic)
+    return _finish(f, out, kernel)
+
+
+def _scatter(f, eqn, x, idx, updates):
+    """Each update written (or combined) at its index along `axis`, in order; an
+    index outside the axis drops its update (negative ones count from the end)."""
+    aval, axis, mode = eqn.outputs[0].aval, eqn.params["axis"], eqn.params["mode"]
+    ushape = eqn.inputs[2].aval.shape
+    idx = f.readable(idx)   # stored (if computed) before the update kernel
+    out, kernel = _updated_copy(f, x, aval, ushape)
+    kernel.serial = True    # repeated indices: the last write wins, or every update combines in order
+    ni, n = len(eqn.inputs[1].aval.shape), aval.shape[axis]
+    where = [0] * axis + ([0 if d == 1 else s for s, d in zip(idx.strides, idx.shape)]
+                          if type(idx) is View else [0] * ni) + [0] * (len(aval.shape) - axis - 1)
+    index = f.index_value(kernel, idx, where)
+    cs = contiguous_strides(aval.shape)
+    at = list(cs[:axis]) + [0] * ni + list(cs[axis + 1:])
+    value = f.operand(kernel, updates)
+    if mode != "set":
+        current = kernel.load(out, at, 0, dynamic=[(index, cs[axis], n, n - 1)])
+        value = kernel.node(_COMBINE[mode], aval.dtype, [current, value])
+    kernel.store(out, value, at, 0, [(index, cs[axis], n, None)])
+    return _finish(f, out, kernel)
+
+
+_INDEXED = {"iota": _iota, "random_bits": _random_bits, "gather": _gather,
+            "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
+            "scatter": _scatter}

@@ -10,6 +10,29 @@ prologue (nodes over inner loads, whose strides cover the output axes then the
 reduced ones) into accumulators (`reduce_*` nodes); the epilogue (nodes over
 reduce results and outer loads) runs once per output point. Shapes are static. A renderer (C today,
 CUDA C next) turns a kernel into source; nothing here knows the target.
+
+Node kinds beyond the elementwise primitives (a second renderer implements these):
+
+- `index` (no args; params `strides`): the point's linear index
+  sum(i[a] * strides[a]) over the kernel's axes (outer then reduced ones), as
+  int64. `iota` is a convert of it; `random_bits` counts with it.
+- `random_bits` (args k0, k1 as uint32 and the counter as int64; params
+  `width`): Threefry-2x32 of the counter under the key (rune/backends/cpu/threefry.py),
+  y0 truncated to `width` bits, or (y0 << 32) | y1 for width 64.
+- `argmax` / `argmin` (a reduction, like `reduce_*`; params `index_dtype`):
+  the first index along the (single) reduced axis of the largest / smallest
+  value, a NaN counting as the extreme (the first NaN wins, as NumPy).
+
+A `Load` may add `dynamic` terms to its address: (value, stride, n, hi) adds
+stride * clamp(v < 0 ? v + n : v, 0, hi) for the runtime value v of `value`
+(a load of an index buffer, or a constant) -- gather and dynamic_slice read
+through these, the index clamped exactly as the eager backend clamps it.
+
+A `Store` writes the kernel's index space contiguously unless it has its own
+`strides`/`offset` and `dynamic` terms (the same tuples; hi None means an
+index out of [0, n) drops the store instead of clamping: scatter).
+A `serial` kernel (scatter) runs its points in order on one thread, so
+repeated indices combine in NumPy's order.
 """
 import math
 
@@ -32,18 +55,20 @@ class Load:
     """A read of `buffer` at offset + sum(index[a] * strides[a]). With a `guard`
     (per axis a (lo, hi) range or None), points outside it read `fill` instead
     (padding) and the buffer is not touched there."""
-    __slots__ = ("buffer", "strides", "offset", "dtype", "inner", "guard", "fill")
+    __slots__ = ("buffer", "strides", "offset", "dtype", "inner", "guard", "fill", "dynamic")
 
-    def __init__(self, buffer, strides, offset, inner=False, guard=None, fill=None):
+    def __init__(self, buffer, strides, offset, inner=False, guard=None, fill=None, dynamic=()):
         self.buffer, self.strides, self.offset = buffer, tuple(strides), offset
         self.dtype = buffer.dtype
         self.inner = inner  # read inside a reduction's inner loop
         self.guard = None if guard is None or not any(guard) else tuple(guard)
         self.fill = fill
+        self.dynamic = tuple(dynamic)  # ((value, stride, n, hi), ...): runtime index terms
 
     def __repr__(self):
         guard = f", inside {self.guard} else {self.fill!r}" if self.guard else ""
-        return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}{guard}]"
+        dyn = "".join(f" + {s}*clamp({v!r}, n={n}, hi={hi})" for v, s, n, hi in self.dynamic)
+        return f"load b{self.buffer.index}[strides {self.strides}, offset {self.offset}{dyn}{guard}]"
 
 
 class Const:
@@ -65,10 +90,14 @@ class Node:
 
 
 class Store:
-    __slots__ = ("buffer", "value")
+    """`value` written to `buffer`: at the point's contiguous position, or (with
+    `strides`) at offset + sum(i[a] * strides[a]) plus the `dynamic` terms."""
+    __slots__ = ("buffer", "value", "strides", "offset", "dynamic")
 
-    def __init__(self, buffer, value):
+    def __init__(self, buffer, value, strides=None, offset=0, dynamic=()):
         self.buffer, self.value = buffer, value
+        self.strides = None if strides is None else tuple(strides)
+        self.offset, self.dynamic = offset, tuple(dynamic)
 
 
 def contiguous_strides(shape):
@@ -89,6 +118,8 @@ class Kernel:
         self.shape = tuple(shape)
         self.reduce_shape = tuple(reduce_shape)
         self.reduce_key = None  # (input shape, axes) of the reductions, for siblings
+        self.serial = False     # points run in order on one thread (scatter)
+        self.closed = False     # no further op joins it (scatter, dynamic_update_slice)
         self.loads = []
         self.nodes = []
         self.stores = []
@@ -98,11 +129,13 @@ class Kernel:
     def size(self):
         return math.prod(self.shape)
 
-    def load(self, buffer, strides, offset, inner=False, guard=None, fill=None):
-        new = Load(buffer, strides, offset, inner, guard, fill)
+    def load(self, buffer, strides, offset, inner=False, guard=None, fill=None, dynamic=()):
+        new = Load(buffer, strides, offset, inner, guard, fill, dynamic)
         for ld in self.loads:  # one load per distinct access
             if (ld.buffer is buffer and ld.strides == new.strides and ld.offset == offset
                     and ld.inner == inner and ld.guard == new.guard
+                    and len(ld.dynamic) == len(new.dynamic)
+                    and all(a[0] is b[0] and a[1:] == b[1:] for a, b in zip(ld.dynamic, new.dynamic))
                     and (ld.fill is None) == (fill is None)
                     and (fill is None or repr(ld.fill.value) == repr(fill.value))):
                 return ld
@@ -115,12 +148,13 @@ class Kernel:
         self.nodes.append(n)
         return n
 
-    def store(self, buffer, value):
-        self.stores.append(Store(buffer, value))
+    def store(self, buffer, value, strides=None, offset=0, dynamic=()):
+        self.stores.append(Store(buffer, value, strides, offset, dynamic))
 
     def live_nodes(self):
         """The nodes the stores need, in evaluation order."""
         need, stack = set(), [s.value for s in self.stores]
+        stack += [d[0] for s in self.stores for d in s.dynamic]
         while stack:
             n = stack.pop()
             if type(n) is Node and id(n) not in need:
@@ -139,6 +173,9 @@ class Kernel:
                   for ld in self.loads]
         spans += [max(abs(lo), abs(hi)) for ld in self.loads for g in (ld.guard or ()) if g
                   for lo, hi in [g]]
+        spans += [sum(abs(s) * max(d - 1, 0) for s, d in zip(n.params["strides"], full))
+                  for n in self.nodes if n.op == "index"]
+        spans += [math.prod(s.buffer.shape) for s in self.stores]
         return 32 if max(spans, default=0) <= limit else 64
 
     def __repr__(self):
@@ -156,5 +193,7 @@ class Kernel:
             params = "".join(f" {k}={v}" for k, v in n.params.items())
             lines.append(f"  %{k}:{n.dtype.name} = {n.op}{params} {', '.join(map(name, n.args))}")
         for s in self.stores:
-            lines.append(f"  store b{s.buffer.index} <- {name(s.value)}")
+            at = "" if s.strides is None else f"[strides {s.strides}, offset {s.offset}" + "".join(
+                f" + {st}*{'drop' if hi is None else 'clamp'}({name(v)}, n={n})" for v, st, n, hi in s.dynamic) + "]"
+            lines.append(f"  store b{s.buffer.index}{at} <- {name(s.value)}")
         return "\n".join(lines)

@@ -3,8 +3,11 @@
 A stretch on the host is split into runs of equations the compiler lowers
 (`fuse.lowerable`) and runs it does not; each lowered run becomes one
 `CompiledStretch` (one shared library entry: its kernels and a driver), the
-others stay NumPy `Stretch`es, with the same results. Without a C compiler
-(none found, or `RUNE_CC=none`) every stretch stays NumPy.
+others stay NumPy `Stretch`es, with the same results. A library primitive
+(`dot_general`: BLAS through NumPy, the backend's `library` table) is a
+`LibraryCall` step between compiled runs, so its elementwise epilogue starts
+the next kernel. Without a C compiler (none found, or `RUNE_CC=none`) every
+stretch stays NumPy.
 
 Compilation is deferred to a stretch's first run, or done for everything
 pending at once by `compile_pending()` (a test suite or a program building
@@ -53,6 +56,8 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
     runs, current, flag = [], [], None
     for op in ops:
         ok = fuse.lowerable(op[0], op[1], constants)
+        if ok and fuse.PRIM_CLASS.get(op[0].prim.name) == fuse.LIBRARY:
+            ok = "library" if op[0].prim.name in _HOST.library else False
         if current and ok != flag:
             runs.append((flag, current))
             current = []
@@ -60,10 +65,17 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         flag = ok
     if current:
         runs.append((flag, current))
+    runs = [part for ok, run in runs for part in (_split_views(run) if ok is True else [(ok, run)])]
     steps = []
     for k, (ok, run) in enumerate(runs):
         if not ok:
             steps.append(numpy_stretch(run))
+            continue
+        if ok == "library":
+            steps.extend(LibraryCall(*op, _HOST.library[op[0].prim.name]) for op in run)
+            continue
+        if ok == "views":
+            steps.append(ViewStep(numpy_stretch(run)))
             continue
         produced = {s for _, _, outs in run for s in outs}
         later = set(live_out)
@@ -72,6 +84,31 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         unit = fuse.fuse(run, constants, produced & later, avals)
         steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
     return steps
+
+
+# Movement NumPy does as a view: free there, a strided copy in a kernel.
+_FREE_VIEWS = frozenset({"transpose", "reshape", "broadcast_to", "slice", "rev"})
+
+
+def _split_views(run):
+    """A lowered run as [(True, computing ops), ("views", movement read by nothing in it)].
+
+    A transpose or reshape whose result only leaves the run (an output, or the
+    operand of a matmul after it) would be a copy in a kernel but is a view in
+    NumPy (and BLAS reads transposed operands in place): it runs after the
+    kernels as a NumPy view."""
+    kept, peeled = list(run), []
+    changed = True
+    while changed:
+        changed = False
+        reads = {s for _, ins, _ in kept for s in ins}
+        for op in reversed(kept):
+            if op[0].prim.name in _FREE_VIEWS and not set(op[2]) & reads:
+                kept.remove(op)
+                peeled.insert(0, op)
+                changed = True
+                break
+    return [part for part in ((True, kept), ("views", peeled)) if part[1]]
 
 
 def compile_pending():
@@ -87,6 +124,35 @@ def compile_pending():
             s._fn = fn
             _PENDING.discard(s)
     return len(todo)
+
+
+class ViewStep:
+    """Movement ops run as NumPy views after a compiled run (no copy, no kernel)."""
+
+    def __init__(self, stretch):
+        self.stretch, self.eqns = stretch, stretch.eqns
+
+    def run(self, env):
+        self.stretch._run(env)   # views cost no kernel launch
+
+    def describe(self):
+        return "views " + self.stretch.describe()
+
+
+class LibraryCall:
+    """One primitive run by the backend's library function (BLAS through NumPy)."""
+
+    def __init__(self, eqn, ins, outs, fn):
+        self.eqns = [eqn]
+        self.fn, self.params = fn, eqn.params
+        self.ins, self.out = ins, outs[0]
+
+    def run(self, env):
+        env[self.out] = self.fn(*[env[i] for i in self.ins], **self.params)
+        COUNTERS["kernels_launched"] += 1
+
+    def describe(self):
+        return f"library call {self.eqns[0].prim.name} ({self.fn.__module__}.{self.fn.__name__})"
 
 
 class CompiledStretch:

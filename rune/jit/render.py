@@ -93,7 +93,22 @@ def _helper(prefix, kinds):
 
 
 def _pow(r, node, a, dts):
-    return f"{r.math('pow', node.dtype)}({a[0]}, {a[1]})" if _is_float(node.dtype) else None
+    k = _kind(node.dtype)
+    if k in "iu":   # exponents are known non-negative (fuse.lowerable): NumPy raises on negative ones
+        return f"(({r.ctype(node.dtype)})rn_powu64((uint64_t)({a[0]}), (uint64_t)({a[1]})))"
+    return f"{r.math('pow', node.dtype)}({a[0]}, {a[1]})" if k in "hf" else None
+
+
+def _index(r, node, a, dts):
+    return f"((int64_t)({r.index_of(node)}))"
+
+
+def _random_bits(r, node, a, dts):
+    """Threefry-2x32 of the counter: y0's low bits, or y0:y1 for 64-bit draws."""
+    bits = f"rn_threefry({a[0]}, {a[1]}, (uint64_t)({a[2]}))"
+    if node.params["width"] == 64:
+        return bits
+    return f"(({r.ctype(node.dtype)})({bits} >> 32))"
 
 
 def _extremum(cmp):
@@ -257,6 +272,7 @@ RULES = {
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
     "gt": _compare(">"), "ge": _compare(">="),
     "select": _select, "convert": _convert,
+    "index": _index, "random_bits": _random_bits,
 }
 
 # Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
@@ -305,15 +321,23 @@ REDUCERS = {
     "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
 }
 
+# Arg reductions: the comparison that makes a later value the new extreme. The
+# first extreme wins (strict comparison); a NaN beats everything but an earlier NaN.
+ARG_REDUCERS = {"argmax": ">", "argmin": "<"}
+REDUCE_NODES = frozenset(REDUCERS) | frozenset(ARG_REDUCERS)
+
 # Results that are already values of their (16-bit float) dtype: no rounding needed.
 _EXACT = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "floor", "ceil",
-                    "round", "sign"})
+                    "round", "sign", "random_bits", "index"})
 
 
 class CStyle:
     """What every C-like target shares: types, constants, expressions, the unit layout."""
 
     target = None
+    # id(index node) -> its C expression, filled by the dialect's loop form while
+    # one kernel renders (the index variables are the dialect's)
+    _index_exprs = {}
     _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
@@ -394,9 +418,9 @@ class CStyle:
         def arg(a):
             return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
 
-        for ld in loads:
+        for ld in sorted(loads, key=lambda ld: bool(ld.dynamic)):  # index loads first
             names[id(ld)] = f"l{kernel.loads.index(ld)}"
-            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}]")
+            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}{self.dynamic(ld.dynamic, arg)}]")
             if ld.guard:  # padding: the buffer is only read inside the guard
                 value = f"({guard(ld)}) ? {value} : {self.const(ld.fill, ld.dtype)}"
             lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
@@ -406,18 +430,43 @@ class CStyle:
             lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
         return lines
 
+    def dynamic(self, terms, arg):
+        """The runtime part of an address: each index clamped as the eager backend clamps it."""
+        return "".join(f" + (int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})"
+                       for v, st, n, hi in terms if hi is not None)
+
     def stores(self, kernel, names, index):
+        """`index(store)`: the static part of a store's position (a string: the same
+        contiguous position for every store)."""
+        if not callable(index):
+            index = (lambda text: lambda s: text)(index)
+
+        def arg(a):
+            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+
         lines = []
         for s in kernel.stores:
             v = s.value
             val = names[id(v)] if type(v) is not Const else self.const(v, s.buffer.dtype)
-            lines.append(f"p{s.buffer.index}[{index}] = {self.stored(s.buffer.dtype, val)};")
+            line = f"p{s.buffer.index}[{index(s)}{self.dynamic(s.dynamic, arg)}"
+            drops = [(v, st, n) for v, st, n, hi in s.dynamic if hi is None]
+            if drops:  # scatter: an index outside [0, n) (negative ones count from the end) drops the write
+                pos = [f"rn_from_end((int64_t)({arg(v)}), {n})" for v, st, n in drops]
+                line += "".join(f" + (int64_t){st} * {p}" for (v, st, n), p in zip(drops, pos))
+                cond = " && ".join(f"(uint64_t){p} < {n}u" for (v, st, n), p in zip(drops, pos))
+                lines.append(f"if ({cond}) {line}] = {self.stored(s.buffer.dtype, val)};")
+            else:
+                lines.append(f"{line}] = {self.stored(s.buffer.dtype, val)};")
         return lines
+
+    def index_of(self, node):
+        """The C expression of an `index` node's linear index (set while a kernel renders)."""
+        return self._index_exprs[id(node)]
 
     def phases(self, kernel):
         """(inner loads, inner nodes, reduce nodes, outer loads, outer nodes) in order."""
         live = kernel.live_nodes()
-        reduces = [n for n in live if n.op in REDUCERS]
+        reduces = [n for n in live if n.op in REDUCE_NODES]
         inner = set()
         stack = [a for r in reduces for a in r.args]
         while stack:
@@ -426,15 +475,22 @@ class CStyle:
                 inner.add(id(a))
                 if type(a) is Node:
                     stack.extend(a.args)
-        used = {id(a) for n in live for a in n.args} | {id(s.value) for s in kernel.stores}
+                else:   # a gathered load's index loads are read where it is
+                    stack.extend(d[0] for d in a.dynamic)
+        used = ({id(a) for n in live for a in n.args} | {id(s.value) for s in kernel.stores}
+                | {id(d[0]) for s in kernel.stores for d in s.dynamic})
+        used |= {id(d[0]) for ld in kernel.loads if id(ld) in used for d in ld.dynamic}
         loads = [ld for ld in kernel.loads if id(ld) in used]
         return ([ld for ld in loads if id(ld) in inner], [n for n in live if id(n) in inner],
                 reduces, [ld for ld in loads if id(ld) not in inner],
-                [n for n in live if id(n) not in inner and n.op not in REDUCERS])
+                [n for n in live if id(n) not in inner and n.op not in REDUCE_NODES])
 
     def pointers(self, kernel):
         lines, seen = [], set()
+        written = {s.buffer.index for s in kernel.stores}
         for ld in kernel.loads:
+            if ld.buffer.index in written:   # read and written (scatter): declared with the stores
+                continue
             b = ld.buffer
             if b.index not in seen:
                 seen.add(b.index)
@@ -554,26 +610,31 @@ class CDialect(CStyle):
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
-        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers()
+        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + _index_helpers()
 
     def kernel(self, kernel, name):
         if kernel.reduce_shape:
             return self.reduction_kernel(kernel, name)
         out = contiguous_strides(kernel.shape)
         _, _, _, loads, nodes = self.phases(kernel)
+        indices = [n for n in nodes if n.op == "index"]
         pinned = _guarded_axes(loads, 0, len(kernel.shape))
-        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] + [out], pinned)
+        walkers = loads + indices + kernel.stores
+        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] +
+                                     [n.params["strides"] for n in indices] +
+                                     [s.strides or out for s in kernel.stores], pinned)
         ivars = [f"i{a}" for a in range(len(shape))]
-        at = {id(ld): s for ld, s in zip(loads, acc)}
+        at = {id(w): s for w, s in zip(walkers, acc)}
+        self._index_exprs = {id(n): _offset(ivars, at[id(n)], 0) for n in indices}
         names = {}
         body = self.statements(kernel, loads, nodes, names,
                                lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None for m in amap],
                                                      kernel.shape))
-        body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
+        body += self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
         par = kernel.size >= self.parallel_threshold
         pragmas = [None] * len(shape)
-        if shape:
+        if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
             pragmas[-1] = "#pragma omp simd"
             if par and len(shape) == 1:
                 pragmas[0] = "#pragma omp parallel for simd"
@@ -589,36 +650,57 @@ class CDialect(CStyle):
     def reduction_kernel(self, kernel, name):
         """Outer loops over the output, accumulators, an inner loop over the reduced
         axes (the prologue), then the epilogue and stores per output point."""
-        no = len(kernel.shape)
+        no, nr = len(kernel.shape), len(kernel.reduce_shape)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        inner_idx = [n for n in inner_nodes if n.op == "index"]
+        outer_idx = [n for n in outer_nodes if n.op == "index"]
+
+        def full(n):  # an index node's strides over outer then reduced axes
+            s = n.params["strides"]
+            return tuple(s) + (0,) * (no + nr - len(s))
+
         out = contiguous_strides(kernel.shape)
         opin = _guarded_axes(inner_loads + outer_loads, 0, no)
-        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + len(kernel.reduce_shape))}
-        oshape, oacc, omap = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
-                                       [ld.strides for ld in outer_loads] + [out], opin)
-        rshape, racc, rmap = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads], rpin)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
+        inner_w = [ld.strides for ld in inner_loads] + [full(n) for n in inner_idx]
+        outer_w = [ld.strides for ld in outer_loads] + [full(n)[:no] for n in outer_idx]
+        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
         ov = [f"i{a}" for a in range(len(oshape))]
         rv = [f"j{a}" for a in range(len(rshape))]
         axis_vars = ([ov[m] if m is not None else None for m in omap] +
                      [rv[m] if m is not None else None for m in rmap])
-        full = kernel.shape + kernel.reduce_shape
+        extents = kernel.shape + kernel.reduce_shape
 
         def guard(ld):
-            return _condition(ld.guard, axis_vars, full)
-        n_in = len(inner_loads)
-        at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
-        at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
+            return _condition(ld.guard, axis_vars, extents)
+        n_in = len(inner_w)
+        at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
+        at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
 
-        def index(ld):
-            o, r = at[id(ld)]
-            return _offset(ov + rv, list(o) + list(r), ld.offset)
+        def index(w, offset=0):
+            o, r = at[id(w)]
+            return _offset(ov + rv, list(o) + list(r), offset)
 
+        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
         names = {}
         accs, updates, clauses, finals = [], [], [], []
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
         for k, r in enumerate(reduces):
             acc = f"acc{k}"
             v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
+            vt = r.args[0].dtype
+            if r.op in ARG_REDUCERS:
+                cmp = ARG_REDUCERS[r.op]
+                init, _, _, _ = REDUCERS["reduce_max" if cmp == ">" else "reduce_min"](self, vt, acc, v)
+                accs += [f"{self.compute_type(vt)} {acc} = {init};", f"int64_t arg{k} = 0;"]
+                beats = f"{v} {cmp} {acc}" + (f" || ({v} != {v} && {acc} == {acc})" if _is_float(vt) else "")
+                updates.append(f"if ({beats}) {{ {acc} = {v}; arg{k} = {position}; }}")
+                clauses.append(None)   # two accumulators: the inner loop runs in order
+                names[id(r)] = f"r{k}"
+                finals.append(f"const {self.ctype(r.dtype)} r{k} = ({self.ctype(r.dtype)})arg{k};")
+                continue
             init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
             accs.append(f"{self.compute_type(r.dtype)} {acc} = {init};")
             updates.append(f"{acc} = {update};")
@@ -631,15 +713,16 @@ class CDialect(CStyle):
                 result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {acc})"
             names[id(r)] = f"r{k}"
             finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index, guard)
-        epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        epilogue += self.stores(kernel, names, lambda s: _offset(ov, oacc[-1], s.offset))
 
+        ordered = None in clauses
         total = kernel.size * math.prod(kernel.reduce_shape)
         big = total >= self.parallel_threshold
         red = "".join(f" reduction({c})" for c in clauses)
-        inner_par = big and (oshape == [] or kernel.size < 8)
+        inner_par = big and (oshape == [] or kernel.size < 8) and not ordered
         rp = [None] * len(rshape)
-        if rshape:
+        if rshape and not ordered:
             coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
             rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
         point = ["  " + x for x in accs]
@@ -661,62 +744,97 @@ _C_PRELUDE = """\
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#define RN_FN static inline
 """
 
 
 def _c_helpers():
-    """Exact NumPy semantics C leaves undefined or different, one helper per C type."""
+    """Exact NumPy semantics C leaves undefined or different, one helper per C type.
+
+    Shared by the C and CUDA dialects: each declares `RN_FN` (C: static inline,
+    CUDA: static __device__ __forceinline__), and the text avoids C-only types."""
     parts = [r"""
-static inline float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+RN_FN float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 /* float32 -> bfloat16 -> float32, round to nearest even; NaN keeps its sign and turns quiet (ml_dtypes) */
-static inline float rn_bf16(float f) {
+RN_FN float rn_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7fc00000u;
   else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   memcpy(&f, &u, 4); return f;
 }
-static inline uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
+RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
 /* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
-static inline int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
-static inline int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
-static inline uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
-static inline uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
+RN_FN int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
+RN_FN int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
+RN_FN uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
+RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
 """]
     for t, s in (("float", "f"), ("double", "")):
         parts.append(f"""
 /* NumPy's npy_divmod: Python-signed floor division and remainder */
-static inline {t} rn_floordiv_{t}({t} a, {t} b) {{
+RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
   if (!b) return a / b;
   {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
   if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
   if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
-  else fl = copysign{s}(0, a / b);
+  else fl = copysign{s}(({t})0, a / b);
   return fl;
 }}
-static inline {t} rn_rem_{t}({t} a, {t} b) {{
+RN_FN {t} rn_rem_{t}({t} a, {t} b) {{
   {t} mod = fmod{s}(a, b);
   if (!b) return mod;
   if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
-  else mod = copysign{s}(0, b);
+  else mod = copysign{s}(({t})0, b);
   return mod;
 }}""")
     for bits in (8, 16, 32, 64):
         t = f"int{bits}_t"
         parts.append(f"""
 /* integer division by zero gives 0, MIN // -1 wraps to MIN (the eager backend) */
-static inline {t} rn_floordiv_int{bits}({t} a, {t} b) {{
+RN_FN {t} rn_floordiv_int{bits}({t} a, {t} b) {{
   if (b == 0) return 0;
   if (b == -1) return ({t})(0u - (uint64_t)a);
   {t} q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
   return q;
 }}
-static inline {t} rn_rem_int{bits}({t} a, {t} b) {{
+RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
   if (b == 0 || b == -1) return 0;
   {t} r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }}
-static inline uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
-static inline uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
+RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
+RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
     return "\n".join(parts) + "\n"
+
+
+def _index_helpers():
+    """Index arithmetic, integer powers and Threefry, shared by the C and CUDA
+    dialects like `_c_helpers` (declared `RN_FN`, no C-only types)."""
+    return r"""
+/* a runtime index as the eager backend reads it: negative counts from the end, then clamped to [0, hi] */
+RN_FN int64_t rn_from_end(int64_t v, int64_t n) { return v < 0 ? v + n : v; }
+RN_FN int64_t rn_clamp_index(int64_t v, int64_t n, int64_t hi) {
+  v = v < 0 ? v + n : v;
+  return v < 0 ? 0 : (v > hi ? hi : v);
+}
+/* integer power by squaring, wrapping as NumPy's loops (the exponent is non-negative) */
+RN_FN uint64_t rn_powu64(uint64_t base, uint64_t e) {
+  uint64_t r = 1;
+  while (e) { if (e & 1u) r *= base; base *= base; e >>= 1; }
+  return r;
+}
+/* Threefry-2x32, 20 rounds (rune/backends/cpu/threefry.py): (y0 << 32) | y1 of counter i */
+RN_FN uint32_t rn_rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+RN_FN uint64_t rn_threefry(uint32_t k0, uint32_t k1, uint64_t i) {
+  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  const int rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  uint32_t x0 = (uint32_t)(i >> 32) + ks[0], x1 = (uint32_t)i + ks[1];
+  for (int g = 1; g <= 5; g++) {
+    for (int k = 0; k < 4; k++) { x0 += x1; x1 = rn_rotl32(x1, rot[(g - 1) % 2][k]); x1 ^= x0; }
+    x0 += ks[g % 3]; x1 += ks[(g + 1) % 3] + (uint32_t)g;
+  }
+  return ((uint64_t)x0 << 32) | x1;
+}
+"""
