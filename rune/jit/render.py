@@ -212,7 +212,7 @@ def _convert(r, node, a, dts):
         return f"(({r.ctype(dst)})({x}))"
     # to a float type
     if dst == np.dtype("float16") and src == np.dtype("float64"):
-        return f"((float)(_Float16)({x}))"   # NumPy rounds float64 -> float16 once
+        return r.f64_to_f16(x)               # NumPy rounds float64 -> float16 once
     if kd == "h":
         return f"((float)({x}))"             # via float32, as NumPy and ml_dtypes do
     return f"(({r.compute_type(dst)})({x}))"
@@ -374,6 +374,10 @@ class CStyle:
         if dtype.name == "float16":
             return f"((float)(_Float16)({expr}))"
         return expr
+
+    def f64_to_f16(self, expr):
+        """A float64 rounded once to float16, kept in float32."""
+        return f"((float)(_Float16)({expr}))"
 
     def expression(self, node, args):
         dts = [a.dtype for a in node.args]
@@ -661,62 +665,66 @@ _C_PRELUDE = """\
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#define RN_FN static inline
 """
 
 
 def _c_helpers():
-    """Exact NumPy semantics C leaves undefined or different, one helper per C type."""
+    """Exact NumPy semantics C leaves undefined or different, one helper per C type.
+
+    Shared by the C and CUDA dialects: each declares `RN_FN` (C: static inline,
+    CUDA: static __device__ __forceinline__), and the text avoids C-only types."""
     parts = [r"""
-static inline float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+RN_FN float rn_bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 /* float32 -> bfloat16 -> float32, round to nearest even; NaN keeps its sign and turns quiet (ml_dtypes) */
-static inline float rn_bf16(float f) {
+RN_FN float rn_bf16(float f) {
   uint32_t u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) u = (u & 0x80000000u) | 0x7fc00000u;
   else u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   memcpy(&f, &u, 4); return f;
 }
-static inline uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
+RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
 /* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
-static inline int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
-static inline int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
-static inline uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
-static inline uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
+RN_FN int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
+RN_FN int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
+RN_FN uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
+RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
 """]
     for t, s in (("float", "f"), ("double", "")):
         parts.append(f"""
 /* NumPy's npy_divmod: Python-signed floor division and remainder */
-static inline {t} rn_floordiv_{t}({t} a, {t} b) {{
+RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
   if (!b) return a / b;
   {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
   if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
   if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
-  else fl = copysign{s}(0, a / b);
+  else fl = copysign{s}(({t})0, a / b);
   return fl;
 }}
-static inline {t} rn_rem_{t}({t} a, {t} b) {{
+RN_FN {t} rn_rem_{t}({t} a, {t} b) {{
   {t} mod = fmod{s}(a, b);
   if (!b) return mod;
   if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
-  else mod = copysign{s}(0, b);
+  else mod = copysign{s}(({t})0, b);
   return mod;
 }}""")
     for bits in (8, 16, 32, 64):
         t = f"int{bits}_t"
         parts.append(f"""
 /* integer division by zero gives 0, MIN // -1 wraps to MIN (the eager backend) */
-static inline {t} rn_floordiv_int{bits}({t} a, {t} b) {{
+RN_FN {t} rn_floordiv_int{bits}({t} a, {t} b) {{
   if (b == 0) return 0;
   if (b == -1) return ({t})(0u - (uint64_t)a);
   {t} q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
   return q;
 }}
-static inline {t} rn_rem_int{bits}({t} a, {t} b) {{
+RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
   if (b == 0 || b == -1) return 0;
   {t} r = a % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }}
-static inline uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
-static inline uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
+RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
+RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
     return "\n".join(parts) + "\n"
