@@ -240,8 +240,9 @@ class CudaDialect(CStyle):
         n = kernel.size
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
-        lines += _grid_stride("t", _loop_type(n, idx), str(n), "(int64_t)blockIdx.x * blockDim.x + threadIdx.x",
-                              "(int64_t)blockDim.x * gridDim.x", body, 1)
+        lt = _loop_type(n, idx)
+        lines += _grid_stride("t", lt, str(n), f"({lt})blockIdx.x * blockDim.x + threadIdx.x",
+                              f"({lt})blockDim.x * gridDim.x", body, 1)
         grid = self.grid(-(-n // self.block))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
 
@@ -313,8 +314,9 @@ class CudaDialect(CStyle):
         body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + point
         params = self.params(kernel, [])
         lines = [self.signature(c["name"], params) + " {"]
-        lines += _grid_stride("row", c["row_t"], str(c["rows"]), "(int64_t)blockIdx.x * blockDim.x + threadIdx.x",
-                              "(int64_t)blockDim.x * gridDim.x", body, 1)
+        rt = c["row_t"]
+        lines += _grid_stride("row", rt, str(c["rows"]), f"({rt})blockIdx.x * blockDim.x + threadIdx.x",
+                              f"({rt})blockDim.x * gridDim.x", body, 1)
         grid = self.grid(-(-c["rows"] // self.block))
         return "\n".join(lines + ["}"]), [Launch(c["name"], grid, self.block, 0, params)], []
 
@@ -461,7 +463,8 @@ class _Accumulator:
 
 
 def _loop_type(n, idx):
-    """The type of a grid-stride counter up to `n`: it may pass `n` by a grid's worth of threads."""
+    """The type of a grid-stride counter up to `n`: it may pass `n` by a grid's worth of
+    threads (at most 2**20 with the grids chosen here), so 32 bits only below 2**30."""
     return idx if n < 2 ** 30 else "int64_t"
 
 
