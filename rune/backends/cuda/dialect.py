@@ -437,10 +437,12 @@ class _Accumulator:
         return f"const {self.ctype} r{self.k} = {self.r.rounded(self.node.dtype, result)};"
 
     def shuffle(self, off):
+        # Lanes past the warp's end get their own value back and combine it twice; harmless,
+        # as lane 0's result only ever reads lanes that were in range at every step.
         other = f"o{self.k}"
         lines = [f"const {self.ctype} {other} = ({self.ctype})__shfl_down_sync(RN_FULL_MASK, "
                  f"({self.wire}){self.acc}, {off});",
-                 f"if ((threadIdx.x & 31) + {off} < 32) {self.acc} = {self.combine(other)};"]
+                 f"{self.acc} = {self.combine(other)};"]
         if self.nan:
             lines.append(f"{self.flag} |= __shfl_down_sync(RN_FULL_MASK, {self.flag}, {off});")
         return lines
