@@ -30,8 +30,9 @@ def _header_text():
 def _launcher(launch):
     """An `extern "C"` entry emu_<kernel>(grid, block, args) running the kernel on the host."""
     casts = ", ".join(f"({t})a[{i}]" for i, (t, _) in enumerate(launch.params))
-    return (f'extern "C" void emu_{launch.name}(unsigned grid, unsigned block, void **a) {{\n'
-            f"  rn_emu_launch(grid, block, [&] {{ {launch.name}({casts}); }});\n}}")
+    return (f"static void body_{launch.name}(void **a) {{ {launch.name}({casts}); }}\n"
+            f'extern "C" void emu_{launch.name}(unsigned grid, unsigned block, void **a) {{\n'
+            f"  rn_emu_launch(grid, block, body_{launch.name}, a);\n}}")
 
 
 class Library:

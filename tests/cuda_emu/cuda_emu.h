@@ -130,9 +130,9 @@ inline T atomicMin(T *p, T v) {
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 
-// Run `kernel` (a callable launching the kernel with its arguments) over grid x block.
-template <class F>
-inline void rn_emu_launch(unsigned grid, unsigned block, F &&kernel) {
+// Run `body(args)` (a kernel launched with its arguments) over grid x block. Not a
+// template: one instantiation of the thread machinery serves every kernel.
+inline void rn_emu_launch(unsigned grid, unsigned block, void (*body)(void **), void **args) {
   gridDim = dim3{grid, 1, 1};
   blockDim = dim3{block, 1, 1};
   for (unsigned b = 0; b < grid; ++b) {
@@ -145,10 +145,10 @@ inline void rn_emu_launch(unsigned grid, unsigned block, F &&kernel) {
     std::vector<std::thread> threads;
     threads.reserve(block);
     for (unsigned t = 0; t < block; ++t)
-      threads.emplace_back([&kernel, b, t] {
+      threads.emplace_back([body, args, b, t] {
         threadIdx = dim3{t, 1, 1};
         blockIdx = dim3{b, 1, 1};
-        kernel();
+        body(args);
       });
     for (auto &th : threads) th.join();
     rn_emu::block = nullptr;
