@@ -348,29 +348,63 @@ def _assert_same(got, want, tol, where):
         np.testing.assert_array_equal(got, want, err_msg=where)
 
 
+def _tolerance(dtype, reduces, gpu=False):
+    """0 (bit for bit) for elementwise kernels on the CPU, which call the C kernels' libm.
+    Floating-point reductions add in another order than C's loop, and CUDA's math
+    functions are not glibc's (a few ulp): within a bound there."""
+    if dtype.kind not in "f" and dtype != BF16 or not (reduces or gpu):
+        return 0
+    return 1e-2 if dtype.itemsize == 2 else 2e-5 if reduces else 1e-6
+
+
+def _check_program(pid, fn, args, reduces, runs, library, gpu=False):
+    """Each rendering of the program (`runs`: dialect name -> (plan, rendered units)) run
+    through `library` against the C kernels (jit on the host) and eager NumPy."""
+    want_c = [np.asarray(w) for w in rune.tree.leaves(rune.jit(fn)(*args))]
+    with np.errstate(all="ignore"):
+        want_eager = [np.asarray(w) for w in rune.tree.leaves(fn(*[nx.asarray(a) for a in args]))]
+    for dname, (plan, rendered) in runs.items():
+        kernels = [k for _, ks in rendered.values() for k in ks]
+        assert kernels, f"{pid}: no CUDA kernel planned"
+        got = cuda_emu.run_plan(plan, list(args), library, rendered)
+        for g, c, e in zip(got, want_c, want_eager):
+            tol = _tolerance(c.dtype, reduces, gpu)
+            _assert_same(g, c, tol, f"{pid} ({dname}) against the C kernels")
+            _assert_same(g, e, tol or (1e-6 if c.dtype.kind == "f" and c.dtype.itemsize > 2 else 0),
+                         f"{pid} ({dname}) against eager NumPy")
+
+
 @needs_gxx
 @pytest.mark.parametrize("pid,fn,args,reduces", PROGRAMS, ids=[p[0] for p in PROGRAMS])
 def test_emulated_cuda_kernels_match_c_kernels_and_numpy(pid, fn, args, reduces, emulated):
     library, built = emulated
-    jf = rune.jit(fn)
-    want_c = [np.asarray(w) for w in rune.tree.leaves(jf(*args))]                  # the C kernels
-    with np.errstate(all="ignore"):
-        want_eager = [np.asarray(w) for w in rune.tree.leaves(fn(*[nx.asarray(a) for a in args]))]
-    for dname in _dialects(reduces):
-        plan, rendered = built[pid, dname]
+    runs = {d: built[pid, d] for d in _dialects(reduces)}
+    for plan, rendered in runs.values():
         kernels = [k for _, ks in rendered.values() for k in ks]
-        assert kernels, f"{pid}: no CUDA kernel planned"
-        # the launches really cross blocks: the grid strides and (for big enough work) several blocks run
+        # the launches cross blocks: several blocks run unless the work fits one block
         assert any(ln.grid > 1 for k in kernels for ln in k.launches) or all(k.size <= 64 for k in kernels)
-        got = cuda_emu.run_plan(plan, list(args), library, rendered)
-        for g, c, e in zip(got, want_c, want_eager):
-            # floating-point reductions add in another order than C's loop: within a bound
-            tol = 2e-5 if reduces and c.dtype == np.float32 else (1e-2 if reduces and c.dtype.itemsize == 2
-                                                                  and c.dtype.kind == "f" or c.dtype == BF16
-                                                                  and reduces else 0)
-            _assert_same(g, c, tol, f"{pid} ({dname}) against the C kernels")
-            _assert_same(g, e, tol or (1e-6 if c.dtype.kind == "f" and c.dtype.itemsize > 2 else 0),
-                         f"{pid} ({dname}) against eager NumPy")
+    _check_program(pid, fn, args, reduces, runs, library)
+
+
+@pytest.mark.cuda
+def test_kernels_on_a_gpu_match_c_kernels_and_numpy():
+    """On a GPU: the programs above rendered for the device (its SM count) and with the
+    small emulation shapes, compiled by rune's NVRTC path and launched with CuPy as the
+    kernels record it."""
+    cupy = pytest.importorskip("cupy")
+    device = cupy.cuda.Device()
+    arch = f"sm_{device.compute_capability}"
+    props = DeviceProps(sm_count=device.attributes["MultiProcessorCount"],
+                        max_threads_per_block=device.attributes["MaxThreadsPerBlock"], arch=arch)
+    built, units = {}, []
+    for pid, fn, args, reduces in PROGRAMS:
+        plan = rune.jit(fn).plan(*args, target="cuda")
+        dialects = {"device": CudaDialect(props), **_dialects(reduces)}
+        built[pid] = {d: (plan, cuda_emu.rerender(plan, dialect)) for d, dialect in dialects.items()}
+        units += [u for _, rendered in built[pid].values() for u in rendered.values()]
+    library = cuda_emu.GpuLibrary(DEFAULT_DIALECT.prelude(), units, arch)
+    for pid, fn, args, reduces in PROGRAMS:
+        _check_program(pid, fn, args, reduces, built[pid], library, gpu=True)
 
 
 @needs_gxx

@@ -65,12 +65,56 @@ class Library:
                 os.replace(lib, path) if not os.path.exists(path) else None
         self.lib = ctypes.CDLL(path)
 
-    def launch(self, launch, grid, block, pointers):
+    # the memory and launch interface run_unit drives (GpuLibrary has the same, on a GPU)
+    def upload(self, a):
+        return np.array(a, order="C")
+
+    def alloc(self, dtype, shape):
+        """Garbage, as fresh GPU memory holds: a kernel must write what it stores."""
+        a = np.empty(shape, dtype)
+        a.reshape(-1).view(np.uint8).fill(0xA5)
+        return a
+
+    def download(self, buf, dtype, shape):
+        return buf.reshape(shape)
+
+    def launch(self, launch, grid, block, buffers):
         fn = getattr(self.lib, f"emu_{launch.name}")
         fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
         fn.restype = None
-        array = (ctypes.c_void_p * max(len(pointers), 1))(*pointers)
+        array = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ctypes.data for b in buffers])
         fn(grid, block, array)
+
+
+class GpuLibrary:
+    """The same units compiled by rune's NVRTC path to one cubin and run on a GPU with CuPy
+    (raw device bytes: CuPy has no bfloat16 arrays, and kernels only see pointers)."""
+
+    def __init__(self, prelude, units, arch):
+        import cupy
+        from rune.backends.cuda import nvrtc
+        self.cupy = cupy
+        texts = list(dict.fromkeys(text for text, _ in units))
+        cubin = nvrtc.compile_unit(prelude + "\n\n".join(texts), arch=arch)
+        self.folder = tempfile.mkdtemp(prefix="rune-cubin-")
+        path = os.path.join(self.folder, "unit.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        self.module = cupy.RawModule(path=path)
+
+    def upload(self, a):
+        a = np.ascontiguousarray(a)
+        return self.cupy.asarray(a.reshape(-1).view(np.uint8) if a.size else np.zeros(1, np.uint8))
+
+    def alloc(self, dtype, shape):
+        return self.cupy.full(max(int(np.prod(shape)) * dtype.itemsize, 1), 0xA5, self.cupy.uint8)
+
+    def download(self, buf, dtype, shape):
+        n = int(np.prod(shape))
+        return buf.get()[:n * dtype.itemsize].view(dtype).reshape(shape)
+
+    def launch(self, launch, grid, block, buffers):
+        self.module.get_function(launch.name)((grid,), (block,), tuple(buffers))
 
 
 def stretches(plan):
@@ -85,35 +129,27 @@ def rerender(plan, dialect):
 
 
 def run_unit(library, unit, kernels, env, grid=None, block=None):
-    """Run one fused unit's kernels over `env` (slot -> NumPy array), as a launcher would:
-    contiguous buffers, fresh outputs and intermediates, scratch per kernel.
-    `grid`/`block` override the recorded launch shapes (None: as recorded)."""
+    """Run one fused unit's kernels over `env` (slot -> NumPy array) as a launcher would:
+    contiguous buffers, fresh outputs and intermediates, scratch per kernel, the
+    launches in order. `grid`/`block` override the recorded shapes (None: as recorded)."""
     buffers = [None] * len(unit.buffers)
     for b, s in unit.inputs:
-        buffers[b.index] = np.ascontiguousarray(env[s], dtype=b.dtype)
+        buffers[b.index] = library.upload(np.asarray(env[s], dtype=b.dtype))
     for b in unit.buffers:
-        if buffers[b.index] is None:  # outputs and intermediates start as garbage, as on a GPU
-            buffers[b.index] = _garbage(b.dtype, b.shape)
+        if buffers[b.index] is None:
+            buffers[b.index] = library.alloc(b.dtype, b.shape)
     for k in kernels:
-        scratch = [_garbage(dt, (n,)) for dt, n in k.scratch]
-        pointers = []
-        for kind, i in k.args:
-            a = buffers[i] if kind == "buffer" else scratch[i]
-            pointers.append(a.ctypes.data)
+        scratch = [library.alloc(dt, (n,)) for dt, n in k.scratch]
+        args = [buffers[i] if kind == "buffer" else scratch[i] for kind, i in k.args]
         for ln in k.launches:
-            library.launch(ln, grid or ln.grid, block or ln.block, pointers)
+            library.launch(ln, grid or ln.grid, block or ln.block, args)
     for b, s in unit.outputs:
-        env[s] = buffers[b.index]
-
-
-def _garbage(dtype, shape):
-    a = np.empty(shape, dtype)
-    a.reshape(-1).view(np.uint8).fill(0xA5)
-    return a
+        env[s] = library.download(buffers[b.index], b.dtype, b.shape)
 
 
 def run_plan(plan, args, library, rendered):
-    """Evaluate a `target="cuda"` plan on host arrays: its CUDA stretches emulated, the rest as on the host."""
+    """Evaluate a `target="cuda"` plan on host arrays: its CUDA stretches through `library`
+    (emulated, or on a GPU), the rest as on the host."""
     assert isinstance(plan, Plan)
     env = list(plan.template)
     for s, a in zip(plan.in_slots, args):
