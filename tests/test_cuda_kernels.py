@@ -329,9 +329,59 @@ def emulated():
         plan = rune.jit(fn).plan(*args, target="cuda")
         for dname, d in _dialects(reduces).items():
             built[pid, dname] = (plan, cuda_emu.rerender(plan, d))
-    units = [u for _, rendered in built.values() for u in rendered.values()]
+    units = [u for _, rendered in built.values() for u in rendered.values()] + [_PRIMITIVES]
     library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), units)
     return library, built
+
+
+# The emulation's own warp primitives, checked on a hand-written kernel: each thread
+# reads x[i], a xor butterfly sums its warp, a ballot marks the warp's negative values,
+# and atomics count and sum the whole grid.
+_PRIMITIVES_SOURCE = r"""
+extern "C" __global__ void emu_check(const int32_t *x, int32_t *warp_sum, uint32_t *ballot,
+                                     int32_t *up, int32_t *count, int32_t *total, int32_t n) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int32_t v = i < n ? x[i] : 0;
+  int32_t s = v;
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  const uint32_t b = __ballot_sync(0xffffffffu, v < 0);
+  const int32_t prev = __shfl_up_sync(0xffffffffu, v, 1);
+  if (i < n) { warp_sum[i] = s; ballot[i] = b; up[i] = prev; atomicAdd(count, 1); atomicAdd(total, v); }
+}
+"""
+
+
+class _Launch:
+    name, params = "emu_check", [("const int32_t *", "x"), ("int32_t *", "warp_sum"), ("uint32_t *", "ballot"),
+                                 ("int32_t *", "up"), ("int32_t *", "count"), ("int32_t *", "total"),
+                                 ("int32_t", "n")]
+
+
+class _Kernel:
+    launches = [_Launch()]
+
+
+_PRIMITIVES = (_PRIMITIVES_SOURCE, [_Kernel()])
+
+
+@needs_gxx
+def test_emulated_warp_primitives_and_atomics(emulated):
+    library, _ = emulated
+    n, block, grid = 150, 64, 3              # a partial last block, a partial warp
+    x = _ints(40, n)
+    outs = [np.full(n, -99, np.int32), np.zeros(n, np.uint32), np.zeros(n, np.int32),
+            np.zeros(1, np.int32), np.zeros(1, np.int32)]
+    count_n = np.array(n, np.int32)                    # a scalar argument: a pointer to its value
+    library.launch(_Launch(), grid, block, [x] + outs + [count_n])
+    warp_sum, ballot, up, count, total = outs
+    padded = np.concatenate([x, np.zeros(grid * block - n, np.int32)]).reshape(-1, 32)
+    np.testing.assert_array_equal(warp_sum, np.repeat(padded.sum(1), 32)[:n])
+    bits = (padded < 0) * (1 << np.arange(32, dtype=np.uint64))
+    np.testing.assert_array_equal(ballot, np.repeat(bits.sum(1), 32)[:n].astype(np.uint32))
+    lanes = np.arange(n) % 32
+    np.testing.assert_array_equal(up, np.where(lanes == 0, x, np.roll(x, 1)))
+    assert count[0] == n and total[0] == x.sum()
+
 
 
 def _assert_same(got, want, tol, where):

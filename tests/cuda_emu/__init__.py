@@ -29,7 +29,8 @@ def _header_text():
 
 def _launcher(launch):
     """An `extern "C"` entry emu_<kernel>(grid, block, args) running the kernel on the host."""
-    casts = ", ".join(f"({t})a[{i}]" for i, (t, _) in enumerate(launch.params))
+    # a pointer parameter is passed as itself, a scalar as a pointer to its value (as cuLaunchKernel)
+    casts = ", ".join(f"({t})a[{i}]" if "*" in t else f"*({t} *)a[{i}]" for i, (t, _) in enumerate(launch.params))
     return (f"static void body_{launch.name}(void **a) {{ {launch.name}({casts}); }}\n"
             f'extern "C" void emu_{launch.name}(unsigned grid, unsigned block, void **a) {{\n'
             f"  rn_emu_launch(grid, block, body_{launch.name}, a);\n}}")
