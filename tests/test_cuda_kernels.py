@@ -94,7 +94,7 @@ def test_index_width_follows_the_extents():
 
 
 def test_launch_shapes_follow_the_device():
-    x = rune.Spec((1 << 20,), "float32")
+    x = rune.Spec((1 << 24,), "float32")
     h200 = rune.jit(lambda v: v + 1).plan(x, target="cuda").kernels[0].launches[0]
     assert (h200.grid, h200.block) == (132 * 8, 256)   # a full H200 (sm_90 defaults)
     k = rune.jit(lambda v: v + 1).plan(x, target="cuda").kernels[0]
@@ -103,6 +103,21 @@ def test_launch_shapes_follow_the_device():
     assert (copy.launches[0].grid, copy.launches[0].block) == (40, 128)
     with pytest.raises(ArgumentError, match="multiple of 32"):
         CudaDialect(block=100)
+
+
+def test_flat_contiguous_kernels_use_aligned_vector_accesses():
+    def source(f, *specs):
+        (k,) = rune.jit(f).plan(*[rune.Spec(*sp) for sp in specs], target="cuda").kernels
+        return k.source, k.launches[0].grid
+
+    src, grid = source(lambda x, y: x[4:] * y + 1, ((4100,), "float32"), ((4096,), "float32"))
+    assert "rn_vec<float, 4>" in src and "(p0 + base + 4)" in src and grid == 4   # 1024 vectors of 4
+    src, _ = source(lambda x: x.astype(nx.float64) * 2, ((4096,), "float32"))
+    assert "rn_vec<double, 2>" in src and "rn_vec<float, 2>" in src   # the widest element sets the width
+    for f, spec in ((lambda x: x[1:] * 2, ((4097,), "float32")),        # a misaligned offset
+                    (lambda x: x.T * 2, ((64, 64), "float32")),          # not contiguous
+                    (lambda x: x * 2, ((100,), "float32"))):             # too little work
+        assert "rn_vec" not in source(f, spec)[0]
 
 
 def test_reduction_strategy_follows_rows_and_length():
@@ -293,6 +308,10 @@ PROGRAMS = [
      (_floats(9, (21, 19)),), False),
     ("concatenate", lambda x, y: nx.concatenate([x, y * 2, x], axis=1) + 1,
      (_floats(10, (23, 5)), _floats(11, (23, 9))), False),
+    ("vector_offset", lambda x, y, s: (x[4:] * y + s, x[1:] * 2),
+     (_floats(29, 1004), _floats(30, 1000), np.float32(0.5)), False),
+    ("vector_mixed", lambda x, b: (x.astype(nx.float64) * 3, nx.where(b, x, -x)),
+     (_floats(31, 777), _ints(32, 777) > 0), False),
     ("float16", lambda x, y: (x * y + x, nx.sqrt(nx.abs(x)) - y),
      (_floats(12, 555, np.float16), _floats(13, 555, np.float16)), False),
     ("bfloat16", lambda x, y: (x * y + x, nx.maximum(x, y) / 3),

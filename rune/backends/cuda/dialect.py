@@ -99,6 +99,8 @@ typedef unsigned long long uint64_t;
 #endif
 #define RN_FN static __device__ __forceinline__
 #define RN_FULL_MASK 0xffffffffu
+/* N elements read or written as one aligned access (ld.global.v4 and kin) */
+template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
 """
 
 # The type a value travels through a warp shuffle in (CUDA overloads only int,
@@ -121,7 +123,7 @@ class CudaDialect(CStyle):
     _CTYPES = {**CStyle._CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
-                 items_per_thread=8, reduce_strategy=None):
+                 items_per_thread=8, reduce_strategy=None, vector_bytes=16):
         if block % 32 or not 32 <= block <= device.max_threads_per_block:
             raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
                                 f"and {device.max_threads_per_block}, got {block}")
@@ -131,6 +133,7 @@ class CudaDialect(CStyle):
         self.device, self.block, self.blocks_per_sm = device, block, blocks_per_sm
         self.serial_reduce_limit, self.items_per_thread = serial_reduce_limit, items_per_thread
         self.reduce_strategy = reduce_strategy
+        self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
 
     # -------------------------------------------------------------- values
 
@@ -241,10 +244,61 @@ class CudaDialect(CStyle):
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
-        lines += _grid_stride("t", lt, str(n), f"({lt})blockIdx.x * blockDim.x + threadIdx.x",
-                              f"({lt})blockDim.x * gridDim.x", body, 1)
-        grid = self.grid(-(-n // self.block))
+        start, step = f"({lt})blockIdx.x * blockDim.x + threadIdx.x", f"({lt})blockDim.x * gridDim.x"
+        width = self.vector_width(kernel, shape, loads, acc)
+        if width > 1:
+            lines += self.vectorised(kernel, loads, nodes, at, lt, start, step, width)
+            start = f"{n - n % width} + {start}"   # the scalar tail
+        lines += _grid_stride("t", lt, str(n), start, step, body, 1)
+        grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
+
+    def vector_width(self, kernel, shape, loads, acc):
+        """Elements per thread and vector access (1: scalar) of a flat contiguous kernel:
+        every buffer read at stride 1 from an offset the width divides (or at stride 0,
+        broadcast) and stored at stride 1, with no guards and enough work to fill the device."""
+        if not self.vector_bytes or len(shape) != 1 or any(ld.guard for ld in loads):
+            return 1
+        wide = [ld for ld, s in zip(loads, acc) if s[0] == 1]
+        sizes = [ld.buffer.dtype.itemsize for ld in wide] + [st.buffer.dtype.itemsize for st in kernel.stores]
+        width = min(4, self.vector_bytes // max(sizes))
+        if width < 2 or shape[0] < width * self.block:
+            return 1
+        stored = {st.buffer.index for st in kernel.stores}
+        access = {}
+        for ld, s in zip(loads, acc):
+            access.setdefault(ld.buffer.index, set()).add((s[0], ld.offset if s[0] else 0))
+        for b, kinds in access.items():
+            if b in stored or len(kinds) > 1:
+                return 1
+            (stride, offset), = kinds
+            if stride not in (0, 1) or offset % width:
+                return 1
+        return width
+
+    def vectorised(self, kernel, loads, nodes, at, lt, start, step, width):
+        """The body over whole vectors of `width` elements: each stride-1 buffer read and
+        written as one aligned `rn_vec`, the element loop over it unrolled (its pointers
+        shadowed by the vector's elements). Buffers must be aligned to 16 bytes."""
+        wide = {ld.buffer.index: ld for ld in loads if at[id(ld)][0] == 1}
+        pre, alias, post = [], [], []
+        for b, ld in wide.items():
+            t = self.ctype(ld.dtype)
+            pre.append(f"const rn_vec<{t}, {width}> w{b} = *(const rn_vec<{t}, {width}> *)(p{b} + base + {ld.offset});")
+            alias.append(f"const {t} *p{b} = w{b}.v;")
+        for st in kernel.stores:
+            b, t = st.buffer.index, self.ctype(st.buffer.dtype)
+            pre.append(f"rn_vec<{t}, {width}> w{b};")
+            alias.append(f"{t} *p{b} = w{b}.v;")
+            post.append(f"*(rn_vec<{t}, {width}> *)(p{b} + base) = w{b};")
+        names = {}
+        inner = self.statements(kernel, loads, nodes, names,
+                                lambda ld: "e" if ld.buffer.index in wide else str(ld.offset))
+        inner += self.stores(kernel, names, "e")
+        body = [f"const {lt} base = v * {width};"] + pre + ["{"] + ["  " + x for x in alias]
+        body += ["  #pragma unroll", f"  for (int e = 0; e < {width}; ++e) {{"] + ["    " + x for x in inner]
+        body += ["  }", "}"] + post
+        return _grid_stride("v", lt, str(kernel.size // width), start, step, body, 1)
 
     # -------------------------------------------------------------- reductions
 
