@@ -29,9 +29,20 @@ rendered into) has
 - `scratch`: [(NumPy dtype, element count)] device buffers the launcher
   allocates (and may keep between calls; they need no initial value).
 
-Every argument is a device pointer; there are no scalar arguments (shapes
-and strides are compiled in). Kernels of a unit run in list order on one
-stream: a kernel reads only what earlier kernels stored.
+Every argument is a device pointer, aligned to 16 bytes (flat contiguous
+kernels read and write `rn_vec`s of up to 16 bytes; CuPy's allocations are
+256-byte aligned); there are no scalar arguments (shapes and strides are
+compiled in). Kernels of a unit run in list order on one stream: a kernel
+reads only what earlier kernels stored, and the two launches of a split
+reduction must run in order too.
+
+Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
+sequential loop: short rows), "block" (one block per output row, threads
+striding over it, then warp shuffles and shared memory: many rows), "split"
+(few long rows: `chunks` blocks per row write partial accumulators and NaN
+flags to scratch, then `<name>_finish` reduces each row's partials with one
+block and runs the epilogue). Float max/min carry a NaN flag, so NaN
+propagates as in NumPy. Shared memory is static (32 slots per accumulator).
 
 Launch shapes come from `DeviceProps` (SM count, threads per block); the
 defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
