@@ -141,6 +141,10 @@ def test_a_node_without_a_cuda_rule_is_named():
     k.store(b1, k.node("frobnicate", np.float32, [k.load(b0, (1,), 0)]))
     with pytest.raises(NotImplementedError, match="frobnicate"):
         CudaDialect().unit([k])
+    r = Kernel("r", (), (4,))
+    r.store(b1, r.node("reduce_frobnicate", np.float32, [r.load(b0, (1,), 0, inner=True)]))
+    with pytest.raises(NotImplementedError, match="reduce_frobnicate"):
+        CudaDialect().unit([r])
 
 
 # ---------------------------------------------------------------- NVRTC

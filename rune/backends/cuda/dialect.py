@@ -122,6 +122,11 @@ _SHUFFLE = {"bool": "int", "int8": "int", "int16": "int", "int32": "int", "int64
             "float32": "float", "float64": "double"}
 
 
+# Reductions whose partial accumulators combine with their own update (acc = update(acc,
+# other partial)), which is what the shuffle and shared-memory trees do.
+_TREE_REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"})
+
+
 def _compute_dtype(dtype):
     return np.dtype(np.float32) if _kind(dtype) == "h" else dtype
 
@@ -354,6 +359,9 @@ class CudaDialect(CStyle):
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
         accs = []
         for k, r in enumerate(reduces):
+            if r.op not in _TREE_REDUCTIONS:
+                raise NotImplementedError(f"the CUDA dialect cannot render a {r.op!r} reduction "
+                                          f"({r.dtype.name}): its partial results have no combination rule")
             a = r.args[0]
             v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
             accs.append(_Accumulator(self, k, r, v))
