@@ -262,6 +262,12 @@ def test_nvrtc_failure_names_the_kernel_with_source_and_log():
         nvrtc.compile_unit(bad, kernels=["rn_broken"])
     msg = str(e.value)
     assert "rn_broken" in msg and "undefined_name" in msg and "identifier" in msg and "sm_90" in msg
+    # in a long unit, the source shown is the part around the error
+    filler = "\n".join(f"// line {i}" for i in range(1000))
+    with pytest.raises(nvrtc.NvrtcError) as e:
+        nvrtc.compile_unit(filler + "\n" + bad + "\n" + filler, kernels=["rn_broken"])
+    msg = str(e.value)
+    assert " 1001 " + bad in msg and "// line 975" in msg and "// line 900\n" not in msg
 
 
 @needs_nvrtc

@@ -9,6 +9,7 @@ rune never needs it.
 """
 import functools
 import os
+import re
 
 from ...errors import RuneError
 
@@ -34,7 +35,7 @@ def available():
     try:
         _nvrtc().nvrtcVersion()
         include_dir()
-    except (NvrtcError, RuntimeError, OSError):
+    except Exception:  # a probe: whatever keeps NVRTC from loading means "not here"
         return False
     return True
 
@@ -67,6 +68,23 @@ def _check(result, what):
     return result[1:] if isinstance(result, tuple) and len(result) > 1 else None
 
 
+def _excerpt(source, log, context=30, whole=400):
+    """The numbered source: all of it when short, else the lines around each error the log names."""
+    lines = source.splitlines()
+    marks = sorted({int(m) for m in re.findall(r"\((\d+)\): (?:catastrophic )?error", log)})
+    if len(lines) <= whole or not marks:
+        keep = range(len(lines))
+    else:
+        keep = sorted({i for m in marks for i in range(max(m - 1 - context, 0), min(m + context, len(lines)))})
+    out, last = [], -1
+    for i in keep:
+        if i != last + 1:
+            out.append("  ...")
+        out.append(f"{i + 1:5d} {lines[i]}")
+        last = i
+    return "\n".join(out)
+
+
 def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=False, options=()):
     """The cubin (or PTX) of CUDA C++ `source` for `arch`. On a compile error raises
     NvrtcError naming `kernels` (or the unit), with the numbered source and NVRTC's log."""
@@ -83,9 +101,8 @@ def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=Fals
         log = log.decode(errors="replace").rstrip("\x00 \n")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             which = ", ".join(kernels) if kernels else name
-            numbered = "\n".join(f"{i + 1:5d} {line}" for i, line in enumerate(source.splitlines()))
             raise NvrtcError(f"NVRTC could not compile {which} for {arch} ({' '.join(opts)}):\n"
-                             f"{log}\n--- source ---\n{numbered}")
+                             f"{log}\n--- source ---\n{_excerpt(source, log)}")
         if ptx:
             _, size = nvrtc.nvrtcGetPTXSize(prog)
             out = b" " * size
