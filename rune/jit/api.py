@@ -29,7 +29,7 @@ from ..nx.array import Array
 from ..nx.placement import place
 from ..stats import COUNTERS
 from .plan import Plan, _wrap
-from .target import dialect
+from .target import planning_for
 
 
 def _env_cache_size():
@@ -247,12 +247,13 @@ class Jitted:
         return entry.plan
 
     def _target_plan(self, target, args, kwargs):
-        dialect(target)  # an unknown target fails here, kernels or not
         args, kwargs = tree.map(lambda v: _SpecLeaf(v) if isinstance(v, Spec) else v, (args, kwargs),
                                 is_leaf=lambda v: isinstance(v, Spec))
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves = [x if type(x) is _SpecLeaf else self._leaf(x) for x in tree.leaves((dyn_args, dyn_kwargs))]
-        return Plan(self._stage(leaves, args, kwargs)[0], target=target)
+        program = self._stage(leaves, args, kwargs)[0]
+        with planning_for(target):
+            return Plan(program)
 
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""

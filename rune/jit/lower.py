@@ -22,7 +22,7 @@ from ..devices import get_device
 from ..stats import COUNTERS
 from . import fuse
 from .render import CDialect
-from .target import TargetStretch
+from .target import TargetStretch, planning_target
 
 _DIALECT = CDialect()
 _HOST = backend_for(get_device("cpu"))
@@ -46,9 +46,10 @@ def _worth_compiling(ops):
     return max(v.aval.size for eqn, _, _ in ops for v in eqn.outputs) >= min_size
 
 
-def lower(ops, constants, live_out, avals, numpy_stretch, on_host, target=None):
+def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
     """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it.
-    With a `target` (rune/jit/target.py) every lowerable run is planned for it instead."""
+    Inside `planning_for(target)` (rune/jit/target.py) every lowerable run is planned for it."""
+    target = planning_target()
     compiler = _HOST.compiler() if on_host and target is None else None
     if target is None and (compiler is None or not _worth_compiling(ops)):
         return [numpy_stretch(ops)]

@@ -9,13 +9,12 @@ checkpoints are inlined: a plan evaluates only their forward computation.
 Every stretch without a callback is one unit; the compiler splits it only
 around primitives it does not lower.
 """
-import threading
-
 from ..core.primitive import calls
 from ..core.program import Literal
 from ..devices import current_default
 from ..nx.array import Array
 from ..stats import COUNTERS
+from .target import planning_target
 
 class Plan:
     """Built in passes: linearise the program (calls inlined) into stretches of
@@ -23,9 +22,8 @@ class Plan:
     which leave the plan; lower every stretch (rune/jit/lower.py: compiled C
     kernels on the host where a compiler is available, NumPy otherwise)."""
 
-    def __init__(self, program, target=None):
+    def __init__(self, program):
         self.program = program
-        self.target = target  # None: this process's devices; "cuda": planned only, for inspection
         self.slots = 0
         self.constants = {}   # slot -> raw value
         self.avals = {}       # slot -> aval
@@ -33,11 +31,7 @@ class Plan:
         self._ops = []        # the stretch being filled
         consts = [self._new_const(_raw(c), v.aval) for c, v in zip(program.consts, program.constvars)]
         self.in_slots = [self._new(v.aval) for v in program.invars]
-        outer, _TARGET.name = _TARGET.name, target  # nested plans (loop bodies) plan for it too
-        try:
-            self.out_slots = self._emit(program, consts + self.in_slots)
-        finally:
-            _TARGET.name = outer
+        self.out_slots = self._emit(program, consts + self.in_slots)
         self._close_stretch()
         self.steps = self._lower(self.steps)
         self.out_avals = program.out_avals
@@ -103,7 +97,7 @@ class Plan:
             on_host = all(_device(eqn.outputs[0].aval).platform == "cpu" and
                           all(_device(a.aval).platform == "cpu" for a in eqn.inputs)
                           for eqn, _, _ in st.ops)
-            lowered.extend(lower(st.ops, self.constants, live, self.avals, Stretch, on_host, self.target))
+            lowered.extend(lower(st.ops, self.constants, live, self.avals, Stretch, on_host))
         return lowered
 
     @property
@@ -282,13 +276,6 @@ class TransferStep:
         return f"transfer {self.src} -> {self.dst}"
 
 
-# The target of the plan being built (None: this process's devices), for nested plans.
-class _Target(threading.local):
-    name = None
-
-
-_TARGET = _Target()
-
 # The host steps, by primitive name (the primitives live in modules above this one).
 STEP_KINDS = {"callback": CallbackStep, "scan": ScanStep, "while_loop": WhileStep,
               "cond": BranchStep, "place": TransferStep}
@@ -296,8 +283,8 @@ STEP_KINDS = {"callback": CallbackStep, "scan": ScanStep, "while_loop": WhileSte
 
 def program_plan(program):
     """The plan of `program`, built once and kept with it (for another target: afresh)."""
-    if _TARGET.name is not None:
-        return Plan(program, _TARGET.name)
+    if planning_target() is not None:  # a loop body of a plan for another device
+        return Plan(program)
     plan = program._plan
     if plan is None:
         plan = program._plan = Plan(program)

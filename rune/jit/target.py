@@ -1,12 +1,39 @@
 """Plans for a target this process need not have: `jitted.plan(*args, target="cuda")`.
 
-Such a plan is fused exactly as the host's (rune/jit/fuse.py) and each run of
-lowerable primitives becomes a `TargetStretch` holding the target dialect's
-kernels (copies of the IR kernels carrying their source and launch shapes).
-It is an inspection: nothing is compiled or run.
+Such a plan is built inside `planning_for(target)`: it is fused exactly as the
+host's (rune/jit/fuse.py), and `lower` turns each run of lowerable primitives
+into a `TargetStretch` holding the target dialect's kernels (copies of the IR
+kernels carrying their source and launch shapes); loop bodies are planned for
+the target too, afresh. It is an inspection: nothing is compiled or run.
 """
+import contextlib
+import threading
+
 from ..backends import kernel_dialect
 from ..errors import ArgumentError, UsageError
+
+
+class _Planning(threading.local):
+    target = None
+
+
+_PLANNING = _Planning()
+
+
+def planning_target():
+    """The target the plan being built is for (None: this process's devices)."""
+    return _PLANNING.target
+
+
+@contextlib.contextmanager
+def planning_for(target):
+    """Plans built inside (loop and branch bodies included) are for `target`."""
+    dialect(target)  # an unknown target fails here, kernels or not
+    outer, _PLANNING.target = _PLANNING.target, target
+    try:
+        yield
+    finally:
+        _PLANNING.target = outer
 
 
 def dialect(target):
