@@ -216,8 +216,9 @@ def _composition_stretches():
 
 
 def _seed_stretches():
+    """The seed walk-through's jitted step (none where the project's shared/ folder is absent)."""
     if not SEED.exists():
-        pytest.skip(f"seed walk-through not found at {SEED}")
+        return []
     with contextlib.redirect_stdout(io.StringIO()):
         g = runpy.run_path(str(SEED), run_name="seed")
     return target_stretches(g["step"].plan(g["thetas"], target="cuda"))
@@ -238,7 +239,7 @@ def suite_stretches():
 def test_nvrtc_accepts_every_kernel_of_the_suite_for_sm_90(suite_stretches):
     assert len(suite_stretches["op table"]) > 300
     assert len(suite_stretches["fuzz"]) > 0.5 * int(os.environ.get("RUNE_FUZZ_PROGRAMS", "2000"))
-    assert suite_stretches["compositions"] and suite_stretches["seed"]
+    assert suite_stretches["compositions"] and (suite_stretches["seed"] or not SEED.exists())
     t = time.perf_counter()
     n = _compile_all([s for v in suite_stretches.values() for s in v], "sm_90", syntax_only=True)
     print(f"NVRTC front end, sm_90: {n} units in {time.perf_counter() - t:.1f} s")
