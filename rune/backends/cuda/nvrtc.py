@@ -95,7 +95,7 @@ def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=Fals
         target = arch.replace("sm_", "compute_") if ptx else arch
         opts = [f"--gpu-architecture={target}", f"-I{include_dir()}", *OPTIONS, *options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
-        err_size, size = nvrtc.nvrtcGetProgramLogSize(prog)
+        _, size = nvrtc.nvrtcGetProgramLogSize(prog)
         log = b" " * size
         nvrtc.nvrtcGetProgramLog(prog, log)
         log = log.decode(errors="replace").rstrip("\x00 \n")
