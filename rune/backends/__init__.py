@@ -31,3 +31,12 @@ def _load(device):
     except ImportError as e:
         raise DeviceError(f"device {device} needs CuPy (pip install 'rune[cuda]'): {e}") from e
     return BACKEND
+
+
+def kernel_dialect(target):
+    """The renderer of kernels for `target` ("cuda"), usable without its device
+    (planning for it from shapes alone); None for a target rune cannot render."""
+    if target == "cuda":
+        from .cuda.dialect import CudaDialect
+        return CudaDialect()
+    return None

@@ -17,7 +17,9 @@ import weakref
 import numpy as np
 
 from .. import tree
+from ..callback import Spec
 from ..core import trace as _trace
+from ..core.aval import Aval
 from ..core.program import dce
 from ..core.staging import stage_pytree
 from ..devices import _default, default_device, get_device
@@ -26,7 +28,8 @@ from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
 from ..stats import COUNTERS
-from .plan import Plan
+from .plan import Plan, _wrap
+from .target import planning_for
 
 
 def _env_cache_size():
@@ -254,18 +257,40 @@ class Jitted:
         _, leaves = self._key(args, kwargs)
         return self._stage(leaves, args, kwargs)[0]
 
-    def plan(self, *args, **kwargs):
-        """The Plan this function runs for these arguments."""
+    def plan(self, *args, target=None, **kwargs):
+        """The Plan this function runs for these arguments. With `target="cuda"`, the
+        plan for a CUDA device from the arguments' shapes and dtypes alone (arrays or
+        `rune.Spec`s), on any machine: an inspection (`plan.kernels` hold CUDA
+        sources), built afresh and not run."""
+        if target is not None:
+            return self._target_plan(target, args, kwargs)
         key, leaves = self._key(args, kwargs)
         entry = self.cache.get(key)
         if entry is None:
             entry = self._compile(key, leaves, args, kwargs)
         return entry.plan
 
+    def _target_plan(self, target, args, kwargs):
+        args, kwargs = tree.map(lambda v: _SpecLeaf(v) if isinstance(v, Spec) else v, (args, kwargs),
+                                is_leaf=lambda v: isinstance(v, Spec))
+        dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
+        leaves = [x if type(x) is _SpecLeaf else self._leaf(x) for x in tree.leaves((dyn_args, dyn_kwargs))]
+        program = self._stage(leaves, args, kwargs)[0]
+        with planning_for(target):
+            return Plan(program)
+
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""
         self.cache.clear()
         self._latest = None
+
+
+class _SpecLeaf:
+    """A `rune.Spec` standing for an argument when planning: only its aval is read."""
+    __slots__ = ("aval",)
+
+    def __init__(self, spec):
+        self.aval = Aval(spec.shape, spec.dtype, spec.device)
 
 
 class _Bound:
@@ -281,8 +306,8 @@ class _Bound:
     def trace(self, *args, **kwargs):
         return self.jitted.trace(self.obj, *args, **kwargs)
 
-    def plan(self, *args, **kwargs):
-        return self.jitted.plan(self.obj, *args, **kwargs)
+    def plan(self, *args, target=None, **kwargs):
+        return self.jitted.plan(self.obj, *args, target=target, **kwargs)
 
     def __getattr__(self, name):  # __name__, __doc__, clear_cache, cache, ...
         return getattr(self.jitted, name)

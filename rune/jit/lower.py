@@ -25,6 +25,7 @@ from ..devices import get_device
 from ..stats import COUNTERS
 from . import fuse
 from .render import CDialect
+from .target import TargetStretch, planning_target
 
 _DIALECT = CDialect()
 _HOST = backend_for(get_device("cpu"))
@@ -49,9 +50,11 @@ def _worth_compiling(ops):
 
 
 def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
-    """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it."""
-    compiler = _HOST.compiler() if on_host else None
-    if compiler is None or not _worth_compiling(ops):
+    """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it.
+    Inside `planning_for(target)` (rune/jit/target.py) every lowerable run is planned for it."""
+    target = planning_target()
+    compiler = _HOST.compiler() if on_host and target is None else None
+    if target is None and (compiler is None or not _worth_compiling(ops)):
         return [numpy_stretch(ops)]
     runs, current, flag = [], [], None
     for op in ops:
@@ -82,7 +85,10 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         for _, other in runs[:k] + runs[k + 1:]:
             later.update(s for _, ins, _ in other for s in ins)
         unit = fuse.fuse(run, constants, produced & later, avals)
-        steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
+        if target is not None:
+            steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
+        else:
+            steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
     return steps
 
 

@@ -24,6 +24,7 @@ from ..devices import current_default, transfer
 from ..nx.array import Array, wrap_raws
 from ..stats import COUNTERS
 from .lower import lower
+from .target import planning_target
 
 # primitive -> step class `cls(eqn, in_slots, out_slots)` with `run(env)`,
 # `describe()` and `ins`: the primitives a plan runs on the host between stretches.
@@ -321,7 +322,9 @@ STEP_KINDS[P["place"]] = TransferStep
 
 
 def program_plan(program):
-    """The plan of `program`, built once and kept with it."""
+    """The plan of `program`, built once and kept with it (for another target: afresh)."""
+    if planning_target() is not None:  # a loop body of a plan for another device
+        return Plan(program)
     plan = program._plan
     if plan is None:
         plan = program._plan = Plan(program)

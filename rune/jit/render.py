@@ -227,7 +227,7 @@ def _convert(r, node, a, dts):
         return f"(({r.ctype(dst)})({x}))"
     # to a float type
     if dst == np.dtype("float16") and src == np.dtype("float64"):
-        return f"((float)(_Float16)({x}))"   # NumPy rounds float64 -> float16 once
+        return r.f64_to_f16(x)               # NumPy rounds float64 -> float16 once
     if kd == "h":
         return f"((float)({x}))"             # via float32, as NumPy and ml_dtypes do
     return f"(({r.compute_type(dst)})({x}))"
@@ -398,6 +398,10 @@ class CStyle:
         if dtype.name == "float16":
             return f"((float)(_Float16)({expr}))"
         return expr
+
+    def f64_to_f16(self, expr):
+        """A float64 rounded once to float16, kept in float32."""
+        return f"((float)(_Float16)({expr}))"
 
     def expression(self, node, args):
         dts = [a.dtype for a in node.args]

@@ -1,0 +1,559 @@
+"""The CUDA C dialect of the kernel renderer (target "cuda").
+
+`CudaDialect` shares with the C dialect every type, constant, expression rule
+and exact-semantics helper (rune/jit/render.py: `CStyle`, `_c_helpers`); it
+replaces the loop form with grid-stride loops over a flat index decomposed
+into the (collapsed) axes, the reductions with block-wide trees of warp
+shuffles, and the storage of 16-bit floats with cuda_fp16.h / cuda_bf16.h
+types (computed in float32, rounded after every operation as in C). Math is
+CUDA's IEEE functions: compile without --use_fast_math (rune/backends/cuda/nvrtc.py).
+
+What a launcher needs
+---------------------
+`CudaDialect.unit(kernels)` returns (unit name, source, [CudaKernel]). The
+source is one translation unit: `prelude()` is NOT included (prepend it; it
+includes cuda_fp16.h and cuda_bf16.h, so pass their folder with -I). Each
+`CudaKernel` (a copy of an IR `Kernel`; the IR object itself is never
+rendered into) has
+
+- `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
+- `launches`: the `Launch`es to run in order (one, or two for a reduction split
+  across blocks). Each `Launch` names an `extern "C" __global__` function
+  (`name`), its 1-d `grid` and `block` (blockDim.x; always a multiple of 32),
+  `shared` (dynamic shared bytes: 0 today, every buffer is static) and
+  `params`: the C parameter types in order;
+- `args`: what to pass, the same for every launch of the kernel:
+  `("buffer", i)` for the unit's buffer i (rune/jit/fuse.py `Unit.buffers`:
+  inputs, outputs and intermediates, each a contiguous device array of its
+  dtype and shape), then `("scratch", k)` for the kernel's scratch buffer k;
+- `scratch`: [(NumPy dtype, element count)] device buffers the launcher
+  allocates (and may keep between calls; they need no initial value).
+
+Every argument is a device pointer, aligned to 16 bytes (flat contiguous
+kernels read and write `rn_vec`s of up to 16 bytes; CuPy's allocations are
+256-byte aligned); there are no scalar arguments (shapes and strides are
+compiled in). Kernels of a unit run in list order on one stream: a kernel
+reads only what earlier kernels stored, and the two launches of a split
+reduction must run in order too.
+
+Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
+sequential loop: short rows), "block" (one block per output row, threads
+striding over it, then warp shuffles and shared memory: many rows), "split"
+(few long rows: `chunks` blocks per row write partial accumulators and NaN
+flags to scratch, then `<name>_finish` reduces each row's partials with one
+block and runs the epilogue). Float max/min carry a NaN flag, so NaN
+propagates as in NumPy. Shared memory is static (32 slots per accumulator).
+
+Launch shapes come from `DeviceProps` (SM count, threads per block); the
+defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
+limit and `reduce_strategy` are parameters so small inputs can be made to
+cross blocks (the emulation tests do).
+"""
+import copy
+import hashlib
+import math
+
+import numpy as np
+
+from ...errors import ArgumentError
+from ...jit.kernel import Const, contiguous_strides
+from ...jit.render import (REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
+                           _guarded_axes, _kind, _nest, _offset)
+
+
+class DeviceProps:
+    """What launch shapes are chosen from."""
+    __slots__ = ("sm_count", "max_threads_per_block", "arch")
+
+    def __init__(self, sm_count=132, max_threads_per_block=1024, arch="sm_90"):
+        self.sm_count, self.max_threads_per_block, self.arch = sm_count, max_threads_per_block, arch
+
+    def __repr__(self):
+        return f"DeviceProps({self.sm_count} SMs, {self.max_threads_per_block} threads/block, {self.arch})"
+
+
+H200 = DeviceProps()
+
+
+class Launch:
+    __slots__ = ("name", "grid", "block", "shared", "params")
+
+    def __init__(self, name, grid, block, shared, params):
+        self.name, self.grid, self.block, self.shared, self.params = name, grid, block, shared, params
+
+    def __repr__(self):
+        return f"Launch({self.name}, grid={self.grid}, block={self.block}, shared={self.shared})"
+
+
+STRATEGIES = ("thread", "block", "split")
+
+_PRELUDE = """\
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#if defined(__CUDACC_RTC__)
+typedef signed char int8_t;
+typedef short int16_t;
+typedef int int32_t;
+typedef long long int64_t;
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+#define INT32_MIN (-2147483647 - 1)
+#define INT64_MIN (-9223372036854775807LL - 1)
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+#else
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#endif
+#define RN_FN static __device__ __forceinline__
+#define RN_FULL_MASK 0xffffffffu
+/* N elements read or written as one aligned access (ld.global.v4 and kin) */
+template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
+"""
+
+# The type a value travels through a warp shuffle in (CUDA overloads only int,
+# unsigned, long long, unsigned long long, float and double).
+_SHUFFLE = {"bool": "int", "int8": "int", "int16": "int", "int32": "int", "int64": "long long",
+            "uint8": "unsigned", "uint16": "unsigned", "uint32": "unsigned",
+            "uint64": "unsigned long long", "float16": "float", "bfloat16": "float",
+            "float32": "float", "float64": "double"}
+
+
+# Reductions whose partial accumulators combine with their own update (acc = update(acc,
+# other partial)), which is what the shuffle and shared-memory trees do.
+_TREE_REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min"})
+
+
+def _compute_dtype(dtype):
+    return np.dtype(np.float32) if _kind(dtype) == "h" else dtype
+
+
+class CudaDialect(CStyle):
+    """CUDA C++ for NVRTC: grid-stride loops, warp-shuffle reductions, __half / __nv_bfloat16."""
+
+    target = "cuda"
+    restrict = "__restrict__"
+    _CTYPES = {**CStyle._CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+
+    def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
+                 items_per_thread=8, reduce_strategy=None, vector_bytes=16):
+        if block % 32 or not 32 <= block <= device.max_threads_per_block:
+            raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
+                                f"and {device.max_threads_per_block}, got {block}")
+        if reduce_strategy not in (None,) + STRATEGIES:
+            raise ArgumentError(f"CudaDialect: reduce_strategy must be one of {STRATEGIES} or None, "
+                                f"got {reduce_strategy!r}")
+        self.device, self.block, self.blocks_per_sm = device, block, blocks_per_sm
+        self.serial_reduce_limit, self.items_per_thread = serial_reduce_limit, items_per_thread
+        self.reduce_strategy = reduce_strategy
+        self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
+
+    # -------------------------------------------------------------- values
+
+    def load(self, dtype, ref):
+        if dtype.name == "bfloat16":
+            return f"__bfloat162float({ref})"
+        if dtype.name == "float16":
+            return f"__half2float({ref})"
+        return ref
+
+    def stored(self, dtype, value):
+        if dtype.name == "bfloat16":  # the value is already rounded; its upper bits are the bfloat16
+            return f"__ushort_as_bfloat16(rn_bf16_bits({value}))"
+        if dtype.name == "float16":
+            return f"__float2half_rn({value})"
+        return value
+
+    def rounded(self, dtype, expr):
+        if dtype.name == "bfloat16":  # the shared helper: NaN keeps its sign, as ml_dtypes
+            return f"rn_bf16({expr})"
+        if dtype.name == "float16":
+            return f"__half2float(__float2half_rn({expr}))"
+        return expr
+
+    def f64_to_f16(self, expr):
+        return f"__half2float(__double2half({expr}))"
+
+    def expression(self, node, args):
+        if node.op not in RULES:
+            raise NotImplementedError(f"the CUDA dialect cannot render a {node.op!r} node "
+                                      f"({node.dtype.name}); no expression rule for it")
+        return super().expression(node, args)
+
+    def prelude(self):
+        return _PRELUDE + _c_helpers()
+
+    # -------------------------------------------------------------- units
+
+    def unit(self, kernels):
+        """(unit name, source, [CudaKernel]) for IR `kernels`, which are left untouched."""
+        rendered = [self.render(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
+        text = "\n\n".join(r[0] for r in rendered)
+        name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        out = []
+        for j, (src, launches, scratch, strategy) in enumerate(rendered):
+            k = copy.copy(kernels[j])
+            k.target = self.target
+            k.source = src.replace("@U@", name)
+            for ln in launches:
+                ln.name = ln.name.replace("@U@", name)
+            k.name = launches[0].name
+            k.launches, k.scratch, k.strategy = launches, scratch, strategy
+            k.args = [("buffer", i) for i in self.buffers(k)] + [("scratch", s) for s in range(len(scratch))]
+            out.append(k)
+        return name, text.replace("@U@", name), out
+
+    def render(self, kernel, name):
+        """(source, [Launch], scratch, strategy) of one IR kernel."""
+        if kernel.reduce_shape:
+            return self.reduction(kernel, name)
+        return self.elementwise(kernel, name)
+
+    def buffers(self, kernel):
+        return sorted({ld.buffer.index for ld in kernel.loads} | {s.buffer.index for s in kernel.stores})
+
+    def params(self, kernel, scratch):
+        """The C parameters: each buffer (stored ones writable), then the scratch buffers."""
+        stored = {s.buffer.index for s in kernel.stores}
+        dtypes = {ld.buffer.index: ld.buffer.dtype for ld in kernel.loads}
+        dtypes.update({s.buffer.index: s.buffer.dtype for s in kernel.stores})
+        params = []
+        for i in self.buffers(kernel):
+            t = self.ctype(dtypes[i])
+            params.append((f"{t} *" if i in stored else f"const {t} *", f"p{i}"))
+        for k, (dt, _) in enumerate(scratch):
+            params.append((f"{self.ctype(dt)} *", f"s{k}"))
+        return params
+
+    def signature(self, name, params):
+        args = ", ".join(f"{t}{self.restrict} {n}" for t, n in params)
+        return f'extern "C" __global__ void {name}({args})'
+
+    def index_type(self, kernel):
+        return "int32_t" if kernel.index_bits == 32 else "int64_t"
+
+    def grid(self, work):
+        """Blocks for `work` items of one block each: enough to fill the device, at least 1."""
+        return max(1, min(work, self.device.sm_count * self.blocks_per_sm))
+
+    # -------------------------------------------------------------- elementwise
+
+    def elementwise(self, kernel, name):
+        out = contiguous_strides(kernel.shape)
+        _, _, _, loads, nodes = self.phases(kernel)
+        pinned = _guarded_axes(loads, 0, len(kernel.shape))
+        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] + [out], pinned)
+        idx = self.index_type(kernel)
+        ivars = [f"i{a}" for a in range(len(shape))]
+        at = {id(ld): s for ld, s in zip(loads, acc)}
+        names = {}
+        body = _decompose("t", shape, ivars, idx)
+        body += self.statements(kernel, loads, nodes, names,
+                                lambda ld: _offset(ivars, at[id(ld)], ld.offset),
+                                lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
+                                                                 for m in amap], kernel.shape))
+        body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
+        n = kernel.size
+        params = self.params(kernel, [])
+        lines = [self.signature(name, params) + " {"]
+        lt = _loop_type(n, idx)
+        start, step = f"({lt})blockIdx.x * blockDim.x + threadIdx.x", f"({lt})blockDim.x * gridDim.x"
+        width = self.vector_width(kernel, shape, loads, acc)
+        if width > 1:
+            lines += self.vectorised(kernel, loads, nodes, at, lt, start, step, width)
+            start = f"{n - n % width} + {start}"   # the scalar tail
+        lines += _grid_stride("t", lt, str(n), start, step, body, 1)
+        grid = self.grid(-(-n // (self.block * width)))
+        return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
+
+    def vector_width(self, kernel, shape, loads, acc):
+        """Elements per thread and vector access (1: scalar) of a flat contiguous kernel:
+        every buffer read at stride 1 from an offset the width divides (or at stride 0,
+        broadcast) and stored at stride 1, with no guards and enough work to fill the device."""
+        if not self.vector_bytes or len(shape) != 1 or any(ld.guard for ld in loads):
+            return 1
+        wide = [ld for ld, s in zip(loads, acc) if s[0] == 1]
+        sizes = [ld.buffer.dtype.itemsize for ld in wide] + [st.buffer.dtype.itemsize for st in kernel.stores]
+        width = min(4, self.vector_bytes // max(sizes))
+        if width < 2 or shape[0] < width * self.block:
+            return 1
+        stored = {st.buffer.index for st in kernel.stores}
+        access = {}
+        for ld, s in zip(loads, acc):
+            access.setdefault(ld.buffer.index, set()).add((s[0], ld.offset if s[0] else 0))
+        for b, kinds in access.items():
+            if b in stored or len(kinds) > 1:
+                return 1
+            (stride, offset), = kinds
+            if stride not in (0, 1) or offset % width:
+                return 1
+        return width
+
+    def vectorised(self, kernel, loads, nodes, at, lt, start, step, width):
+        """The body over whole vectors of `width` elements: each stride-1 buffer read and
+        written as one aligned `rn_vec`, the element loop over it unrolled (its pointers
+        shadowed by the vector's elements). Buffers must be aligned to 16 bytes."""
+        wide = {ld.buffer.index: ld for ld in loads if at[id(ld)][0] == 1}
+        pre, alias, post = [], [], []
+        for b, ld in wide.items():
+            t = self.ctype(ld.dtype)
+            pre.append(f"const rn_vec<{t}, {width}> w{b} = *(const rn_vec<{t}, {width}> *)(p{b} + base + {ld.offset});")
+            alias.append(f"const {t} *p{b} = w{b}.v;")
+        for st in kernel.stores:
+            b, t = st.buffer.index, self.ctype(st.buffer.dtype)
+            pre.append(f"rn_vec<{t}, {width}> w{b};")
+            alias.append(f"{t} *p{b} = w{b}.v;")
+            post.append(f"*(rn_vec<{t}, {width}> *)(p{b} + base) = w{b};")
+        names = {}
+        inner = self.statements(kernel, loads, nodes, names,
+                                lambda ld: "e" if ld.buffer.index in wide else str(ld.offset))
+        inner += self.stores(kernel, names, "e")
+        body = [f"const {lt} base = v * {width};"] + pre + ["{"] + ["  " + x for x in alias]
+        body += ["  #pragma unroll", f"  for (int e = 0; e < {width}; ++e) {{"] + ["    " + x for x in inner]
+        body += ["  }", "}"] + post
+        return _grid_stride("v", lt, str(kernel.size // width), start, step, body, 1)
+
+    # -------------------------------------------------------------- reductions
+
+    def strategy(self, rows, length):
+        """thread: one thread per output point (short rows); block: one block per row
+        (many rows); split: several blocks per row, then a finishing kernel (few long rows)."""
+        if self.reduce_strategy:
+            return self.reduce_strategy
+        if length <= self.serial_reduce_limit:
+            return "thread"
+        if rows >= 2 * self.device.sm_count or length <= self.block * self.items_per_thread:
+            return "block"
+        return "split"
+
+    def reduction(self, kernel, name):
+        no = len(kernel.shape)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        out = contiguous_strides(kernel.shape)
+        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + len(kernel.reduce_shape))}
+        oshape, oacc, omap = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
+                                       [ld.strides for ld in outer_loads] + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads], rpin)
+        ov = [f"i{a}" for a in range(len(oshape))]
+        rv = [f"j{a}" for a in range(len(rshape))]
+        axis_vars = ([ov[m] if m is not None else None for m in omap] +
+                     [rv[m] if m is not None else None for m in rmap])
+        full = kernel.shape + kernel.reduce_shape
+        n_in = len(inner_loads)
+        at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
+        at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
+
+        def index(ld):
+            o, r = at[id(ld)]
+            return _offset(ov + rv, list(o) + list(r), ld.offset)
+
+        def guard(ld):
+            return _condition(ld.guard, axis_vars, full)
+
+        idx = self.index_type(kernel)
+        names = {}
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
+        accs = []
+        for k, r in enumerate(reduces):
+            if r.op not in _TREE_REDUCTIONS:
+                raise NotImplementedError(f"the CUDA dialect cannot render a {r.op!r} reduction "
+                                          f"({r.dtype.name}): its partial results have no combination rule")
+            a = r.args[0]
+            v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+            accs.append(_Accumulator(self, k, r, v))
+            names[id(r)] = f"r{k}"
+        updates = [line for a in accs for line in a.update_lines()]
+        finals = [a.final() for a in accs]
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index, guard)
+        epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
+        inits = [line for a in accs for line in a.init_lines()]
+
+        rows, length = kernel.size, math.prod(kernel.reduce_shape)
+        how = self.strategy(rows, length)
+        row_t, len_t = _loop_type(rows, idx), _loop_type(length, idx)
+        ctx = dict(name=name, idx=idx, oshape=oshape, ov=ov, rshape=rshape, rv=rv, rows=rows,
+                   length=length, row_t=row_t, len_t=len_t, prologue=prologue, updates=updates,
+                   finals=finals, epilogue=epilogue, inits=inits, accs=accs)
+        return getattr(self, f"_reduce_{how}")(kernel, ctx) + (how,)
+
+    def _reduce_thread(self, kernel, c):
+        """Each thread reduces whole rows, sequentially (as the C loop nest)."""
+        point = c["inits"] + _nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]),
+                                   c["prologue"] + c["updates"], 0) + c["finals"] + c["epilogue"]
+        body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + point
+        params = self.params(kernel, [])
+        lines = [self.signature(c["name"], params) + " {"]
+        rt = c["row_t"]
+        lines += _grid_stride("row", rt, str(c["rows"]), f"({rt})blockIdx.x * blockDim.x + threadIdx.x",
+                              f"({rt})blockDim.x * gridDim.x", body, 1)
+        grid = self.grid(-(-c["rows"] // self.block))
+        return "\n".join(lines + ["}"]), [Launch(c["name"], grid, self.block, 0, params)], []
+
+    def _reduce_block(self, kernel, c):
+        """One block per row (grid-stride over rows): threads stride over the row, then a
+        warp-shuffle and shared-memory tree; thread 0 runs the epilogue."""
+        inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
+        body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
+        body += _grid_stride("j", c["len_t"], str(c["length"]), "threadIdx.x", "blockDim.x", inner, 0)
+        body += self.block_tree(c["accs"])
+        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in c["finals"] + c["epilogue"]] + ["}"]
+        body += ["__syncthreads();  // the tree's shared memory is reused by the next row"]
+        params = self.params(kernel, [])
+        lines = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(c["accs"])]
+        lines += _grid_stride("row", c["row_t"], str(c["rows"]), "blockIdx.x", "gridDim.x", body, 1)
+        grid = self.grid(c["rows"])
+        return "\n".join(lines + ["}"]), [Launch(c["name"], grid, self.block, 0, params)], []
+
+    def _reduce_split(self, kernel, c):
+        """Few long rows: `chunks` blocks per row each reduce a slice into scratch
+        partials (the prologue runs here); a second kernel reduces each row's
+        partials with one block and runs the epilogue."""
+        rows, length, accs = c["rows"], c["length"], c["accs"]
+        chunks = max(2, min(-(-length // (self.block * self.items_per_thread)),
+                            -(-self.device.sm_count * self.blocks_per_sm // max(rows, 1))))
+        parts = rows * chunks
+        part_t = _loop_type(parts, c["idx"])
+        scratch = []
+        for a in accs:
+            a.slot = len(scratch)
+            scratch.append((a.compute_dtype, parts))
+            if a.nan:
+                scratch.append((np.dtype(np.int32), parts))
+        params = self.params(kernel, scratch)
+        # pass 1: block `part` reduces slice `part % chunks` of row `part / chunks`
+        inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
+        body = [f"const {part_t} row = part / {chunks}, chunk = part % {chunks};"]
+        body += _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
+        body += _grid_stride("j", c["len_t"], str(length), f"chunk * ({c['len_t']})blockDim.x + threadIdx.x",
+                             f"({c['len_t']}){chunks} * blockDim.x", inner, 0)
+        body += self.block_tree(accs)
+        body += ["if (threadIdx.x == 0) {"] + ["  " + x for a in accs for x in a.spill("part")] + ["}"]
+        body += ["__syncthreads();"]
+        first = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(accs)]
+        first += _grid_stride("part", part_t, str(parts), "blockIdx.x", "gridDim.x", body, 1)
+        # pass 2: one block per row combines its partials
+        finish = c["name"] + "_finish"
+        gather = [x for a in accs for x in a.gather(f"row * {chunks} + q")]
+        body = list(c["inits"])
+        body += _grid_stride("q", "int32_t", str(chunks), "threadIdx.x", "blockDim.x", gather, 0)
+        body += self.block_tree(accs)
+        tail = _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["finals"] + c["epilogue"]
+        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in tail] + ["}"]
+        body += ["__syncthreads();"]
+        second = [self.signature(finish, params) + " {"] + ["  " + x for x in self.shared(accs)]
+        second += _grid_stride("row", c["row_t"], str(rows), "blockIdx.x", "gridDim.x", body, 1)
+        text = "\n".join(first + ["}"]) + "\n\n" + "\n".join(second + ["}"])
+        launches = [Launch(c["name"], self.grid(parts), self.block, 0, params),
+                    Launch(finish, self.grid(rows), self.block, 0, params)]
+        return text, launches, scratch
+
+    def shared(self, accs):
+        """One slot per warp for each accumulator (and NaN flag) of the block tree."""
+        lines = []
+        for a in accs:
+            lines.append(f"__shared__ {a.ctype} sh_acc{a.k}[32];")
+            if a.nan:
+                lines.append(f"__shared__ int sh_nan{a.k}[32];")
+        return lines
+
+    def block_tree(self, accs):
+        """Combine every thread's accumulators: shuffles down each warp, warp results
+        through shared memory, then the first warp again. Thread 0 ends with the total."""
+        def warp():
+            lines = ["for (int off = 16; off > 0; off >>= 1) {"]
+            for a in accs:
+                lines += ["  " + x for x in a.shuffle("off")]
+            return lines + ["}"]
+        lines = ["{", "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
+                 "warps = blockDim.x >> 5;"]
+        lines += ["  " + x for x in warp()]
+        lines += ["  if (lane == 0) {"] + ["    " + x for a in accs for x in a.to_shared("warp")] + ["  }"]
+        lines += ["  __syncthreads();", "  if (warp == 0) {"]
+        lines += ["    " + x for a in accs for x in a.from_shared("lane", "warps")]
+        lines += ["    " + x for x in warp()]
+        return lines + ["  }", "}"]
+
+
+class _Accumulator:
+    """One reduction's accumulator in CUDA: its initial value, update, combination of two
+    partial results (the same update, whose operand is another partial) and NaN flag."""
+
+    def __init__(self, r, k, node, value):
+        self.r, self.k, self.node, self.value = r, k, node, value
+        self.acc, self.flag = f"acc{k}", f"nan{k}"
+        self.init, self.update, _, self.nan = REDUCERS[node.op](r, node.dtype, self.acc, value)
+        self.ctype = r.compute_type(node.dtype)
+        self.compute_dtype = _compute_dtype(node.dtype)
+        self.wire = _SHUFFLE[node.dtype.name]
+        self.slot = None
+
+    def combine(self, other):
+        return REDUCERS[self.node.op](self.r, self.node.dtype, self.acc, other)[1]
+
+    def init_lines(self):
+        return [f"{self.ctype} {self.acc} = {self.init};"] + ([f"int {self.flag} = 0;"] if self.nan else [])
+
+    def update_lines(self):
+        lines = [f"{self.acc} = {self.update};"]
+        if self.nan:
+            lines.append(f"{self.flag} |= ({self.value} != {self.value});")
+        return lines
+
+    def final(self):
+        result = self.acc
+        if self.nan:
+            result = f"({self.flag} ? ({self.ctype})NAN : {self.acc})"
+        return f"const {self.ctype} r{self.k} = {self.r.rounded(self.node.dtype, result)};"
+
+    def shuffle(self, off):
+        # Lanes past the warp's end get their own value back and combine it twice; harmless,
+        # as lane 0's result only ever reads lanes that were in range at every step.
+        other = f"o{self.k}"
+        lines = [f"const {self.ctype} {other} = ({self.ctype})__shfl_down_sync(RN_FULL_MASK, "
+                 f"({self.wire}){self.acc}, {off});",
+                 f"{self.acc} = {self.combine(other)};"]
+        if self.nan:
+            lines.append(f"{self.flag} |= __shfl_down_sync(RN_FULL_MASK, {self.flag}, {off});")
+        return lines
+
+    def to_shared(self, warp):
+        lines = [f"sh_acc{self.k}[{warp}] = {self.acc};"]
+        return lines + ([f"sh_nan{self.k}[{warp}] = {self.flag};"] if self.nan else [])
+
+    def from_shared(self, lane, warps):
+        lines = [f"{self.acc} = {lane} < {warps} ? sh_acc{self.k}[{lane}] : ({self.ctype}){self.init};"]
+        return lines + ([f"{self.flag} = {lane} < {warps} ? sh_nan{self.k}[{lane}] : 0;"] if self.nan else [])
+
+    def spill(self, at):
+        lines = [f"s{self.slot}[{at}] = {self.acc};"]
+        return lines + ([f"s{self.slot + 1}[{at}] = {self.flag};"] if self.nan else [])
+
+    def gather(self, at):
+        lines = [f"{self.acc} = {self.combine(f's{self.slot}[{at}]')};"]
+        return lines + ([f"{self.flag} |= s{self.slot + 1}[{at}];"] if self.nan else [])
+
+
+def _loop_type(n, idx):
+    """The type of a grid-stride counter up to `n`: it may pass `n` by a grid's worth of
+    threads (at most 2**20 with the grids chosen here), so 32 bits only below 2**30."""
+    return idx if n < 2 ** 30 else "int64_t"
+
+
+def _grid_stride(var, vtype, n, start, step, body, depth):
+    pad = "  " * depth
+    return ([f"{pad}for ({vtype} {var} = {start}; {var} < {n}; {var} += {step}) {{"]
+            + [pad + "  " + x for x in body] + [pad + "}"])
+
+
+def _decompose(flat, shape, ivars, idx):
+    """Lines giving each axis index of the row-major flat index `flat`."""
+    lines, step = [], 1
+    for a in reversed(range(len(shape))):
+        q = flat if step == 1 else f"{flat} / {step}"
+        lines.append(f"const {idx} {ivars[a]} = ({idx})({q}" + (f" % {shape[a]});" if a else ");"))
+        step *= shape[a]
+    return list(reversed(lines))

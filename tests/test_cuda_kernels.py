@@ -1,0 +1,511 @@
+"""The CUDA kernels, checked without a GPU.
+
+- NVRTC: every CUDA kernel the test-suite's jitted programs generate (the op
+  table under jit, the fuzzed programs, the compositions, the seed
+  walk-through) compiles for sm_90, a sample for sm_80, many units to one
+  NVRTC program (NVRTC's fixed cost is ~0.1 s a program).
+- Emulation: kernels rendered with small blocks and grids (so small inputs
+  cross blocks, end in a partial block and reduce across blocks) run on the
+  CPU under tests/cuda_emu/cuda_emu.h and must give what the C kernels and
+  NumPy give: elementwise, movement (broadcast, transpose, slices, pad guards,
+  concatenate), every reduction under each strategy, 16-bit floats.
+- Planning: `plan(..., target="cuda")` from arrays or Specs, index widths,
+  errors.
+"""
+import contextlib
+import io
+import os
+import pathlib
+import runpy
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+from rune.backends.cuda import nvrtc
+from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.errors import ArgumentError, UsageError
+from rune.jit.kernel import Buffer, Kernel
+from rune.jit.plan import _nested_plans
+from rune.jit.target import TargetStretch
+
+import cuda_emu
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+SEED = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "seed" / "callbacks.py"
+
+needs_nvrtc = pytest.mark.skipif(not nvrtc.available(),
+                                 reason="NVRTC not installed (pip install cuda-bindings nvidia-cuda-nvrtc "
+                                        "nvidia-cuda-runtime, in the test extra)")
+needs_gxx = pytest.mark.skipif(cuda_emu.CXX is None, reason="no g++ to build the CUDA emulation")
+
+
+def target_stretches(plan):
+    out = [s for s in plan.steps if type(s) is TargetStretch]
+    for step in plan.steps:
+        for sub in _nested_plans(step):
+            out.extend(target_stretches(sub))
+    return out
+
+
+# ---------------------------------------------------------------- planning
+
+def test_plan_for_cuda_from_specs_matches_plan_from_arrays_and_leaves_host_plans_alone():
+    def f(x, y):
+        return nx.sum(nx.exp(x) * y, axis=1), x.T + 1
+
+    x, y = np.random.default_rng(0).random((6, 5), np.float32), np.ones(5, np.float32)
+    jf = rune.jit(f)
+    from_arrays = jf.plan(x, y, target="cuda")
+    from_specs = jf.plan(rune.Spec((6, 5), "float32"), rune.Spec((5,), "float32"), target="cuda")
+    assert [k.source for k in from_arrays.kernels] == [k.source for k in from_specs.kernels]
+    assert from_specs.kernels and all(k.target == "cuda" for k in from_specs.kernels)
+    for k in from_specs.kernels:
+        assert f'extern "C" __global__ void {k.name}(' in k.source
+        assert k.launches[0].name == k.name and all(ln.block % 32 == 0 for ln in k.launches)
+    # the host plan is its own, with C kernels, and still runs
+    host = jf.plan(x, y)
+    assert all(k.target == "c" for k in host.kernels)
+    got = jf(x, y)
+    np.testing.assert_allclose(np.asarray(got[0]), (np.exp(x) * y).sum(1), rtol=1e-6)
+    with pytest.raises(UsageError, match="inspection"):
+        from_specs.run([x, y])
+    with pytest.raises(ArgumentError, match="target='tpu'"):
+        jf.plan(x, y, target="tpu")
+
+
+def test_loop_bodies_are_planned_for_cuda_too():
+    def f(c, xs):
+        return rune.scan(lambda c, x: (c + nx.sin(x) * 2, c * 3), c, xs)
+
+    plan = rune.jit(f).plan(rune.Spec((7,), "float32"), rune.Spec((4, 7), "float32"), target="cuda")
+    assert plan.kernels and all(k.target == "cuda" for k in plan.kernels)
+    assert any("sinf(" in k.source for k in plan.kernels)
+
+
+def test_index_width_follows_the_extents():
+    small = rune.jit(lambda x: x * 2).plan(rune.Spec((1000,), "float32"), target="cuda").kernels[0]
+    big = rune.jit(lambda x: x * 2).plan(rune.Spec((2 ** 31 + 7,), "int8"), target="cuda").kernels[0]
+    assert "int64_t" not in small.source and "int32_t t" in small.source
+    assert "int64_t t" in big.source and "< 2147483655" in big.source
+
+
+def test_launch_shapes_follow_the_device():
+    x = rune.Spec((1 << 24,), "float32")
+    h200 = rune.jit(lambda v: v + 1).plan(x, target="cuda").kernels[0].launches[0]
+    assert (h200.grid, h200.block) == (132 * 8, 256)   # a full H200 (sm_90 defaults)
+    k = rune.jit(lambda v: v + 1).plan(x, target="cuda").kernels[0]
+    small = CudaDialect(DeviceProps(sm_count=10), block=128, blocks_per_sm=4)
+    _, _, (copy,) = small.unit([k])
+    assert (copy.launches[0].grid, copy.launches[0].block) == (40, 128)
+    with pytest.raises(ArgumentError, match="multiple of 32"):
+        CudaDialect(block=100)
+
+
+def test_flat_contiguous_kernels_use_aligned_vector_accesses():
+    def source(f, *specs):
+        (k,) = rune.jit(f).plan(*[rune.Spec(*sp) for sp in specs], target="cuda").kernels
+        return k.source, k.launches[0].grid
+
+    src, grid = source(lambda x, y: x[4:] * y + 1, ((4100,), "float32"), ((4096,), "float32"))
+    assert "rn_vec<float, 4>" in src and "(p0 + base + 4)" in src and grid == 4   # 1024 vectors of 4
+    src, _ = source(lambda x: x.astype(nx.float64) * 2, ((4096,), "float32"))
+    assert "rn_vec<double, 2>" in src and "rn_vec<float, 2>" in src   # the widest element sets the width
+    for f, spec in ((lambda x: x[1:] * 2, ((4097,), "float32")),        # a misaligned offset
+                    (lambda x: x.T * 2, ((64, 64), "float32")),          # not contiguous
+                    (lambda x: x * 2, ((100,), "float32"))):             # too little work
+        assert "rn_vec" not in source(f, spec)[0]
+
+
+def test_reduction_strategy_follows_rows_and_length():
+    def f(x):
+        return nx.sum(x, axis=1)
+
+    def strategy(shape):
+        return rune.jit(f).plan(rune.Spec(shape, "float32"), target="cuda").kernels[0].strategy
+
+    assert strategy((100000, 8)) == "thread"      # short rows: one thread each
+    assert strategy((100000, 512)) == "block"     # many rows: one block each
+    assert strategy((4, 1 << 20)) == "split"      # few long rows: blocks per row, then a finishing kernel
+    k = rune.jit(f).plan(rune.Spec((4, 1 << 20), "float32"), target="cuda").kernels[0]
+    assert [ln.name for ln in k.launches] == [k.name, k.name + "_finish"]
+    assert k.scratch and k.args[-len(k.scratch):] == [("scratch", i) for i in range(len(k.scratch))]
+
+
+def test_a_node_without_a_cuda_rule_is_named():
+    k = Kernel("k", (4,))
+    b0, b1 = Buffer(0, np.dtype("float32"), (4,), "in"), Buffer(1, np.dtype("float32"), (4,), "out")
+    k.store(b1, k.node("frobnicate", np.float32, [k.load(b0, (1,), 0)]))
+    with pytest.raises(NotImplementedError, match="frobnicate"):
+        CudaDialect().unit([k])
+    r = Kernel("r", (), (4,))
+    r.store(b1, r.node("reduce_frobnicate", np.float32, [r.load(b0, (1,), 0, inner=True)]))
+    with pytest.raises(NotImplementedError, match="reduce_frobnicate"):
+        CudaDialect().unit([r])
+
+
+# ---------------------------------------------------------------- NVRTC
+
+def _compile_all(stretches, arch, syntax_only=False, batch=400):
+    """Compile the distinct units of `stretches` for `arch`, `batch` units to an NVRTC
+    program: to a cubin, or through NVRTC's front end only (parsing, overloads, types:
+    what a kernel's text can get wrong) with `syntax_only`. Returns the unit count."""
+    units = list({s.name: s for s in stretches}.values())
+    prelude = CudaDialect().prelude()
+    options = ("-fdevice-syntax-only",) if syntax_only else ("--Ofast-compile=max",)
+    for j in range(0, len(units), batch):
+        part = units[j:j + batch]
+        nvrtc.compile_unit(prelude + "\n\n".join(s.text for s in part), arch=arch, ptx=syntax_only,
+                           kernels=[k.name for s in part for k in s.kernels], options=options)
+    return len(units)
+
+
+def _op_table_stretches():
+    from op_table import TABLE
+    out = []
+    for case in TABLE:
+        if not case.traced:
+            continue
+        for sample in case.samples:
+            if sample.bug:
+                continue
+            args = [nx.asarray(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in sample.args]
+            try:
+                plan = rune.jit(lambda *a: case.fn(*a, **sample.kwargs)).plan(*args, target="cuda")
+            except NotImplementedError:
+                raise  # a kernel the CUDA dialect cannot render
+            except Exception:
+                continue  # what jit rejects, test_op_transforms reports
+            out += target_stretches(plan)
+    return out
+
+
+def _fuzz_stretches(n):
+    from test_fuzz_kernels import RngChoices, generate, program_fn
+    out = []
+    for seed in range(n):
+        inputs, steps, outs = generate(RngChoices(seed))
+        specs = [rune.Spec(s, d) for s, d in inputs]
+        try:
+            plan = rune.jit(program_fn(steps, outs)).plan(*specs, target="cuda")
+        except NotImplementedError:
+            raise  # a kernel the CUDA dialect cannot render
+        except Exception:
+            continue  # e.g. NumPy's boolean subtract, which eager rejects too
+        out += target_stretches(plan)
+    return out
+
+
+def _composition_stretches():
+    """Each composition of tests/test_compositions.py (its tables of jit/grad/vmap/jvp
+    nestings), jitted whole, on the first of the argument lists its tests use that fits."""
+    import test_compositions as tc
+    w, v = np.asarray(tc.W), np.asarray(tc.V)
+    arg_lists = [(w,), (w[0],), (w, v), (w[0], v[0])]
+    out = []
+    for value in vars(tc).values():
+        if not (isinstance(value, dict) and value and all(callable(m) for m in value.values())):
+            continue
+        for make in value.values():
+            for args in arg_lists:
+                try:
+                    out += target_stretches(rune.jit(make()).plan(*args, target="cuda"))
+                    break
+                except NotImplementedError:
+                    raise
+                except Exception:
+                    continue  # arguments this composition does not take
+    return out
+
+
+def _seed_stretches():
+    """The seed walk-through's jitted step (none where the project's shared/ folder is absent)."""
+    if not SEED.exists():
+        return []
+    with contextlib.redirect_stdout(io.StringIO()):
+        g = runpy.run_path(str(SEED), run_name="seed")
+    return target_stretches(g["step"].plan(g["thetas"], target="cuda"))
+
+
+@pytest.fixture(scope="module")
+def suite_stretches():
+    t = time.perf_counter()
+    from test_fuzz_kernels import N_PROGRAMS  # the programs test_fuzz_kernels.py runs (RUNE_FUZZ_PROGRAMS)
+    found = {"op table": _op_table_stretches(), "fuzz": _fuzz_stretches(N_PROGRAMS),
+             "compositions": _composition_stretches(), "seed": _seed_stretches()}
+    print(f"planned for cuda in {time.perf_counter() - t:.1f} s:",
+          {k: len(v) for k, v in found.items()})
+    return found
+
+
+@needs_nvrtc
+def test_nvrtc_accepts_every_kernel_of_the_suite_for_sm_90(suite_stretches):
+    assert len(suite_stretches["op table"]) > 300
+    assert len(suite_stretches["fuzz"]) > 0.5 * int(os.environ.get("RUNE_FUZZ_PROGRAMS", "2000"))
+    assert suite_stretches["compositions"] and (suite_stretches["seed"] or not SEED.exists())
+    t = time.perf_counter()
+    n = _compile_all([s for v in suite_stretches.values() for s in v], "sm_90", syntax_only=True)
+    print(f"NVRTC front end, sm_90: {n} units in {time.perf_counter() - t:.1f} s")
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch,every", [("sm_90", 30), ("sm_80", 80)])
+def test_nvrtc_compiles_a_sample_to_cubins(suite_stretches, arch, every):
+    """A sample of every source, through code generation and ptxas to a cubin."""
+    sample = [s for v in suite_stretches.values() for s in v[::every]]
+    t = time.perf_counter()
+    n = _compile_all(sample, arch)
+    print(f"NVRTC cubin, {arch}: {n} units in {time.perf_counter() - t:.1f} s")
+    assert n > 20
+
+
+@needs_nvrtc
+def test_nvrtc_failure_names_the_kernel_with_source_and_log():
+    bad = 'extern "C" __global__ void rn_broken(float *p) { p[0] = undefined_name; }'
+    with pytest.raises(nvrtc.NvrtcError) as e:
+        nvrtc.compile_unit(bad, kernels=["rn_broken"])
+    msg = str(e.value)
+    assert "rn_broken" in msg and "undefined_name" in msg and "identifier" in msg and "sm_90" in msg
+    # in a long unit, the source shown is the part around the error
+    filler = "\n".join(f"// line {i}" for i in range(1000))
+    with pytest.raises(nvrtc.NvrtcError) as e:
+        nvrtc.compile_unit(filler + "\n" + bad + "\n" + filler, kernels=["rn_broken"])
+    msg = str(e.value)
+    assert " 1001 " + bad in msg and "// line 975" in msg and "// line 900\n" not in msg
+
+
+@needs_nvrtc
+def test_nvrtc_gives_ptx_and_cubin():
+    k = rune.jit(lambda x: nx.tanh(x) * 2).plan(rune.Spec((100,), "float16"), target="cuda").kernels[0]
+    src = CudaDialect().prelude() + k.source
+    ptx = nvrtc.compile_unit(src, ptx=True).decode(errors="replace")
+    assert f".entry {k.name}(" in ptx and ".target sm_90" in ptx
+    assert nvrtc.compile_unit(src)[:4] == b"\x7fELF"   # a cubin is an ELF image
+
+
+# ---------------------------------------------------------------- emulation
+
+EMU = dict(device=DeviceProps(sm_count=2), block=64, blocks_per_sm=2, serial_reduce_limit=4,
+           items_per_thread=2)
+STRATEGY_DIALECTS = {s: CudaDialect(**EMU, reduce_strategy=s) for s in ("thread", "block", "split")}
+DEFAULT_DIALECT = CudaDialect(**EMU)
+
+
+def _rng(k):
+    return np.random.default_rng(1000 + k)
+
+
+def _floats(k, shape, dtype=np.float32, nan=False):
+    x = _rng(k).standard_normal(shape).astype(dtype)
+    if nan and x.size:
+        x.reshape(-1)[::17] = np.nan
+    return x
+
+
+def _ints(k, shape, dtype=np.int32, lo=-50, hi=50):
+    return _rng(k).integers(lo, hi, shape).astype(dtype)
+
+
+# (id, function, arguments, reduction?) -- shapes chosen so grids of 4 blocks of 64
+# threads stride over the data, end in partial blocks and reduce across blocks.
+PROGRAMS = [
+    ("flat", lambda x, y: (x * y - 1.5) / (nx.abs(y) + 1), (_floats(0, 1001), _floats(1, 1001)), False),
+    ("int_exact", lambda a, b: (a // b, a % b, a << (b & 7), nx.maximum(a, b) ^ b),
+     (_ints(2, (33, 31)), _ints(3, (33, 31))), False),
+    ("casts", lambda x: (x.astype(nx.int32), x.astype(nx.uint8), (x * 300).astype(nx.int16)),
+     (np.concatenate([_floats(4, 300) * 1e3, [np.nan, np.inf, -np.inf, 3e9]]).astype(np.float32),), False),
+    ("broadcast_transpose", lambda x, y, z: x.T * y + z, (_floats(5, (29, 37)), _floats(6, (37, 1)),
+                                                          _floats(7, (29,))), False),
+    ("slice_rev", lambda x: x[1::2, ::-1] * 2 + x[:50, 3:40:3][:, ::-1].sum() * 0,
+     (_floats(8, (101, 40)),), False),
+    ("pad_guard", lambda x: nx.pad(x, ((2, 3), (1, 4)), constant_values=-7.0) * 3,
+     (_floats(9, (21, 19)),), False),
+    ("concatenate", lambda x, y: nx.concatenate([x, y * 2, x], axis=1) + 1,
+     (_floats(10, (23, 5)), _floats(11, (23, 9))), False),
+    ("vector_offset", lambda x, y, s: (x[4:] * y + s, x[1:] * 2),
+     (_floats(29, 1004), _floats(30, 1000), np.float32(0.5)), False),
+    ("vector_mixed", lambda x, b: (x.astype(nx.float64) * 3, nx.where(b, x, -x)),
+     (_floats(31, 777), _ints(32, 777) > 0), False),
+    ("float16", lambda x, y: (x * y + x, nx.sqrt(nx.abs(x)) - y),
+     (_floats(12, 555, np.float16), _floats(13, 555, np.float16)), False),
+    ("bfloat16", lambda x, y: (x * y + x, nx.maximum(x, y) / 3),
+     (_floats(14, 555, BF16, nan=True), _floats(15, 555, BF16)), False),
+    ("f16_from_f64", lambda x: x.astype(nx.float16), (_floats(16, 300, np.float64) * 1e4,), False),
+    ("sum_rows", lambda x, y: (nx.sum(x, axis=1), nx.sum(y, axis=0)),
+     (_floats(20, (6, 301)), _floats(19, (150, 5))), True),
+    ("max_min_nan", lambda x, y: (nx.max(x, axis=1), nx.min(y, axis=0), nx.max(x)),
+     (_floats(21, (9, 500), nan=True), _floats(18, (200, 7), nan=True)), True),
+    ("int_reductions", lambda a, b: (nx.sum(b, axis=0), nx.max(a, axis=1), nx.min(a), nx.prod(a % 3 + 1, axis=1)),
+     (_ints(22, (11, 130), np.int64), _ints(17, (130, 6), np.int64)), True),
+    ("bool_reductions", lambda a, b: (nx.any(a > 40, axis=1), nx.all(b > -45, axis=0)),
+     (_ints(23, (7, 90)), _ints(16, (90, 5))), True),
+    ("prologue_epilogue", lambda x, y: nx.exp(x - nx.max(x, axis=1, keepdims=True)) /
+     nx.sum(nx.exp(x - nx.max(x, axis=1, keepdims=True)), axis=1, keepdims=True) + y,
+     (_floats(24, (13, 333)), _floats(25, (13, 1))), True),
+    ("padded_reduction", lambda x: nx.sum(nx.pad(x, ((0, 0), (5, 7)), constant_values=1.0), axis=1),
+     (_floats(26, (17, 200)),), True),
+    ("low_precision_sums", lambda x, y: (nx.sum(x, axis=1), nx.max(y, axis=0)),
+     (_floats(27, (12, 400), np.float16), _floats(28, (300, 7), BF16, nan=True)), True),
+    ("empty_rows", lambda x: nx.sum(x, axis=1), (np.zeros((6, 0), np.float32),), True),
+]
+
+
+def _dialects(reduces):
+    return STRATEGY_DIALECTS if reduces else {"default": DEFAULT_DIALECT}
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    """Every program's plan rendered under each dialect, all built into one library."""
+    built = {}
+    for pid, fn, args, reduces in PROGRAMS:
+        plan = rune.jit(fn).plan(*args, target="cuda")
+        for dname, d in _dialects(reduces).items():
+            built[pid, dname] = (plan, cuda_emu.rerender(plan, d))
+    units = [u for _, rendered in built.values() for u in rendered.values()] + [_PRIMITIVES]
+    library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), units)
+    return library, built
+
+
+# The emulation's own warp primitives, checked on a hand-written kernel: each thread
+# reads x[i], a xor butterfly sums its warp, a ballot marks the warp's negative values,
+# and atomics count and sum the whole grid.
+_PRIMITIVES_SOURCE = r"""
+extern "C" __global__ void emu_check(const int32_t *x, int32_t *warp_sum, uint32_t *ballot,
+                                     int32_t *up, int32_t *count, int32_t *total, int32_t n) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int32_t v = i < n ? x[i] : 0;
+  int32_t s = v;
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  const uint32_t b = __ballot_sync(0xffffffffu, v < 0);
+  const int32_t prev = __shfl_up_sync(0xffffffffu, v, 1);
+  if (i < n) { warp_sum[i] = s; ballot[i] = b; up[i] = prev; atomicAdd(count, 1); atomicAdd(total, v); }
+}
+"""
+
+
+class _Launch:
+    name, params = "emu_check", [("const int32_t *", "x"), ("int32_t *", "warp_sum"), ("uint32_t *", "ballot"),
+                                 ("int32_t *", "up"), ("int32_t *", "count"), ("int32_t *", "total"),
+                                 ("int32_t", "n")]
+
+
+class _Kernel:
+    launches = [_Launch()]
+
+
+_PRIMITIVES = (_PRIMITIVES_SOURCE, [_Kernel()])
+
+
+@needs_gxx
+def test_emulated_warp_primitives_and_atomics(emulated):
+    library, _ = emulated
+    n, block, grid = 150, 64, 3              # a partial last block, a partial warp
+    x = _ints(40, n)
+    outs = [np.full(n, -99, np.int32), np.zeros(n, np.uint32), np.zeros(n, np.int32),
+            np.zeros(1, np.int32), np.zeros(1, np.int32)]
+    count_n = np.array(n, np.int32)                    # a scalar argument: a pointer to its value
+    library.launch(_Launch(), grid, block, [x] + outs + [count_n])
+    warp_sum, ballot, up, count, total = outs
+    padded = np.concatenate([x, np.zeros(grid * block - n, np.int32)]).reshape(-1, 32)
+    np.testing.assert_array_equal(warp_sum, np.repeat(padded.sum(1), 32)[:n])
+    bits = (padded < 0) * (1 << np.arange(32, dtype=np.uint64))
+    np.testing.assert_array_equal(ballot, np.repeat(bits.sum(1), 32)[:n].astype(np.uint32))
+    lanes = np.arange(n) % 32
+    np.testing.assert_array_equal(up, np.where(lanes == 0, x, np.roll(x, 1)))
+    assert count[0] == n and total[0] == x.sum()
+
+
+
+def _assert_same(got, want, tol, where):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, where
+    if want.dtype.kind == "f" or want.dtype == BF16:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        if tol:
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True, err_msg=where)
+        else:
+            ok = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+            assert ok.all(), f"{where}: got {g[~ok]} want {w[~ok]}"
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=where)
+
+
+def _tolerance(dtype, reduces, gpu=False):
+    """0 (bit for bit) for elementwise kernels on the CPU, which call the C kernels' libm.
+    Floating-point reductions add in another order than C's loop, and CUDA's math
+    functions are not glibc's (a few ulp): within a bound there."""
+    if dtype.kind not in "f" and dtype != BF16 or not (reduces or gpu):
+        return 0
+    return 1e-2 if dtype.itemsize == 2 else 2e-5 if reduces else 1e-6
+
+
+def _check_program(pid, fn, args, reduces, runs, library, gpu=False):
+    """Each rendering of the program (`runs`: dialect name -> (plan, rendered units)) run
+    through `library` against the C kernels (jit on the host) and eager NumPy."""
+    want_c = [np.asarray(w) for w in rune.tree.leaves(rune.jit(fn)(*args))]
+    with np.errstate(all="ignore"):
+        want_eager = [np.asarray(w) for w in rune.tree.leaves(fn(*[nx.asarray(a) for a in args]))]
+    for dname, (plan, rendered) in runs.items():
+        kernels = [k for _, ks in rendered.values() for k in ks]
+        assert kernels, f"{pid}: no CUDA kernel planned"
+        got = cuda_emu.run_plan(plan, list(args), library, rendered)
+        for g, c, e in zip(got, want_c, want_eager):
+            tol = _tolerance(c.dtype, reduces, gpu)
+            _assert_same(g, c, tol, f"{pid} ({dname}) against the C kernels")
+            _assert_same(g, e, tol or (1e-6 if c.dtype.kind == "f" and c.dtype.itemsize > 2 else 0),
+                         f"{pid} ({dname}) against eager NumPy")
+
+
+@needs_gxx
+@pytest.mark.parametrize("pid,fn,args,reduces", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_emulated_cuda_kernels_match_c_kernels_and_numpy(pid, fn, args, reduces, emulated):
+    library, built = emulated
+    runs = {d: built[pid, d] for d in _dialects(reduces)}
+    for plan, rendered in runs.values():
+        kernels = [k for _, ks in rendered.values() for k in ks]
+        # the launches cross blocks: several blocks run unless the work fits one block
+        assert any(ln.grid > 1 for k in kernels for ln in k.launches) or all(k.size <= 64 for k in kernels)
+    _check_program(pid, fn, args, reduces, runs, library)
+
+
+@pytest.mark.cuda
+def test_kernels_on_a_gpu_match_c_kernels_and_numpy():
+    """On a GPU: the programs above rendered for the device (its SM count) and with the
+    small emulation shapes, compiled by rune's NVRTC path and launched with CuPy as the
+    kernels record it."""
+    cupy = pytest.importorskip("cupy")
+    device = cupy.cuda.Device()
+    arch = f"sm_{device.compute_capability}"
+    props = DeviceProps(sm_count=device.attributes["MultiProcessorCount"],
+                        max_threads_per_block=device.attributes["MaxThreadsPerBlock"], arch=arch)
+    built, units = {}, []
+    for pid, fn, args, reduces in PROGRAMS:
+        plan = rune.jit(fn).plan(*args, target="cuda")
+        dialects = {"device": CudaDialect(props), **_dialects(reduces)}
+        built[pid] = {d: (plan, cuda_emu.rerender(plan, dialect)) for d, dialect in dialects.items()}
+        units += [u for _, rendered in built[pid].values() for u in rendered.values()]
+    library = cuda_emu.GpuLibrary(DEFAULT_DIALECT.prelude(), units, arch)
+    for pid, fn, args, reduces in PROGRAMS:
+        _check_program(pid, fn, args, reduces, built[pid], library, gpu=True)
+
+
+@needs_gxx
+def test_emulated_launch_shapes_do_not_change_results(emulated):
+    """The same kernels under other grids and blocks: one block, many blocks, a block
+    of one warp, a block of two and a half warps' worth of rows (grid-stride everywhere)."""
+    library, built = emulated
+    x = PROGRAMS[0][2]
+    plan, rendered = built["flat", "default"]
+    (step,) = [s for s in plan.steps if type(s) is TargetStretch]
+    _, kernels = rendered[id(step)]
+    want = np.asarray(rune.jit(PROGRAMS[0][1])(*x))
+    for grid, block in ((1, 64), (7, 32), (40, 96)):
+        env = list(plan.template)
+        for s, a in zip(plan.in_slots, x):
+            env[s] = a
+        cuda_emu.run_unit(library, step.unit, kernels, env, grid=grid, block=block)
+        _assert_same(env[plan.out_slots[0]], want, 0, f"grid {grid}, block {block}")
