@@ -133,7 +133,12 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return xp.flip(x, axes)
 
     def pad(x, value, *, config):
-        return xp.pad(x, config, constant_values=value)
+        # Filled from the 0-d `value` in place: the fill never reads it on the host
+        # (NumPy's and CuPy's pad take Python scalars).
+        out = xp.empty(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, config)), x.dtype)
+        out[...] = value
+        out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, config))] = x
+        return out
 
     def concatenate(*xs, axis):
         return xp.concatenate(xs, axis)
