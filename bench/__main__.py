@@ -14,11 +14,11 @@ import platform
 import sys
 import time
 
-from . import callbacks, distributed, eager, grad, kernels, train, vmap
+from . import callbacks, distributed, eager, gpu, grad, kernels, train, vmap
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
-           ("train", train), ("distributed", distributed))
+           ("train", train), ("distributed", distributed), ("gpu", gpu))
 
 
 def main(argv=None):

@@ -297,7 +297,8 @@ def test_scan_on_cuda_runs_a_host_callback_per_row():
         s = rune.callback(log, row * 2, like=rune.Spec((), np.float32))
         return carry + s, s
 
-    carry, ys = rune.jit(lambda xs: rune.scan(step, nx.zeros((), np.float32), xs))(nx.asarray(xs, device="cuda:0"))
+    with rune.default_device("cuda:0"):  # where the Spec's result and the zero carry lie
+        carry, ys = rune.jit(lambda xs: rune.scan(step, nx.zeros((), np.float32), xs))(nx.asarray(xs))
     assert len(rows) == 4 and ys.device.name == "cuda:0"
     np.testing.assert_array_equal(np.stack(rows), xs * 2)
     np.testing.assert_array_equal(np.asarray(ys), (xs * 2).sum(1))
