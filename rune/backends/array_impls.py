@@ -14,7 +14,8 @@ is a parameter, not a second copy:
     quiet     () -> a context manager silencing floating-point warnings (NumPy
               warns on inf and nan; CuPy never does)
     cheap_reads  whether the host reads values for free (NumPy) or each read
-              waits for the device (CuPy): then scatters never read their indices
+              waits for the device (CuPy): then scatters use no atomics and
+              read one scalar, not their indices
 
 The table of the convolution, linear algebra, sorting and Array API modules
 beside the host backend join through their own `make_impls(xp)`.
@@ -56,6 +57,10 @@ SAFE = {"neg", "add", "sub", "mul", "sin", "cos", "tan", "tanh", "atan", "erf", 
 
 # Scatter modes that combine every update, repeated indices included.
 COMBINE_AT = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
+# How an update meets the value it lands on, for a scatter that applies them in rounds.
+SCATTER_COMBINE = {"set": lambda xp, old, new: new,
+                   **{mode: (lambda fn: lambda xp, old, new: getattr(xp, fn)(old, new))(fn)
+                      for mode, fn in COMBINE_AT.items()}}
 
 
 def numpy_quiet():
@@ -173,26 +178,31 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return out
 
     def scatter_device(x, idx, updates, *, axis, mode):
-        """`scatter_host` without reading the device: dropped updates go to one
-        extra slot cut off at the end, and a "set" keeps only the last write to
-        each index (fancy assignment on a GPU picks an arbitrary one among repeats)."""
+        """`scatter_host` without atomics (a GPU has them for few dtypes and no
+        product) and with NumPy's order: the k-th update to an index is applied
+        in round k, when every target is written once, so repeats combine (or
+        overwrite) in the order given, bit for bit as on the host. Dropped updates
+        go to one extra slot, cut off at the end. One counted read: the rounds."""
         n = x.shape[axis]
-        widened = xp.concatenate([x, xp.zeros(x.shape[:axis] + (1,) + x.shape[axis + 1:], x.dtype)], axis)
-        idx = from_end(idx, n)
-        flat = idx.reshape(-1)
+        before, after = x.shape[:axis], x.shape[axis + 1:]
+        flat = from_end(idx, n).reshape(-1)
         flat = xp.where((flat >= 0) & (flat < n), flat, n)
-        updates = xp.broadcast_to(xp.asarray(updates, x.dtype),
-                                  x.shape[:axis] + idx.shape + x.shape[axis + 1:])
-        updates = updates.reshape(x.shape[:axis] + (flat.size,) + x.shape[axis + 1:])
-        if mode == "set":
-            order = xp.arange(flat.size)
-            last = xp.full(n + 1, -1, order.dtype)
-            xp.maximum.at(last, flat, order)
-            flat = xp.where(last[flat] == order, flat, n)
-            widened[(slice(None),) * axis + (flat,)] = updates  # unique targets but the cut slot
-        else:
-            getattr(xp, COMBINE_AT[mode]).at(widened, (slice(None),) * axis + (flat,), updates)
-        return widened[(slice(None),) * axis + (slice(0, n),)]
+        m = flat.size
+        ups = xp.broadcast_to(xp.asarray(updates, x.dtype), before + tuple(idx.shape) + after)
+        ups = ups.reshape(before + (m,) + after)
+        out = xp.concatenate([x, xp.zeros(before + (1,) + after, x.dtype)], axis)
+        keep = (slice(None),) * axis + (slice(0, n),)
+        if m == 0:
+            return out[keep]
+        order = xp.argsort(flat, kind="stable")
+        ranked = flat[order]
+        occurrence = xp.empty(m, order.dtype)
+        occurrence[order] = xp.arange(m) - xp.searchsorted(ranked, ranked, side="left")
+        combine = SCATTER_COMBINE[mode]
+        for r in range(int(backend.read_scalar(xp.max(occurrence))) + 1):
+            index = (slice(None),) * axis + (xp.where(occurrence == r, flat, n),)
+            out[index] = combine(xp, out[index], ups)  # repeats only in the cut slot
+        return out[keep]
 
     def start(s):
         """A start as a Python int; one held in an array is a counted device read."""

@@ -111,7 +111,9 @@ class CudaBackend(Backend):
 
     def full(self, shape, value, dtype, device):
         with _gpu(device):
-            return cupy.full(shape, value, dtype)
+            out = cupy.empty(shape, dtype)
+            out[...] = value  # a 0-d device value is copied on the GPU, never read by the host
+            return out
 
     def iota(self, shape, dtype, dimension, device):
         with _gpu(device):
