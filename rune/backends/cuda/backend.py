@@ -88,7 +88,7 @@ class CudaBackend(Backend):
         with _gpu(src):
             raw = cupy.ascontiguousarray(raw)
         with _gpu(dst):
-            return raw.copy()  # CuPy copies an array of another GPU to the current one
+            return cupy.copy(raw)  # allocated on the current GPU, copied over from the other
 
     def from_foreign(self, obj, device):
         """CuPy arrays and DLPack or `__cuda_array_interface__` producers on this
