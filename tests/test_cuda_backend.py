@@ -114,12 +114,13 @@ def test_device_scatter_matches_one_write_at_a_time(mode, axis):
 
 def test_kernel_scalars_are_passed_with_their_exact_c_type():
     pytest.importorskip("cupy")
-    from rune.backends.cuda.launch import scalar_args
-    args = scalar_args([(3, "int"), (1 << 40, "long long"), (0.5, "float"), (7, "uint32_t")], "k")
+    from rune.backends.cuda.launch import scalar
+    args = [scalar(3, "int", "k"), scalar(1 << 40, "long long", "k"), scalar(0.5, "float", "k"),
+            scalar(7, "uint32_t", "k")]
     assert [type(a) for a in args] == [np.int32, np.int64, np.float32, np.uint32]
     assert [a.item() for a in args] == [3, 1 << 40, 0.5, 7]
     with pytest.raises(rune.RuneError, match=r"kernel k: scalar parameter of C type 'short'"):
-        scalar_args([(1, "short")], "k")
+        scalar(1, "short", "k")
 
 
 # ---------------------------------------------------------------- on a GPU
@@ -344,23 +345,26 @@ def test_dlpack_with_pytorch_both_ways_without_copies():
 @cuda
 def test_hand_written_kernel_unit_launches_with_exact_scalar_types():
     """The compile slot: a unit of two kernels loaded as one RawModule, buffers
-    picked by position, scalars of the kernels' exact C types."""
+    picked by position, a scratch buffer, scalars of the kernels' exact C types."""
     import cupy
-    from rune.backends.cuda.launch import KernelLaunch
+    from types import SimpleNamespace as K
+    from rune.backends.cuda import launch
     source = r'''
-    extern "C" __global__ void axpb(const float* x, float* y, float a, long long n) {
+    extern "C" __global__ void axpb(const float* x, float* y, float* t, float a, long long n) {
         for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
-             i += (long long)gridDim.x * blockDim.x) y[i] = a * x[i] + 1.0f;
+             i += (long long)gridDim.x * blockDim.x) { t[i] = a * x[i]; y[i] = t[i] + 1.0f; }
     }
     extern "C" __global__ void twice(float* y, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i < n) y[i] *= 2.0f;
     }'''
     n = 1000
-    kernels = [KernelLaunch("axpb", 3, 128, buffers=(0, 1), scalars=((0.5, "float"), (n, "long long"))),
-               KernelLaunch("twice", 8, 128, buffers=(1,), scalars=((n, "int"),))]
-    gpu = rune.devices("cuda")[0]
-    (run,) = rune.backends.backend_for(gpu).compile(None, "", [("unit", source, kernels)])
+    kernels = [K(launches=[K(name="axpb", grid=3, block=128, shared=0)], scratch=[(np.float32, n)],
+                 args=[("buffer", 0), ("buffer", 1), ("scratch", 0), ("scalar", 0.5, "float"),
+                       ("scalar", n, "long long")]),
+               K(launches=[K(name="twice", grid=8, block=128, shared=0)], scratch=[],
+                 args=[("buffer", 1), ("scalar", n, "int")])]
+    run = launch.load("", ("unit", source, kernels), ("-std=c++17",))
     x, y = cupy.arange(n, dtype=cupy.float32), cupy.zeros(n, cupy.float32)
     run([x, y])
     np.testing.assert_allclose(cupy.asnumpy(y), (0.5 * np.arange(n, dtype=np.float32) + 1) * 2)

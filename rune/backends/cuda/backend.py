@@ -134,10 +134,18 @@ class CudaBackend(Backend):
     def compiler(self):
         return None  # plans run CUDA stretches op by op until the CUDA dialect renders them
 
-    def compile(self, compiler, prelude, units):
+    def compile(self, compiler, prelude, units, options=None):
         """Units of CUDA kernels (see `rune.backends.cuda.launch`) loaded as one
-        `cupy.RawModule` each: one launcher per unit."""
-        return [launch.load(prelude, unit) for unit in units]
+        `cupy.RawModule` each: one launcher per unit. `options` default to the
+        CUDA dialect's NVRTC flags (IEEE math, the fp16/bf16 header folder)."""
+        options = nvrtc_options() if options is None else options
+        return [launch.load(prelude, unit, options) for unit in units]
+
+
+def nvrtc_options():
+    """The flags rendered CUDA units compile with (rune/backends/cuda/nvrtc.py)."""
+    from . import nvrtc
+    return (f"-I{nvrtc.include_dir()}", *nvrtc.OPTIONS)
 
 
 class _Index:

@@ -1,21 +1,26 @@
 """Loading a unit of rendered CUDA kernels and launching them.
 
-A unit is `(name, source, kernels)`: the CUDA C source of one stretch and, in
-launch order, one `KernelLaunch` per kernel (or any object with the same
-attributes): its `name` in the source, its `grid` and `block` (ints or
-tuples), the bytes of dynamic `shared` memory, the bytes of global `scratch`
-it needs (a per-unit buffer kept between calls, passed after the buffers),
-the positions of the unit's `buffers` it takes, in its parameter order, and
-its `scalars` as (value, C type) pairs. Scalars are passed as NumPy scalars of
-exactly the parameter's C type: CuPy copies a scalar's bytes into the
-argument buffer, so an `int` where the kernel reads `long long` reads garbage.
+A unit is `(name, source, kernels)` as the CUDA dialect renders it
+(rune/backends/cuda/dialect.py, `CudaDialect.unit`): one translation unit and,
+in run order, its kernels. A kernel has
 
-The unit is one `cupy.RawModule` compiled with NVRTC (CuPy caches the binary
-on disk, keyed by source, options and GPU architecture); `load` returns a
-callable `run(buffers)` launching every kernel on the current stream.
+- `launches`: what to run, in order, each with an `extern "C" __global__`
+  function `name`, a 1-d `grid` and `block`, `shared` (dynamic shared bytes);
+- `args`, the same for every launch: `("buffer", i)` for the unit's buffer i,
+  `("scratch", k)` for the kernel's scratch buffer k, `("scalar", value,
+  C type)` for a value passed by copy;
+- `scratch`: [(dtype, element count)] device buffers the launcher allocates
+  once per GPU and keeps (they need no initial value).
+
+Scalars are passed as NumPy scalars of exactly their parameter's C type: CuPy
+copies a scalar's bytes into the argument buffer, so a Python int where the
+kernel reads `long long` is read as garbage.
+
+The unit (after the dialect's prelude) is one `cupy.RawModule` compiled by
+NVRTC; CuPy caches the binary on disk, keyed by source, options and GPU
+architecture. `load` returns `run(buffers)`, which launches every kernel on
+the current stream of the current GPU.
 """
-import dataclasses
-
 import cupy
 import numpy as np
 
@@ -28,52 +33,50 @@ SCALAR_TYPES = {
     "uint64_t": np.uint64, "float": np.float32, "double": np.float64,
 }
 
-# IEEE semantics, as the C dialect: no fast math.
-NVRTC_OPTIONS = ("--std=c++17",)
+
+def scalar(value, ctype, kernel):
+    """`value` as the NumPy scalar of the C type `ctype`."""
+    kind = SCALAR_TYPES.get(ctype)
+    if kind is None:
+        raise RuneError(f"kernel {kernel}: scalar parameter of C type {ctype!r} has no launch "
+                        f"type; expected one of {sorted(SCALAR_TYPES)}")
+    return kind(value)
 
 
-@dataclasses.dataclass(frozen=True)
-class KernelLaunch:
-    name: str
-    grid: object
-    block: object
-    buffers: tuple = ()
-    scalars: tuple = ()
-    shared: int = 0
-    scratch: int = 0
+class _Kernel:
+    """One kernel of a loaded unit: its functions, launch shapes and argument plan."""
+
+    def __init__(self, module, kernel):
+        self.launches = [(module.get_function(l.name), (int(l.grid),), (int(l.block),), int(l.shared))
+                         for l in kernel.launches]
+        self.scratch_shapes = [(np.dtype(dtype), int(count)) for dtype, count in kernel.scratch]
+        self.scratch = {}  # GPU index -> the kernel's scratch buffers there
+        self.plan = []
+        for arg in kernel.args:
+            if arg[0] == "scalar":
+                self.plan.append(("scalar", scalar(arg[1], arg[2], kernel.launches[0].name)))
+            else:
+                self.plan.append((arg[0], int(arg[1])))
+
+    def run(self, buffers):
+        gpu = cupy.cuda.runtime.getDevice()
+        scratch = self.scratch.get(gpu)
+        if scratch is None:
+            scratch = self.scratch[gpu] = [cupy.empty(n, dtype) for dtype, n in self.scratch_shapes]
+        args = tuple(buffers[v] if kind == "buffer" else scratch[v] if kind == "scratch" else v
+                     for kind, v in self.plan)
+        for fn, grid, block, shared in self.launches:
+            fn(grid, block, args, shared_mem=shared)
 
 
-def scalar_args(scalars, kernel):
-    """Each (value, C type) as the NumPy scalar of that exact type."""
-    out = []
-    for value, ctype in scalars:
-        kind = SCALAR_TYPES.get(ctype)
-        if kind is None:
-            raise RuneError(f"kernel {kernel}: scalar parameter of C type {ctype!r} has no launch "
-                            f"type; expected one of {sorted(SCALAR_TYPES)}")
-        out.append(kind(value))
-    return out
-
-
-def _dims(d):
-    return tuple(d) if isinstance(d, (tuple, list)) else (int(d),)
-
-
-def load(prelude, unit, options=NVRTC_OPTIONS):
+def load(prelude, unit, options=()):
+    """The unit compiled and loaded; returns `run(buffers)` (see the module docstring)."""
     name, source, kernels = unit
     module = cupy.RawModule(code=prelude + "\n" + source, options=tuple(options))
-    plans = []
-    for k in kernels:
-        plans.append((module.get_function(k.name), _dims(k.grid), _dims(k.block), tuple(k.buffers),
-                      scalar_args(k.scalars, k.name), int(k.shared), int(k.scratch)))
-    scratch_bytes = max((p[6] for p in plans), default=0)
-    scratch = []  # allocated on the first call, on the GPU of that call
+    loaded = [_Kernel(module, k) for k in kernels]
 
     def run(buffers):
-        if scratch_bytes and not scratch:
-            scratch.append(cupy.empty(scratch_bytes, np.uint8))
-        for fn, grid, block, picks, scalars, shared, needs_scratch in plans:
-            args = [buffers[i] for i in picks] + ([scratch[0]] if needs_scratch else []) + scalars
-            fn(grid, block, tuple(args), shared_mem=shared)
+        for k in loaded:
+            k.run(buffers)
     run.unit = name
     return run
