@@ -87,11 +87,15 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     def rsqrt(x):
         return 1 / xp.sqrt(x)
 
-    def logistic(x):
-        return special().expit(x).astype(x.dtype)  # SciPy computes float16/bfloat16 in float64
+    def in_special(name):
+        # SciPy computes float16/bfloat16 in float64 and CuPy has no bfloat16
+        # loops: widen them to float64 explicitly, the same on both.
+        def run(x):
+            fn = getattr(special(), name)
+            return fn(x.astype(np.float64) if x.dtype.itemsize == 2 else x).astype(x.dtype)
+        return run
 
-    def erf(x):
-        return special().erf(x).astype(x.dtype)
+    logistic, erf = in_special("expit"), in_special("erf")
 
     def stop_gradient(x):
         return x
