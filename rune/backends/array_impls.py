@@ -248,7 +248,9 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
 
     def iota(start, *, shape, dimension, device):
         out = backend.iota(shape, start.dtype, dimension, device)
-        return out + start if start else out
+        if cheap_reads and not start:  # skipping the add would cost a device read elsewhere
+            return out
+        return out + start
 
     def full(value, *, shape, device):
         return backend.full(shape, value, value.dtype, device)
