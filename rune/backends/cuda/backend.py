@@ -9,6 +9,7 @@ through CuPy; convolution is im2col plus cuBLAS (CuPy 14 dropped cuDNN).
 Importing this module imports CuPy; rune imports it only when a `cuda`
 device is first used.
 """
+import contextlib
 import functools
 
 import cupy
@@ -121,7 +122,9 @@ class CudaBackend(Backend):
             return cupy.broadcast_to(line.reshape((-1,) + (1,) * (len(shape) - dimension - 1)), shape)
 
     def empty(self, aval):
-        with _gpu(aval.device):
+        # An aval without a device (a loop's, planned under the default device) is
+        # made on the current GPU.
+        with _gpu(aval.device) if aval.device is not None else contextlib.nullcontext():
             return cupy.empty((0,) + aval.shape[1:], aval.dtype)
 
     def stack(self, rows, aval):
