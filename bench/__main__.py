@@ -14,11 +14,11 @@ import platform
 import sys
 import time
 
-from . import callbacks, cudakern, distributed, eager, grad, kernels, seams, train, vmap
+from . import callbacks, cudakern, distributed, eager, gpu, grad, kernels, seams, train, vmap
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
-           ("train", train), ("distributed", distributed), ("seams", seams), ("cudakern", cudakern))
+           ("train", train), ("distributed", distributed), ("seams", seams), ("cudakern", cudakern), ("gpu", gpu))
 
 
 def main(argv=None):

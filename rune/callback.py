@@ -10,6 +10,7 @@ import numpy as np
 
 from . import tree
 from .autodiff.jvp import jvp_rules
+from .backends import backend_for
 from .autodiff.vjp import vjp_rules
 from .batching import batch_rules, front, materialize
 from .core.aval import Aval, normalize_shape
@@ -20,7 +21,6 @@ from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneEr
 from .jit.plan import STEP_KINDS, device_of
 from .nx import dtypes as dt
 from .nx import ops as nx
-from .nx.ops import host_backend
 from .nx.array import Array
 from .nx.creation import zeros
 from .nx.placement import place
@@ -64,6 +64,8 @@ class HostFunction:
         """Run on concrete Arrays; returns the validated result leaves as Arrays."""
         if self.host:
             arrays = [place(a, _HOST) if isinstance(a, Array) else a for a in arrays]
+        else:
+            _settle(arrays)
         args, kwargs = tree.unflatten(self.in_struct, arrays)
         try:
             result = self.fn(*args, **kwargs)
@@ -133,14 +135,18 @@ def _conform(where, leaf, aval):
         if isinstance(leaf, Array):
             value = leaf
         else:
+            # GPU data bound for a GPU stays there; anything else comes through the
+            # host, so that placing it is a counted transfer.
+            device = aval.device if aval.device.platform != "cpu" and _on_gpu(leaf) else _HOST
             try:
-                host = np.asarray(host_backend().from_foreign(leaf, get_device("cpu")))  # NumPy, CuPy, DLPack
+                raw = backend_for(device).from_foreign(leaf, device)  # NumPy, CuPy, DLPack
             except Exception as e:
                 raise CallbackError(f"{where()}: converting the {type(leaf).__name__} to an array raised "
                                     f"{type(e).__name__}: {e}") from e
-            if host.dtype != aval.dtype:  # object, complex, ... never reach nx.asarray
-                raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {host.dtype.name}")
-            value = nx.asarray(host)
+            if raw.dtype != aval.dtype:  # object, complex, ... never reach nx.asarray
+                raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {raw.dtype.name}")
+            # A copy: the function may go on writing to the buffer it returned.
+            value = nx.asarray(np.asarray(raw)) if device is _HOST else Array(raw.copy(), device)
         if value.dtype != aval.dtype:
             raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
     else:
@@ -148,6 +154,23 @@ def _conform(where, leaf, aval):
     if value.shape != aval.shape:
         raise CallbackError(f"{where()}: expected shape {aval.shape}, got {value.shape}")
     return place(value, aval.device)
+
+
+def _on_gpu(leaf):
+    """Whether a foreign result lives in GPU memory (CuPy, a CUDA DLPack producer)."""
+    if hasattr(leaf, "__cuda_array_interface__"):
+        return True
+    try:
+        return leaf.__dlpack_device__()[0] != 1  # kDLCPU
+    except Exception:  # not a DLPack producer: host data
+        return False
+
+
+def _settle(arrays):
+    """Wait for the work queued on the devices of a callback's arrays before the
+    function reads them in place (host=False)."""
+    for device in {a.device for a in arrays if isinstance(a, Array) and a.device.platform != "cpu"}:
+        backend_for(device).synchronize(device)
 
 
 def _aval_of_like(leaf):

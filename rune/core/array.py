@@ -91,6 +91,12 @@ class Array(ArrayLike):
     def __dlpack_device__(self):
         return self._raw.__dlpack_device__()
 
+    @property
+    def __cuda_array_interface__(self):
+        # GPU arrays only (an AttributeError hides it on the host), so that
+        # cupy.asarray, Numba and PyTorch take the buffer without a copy.
+        return self._raw.__cuda_array_interface__
+
     def block_until_ready(self):
         backend_for(self.device).synchronize(self.device)
         return self

@@ -37,19 +37,24 @@ def dilate_pad(x, axes, dilations, padding, value):
         dst[a] = slice(first * d + lo, (last - 1) * d + lo + 1, d)
     if not empty and all(d == 1 for d in dilations) and all(p == (0, 0) for p in padding):
         return x
-    out = np.full(shape, value, x.dtype)
+    out = np.full_like(x, value, shape=shape, order="C")  # on x's array module (NEP 18)
     if not empty:
         out[tuple(dst)] = x[tuple(src)]
     return out
 
 
-def windows(x, axes, window, strides, dilation, counts):
+def windows(x, axes, window, strides, dilation, counts, strided=None):
     """A read-only view of `x` with, for each axis in `axes`, that axis replaced
-    by (window position) and a window axis appended at the end."""
+    by (window position) and a window axis appended at the end. `strided(x,
+    shape, strides)` makes the view on arrays other than NumPy's (CuPy's
+    `as_strided`, which has no read-only flag)."""
     shape, steps = list(x.shape), list(x.strides)
     tail_shape, tail_steps = [], []
     for a, k, s, d, c in zip(axes, window, strides, dilation, counts):
         shape[a], steps[a] = c, x.strides[a] * s
         tail_shape.append(k)
         tail_steps.append(x.strides[a] * d)
-    return as_strided(x, tuple(shape) + tuple(tail_shape), tuple(steps) + tuple(tail_steps), writeable=False)
+    shape, steps = tuple(shape) + tuple(tail_shape), tuple(steps) + tuple(tail_steps)
+    if strided is not None:
+        return strided(x, shape, steps)
+    return as_strided(x, shape, steps, writeable=False)

@@ -1,17 +1,16 @@
-"""Host implementation of `argsort` (rune/nx/sorting.py): NumPy's stable sort."""
+"""`argsort` (rune/nx/sorting.py) on an array module `xp`: its stable sort."""
 import numpy as np
 
 
-def argsort(x, *, axis, descending, index_dtype):
-    if x.dtype.name == "bfloat16":     # ml_dtypes sorts through float32 exactly
-        x = x.astype(np.float32)
-    if not descending:
-        return np.argsort(x, axis=axis, kind="stable").astype(index_dtype)
-    # Stable descending: sort the reversed axis ascending, reverse that order
-    # and map positions back (equal elements keep their original order).
-    n = x.shape[axis]
-    order = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
-    return (n - 1 - order).astype(index_dtype)
-
-
-IMPLS = {"argsort": argsort}
+def make_impls(xp):
+    def argsort(x, *, axis, descending, index_dtype):
+        if x.dtype.name == "bfloat16":     # ml_dtypes sorts through float32 exactly
+            x = x.astype(np.float32)
+        if not descending:
+            return xp.argsort(x, axis=axis, kind="stable").astype(index_dtype)
+        # Stable descending: sort the reversed axis ascending, reverse that order
+        # and map positions back (equal elements keep their original order).
+        n = x.shape[axis]
+        order = xp.flip(xp.argsort(xp.flip(x, axis), axis=axis, kind="stable"), axis)
+        return (n - 1 - order).astype(index_dtype)
+    return {"argsort": argsort}

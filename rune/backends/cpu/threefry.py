@@ -57,12 +57,12 @@ _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _UINT_BY_WIDTH = {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
 
 
-def _rotl32(x: np.ndarray, r: int) -> np.ndarray:
+def _rotl32(x, r: int):
     return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def _as_u32(v, name: str) -> np.ndarray:
-    a = np.asarray(v)
+def _as_u32(v, name: str, xp=np):
+    a = xp.asarray(v)
     if a.dtype != np.uint32:
         if a.dtype.kind not in "ui":
             raise DTypeError(f"threefry2x32: {name} must be an integer, got {a.dtype}")
@@ -70,13 +70,14 @@ def _as_u32(v, name: str) -> np.ndarray:
     return a
 
 
-def threefry2x32(k0, k1, x0, x1):
+def threefry2x32(k0, k1, x0, x1, xp=np):
     """Threefry-2x32, 20 rounds. Returns ``(y0, y1)`` as uint32 arrays; keys and
-    counters broadcast together (one key, or one key per row of counters)."""
-    k0 = _as_u32(k0, "k0")
-    k1 = _as_u32(k1, "k1")
-    x0 = np.asarray(x0)
-    x1 = np.asarray(x1)
+    counters broadcast together (one key, or one key per row of counters).
+    `xp` is the array module (NumPy, CuPy): the same bits on either."""
+    k0 = _as_u32(k0, "k0", xp)
+    k1 = _as_u32(k1, "k1", xp)
+    x0 = xp.asarray(x0)
+    x1 = xp.asarray(x1)
     if x0.shape != x1.shape:
         raise ShapeError(f"threefry2x32: x0 and x1 shapes differ: {x0.shape} vs {x1.shape}")
     for name, x in (("x0", x0), ("x1", x1)):
@@ -87,7 +88,7 @@ def threefry2x32(k0, k1, x0, x1):
     # arithmetic wraps silently.
     with np.errstate(over="ignore"):
         ks = (k0, k1, k0 ^ k1 ^ _PARITY)
-        a, b = np.broadcast_arrays(np.atleast_1d(x0) + ks[0], np.atleast_1d(x1) + ks[1])
+        a, b = xp.broadcast_arrays(xp.atleast_1d(x0) + ks[0], xp.atleast_1d(x1) + ks[1])
         a, b = a.copy(), b.copy()  # writable, for the in-place rounds
         for g in range(1, 6):
             for r in _ROTATIONS[(g - 1) % 2]:
@@ -99,8 +100,8 @@ def threefry2x32(k0, k1, x0, x1):
     return a.reshape(shape), b.reshape(shape)
 
 
-def _check_key(k) -> tuple[np.ndarray, np.ndarray]:
-    a = np.asarray(k)
+def _check_key(k, xp=np):
+    a = xp.asarray(k)
     if a.ndim < 1 or a.shape[-1] != 2:
         raise ShapeError(f"a threefry key has shape (2,) (or (..., 2) for a batch of keys), got {a.shape}")
     if a.dtype != np.uint32:
@@ -120,20 +121,21 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return shape
 
 
-def random_bits(key, shape, width: int = 32) -> np.ndarray:
+def random_bits(key, shape, width: int = 32, xp=np):
     """Random unsigned integers of ``width`` bits; see the module docstring for the scheme.
 
     A batch of keys (shape ``batch + (2,)``) draws ``batch + shape``: each key's
     bits are exactly those it draws on its own (this is how vmap over keys runs).
+    `xp` is the array module (NumPy, CuPy) the bits are computed on.
     """
-    k0, k1 = _check_key(key)
+    k0, k1 = _check_key(key, xp)
     batch = k0.shape
     k0, k1 = k0.reshape(-1, 1), k1.reshape(-1, 1)
     shape = _normalize_shape(shape)
     if width not in _UINT_BY_WIDTH:
         raise DTypeError(f"random_bits: width must be 8, 16, 32 or 64, got {width!r}")
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1
-    i = np.arange(n, dtype=np.uint64)
+    i = xp.arange(n, dtype=np.uint64)
     hi = (i >> np.uint64(32)).astype(np.uint32)
     lo = (i & np.uint64(_MASK32)).astype(np.uint32)
     y0, y1 = threefry2x32(k0, k1, hi[None], lo[None])

@@ -1,0 +1,169 @@
+"""The CUDA backend: CuPy arrays on NVIDIA GPUs.
+
+`BACKEND` is the `rune.backends.base.Backend` of every `cuda:N` device (the
+protocol is written down there). Its primitive table is the one of
+rune/backends/array_impls.py on CuPy; each function runs under its GPU's
+context (`cupy.cuda.Device`), so arrays on `cuda:1` are computed on `cuda:1`.
+Matmul is cuBLAS and the special functions are `cupyx.scipy.special`, both
+through CuPy; convolution is im2col plus cuBLAS (CuPy 14 dropped cuDNN).
+Importing this module imports CuPy; rune imports it only when a `cuda`
+device is first used.
+"""
+import contextlib
+import functools
+
+import cupy
+import numpy as np
+
+from ..array_impls import make_impls
+from ..base import Backend
+from . import launch
+
+_KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
+
+
+@functools.cache
+def _special():
+    from cupyx.scipy import special
+    return special
+
+
+def _gpu(device):
+    return cupy.cuda.Device(device.index)
+
+
+def _first_array(args):
+    for a in args:
+        if isinstance(a, cupy.ndarray):
+            return a
+    return None
+
+
+def _on_args_device(fn):
+    """`fn` run on the GPU that holds its first array argument (the table plans
+    read, shared by every GPU)."""
+    def run(*args, **params):
+        held = _first_array(args)
+        if held is None:
+            return fn(*args, **params)
+        with held.device:
+            return fn(*args, **params)
+    return run
+
+
+def _on_device(fn, index):
+    def run(*args, **params):
+        with cupy.cuda.Device(index):
+            return fn(*args, **params)
+    return run
+
+
+class CudaBackend(Backend):
+    """Every `cuda:N`: CuPy buffers, one table per GPU running on that GPU."""
+    platform = "cuda"
+
+    def __init__(self):
+        self._raw = make_impls(cupy, self, special=_special, cheap_reads=False)
+        self.IMPLS = {name: _on_args_device(fn) for name, fn in self._raw.items()}
+        self.library = {name: self.IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}
+        self._per_device = {}
+
+    def impls(self, device):
+        table = self._per_device.get(device.index)
+        if table is None:
+            table = self._per_device[device.index] = {
+                name: _on_device(fn, device.index) for name, fn in self._raw.items()}
+        return table
+
+    def to_host(self, raw):
+        with raw.device:
+            return cupy.asnumpy(raw)  # waits for the work that produces raw
+
+    def from_host(self, host, device):
+        with _gpu(device):
+            return cupy.array(host, copy=True)
+
+    def copy(self, raw, src, dst):
+        """GPU to GPU directly (peer copy where the GPUs allow it, else CuPy
+        stages it on the device side); never through the host."""
+        with _gpu(src):
+            raw = cupy.ascontiguousarray(raw)
+        with _gpu(dst):
+            return cupy.copy(raw)  # allocated on the current GPU, copied over from the other
+
+    def from_foreign(self, obj, device):
+        """CuPy arrays and DLPack or `__cuda_array_interface__` producers on this
+        GPU are taken as they are (zero copy); ones on another GPU are copied
+        over, host ones (NumPy, CPU tensors) copied up."""
+        if isinstance(obj, cupy.ndarray):
+            return obj if obj.device.id == device.index else self.copy(obj, _Index(obj.device.id), device)
+        where = _dlpack_device(obj)
+        if where is not None and where[0] == _KDL_CUDA:
+            with cupy.cuda.Device(where[1]):
+                raw = cupy.from_dlpack(obj)
+            return raw if where[1] == device.index else self.copy(raw, _Index(where[1]), device)
+        if hasattr(obj, "__cuda_array_interface__"):
+            with _gpu(device):
+                raw = cupy.asarray(obj)
+            return raw if raw.device.id == device.index else self.copy(raw, _Index(raw.device.id), device)
+        if where is not None and where[0] == _KDL_CPU:
+            return self.from_host(np.from_dlpack(obj), device)
+        return self.from_host(np.asarray(obj), device)
+
+    def full(self, shape, value, dtype, device):
+        with _gpu(device):
+            out = cupy.empty(shape, dtype)
+            out[...] = value  # a 0-d device value is copied on the GPU, never read by the host
+            return out
+
+    def iota(self, shape, dtype, dimension, device):
+        with _gpu(device):
+            line = cupy.arange(shape[dimension], dtype=dtype)
+            return cupy.broadcast_to(line.reshape((-1,) + (1,) * (len(shape) - dimension - 1)), shape)
+
+    def empty(self, aval):
+        # An aval without a device (a loop's, planned under the default device) is
+        # made on the current GPU.
+        with _gpu(aval.device) if aval.device is not None else contextlib.nullcontext():
+            return cupy.empty((0,) + aval.shape[1:], aval.dtype)
+
+    def stack(self, rows, aval):
+        with rows[0].device:
+            return cupy.stack(rows)
+
+    def synchronize(self, device):
+        _gpu(device).synchronize()
+
+    def compiler(self):
+        return None  # plans run CUDA stretches op by op until the CUDA dialect renders them
+
+    def compile(self, compiler, prelude, units, options=None):
+        """Units of CUDA kernels (see `rune.backends.cuda.launch`) loaded as one
+        `cupy.RawModule` each: one launcher per unit. `options` default to the
+        CUDA dialect's NVRTC flags (IEEE math, the fp16/bf16 header folder)."""
+        options = nvrtc_options() if options is None else options
+        return [launch.load(prelude, unit, options) for unit in units]
+
+
+def nvrtc_options():
+    """The flags rendered CUDA units compile with (rune/backends/cuda/nvrtc.py)."""
+    from . import nvrtc
+    return (f"-I{nvrtc.include_dir()}", *nvrtc.OPTIONS)
+
+
+class _Index:
+    """A stand-in Device for a GPU known only by its index (a foreign array's)."""
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+def _dlpack_device(obj):
+    try:
+        return tuple(obj.__dlpack_device__())
+    except Exception:  # not a DLPack producer, or one that cannot say where it lives
+        return None
+
+
+BACKEND = CudaBackend()

@@ -1,0 +1,82 @@
+"""Loading a unit of rendered CUDA kernels and launching them.
+
+A unit is `(name, source, kernels)` as the CUDA dialect renders it
+(rune/backends/cuda/dialect.py, `CudaDialect.unit`): one translation unit and,
+in run order, its kernels. A kernel has
+
+- `launches`: what to run, in order, each with an `extern "C" __global__`
+  function `name`, a 1-d `grid` and `block`, `shared` (dynamic shared bytes);
+- `args`, the same for every launch: `("buffer", i)` for the unit's buffer i,
+  `("scratch", k)` for the kernel's scratch buffer k, `("scalar", value,
+  C type)` for a value passed by copy;
+- `scratch`: [(dtype, element count)] device buffers the launcher allocates
+  once per GPU and keeps (they need no initial value).
+
+Scalars are passed as NumPy scalars of exactly their parameter's C type: CuPy
+copies a scalar's bytes into the argument buffer, so a Python int where the
+kernel reads `long long` is read as garbage.
+
+The unit (after the dialect's prelude) is one `cupy.RawModule` compiled by
+NVRTC; CuPy caches the binary on disk, keyed by source, options and GPU
+architecture. `load` returns `run(buffers)`, which launches every kernel on
+the current stream of the current GPU.
+"""
+import cupy
+import numpy as np
+
+from ...errors import RuneError
+
+# The C type of a kernel parameter -> the NumPy scalar type passed for it.
+SCALAR_TYPES = {
+    "int": np.int32, "int32_t": np.int32, "unsigned int": np.uint32, "uint32_t": np.uint32,
+    "long long": np.int64, "int64_t": np.int64, "unsigned long long": np.uint64,
+    "uint64_t": np.uint64, "float": np.float32, "double": np.float64,
+}
+
+
+def scalar(value, ctype, kernel):
+    """`value` as the NumPy scalar of the C type `ctype`."""
+    kind = SCALAR_TYPES.get(ctype)
+    if kind is None:
+        raise RuneError(f"kernel {kernel}: scalar parameter of C type {ctype!r} has no launch "
+                        f"type; expected one of {sorted(SCALAR_TYPES)}")
+    return kind(value)
+
+
+class _Kernel:
+    """One kernel of a loaded unit: its functions, launch shapes and argument plan."""
+
+    def __init__(self, module, kernel):
+        self.launches = [(module.get_function(l.name), (int(l.grid),), (int(l.block),), int(l.shared))
+                         for l in kernel.launches]
+        self.scratch_shapes = [(np.dtype(dtype), int(count)) for dtype, count in kernel.scratch]
+        self.scratch = {}  # GPU index -> the kernel's scratch buffers there
+        self.plan = []
+        for arg in kernel.args:
+            if arg[0] == "scalar":
+                self.plan.append(("scalar", scalar(arg[1], arg[2], kernel.launches[0].name)))
+            else:
+                self.plan.append((arg[0], int(arg[1])))
+
+    def run(self, buffers):
+        gpu = cupy.cuda.runtime.getDevice()
+        scratch = self.scratch.get(gpu)
+        if scratch is None:
+            scratch = self.scratch[gpu] = [cupy.empty(n, dtype) for dtype, n in self.scratch_shapes]
+        args = tuple(buffers[v] if kind == "buffer" else scratch[v] if kind == "scratch" else v
+                     for kind, v in self.plan)
+        for fn, grid, block, shared in self.launches:
+            fn(grid, block, args, shared_mem=shared)
+
+
+def load(prelude, unit, options=()):
+    """The unit compiled and loaded; returns `run(buffers)` (see the module docstring)."""
+    name, source, kernels = unit
+    module = cupy.RawModule(code=prelude + "\n" + source, options=tuple(options))
+    loaded = [_Kernel(module, k) for k in kernels]
+
+    def run(buffers):
+        for k in loaded:
+            k.run(buffers)
+    run.unit = name
+    return run

@@ -1,0 +1,386 @@
+"""The CUDA backend (rune/backends/cuda) and the array-module table it shares
+with the host (rune/backends/array_impls.py).
+
+Tests marked `cuda` need an NVIDIA GPU and run under ci/gpu-check; they compare
+each result on `cuda:0` with the same computation on the host (NumPy, which
+the rest of the suite checks against its own oracles). The others run
+everywhere: what the table does on NumPy for the GPU's sake, and how rune
+behaves without a GPU.
+"""
+import itertools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+from rune.backends.array_impls import make_impls
+from rune.backends.cpu.backend import BACKEND as HOST, IMPLS as HOST_IMPLS
+
+from op_table import F64, TABLE, is_float
+
+
+def _gpu_count():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+GPUS = _gpu_count()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ---------------------------------------------------------------- everywhere
+
+def test_importing_rune_does_not_import_cupy():
+    code = ("import sys, rune; from rune import nx; nx.sum(nx.ones(3) * 2).item(); rune.jit(lambda x: x + 1)(nx.ones(2));"
+            "print('cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_devices_lists_one_cuda_device_per_visible_gpu():
+    listed = [d.name for d in rune.devices() if d.platform == "cuda"]
+    assert listed == [f"cuda:{i}" for i in range(GPUS)]
+    assert rune.devices()[0].name == "cpu:0"
+
+
+@pytest.mark.skipif(GPUS > 0, reason="checks the error a machine without a GPU gives")
+def test_placing_on_cuda_without_a_gpu_is_a_clear_device_error():
+    with pytest.raises(rune.DeviceError, match=r"'cuda'.*not available.*no GPU is visible"):
+        nx.place(nx.ones(3), "cuda")
+    with pytest.raises(rune.DeviceError, match=r"'cuda:1'.*not available"):
+        nx.asarray([1.0, 2.0], device="cuda:1")
+
+
+def test_the_host_table_is_the_array_module_table_on_numpy():
+    table = make_impls(np, HOST, special=lambda: __import__("scipy.special").special)
+    assert table.keys() == HOST_IMPLS.keys()
+    x = np.linspace(-2, 2, 7, dtype=np.float32)
+    for name in ("exp", "tanh", "erf", "logistic", "rsqrt", "acosh"):
+        np.testing.assert_array_equal(table[name](np.abs(x) + 1), HOST_IMPLS[name](np.abs(x) + 1))
+
+
+def test_every_primitive_has_a_cuda_implementation():
+    pytest.importorskip("cupy")
+    from rune.backends.cuda.backend import CudaBackend
+    assert CudaBackend().IMPLS.keys() == HOST_IMPLS.keys()
+
+
+_DEVICE_SCATTER = make_impls(np, HOST, special=None, cheap_reads=False)["scatter"]
+
+
+def _scatter_loop(x, idx, updates, axis, mode):
+    """Scatter one update at a time, in order: the oracle (last write wins for "set")."""
+    out = np.array(x, copy=True)
+    n = x.shape[axis]
+    combine = {"set": lambda a, b: b, "add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[mode]
+    moved = np.moveaxis(out, axis, 0)
+    ups = np.broadcast_to(updates, x.shape[:axis] + idx.shape + x.shape[axis + 1:])
+    ups = np.moveaxis(ups.reshape(x.shape[:axis] + (idx.size,) + x.shape[axis + 1:]), axis, 0)
+    for k, i in enumerate(idx.reshape(-1)):
+        i = i + n if i < 0 else i
+        if 0 <= i < n:
+            moved[i] = combine(moved[i], ups[k])
+    return out
+
+
+@pytest.mark.parametrize("mode,axis", list(itertools.product(("set", "add", "mul", "min", "max"), (0, 1))))
+def test_device_scatter_matches_one_write_at_a_time(mode, axis):
+    """The scatter the GPU runs (no atomics; repeats applied in rounds; one
+    counted read), checked here on NumPy against one update at a time: bit for
+    bit, since repeated float updates combine in the same order."""
+    rng = np.random.default_rng(len(mode) * 10 + axis)
+    for dtype, idx_shape in ((np.float64, (3, 4)), (np.float32, (40,)), (np.int8, (3, 4)), (np.int64, (0,))):
+        x = (rng.standard_normal((5, 6)) * 50).astype(dtype)
+        idx = rng.integers(-8, 8, idx_shape)  # repeats, negatives, out of bounds on both sides
+        shape = x.shape[:axis] + idx.shape + x.shape[axis + 1:]
+        updates = (rng.standard_normal(shape) * 50).astype(dtype)
+        rune.reset_stats()
+        with np.errstate(over="ignore"):  # int8 products wrap, as on the host
+            got = _DEVICE_SCATTER(x, idx, updates, axis=axis, mode=mode)
+            want = _scatter_loop(x, idx, updates, axis, mode)
+        assert rune.stats()["scalar_reads"] == (1 if idx.size else 0)
+        assert got.dtype == x.dtype and got.shape == x.shape
+        np.testing.assert_array_equal(got, want, err_msg=f"{dtype.__name__} {idx_shape}")
+        np.testing.assert_array_equal(got, HOST_IMPLS["scatter"](x, idx, updates, axis=axis, mode=mode))
+
+
+def test_kernel_scalars_are_passed_with_their_exact_c_type():
+    pytest.importorskip("cupy")
+    from rune.backends.cuda.launch import scalar
+    args = [scalar(3, "int", "k"), scalar(1 << 40, "long long", "k"), scalar(0.5, "float", "k"),
+            scalar(7, "uint32_t", "k")]
+    assert [type(a) for a in args] == [np.int32, np.int64, np.float32, np.uint32]
+    assert [a.item() for a in args] == [3, 1 << 40, 0.5, 7]
+    with pytest.raises(rune.RuneError, match=r"kernel k: scalar parameter of C type 'short'"):
+        scalar(1, "short", "k")
+
+
+# ---------------------------------------------------------------- on a GPU
+
+cuda = pytest.mark.cuda
+
+
+def _cases(traced_only=False):
+    """One test per op-table case; its samples (but known bugs) run inside it."""
+    return [pytest.param(c, id=c.name) for c in TABLE if c.traced or not traced_only]
+
+
+def _on(device, args):
+    return [nx.asarray(a, device=device) if isinstance(a, (np.ndarray, np.generic)) else a for a in args]
+
+
+def _assert_same(case, sample, gpu, cpu):
+    if isinstance(cpu, (list, tuple)):
+        assert isinstance(gpu, (list, tuple)) and len(gpu) == len(cpu), sample.id
+        for g, c in zip(gpu, cpu):
+            _assert_same(case, sample, g, c)
+        return
+    where = f"{case.name}:{sample.id}"
+    assert gpu.device.platform == "cuda", (where, gpu.device)
+    assert (gpu.shape, gpu.dtype) == (cpu.shape, cpu.dtype), where
+    g, c = np.asarray(gpu), np.asarray(cpu)
+    if is_float(c.dtype):
+        rtol, atol = case.tolerance(c.dtype)
+        # CUDA's math library and NumPy's round differently in the last places.
+        np.testing.assert_allclose(g.astype(F64), c.astype(F64), rtol=4 * rtol, atol=4 * atol,
+                                   equal_nan=True, err_msg=where)
+    else:
+        np.testing.assert_array_equal(g, c, err_msg=where)
+
+
+@cuda
+@pytest.mark.parametrize("case", _cases())
+def test_every_op_eager_on_cuda_matches_the_host(case):
+    for sample in case.samples:
+        if sample.bug:
+            continue
+        cpu = case.fn(*_on("cpu", sample.args), **sample.kwargs)
+        with rune.default_device("cuda:0"):
+            gpu = case.fn(*_on("cuda:0", sample.args), **sample.kwargs)
+        _assert_same(case, sample, gpu, cpu)
+
+
+@cuda
+@pytest.mark.parametrize("case", _cases(traced_only=True))
+def test_every_op_under_jit_on_cuda_matches_the_host(case):
+    for sample in case.samples:
+        if sample.bug:
+            continue
+        cpu = case.fn(*_on("cpu", sample.args), **sample.kwargs)
+        with rune.default_device("cuda:0"):
+            gpu = rune.jit(lambda *a: case.fn(*a, **sample.kwargs))(*_on("cuda:0", sample.args))
+        _assert_same(case, sample, gpu, cpu)
+
+
+@cuda
+def test_placement_round_trip_is_counted():
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    rune.reset_stats()
+    x = nx.place(nx.asarray(host), "cuda:0")
+    assert x.device.name == "cuda:0"
+    back = nx.place(x * 2, "cpu")
+    s = rune.stats()
+    assert (s["host_to_device"], s["device_to_host"]) == (1, 1)
+    assert s["bytes_moved"] == 2 * host.nbytes
+    np.testing.assert_array_equal(np.asarray(back), host * 2)
+    assert back.device.name == "cpu:0"
+
+
+@cuda
+def test_block_until_ready_waits_and_returns_the_array():
+    x = nx.asarray(np.ones(1 << 20, np.float32), device="cuda:0")
+    y = (x * 3).block_until_ready()
+    import cupy
+    assert cupy.cuda.get_current_stream().done  # nothing left queued
+    assert float(nx.sum(y)) == 3 * (1 << 20)
+
+
+@cuda
+def test_scalar_reads_of_device_values_are_counted():
+    x = nx.asarray(np.arange(10, dtype=np.int32), device="cuda:0")
+    rune.reset_stats()
+    out = rune.while_loop(lambda c: c < 5, lambda c: c + 1, x[0])
+    assert int(out) == 5
+    assert rune.stats()["scalar_reads"] >= 6
+
+
+@cuda
+def test_jit_on_cuda_matches_the_host_for_a_training_step():
+    rng = np.random.default_rng(0)
+    w, xb = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((16, 8)).astype(np.float32)
+
+    def loss(w, x):
+        return nx.mean(nx.tanh(x @ w) ** 2)
+
+    step = rune.jit(rune.value_and_grad(loss))
+    lc, gc = step(nx.asarray(w), nx.asarray(xb))
+    lg, gg = step(nx.asarray(w, device="cuda:0"), nx.asarray(xb, device="cuda:0"))
+    assert gg.device.name == "cuda:0"
+    np.testing.assert_allclose(float(lg), float(lc), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(gg), np.asarray(gc), rtol=1e-4, atol=1e-6)
+
+
+@cuda
+def test_random_bits_on_cuda_are_bit_identical_to_the_host():
+    for width, dtype in ((32, np.float32), (64, np.float64)):
+        cpu = nx.random.uniform(nx.random.key(7), (1000, 3), dtype)
+        gpu = nx.random.uniform(nx.random.key(7, device="cuda:0"), (1000, 3), dtype)
+        assert gpu.device.name == "cuda:0"
+        np.testing.assert_array_equal(np.asarray(gpu), np.asarray(cpu))
+    keys = nx.random.split(nx.random.key(3, device="cuda:0"), 4)
+    np.testing.assert_array_equal(np.asarray(keys), np.asarray(nx.random.split(nx.random.key(3), 4)))
+
+
+@cuda
+def test_conv_and_pooling_on_cuda_match_the_host():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 9, 9, 3)).astype(np.float32), rng.standard_normal((3, 3, 3, 5)).astype(np.float32)
+    for place in ("cpu", "cuda:0"):
+        y = nx.conv(nx.asarray(x, device=place), nx.asarray(w, device=place), strides=(2, 1),
+                    padding="SAME", dilation=(1, 2))
+        p = nx.reduce_window(y, "max", (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        if place == "cpu":
+            yc, pc = np.asarray(y), np.asarray(p)
+    np.testing.assert_allclose(np.asarray(y), yc, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(p), pc, rtol=1e-4, atol=1e-5)
+
+
+@cuda
+def test_host_callback_gets_numpy_once_per_call_and_its_result_returns_to_the_gpu():
+    seen = []
+
+    def on_host(a, b):
+        seen.append((type(a), type(b)))
+        return np.asarray(a) * 2 + np.asarray(b)
+
+    x = nx.asarray(np.arange(6, dtype=np.float32), device="cuda:0")
+    f = rune.jit(lambda x: rune.callback(on_host, x + 1, x, like=x) * 3)
+    rune.reset_stats()
+    out = f(x)
+    assert out.device.name == "cuda:0"
+    np.testing.assert_array_equal(np.asarray(out), ((np.arange(6) + 1) * 2 + np.arange(6)) * 3)
+    assert seen == [(nx.Array, nx.Array)]
+    s = rune.stats()
+    assert s["device_to_host"] == 2 + 1 and s["host_to_device"] == 1  # two arguments, the result, the read
+
+
+@cuda
+def test_device_callback_gets_gpu_arrays_and_may_return_cupy():
+    import cupy
+    seen = []
+
+    def on_gpu(a):
+        view = cupy.asarray(a)                      # zero copy: the same device memory
+        seen.append((a.device.name, view.data.ptr == a.__cuda_array_interface__["data"][0]))
+        return cupy.sqrt(view)
+
+    x = nx.asarray(np.arange(8, dtype=np.float32), device="cuda:0")
+    rune.reset_stats()
+    out = rune.jit(lambda x: rune.callback(on_gpu, x * x, like=x, host=False))(x)
+    assert seen == [("cuda:0", True)]
+    assert rune.stats()["device_to_host"] == 0 and rune.stats()["host_to_device"] == 0
+    assert out.device.name == "cuda:0"
+    np.testing.assert_allclose(np.asarray(out), np.arange(8, dtype=np.float32), rtol=1e-6)
+
+
+@cuda
+def test_scan_on_cuda_runs_a_host_callback_per_row():
+    rows = []
+
+    def log(row):
+        rows.append(np.asarray(row).copy())
+        return np.float32(np.asarray(row).sum())
+
+    xs = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+    def step(carry, row):
+        s = rune.callback(log, row * 2, like=rune.Spec((), np.float32))
+        return carry + s, s
+
+    with rune.default_device("cuda:0"):  # where the Spec's result and the zero carry lie
+        carry, ys = rune.jit(lambda xs: rune.scan(step, nx.zeros((), np.float32), xs))(nx.asarray(xs))
+    assert len(rows) == 4 and ys.device.name == "cuda:0"
+    np.testing.assert_array_equal(np.stack(rows), xs * 2)
+    np.testing.assert_array_equal(np.asarray(ys), (xs * 2).sum(1))
+    assert float(carry) == (xs * 2).sum()
+
+
+@cuda
+def test_dlpack_with_cupy_both_ways_without_copies():
+    import cupy
+    c = cupy.arange(10, dtype=cupy.float32)
+    x = nx.from_dlpack(c)
+    assert x.device.name == "cuda:0" and x.__cuda_array_interface__["data"][0] == c.data.ptr
+    gpu = rune.devices("cuda")[0]
+    assert rune.backends.backend_for(gpu).from_foreign(c, gpu) is c
+    a = nx.place(nx.asarray(np.arange(5, dtype=np.float32)), "cuda:0")
+    for back in (cupy.from_dlpack(a), cupy.asarray(a)):
+        assert back.data.ptr == a.__cuda_array_interface__["data"][0]
+        np.testing.assert_array_equal(cupy.asnumpy(back), np.arange(5, dtype=np.float32))
+
+
+@cuda
+def test_dlpack_with_pytorch_both_ways_without_copies():
+    torch = pytest.importorskip("torch")
+    t = torch.arange(6, dtype=torch.float32, device="cuda:0")
+    x = nx.from_dlpack(t)
+    assert x.device.name == "cuda:0" and x.__cuda_array_interface__["data"][0] == t.data_ptr()
+    np.testing.assert_array_equal(np.asarray(x * 2), np.arange(6) * 2)
+    gpu = rune.devices("cuda")[0]
+    assert rune.backends.backend_for(gpu).from_foreign(t, gpu).data.ptr == t.data_ptr()
+    a = nx.place(nx.asarray(np.arange(4, dtype=np.float32)), "cuda:0")
+    u = torch.from_dlpack(a)
+    assert u.device.type == "cuda" and u.data_ptr() == a.__cuda_array_interface__["data"][0]
+    assert u.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@cuda
+def test_hand_written_kernel_unit_launches_with_exact_scalar_types():
+    """The compile slot: a unit of two kernels loaded as one RawModule, buffers
+    picked by position, a scratch buffer, scalars of the kernels' exact C types."""
+    import cupy
+    from types import SimpleNamespace as K
+    from rune.backends.cuda import launch
+    source = r'''
+    extern "C" __global__ void axpb(const float* x, float* y, float* t, float a, long long n) {
+        for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+             i += (long long)gridDim.x * blockDim.x) { t[i] = a * x[i]; y[i] = t[i] + 1.0f; }
+    }
+    extern "C" __global__ void twice(float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] *= 2.0f;
+    }'''
+    n = 1000
+    kernels = [K(launches=[K(name="axpb", grid=3, block=128, shared=0)], scratch=[(np.float32, n)],
+                 args=[("buffer", 0), ("buffer", 1), ("scratch", 0), ("scalar", 0.5, "float"),
+                       ("scalar", n, "long long")]),
+               K(launches=[K(name="twice", grid=8, block=128, shared=0)], scratch=[],
+                 args=[("buffer", 1), ("scalar", n, "int")])]
+    run = launch.load("", ("unit", source, kernels), ("-std=c++17",))
+    x, y = cupy.arange(n, dtype=cupy.float32), cupy.zeros(n, cupy.float32)
+    run([x, y])
+    np.testing.assert_allclose(cupy.asnumpy(y), (0.5 * np.arange(n, dtype=np.float32) + 1) * 2)
+
+
+@cuda
+@pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+def test_two_gpus_compute_on_their_own_device_and_copy_directly():
+    x = nx.asarray(np.arange(8, dtype=np.float32), device="cuda:1")
+    y = nx.exp(x) + nx.sum(x)
+    assert y.device.name == "cuda:1" and y._raw.device.id == 1
+    rune.reset_stats()
+    z = nx.place(y, "cuda:0")
+    assert z._raw.device.id == 0
+    s = rune.stats()
+    assert (s["host_to_device"], s["device_to_host"], s["transfers"]) == (0, 0, 1)
+    np.testing.assert_allclose(np.asarray(z), np.exp(np.arange(8)) + 28, rtol=1e-6)
+    with pytest.raises(rune.DeviceMismatchError):
+        z + y
