@@ -279,6 +279,8 @@ from .sorting import IMPLS as _SORT_IMPLS  # noqa: E402
 IMPLS.update(_SORT_IMPLS)
 from .linalg import IMPLS as _LINALG_IMPLS  # noqa: E402
 IMPLS.update(_LINALG_IMPLS)
+from .complexfuncs import IMPLS as _COMPLEX_IMPLS  # noqa: E402
+IMPLS.update(_COMPLEX_IMPLS)
 
 class CpuBackend(Backend):
     """Every host device: NumPy buffers; host devices are distinct places that
