@@ -281,6 +281,8 @@ from .linalg import IMPLS as _LINALG_IMPLS  # noqa: E402
 IMPLS.update(_LINALG_IMPLS)
 from .complexfuncs import IMPLS as _COMPLEX_IMPLS  # noqa: E402
 IMPLS.update(_COMPLEX_IMPLS)
+from .fft import IMPLS as _FFT_IMPLS  # noqa: E402
+IMPLS.update(_FFT_IMPLS)
 
 class CpuBackend(Backend):
     """Every host device: NumPy buffers; host devices are distinct places that

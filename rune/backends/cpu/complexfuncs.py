@@ -9,8 +9,8 @@ def _complex(re, im):
 
 
 IMPLS = {
-    "real": lambda x: np.ascontiguousarray(np.real(x)),
-    "imag": lambda x: np.ascontiguousarray(np.imag(x)),
+    "real": lambda x: np.asarray(np.real(x)),
+    "imag": lambda x: np.asarray(np.imag(x)),
     "conj": lambda x: np.asarray(np.conj(x)),
     "complex": _complex,
 }
