@@ -2,8 +2,7 @@
 leading axes. Factorizations and solves are library-call primitives
 (rune/nx/linalg_prims.py); everything else is a composite of them and of
 ordinary nx operations, so derivatives, jit and vmap follow from their rules.
-svd and qr have no derivative rules yet (svdvals, and so matrix_norm's 2 and
-'nuc', do); pinv is written with svd and shares that limit.
+Every factorization is differentiable (rune/linalg_rules.py); pinv through svd.
 """
 import builtins
 import collections
