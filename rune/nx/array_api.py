@@ -31,7 +31,8 @@ class finfo_object:
 
     def __init__(self, dtype):
         info = ml_dtypes.finfo(dt.real_dtype(dtype))
-        self.bits, self.dtype = int(info.bits), dtype
+        # A complex dtype reports its parts' float dtype (the standard's finfo_object.dtype).
+        self.bits, self.dtype = int(info.bits), dt.real_dtype(dtype)
         self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
         self.smallest_normal = float(info.smallest_normal)
 

@@ -101,7 +101,7 @@ def _check_tuple_subclass(x):
 
 def _default_for_kind(np_dtype, source):
     """Lists of Python numbers take rune's defaults (float32, int32), as in JAX."""
-    kinds = {"f": dt.float32, "i": dt.int32, "u": dt.uint32, "b": dt.bool_}
+    kinds = {"f": dt.float32, "i": dt.int32, "u": dt.uint32, "b": dt.bool_, "c": dt.complex64}
     if isinstance(source, (np.ndarray, np.generic)) and np_dtype in dt.ALL:
         return np_dtype
     if np_dtype.kind in kinds:

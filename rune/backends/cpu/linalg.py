@@ -29,7 +29,7 @@ def _eigh(a):
 
 def _slogdet(a):
     sign, logabs = np.linalg.slogdet(a)
-    return [np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)]
+    return [np.asarray(sign, a.dtype), np.asarray(logabs, np.real(np.zeros((), a.dtype)).dtype)]
 
 
 def _svdvals(a):
