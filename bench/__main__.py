@@ -15,10 +15,11 @@ import sys
 import time
 
 from . import callbacks, distributed, eager, grad, kernels, train, vmap
+from . import complex as complex_numbers
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
-           ("train", train), ("distributed", distributed))
+           ("train", train), ("distributed", distributed), ("complex", complex_numbers))
 
 
 def main(argv=None):

@@ -1648,7 +1648,7 @@ case("concat", lambda *xs, axis=0: nx.concat(list(xs), axis=axis),
      note="the standard's concat (axis=None joins the flattened arrays)")
 for _name, _ref in (("real", np.real), ("imag", np.imag), ("conj", np.conj)):
     case(_name, getattr(nx, _name), _ref, _any_unary_samples(_name, "real", (I32, U8, F16)), grad=True,
-         note="real dtypes only until rune has complex ones")
+         note="a real number is its own real part and conjugate (complex samples: below)")
 
 for _name in ("fftshift", "ifftshift"):
     case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _shape_samples("fft." + _name, [
