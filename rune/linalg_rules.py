@@ -298,6 +298,26 @@ def _qr_vjp(cts, ins, outs, wants, *, mode):
 jvp_rules[qr_p], vjp_rules[qr_p] = _qr_jvp, _qr_vjp
 
 
+# ---------------------------------------------------------------- complex matrices
+
+def _real_matrices_only(prim, rule, matrix_of):
+    """The rule, refusing complex matrices: the formulas above transpose where a
+    complex matrix needs the conjugate transpose (solve, being holomorphic, is exact)."""
+    def run(*args, **params):
+        a = matrix_of(args)
+        if a.dtype.kind == "c":
+            raise NotDifferentiableError(
+                f"{prim.name}: derivatives for complex matrices are not implemented (got {a.dtype.name}); "
+                f"differentiate the real and imaginary parts as a real block matrix instead")
+        return rule(*args, **params)
+    return run
+
+
+for _prim in (cholesky_p, eigh_p, slogdet_p, svdvals_p, svd_p, qr_p):
+    jvp_rules[_prim] = _real_matrices_only(_prim, jvp_rules[_prim], lambda args: args[0][0])
+    vjp_rules[_prim] = _real_matrices_only(_prim, vjp_rules[_prim], lambda args: args[1][0])
+
+
 # ---------------------------------------------------------------- batching
 
 def _leading_batch(prim):

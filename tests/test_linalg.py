@@ -91,3 +91,36 @@ def test_qr_modes_match_numpy(mode):
     assert q.shape == want_q.shape and r.shape == want_r.shape
     np.testing.assert_allclose(np.abs(np.asarray(r)), np.abs(want_r), atol=1e-10)
     np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), a, atol=1e-10)
+
+
+def test_complex_matrices_solve_and_factorize_like_numpy():
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    b = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    h = a @ a.conj().T
+    np.testing.assert_allclose(np.asarray(nx.linalg.solve(nx.asarray(a), nx.asarray(b))), np.linalg.solve(a, b))
+    np.testing.assert_allclose(np.asarray(nx.linalg.cholesky(nx.asarray(h))), np.linalg.cholesky(h))
+    w = nx.linalg.eigvalsh(nx.asarray(h))
+    assert w.dtype == nx.float64
+    np.testing.assert_allclose(np.asarray(w), np.linalg.eigvalsh(h))
+    np.testing.assert_allclose(np.asarray(nx.linalg.svdvals(nx.asarray(a))), np.linalg.svd(a, compute_uv=False))
+    np.testing.assert_allclose(np.asarray(nx.linalg.det(nx.asarray(a))), np.linalg.det(a))
+    np.testing.assert_allclose(np.asarray(nx.linalg.pinv(nx.asarray(b))), np.linalg.pinv(b), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(nx.linalg.vector_norm(nx.asarray(b))), np.linalg.norm(b))
+    np.testing.assert_allclose(np.asarray(nx.linalg.matrix_norm(nx.asarray(b))), np.linalg.norm(b, "fro"))
+
+
+def test_complex_solve_is_differentiable_and_factorizations_say_they_are_not():
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    b = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    loss = lambda m: nx.sum(nx.abs(nx.linalg.solve(m, nx.asarray(b))) ** 2)  # noqa: E731
+    f = lambda m: float(loss(nx.asarray(m)))  # noqa: E731
+    fd = np.zeros_like(a)
+    for i in np.ndindex(a.shape):   # JAX's convention: df/dx - i df/dy
+        e = np.zeros_like(a)
+        e[i] = 1e-6
+        fd[i] = (f(a + e) - f(a - e) - 1j * (f(a + 1j * e) - f(a - 1j * e))) / 2e-6
+    np.testing.assert_allclose(np.asarray(rune.grad(loss)(nx.asarray(a))), fd, rtol=1e-6, atol=1e-8)
+    with pytest.raises(rune.NotDifferentiableError, match="complex matrices"):
+        rune.grad(lambda m: nx.sum(nx.linalg.svdvals(m)))(nx.asarray(a))

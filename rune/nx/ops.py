@@ -660,12 +660,20 @@ def mean(x, axis=None, keepdims=False):
 
 @_in_float32
 def var(x, axis=None, keepdims=False, ddof=0):
-    if not dt.is_float(x.dtype):
+    if not dt.is_inexact(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("var", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     centered = subtract(x, mean(x, axes, keepdims=True))
-    return divide(sum(multiply(centered, centered), axes, keepdims), n - ddof)
+    return divide(sum(_abs_squared(centered), axes, keepdims), n - ddof)
+
+
+def _abs_squared(x):
+    """|x|^2: x * x, or re^2 + im^2 for complex x (a real dtype, as NumPy's var of complex)."""
+    if dt.is_complex(x.dtype):
+        re, im = real(x), imag(x)
+        return add(multiply(re, re), multiply(im, im))
+    return multiply(x, x)
 
 
 @_in_float32
@@ -762,7 +770,7 @@ def _statistic_with_numpy_keywords(stat):
 
 def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
     low = x.dtype in (dt.float16, dt.bfloat16)  # accumulated in float32 and rounded once
-    work = dt.float32 if low or not dt.is_float(x.dtype) else x.dtype
+    work = dt.float32 if low or not dt.is_inexact(x.dtype) else x.dtype
     xw = astype(x, work)
     axes = _axes(name, axis, x.ndim)
     count = sum(astype(broadcast_to(mask, x.shape), work), axes, True)
@@ -770,7 +778,8 @@ def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
     if name == "mean":
         out = mu
     else:
-        out = divide(sum(square(subtract(xw, mu)), axes, True, where=mask), maximum(subtract(count, ddof), 0))
+        out = divide(sum(_abs_squared(subtract(xw, mu)), axes, True, where=mask),
+                     maximum(subtract(real(count), ddof), 0))
         out = sqrt(out) if name == "std" else out
     out = out if keepdims else reshape(out, _reduced_shape(x.shape, axes, False))
     return astype(out, x.dtype) if low else out
@@ -1098,7 +1107,8 @@ def dot(x, y):
 
 
 def vdot(x, y):
-    return sum(multiply(ravel(x), ravel(y)))
+    """sum(conj(x) * y) over the flattened arrays (NumPy's vdot conjugates its first argument)."""
+    return sum(multiply(conj(ravel(x)), ravel(y)))
 
 
 def outer(x, y):
