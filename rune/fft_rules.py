@@ -4,8 +4,8 @@ Every transform is linear, so its JVP applies it to the tangent; the VJP is
 its transpose, with JAX's convention for complex numbers (transposed, never
 conjugated; JAX's lax.fft rules):
   fft, ifft: the DFT matrix is symmetric, so each is its own transpose;
-  rfft: the transpose of x -> fft(x + 0i)[:n // 2 + 1]: the cotangent padded
-        with zeros to n, transformed, real part kept;
+  rfft: the transpose of x -> fft(x + 0i)[:n // 2 + 1]: Re(fft(cotangent padded
+        with zeros to n)), computed as an irfft (see _rfft_transpose);
   irfft: conj(w * rfft(ct) / N), w = 1 for the zero (and Nyquist) frequency
         and 2 for the others, which irfft counts twice (as their Hermitian mirror).
 """
@@ -26,9 +26,25 @@ def _fft_jvp(primals, tangents, *, kind, lengths):
 
 
 def _rfft_transpose(ct, lengths):
-    n = lengths[-1]
-    padded = nx.pad(ct, [(0, 0)] * (ct.ndim - 1) + [(0, n - ct.shape[-1])])
-    return nx.real(bind(fft_p, padded, kind="fft", lengths=lengths))
+    """rfftn is the complex FFT over the leading transform axes after rfft over the
+    last, so its transpose is their transposes in the other order: fft over the
+    leading axes (the DFT is symmetric), then rfft's along the last axis,
+    Re(fft(pad(c))) = n irfft(conj(c) v) with v = 1 for the zero (and Nyquist)
+    frequency and 1/2 for the others (irfft counts those twice). Two half-size
+    transforms instead of a full complex one."""
+    k = len(lengths)
+    if k > 1:
+        last = ct.ndim - 1
+        perm = list(range(ct.ndim - k)) + [last] + list(range(ct.ndim - k, last))
+        moved = bind(fft_p, nx.transpose(ct, perm), kind="fft", lengths=lengths[:-1])
+        ct = nx.transpose(moved, [perm.index(a) for a in range(ct.ndim)])
+    n, m = lengths[-1], ct.shape[-1]
+    weights = np.full(m, 0.5)
+    weights[0] = 1.0
+    if n % 2 == 0:
+        weights[-1] = 1.0
+    scaled = nx.multiply(nx.conj(ct), nx.constant_like((weights * n).astype(nx.real(ct).dtype), ct))
+    return bind(fft_p, scaled, kind="irfft", lengths=(n,))
 
 
 def _irfft_transpose(ct, lengths):
