@@ -3,7 +3,7 @@ ifftn, rfft, irfft, rfftn, irfftn, hfft, ihfft) take NumPy's and the
 standard's arguments (n / s, axis / axes, norm); each moves its axes to the
 end, pads or truncates them to the requested sizes, binds the one FFT
 primitive (rune/nx/fft_prims.py) and scales for `norm`. hfft and ihfft are
-irfft and rfft of the conjugate, as NumPy defines them. The frequency helpers
+irfft and rfft of the conjugate, as NumPy defines them. The frequency functions
 (fftfreq, rfftfreq, fftshift, ifftshift) are ordinary array functions.
 """
 import math
@@ -38,7 +38,8 @@ def _as_kind(name, x, kind):
     if kind == "rfft":
         if dt.is_complex(x.dtype):
             raise DTypeError(f"fft.{name}: expected a real-valued array, got {x.dtype.name}")
-        return x if dt.is_float(x.dtype) and x.dtype.itemsize >= 4 else ops.astype(x, dt.float32 if x.dtype != dt.float64 else x.dtype)
+        # float16/bfloat16 (pocketfft has no such loops) and ints transform in float32
+        return x if x.dtype in (dt.float32, dt.float64) else ops.astype(x, dt.float32)
     if dt.is_complex(x.dtype):
         return x
     return ops.astype(x, dt.complex128 if x.dtype == dt.float64 else dt.complex64)
