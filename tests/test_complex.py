@@ -191,3 +191,14 @@ def test_grad_refuses_complex_output_without_holomorphic():
         rune.grad(lambda v: v * v)(z)
     with pytest.raises(rune.DTypeError, match="complex inputs"):
         rune.grad(lambda v: v * v, holomorphic=True)(nx.asarray(1.0))
+
+
+def test_var_std_and_vdot_of_complex_match_numpy():
+    z = _z((3, 5), C128, 10)
+    x = nx.asarray(z)
+    for name in ("var", "std"):
+        got, want = getattr(nx, name)(x, axis=1), getattr(np, name)(z, axis=1)
+        assert got.dtype == want.dtype == np.float64
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nx.vdot(x, x[::-1])), np.vdot(z, z[::-1]), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(nx.linalg.vecdot(x, x[::-1])), np.vecdot(z, z[::-1]), rtol=1e-12)
