@@ -7,6 +7,8 @@ from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of
 from . import mathfunc_rules as _mathfunc_rules  # noqa: F401  (acosh, hypot, ...: their rule tables)
 from . import sorting_rules as _sorting_rules  # noqa: F401  (argsort's rule tables)
 from . import linalg_rules as _linalg_rules  # noqa: F401  (nx.linalg's primitives)
+from . import complex_rules as _complex_rules  # noqa: F401  (real, imag, conj, complex)
+from . import fft_rules as _fft_rules  # noqa: F401  (nx.fft's primitive)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev

@@ -50,6 +50,7 @@ I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64
 U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 BF16 = np.dtype(ml_dtypes.bfloat16)
+C64, C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
 SIGNED = (I8, I16, I32, I64)
 UNSIGNED = (U8, U16, U32, U64)
@@ -59,7 +60,7 @@ LOW_FLOATS = (F16, BF16)
 ALL_DTYPES = (BOOL,) + INTS + LOW_FLOATS + FLOATS
 
 SHORT = {BOOL: "b", I8: "i8", I16: "i16", I32: "i32", I64: "i64", U8: "u8", U16: "u16",
-         U32: "u32", U64: "u64", F16: "f16", BF16: "bf16", F32: "f32", F64: "f64"}
+         U32: "u32", U64: "u64", F16: "f16", BF16: "bf16", F32: "f32", F64: "f64", C64: "c64", C128: "c128"}
 
 
 def is_float(d):
@@ -71,8 +72,24 @@ def is_int(d):
     return np.dtype(d).kind in "iu"
 
 
+def is_inexact(d):
+    """Float or complex: compared with a tolerance."""
+    return is_float(d) or np.dtype(d).kind == "c"
+
+
+def widest(d):
+    """The dtype results of dtype `d` are compared in (complex128 for complex, float64 for floats)."""
+    return C128 if np.dtype(d).kind == "c" else F64
+
+
+def is_precise(d):
+    """float64 or complex128: the samples whose derivatives finite differences check."""
+    return np.dtype(d) in (F64, C128)
+
+
 # Tolerances (rtol, atol) by result dtype; integer and bool results are exact.
-TOL = {F16: (2e-3, 2e-3), BF16: (1.6e-2, 1.6e-2), F32: (1e-5, 1e-6), F64: (1e-12, 1e-12)}
+TOL = {F16: (2e-3, 2e-3), BF16: (1.6e-2, 1.6e-2), F32: (1e-5, 1e-6), F64: (1e-12, 1e-12),
+       C64: (1e-5, 1e-6), C128: (1e-12, 1e-12)}
 
 
 # ---------------------------------------------------------------- table entries
@@ -210,6 +227,8 @@ def draw(rng, shape, dtype, domain="real"):
             out = out * rng.choice([-1, 1], size=shape)
         return np.asarray(out).astype(dtype)
     fn = FLOAT_DOMAINS["real" if domain == "shift" else domain]
+    if dtype.kind == "c":   # the domain's values, turned off the real axis by a small imaginary part
+        return np.asarray(np.asarray(fn(rng, shape)) + 1j * rng.uniform(-0.5, 0.5, size=shape)).astype(dtype)
     return np.asarray(fn(rng, shape)).astype(dtype)
 
 
@@ -253,7 +272,7 @@ def numpy_rule(sample, np_dtype):
     """
     np_dtype = np.dtype(np_dtype)
     strong = _strong_dtypes(sample)
-    if is_float(np_dtype) and not any(is_float(d) for d in strong):
+    if is_float(np_dtype) and not any(is_inexact(d) for d in strong):
         return F32
     if np_dtype.kind in "iu" and not any(d.kind in "iu" or is_float(d) for d in strong):
         return I32
@@ -1629,11 +1648,97 @@ case("concat", lambda *xs, axis=0: nx.concat(list(xs), axis=axis),
      note="the standard's concat (axis=None joins the flattened arrays)")
 for _name, _ref in (("real", np.real), ("imag", np.imag), ("conj", np.conj)):
     case(_name, getattr(nx, _name), _ref, _any_unary_samples(_name, "real", (I32, U8, F16)), grad=True,
-         note="real dtypes only until rune has complex ones")
+         note="a real number is its own real part and conjugate (complex samples: below)")
 
 for _name in ("fftshift", "ifftshift"):
     case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _shape_samples("fft." + _name, [
         ((5,), {}), ((4, 5), {}), ((4, 5), dict(axes=1)), ((2, 3, 4), dict(axes=(0, 2)))]), grad=True)
+
+
+# -- complex64 and complex128: samples added to the cases of the functions the
+# standard defines for complex numbers, and the complex-only functions.
+
+COMPLEX = (C128, C64)
+_COMPLEX_UNARY = {"exp": "small", "log": "positive", "log1p": "positive", "expm1": "small",
+                  "sqrt": "positive", "sin": "small", "cos": "small", "tan": "unit", "sinh": "small",
+                  "cosh": "small", "tanh": "small", "asin": "unit", "acos": "unit", "atan": "unit",
+                  "asinh": "real", "acosh": "above1", "atanh": "unit", "log2": "positive",
+                  "log10": "positive", "square": "real", "reciprocal": "nonzero", "negative": "real",
+                  "abs": "nonzero", "sign": "nonzero", "real": "real", "imag": "real", "conj": "real",
+                  "isnan": "special", "isfinite": "special", "isinf": "special", "positive": "real"}
+_COMPLEX_BINARY = {"add": ("real", "real"), "subtract": ("real", "real"), "multiply": ("real", "real"),
+                   "divide": ("real", "nonzero"), "power": ("positive", "small"),
+                   "equal": ("frac", "frac"), "not_equal": ("frac", "frac")}
+FLOAT_DOMAINS.setdefault("above1", lambda rng, shape: rng.uniform(1.5, 3.0, size=shape))
+
+
+def _complex_unary_samples(name, domain):
+    rng = _rng("complex " + name)
+    return [S(draw(rng, shape, d, domain)) for d in COMPLEX for shape in ((), (5,), (3, 4))]
+
+
+def _complex_binary_samples(name, domains):
+    rng = _rng("complex " + name)
+    dx, dy = domains
+    out = [S(draw(rng, sx, d, dx), draw(rng, sy, d, dy)) for d in COMPLEX
+           for sx, sy in (((), ()), ((3, 4), (3, 4)), ((3, 1), (4,)))]
+    out.append(S(draw(rng, (3, 4), C128, dx), draw(rng, (4,), F64, dy)))     # complex with float: complex
+    out.append(S(draw(rng, (3,), F32, dx), draw(rng, (3,), C64, dy)))
+    if name not in ("equal", "not_equal"):
+        out.append(S(draw(rng, (3,), C128, dx), 1.5 - 0.5j if name != "power" else 2.0))  # weak scalars
+        out.append(S(draw(rng, (3,), F64, dx), 0.5 + 0.25j))
+    return out
+
+
+def _extend(name, samples):
+    case = next(c for c in TABLE if c.name == name)
+    case.samples.extend(samples)
+    _uniquify(case.samples)
+
+
+for _name, _domain in _COMPLEX_UNARY.items():
+    _extend(_name, _complex_unary_samples(_name, _domain))
+for _name, _domains in _COMPLEX_BINARY.items():
+    _extend(_name, _complex_binary_samples(_name, _domains))
+for _name in ("sum", "prod", "mean"):
+    _extend(_name, [S(draw(_rng("complex " + _name), (3, 4), d, "small"), axis=a, keepdims=k)
+                    for d in COMPLEX for a, k in ((None, False), (0, True), (1, False))])
+_extend("matmul", [S(draw(_rng("complex matmul"), (3, 4), d), draw(_rng("complex matmul 2"), (4, 2), d))
+                   for d in COMPLEX] + [S(draw(_rng("complex matmul"), (2, 3), C128),
+                                          draw(_rng("complex matmul 3"), (3,), F64))])
+_extend("where", [S(draw(_rng("complex where"), (3, 4), BOOL), draw(_rng("complex where"), (3, 4), C128),
+                    draw(_rng("complex where 2"), (4,), C128))])
+_extend("reshape", [S(draw(_rng("complex reshape"), (3, 4), C128), shape=(2, 6))])
+
+case("angle", nx.angle, np.angle, _complex_unary_samples("angle", "nonzero") +
+     [S(draw(_rng("angle"), (5,), F64, "nonzero")), S(draw(_rng("angle"), (5,), I32, "real"))],
+     grad=True, domain="nonzero", dtype_rule=lambda sample, d: F32 if np.dtype(d) == F64 and
+     sample.args[0].dtype == I32 else d, dtype_note="ints give float32 (NumPy: float64)")
+case("make_complex", nx.make_complex, lambda re, im: np.asarray(re + 1j * np.asarray(im)),
+     [S(draw(_rng("make_complex"), s, d), draw(_rng("make_complex 2"), s2, d)) for d in (F64, F32)
+      for s, s2 in (((), ()), ((3, 4), (4,)), ((2, 1), (1, 3)))] +
+     [S(draw(_rng("make_complex"), (3,), F64), 2.0)],
+     grad=True, diff_argnums=(0, 1), dtype_rule=lambda sample, d: C64 if sample.args[0].dtype == F32 else d,
+     note="complex(re, im), as JAX's lax.complex; float32 parts give complex64")
+ALIASES["conjugate"] = "conj"
+
+
+def _fft_samples(name, real_input, specs):
+    rng = _rng("fft " + name)
+    dtypes = (F64, F32) if real_input else (C128, C64)
+    return [S(draw(rng, shape, dtypes[i % 2]), **kw) for i, (shape, kw) in enumerate(specs)]
+
+
+_ONE_AXIS = [((8,), {}), ((3, 6), dict(n=4)), ((3, 5), dict(n=7, axis=0)), ((2, 6), dict(norm="ortho")),
+             ((6,), dict(norm="forward"))]
+_MANY_AXES = [((4, 6), {}), ((2, 3, 4), dict(axes=(0, 2))), ((3, 4), dict(s=(5, 3), axes=(1, 0))),
+              ((4, 4), dict(norm="ortho"))]
+for _name, _real, _specs in (("fft", False, _ONE_AXIS), ("ifft", False, _ONE_AXIS), ("rfft", True, _ONE_AXIS),
+                             ("irfft", False, _ONE_AXIS), ("hfft", False, _ONE_AXIS), ("ihfft", True, _ONE_AXIS),
+                             ("fftn", False, _MANY_AXES), ("ifftn", False, _MANY_AXES),
+                             ("rfftn", True, _MANY_AXES), ("irfftn", False, _MANY_AXES)):
+    case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _fft_samples(_name, _real, _specs),
+         grad=True, dtype_note="single precision stays single (NumPy 2 too)")
 
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"

@@ -20,7 +20,7 @@ import rune
 from rune import nx
 
 from compiled import assert_compiled_where_lowerable
-from op_table import F64, TABLE, assert_traced_avals, is_float
+from op_table import F64, TABLE, assert_traced_avals, is_inexact, is_precise, widest
 
 
 def to_rune(args):
@@ -44,9 +44,10 @@ def _close(case, got, want):
         return
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.shape, want.dtype)
-    if is_float(want.dtype):
+    if is_inexact(want.dtype):
         rtol, atol = case.tolerance(want.dtype)
-        np.testing.assert_allclose(got.astype(F64), want.astype(F64), rtol=rtol, atol=atol, equal_nan=True)
+        wide = widest(want.dtype)
+        np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=rtol, atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(got, want)
 
@@ -156,7 +157,7 @@ def _differentiable(case, sample):
     """Float64 samples of differentiable ops where a derivative exists to compare:
     finite inputs and outputs, float outputs, away from jumps the table marks."""
     if not (case.grad and sample.fd and all(
-            i < len(sample.args) and isinstance(sample.args[i], np.ndarray) and sample.args[i].dtype == F64
+            i < len(sample.args) and isinstance(sample.args[i], np.ndarray) and is_precise(sample.args[i].dtype)
             for i in case.diff_argnums)):
         return False
     if case.name == "std" and sample.args[0].size == 1:
@@ -164,18 +165,34 @@ def _differentiable(case, sample):
     f, primals = _as_function(case, sample)
     outs = rune.tree.leaves(f(*primals))
     return (all(np.isfinite(np.asarray(p)).all() for p in primals)
-            and all(is_float(o.dtype) and np.isfinite(np.asarray(o)).all() for o in outs))
+            and all(is_inexact(o.dtype) and np.isfinite(np.asarray(o)).all() for o in outs))
 
 
 # Finite-difference step and tolerance by output dtype (the output's precision
 # bounds how well a difference quotient can be computed).
-FD = {"float64": (1e-6, 1e-5), "float32": (1e-3, 2e-3), "float16": (0.1, 0.1), "bfloat16": (0.1, 0.1)}
+FD = {"float64": (1e-6, 1e-5), "float32": (1e-3, 2e-3), "float16": (0.1, 0.1), "bfloat16": (0.1, 0.1),
+      "complex128": (1e-6, 1e-5)}
+
+
+def _direction(rng, like):
+    """A random direction shaped like `like`: complex (both parts) for complex values."""
+    u = rng.standard_normal(like.shape)
+    if like.dtype.kind == "c":
+        u = u + 1j * rng.standard_normal(like.shape)
+    return np.asarray(u).astype(like.dtype)
+
+
+def _pairing(a, b):
+    """sum(a * b), real part: the pairing under which JAX's complex VJP (a transpose,
+    never conjugated) is the adjoint of the JVP."""
+    return float(np.real(np.sum(np.asarray(a) * np.asarray(b))))
 
 
 def _finite_difference(f, primals, us, eps):
     plus = rune.tree.leaves(f(*[p + eps * u for p, u in zip(primals, us)]))
     minus = rune.tree.leaves(f(*[p - eps * u for p, u in zip(primals, us)]))
-    return [(np.asarray(a).astype(F64) - np.asarray(b).astype(F64)) / (2 * eps) for a, b in zip(plus, minus)]
+    return [(np.asarray(a).astype(widest(a.dtype)) - np.asarray(b).astype(widest(a.dtype))) / (2 * eps)
+            for a, b in zip(plus, minus)]
 
 
 @pytest.mark.parametrize("case,sample", _samples(_differentiable))
@@ -186,21 +203,20 @@ def test_jvp_and_vjp_match_finite_differences(case, sample):
     rng = _rng(case.name, sample.id)
     eps, tol = FD[out_leaves[0].dtype.name]
     for _ in range(2):
-        us = [nx.asarray(rng.standard_normal(p.shape)) for p in primals]
+        us = [nx.asarray(_direction(rng, p)) for p in primals]
         _, tangent = rune.jvp(f, primals, us)
         for t, fd in zip(rune.tree.leaves(tangent), _finite_difference(f, primals, us, eps)):
-            np.testing.assert_allclose(np.asarray(t).astype(F64), fd, rtol=tol, atol=tol)
+            np.testing.assert_allclose(np.asarray(t).astype(widest(t.dtype)), fd, rtol=tol, atol=tol)
 
-        vs = [nx.asarray(rng.standard_normal(o.shape).astype(o.dtype)) for o in out_leaves]
+        vs = [nx.asarray(_direction(rng, o)) for o in out_leaves]
         _, pullback = rune.vjp(f, *primals)
         cts = pullback(rune.tree.unflatten(rune.tree.structure(out), vs))
         assert len(cts) == len(primals)
         for c, p in zip(cts, primals):
             assert c.shape == p.shape and c.dtype == p.dtype
-        forward = sum(float(np.sum(np.asarray(v) * np.asarray(t)))
-                      for v, t in zip(vs, rune.tree.leaves(tangent)))
-        reverse = sum(float(np.sum(np.asarray(c) * np.asarray(u))) for c, u in zip(cts, us))
-        agree = 1e-9 if out_leaves[0].dtype == F64 else tol  # rounding of lower-precision outputs
+        forward = sum(_pairing(v, t) for v, t in zip(vs, rune.tree.leaves(tangent)))
+        reverse = sum(_pairing(c, u) for c, u in zip(cts, us))
+        agree = 1e-9 if is_precise(out_leaves[0].dtype) else tol  # rounding of lower-precision outputs
         assert reverse == pytest.approx(forward, rel=agree, abs=agree)
 
 
@@ -209,7 +225,9 @@ SECOND_ORDER = {"exp", "log", "sin", "tanh", "sqrt", "sigmoid", "multiply", "div
 
 
 def _second_order(case, sample):
-    return case.name in SECOND_ORDER and _differentiable(case, sample)
+    # Real samples only: the scalar below is real-valued only for real outputs.
+    return (case.name in SECOND_ORDER and _differentiable(case, sample)
+            and all(sample.args[i].dtype == F64 for i in case.diff_argnums))
 
 
 @pytest.mark.parametrize("case,sample", _samples(_second_order))

@@ -115,11 +115,17 @@ def vjp(f, *primals, has_aux=False):
     return (out, pullback, aux) if has_aux else (out, pullback)
 
 
-def value_and_grad(f, argnums=0, has_aux=False):
-    """A function returning `(f(*args), gradient of f w.r.t. args[argnums])`."""
+def value_and_grad(f, argnums=0, has_aux=False, holomorphic=False):
+    """A function returning `(f(*args), gradient of f w.r.t. args[argnums])`.
+
+    Complex inputs follow JAX: for real-valued f of z = x + iy the gradient is
+    df/dx - i df/dy; a complex-valued f needs holomorphic=True (complex inputs),
+    and its gradient is then f'(z)."""
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         picked, chosen, multiple = select(f, args, kwargs, argnums, "grad")
+        if holomorphic:
+            _check_complex_inputs(chosen)
         result = vjp(picked, *chosen, has_aux=has_aux)
         value, pullback = result[0], result[1]
         if not hasattr(value, "aval") or value.shape != ():
@@ -130,6 +136,12 @@ def value_and_grad(f, argnums=0, has_aux=False):
             raise DTypeError(f"grad: the function must return a float scalar, got "
                              f"{value.aval.describe()}; grad needs a real (float) output: an integer "
                              f"or boolean result has no derivative")
+        if value.dtype.kind == "c" and not holomorphic:
+            raise DTypeError(f"grad: the function returns {value.aval.describe()}, a complex scalar; grad "
+                             f"needs a real output (take nx.abs or nx.real of it), or pass "
+                             f"holomorphic=True for a holomorphic function")
+        if holomorphic and value.dtype.kind != "c":
+            raise DTypeError(f"grad: holomorphic=True needs a complex output, got {value.aval.describe()}")
         grads = pullback(ones_like(value))
         grads = grads if multiple else grads[0]
         return ((value, result[2]), grads) if has_aux else (value, grads)
@@ -137,9 +149,17 @@ def value_and_grad(f, argnums=0, has_aux=False):
     return wrapped
 
 
-def grad(f, argnums=0, has_aux=False):
-    """The gradient of scalar-valued `f` with respect to `args[argnums]`."""
-    vg = value_and_grad(f, argnums, has_aux)
+def _check_complex_inputs(chosen):
+    for leaf in tree.flatten(chosen)[0]:
+        d = nx.asarray(leaf).dtype
+        if d.kind != "c":
+            raise DTypeError(f"grad: holomorphic=True needs complex inputs, got {d.name}")
+
+
+def grad(f, argnums=0, has_aux=False, holomorphic=False):
+    """The gradient of scalar-valued `f` with respect to `args[argnums]` (see value_and_grad
+    for complex inputs and holomorphic=)."""
+    vg = value_and_grad(f, argnums, has_aux, holomorphic)
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):

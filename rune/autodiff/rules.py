@@ -191,7 +191,8 @@ def _select_vjp(ct, ins, out, wants):
 
 
 def _float(dtype):
-    return dtype.kind == "f" or dtype.name == "bfloat16"
+    """Float or complex: the dtypes that carry derivatives."""
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
 
 
 @_rule("convert", jvp_rules)
@@ -206,6 +207,9 @@ def _convert_vjp(ct, ins, out, wants, *, dtype):
     src = x.dtype if hasattr(x, "dtype") else None
     if src is None or not _float(src):
         return (None,)
+    if ct.dtype.kind == "c" and src.kind != "c":
+        # real -> complex is the embedding x -> x + 0i: its transpose keeps the real part (as JAX)
+        ct = bind(P["real"], ct)
     return (bind(P["convert"], ct, dtype=src),)
 
 

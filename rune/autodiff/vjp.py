@@ -27,7 +27,7 @@ no_derivative = set()
 
 
 def differentiable(aval):
-    return aval.dtype.kind == "f" or aval.dtype.name == "bfloat16"
+    return aval.dtype.kind in "fc" or aval.dtype.name == "bfloat16"
 
 
 class VJPTracer(PrimalTracer):

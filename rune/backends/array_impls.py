@@ -26,7 +26,7 @@ import math
 import ml_dtypes
 import numpy as np
 
-from .cpu import conv, linalg, mathfuncs, sorting, threefry
+from .cpu import complexfuncs, conv, fft, linalg, mathfuncs, sorting, threefry
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
 # as XLA does: summed in their own precision, 10000 bfloat16 ones give 256.
@@ -275,6 +275,6 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     })
     # Convolution and pooling, the Array API functions, sorting, linear algebra:
     # each in its own module.
-    for module in (conv, mathfuncs, sorting, linalg):
+    for module in (conv, mathfuncs, sorting, linalg, complexfuncs, fft):
         impls.update(module.make_impls(xp))
     return impls

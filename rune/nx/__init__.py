@@ -9,8 +9,8 @@ from .array import Array
 from .conv import conv, reduce_window
 from .creation import (arange, create, eye, full, full_like, identity, linspace, ones, ones_like,
                        scalar, zeros, zeros_like)
-from .dtypes import (bfloat16, bool_, dtype, float16, float32, float64, int8, int16, int32, int64,
-                     uint8, uint16, uint32, uint64)
+from .dtypes import (bfloat16, bool_, complex64, complex128, dtype, float16, float32, float64, int8, int16,
+                     int32, int64, uint8, uint16, uint32, uint64)
 from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin, array, asarray, asin,
                   astype, atan, atan2, bitwise_and, bitwise_or, bitwise_xor, broadcast_arrays,
                   broadcast_to, cast, ceil, clip, concatenate, cos, cosh, divide, dot, dot_general,
@@ -21,7 +21,8 @@ from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin,
                   moveaxis, multiply, negative, not_equal, outer, pad, power, prod, ravel, reciprocal,
                   remainder, reshape, right_shift, round, rsqrt, sigmoid, sign, sin, sinh, softmax,
                   split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
-                  take, tan, tanh, tensordot, transpose, var, vdot, where)
+                  take, tan, tanh, tensordot, transpose, var, vdot, where, real, imag, conj, angle,
+                  make_complex)
 from .placement import place
 from .mathfuncs import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, copysign, hypot, isinf, log2,
                         log10, logaddexp, nextafter, positive, signbit, trunc)
@@ -35,12 +36,13 @@ from .searching import searchsorted
 from .array_api import (__array_api_version__, __array_namespace_info__, asarray, astype, bitwise_invert,
                         bitwise_left_shift, bitwise_right_shift, broadcast_shapes, can_cast, e, empty,
                         empty_like, finfo, iinfo, inf, isdtype, isin, nan, newaxis, permute_dims, pi,
-                        reshape, result_type, std, var, concat, moveaxis, real, imag, conj)
+                        reshape, result_type, std, var, concat, moveaxis)
 
 bool = bool_
 # NumPy's other names for the same functions.
 mod, bitwise_not, absolute, pow = remainder, invert, abs, power
 arcsin, arccos, arctan = asin, acos, atan
+conjugate = conj
 # What the array operators (`x + y`, `x[i]`, `x.at[i]`, `x.sum()`) call.
 import sys as _sys  # noqa: E402
 _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.getitem,

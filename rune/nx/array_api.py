@@ -30,8 +30,9 @@ class finfo_object:
     """Machine limits of a floating dtype, as Python floats (the standard's finfo_object)."""
 
     def __init__(self, dtype):
-        info = ml_dtypes.finfo(dtype)
-        self.bits, self.dtype = int(info.bits), dtype
+        info = ml_dtypes.finfo(dt.real_dtype(dtype))
+        # A complex dtype reports its parts' float dtype (the standard's finfo_object.dtype).
+        self.bits, self.dtype = int(info.bits), dt.real_dtype(dtype)
         self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
         self.smallest_normal = float(info.smallest_normal)
 
@@ -55,10 +56,11 @@ def _dtype_of(x):
 
 
 def finfo(type):
-    """Limits of a floating dtype (or of an array's dtype)."""
+    """Limits of a floating dtype (or of an array's dtype); a complex dtype
+    reports its parts' float dtype's limits (with its own dtype), as the standard says."""
     d = _dtype_of(type)
-    if not dt.is_float(d):
-        raise DTypeError(f"finfo: expected a floating dtype, got {d.name}")
+    if not dt.is_inexact(d):
+        raise DTypeError(f"finfo: expected a floating or complex dtype, got {d.name}")
     return finfo_object(d)
 
 
@@ -104,7 +106,7 @@ def result_type(*arrays_and_dtypes):
     for v in arrays_and_dtypes:
         if isinstance(v, (ops.Array, Tracer)):
             keys.append((v.dtype, v.weak))
-        elif type(v) in (bool, int, float):
+        elif type(v) in (bool, int, float, complex):
             keys.append((dt.weak_dtype_of(v), True))
         else:
             keys.append((dt.dtype(v), False))
@@ -138,9 +140,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None):
         out = {"real floating": dt.default_float, "integral": dt.default_int, "indexing": dt.default_int}
-        complex_ = getattr(dt, "complex64", None)
-        if complex_ is not None:
-            out["complex floating"] = complex_
+        out["complex floating"] = dt.default_complex
         return out
 
     def dtypes(self, *, device=None, kind=None):
@@ -258,18 +258,3 @@ def moveaxis(x, source, destination):
         perm[d] = s
     it = iter(rest)
     return ops.transpose(x, [p if p is not None else next(it) for p in perm])
-
-
-# The complex-number functions, for the real dtypes rune has: a real number is
-# its own real part and conjugate, with a zero imaginary part (as NumPy's).
-def real(x, /):
-    return ops.asarray(x)
-
-
-def conj(x, /):
-    return ops.asarray(x)
-
-
-def imag(x, /):
-    x = ops.asarray(x)
-    return ops.multiply(x, x.dtype.type(0)) if x.dtype != dt.bool_ else ops.logical_and(x, False)

@@ -36,7 +36,7 @@ def full(shape, fill_value, dtype=None, device=None):
     if isinstance(fill_value, (Array, Tracer)):
         fill = ops.asarray(fill_value, dtype, device)
         return ops.broadcast_to(fill, normalize_shape("full", shape))
-    dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float))
+    dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float, complex))
                    else np.asarray(fill_value).dtype)
     shape = normalize_shape("full", shape)
     if np.ndim(fill_value) == 0:

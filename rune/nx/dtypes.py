@@ -22,19 +22,22 @@ float16 = np.dtype(np.float16)
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
+complex64 = np.dtype(np.complex64)
+complex128 = np.dtype(np.complex128)
 
 ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-       float16, bfloat16, float32, float64)
+       float16, bfloat16, float32, float64, complex64, complex128)
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME["bool"] = bool_
 
 default_float = float32
 default_int = int32
+default_complex = complex64
 
 # Kinds ordered for weak-scalar promotion: a weak scalar of a higher kind than
 # the array it meets turns into that kind's default dtype.
-_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2}
-_WEAK_DEFAULT = {bool: bool_, int: int32, float: float32}
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+_WEAK_DEFAULT = {bool: bool_, int: int32, float: float32, complex: complex64}
 
 
 def dtype(d):
@@ -68,6 +71,28 @@ def is_float(d):
     return d.kind == "f" or d == bfloat16
 
 
+def is_complex(d):
+    return d.kind == "c"
+
+
+def is_inexact(d):
+    """Float or complex: the dtypes that carry derivatives."""
+    return d.kind in "fc" or d == bfloat16
+
+
+def real_dtype(d):
+    """The real dtype of a complex one's parts (complex64 -> float32); other dtypes are their own."""
+    return _REAL_OF.get(d, d)
+
+
+def complex_dtype(d):
+    """The complex dtype whose parts have float dtype `d` (float64 -> complex128, others complex64)."""
+    return complex128 if d in (float64, complex128) else complex64
+
+
+_REAL_OF = {complex64: float32, complex128: float64}
+
+
 def is_int(d):
     return d.kind in "iu"
 
@@ -88,6 +113,8 @@ def _scalar_default(value):
         return int32
     if isinstance(value, float):
         return float32
+    if isinstance(value, complex):
+        return complex64
     raise DTypeError(f"expected an array or a Python scalar, got {type(value).__name__}")
 
 
@@ -113,7 +140,8 @@ def promote(dtypes_and_weak):
             result = _promote_pair(result, d)
         for d in weak:
             if kind_rank(d) > kind_rank(result):
-                result = _WEAK_BY_RANK[kind_rank(d)]
+                # A weak complex keeps a float64 array's precision (the standard's rule).
+                result = complex_dtype(result) if d.kind == "c" else _WEAK_BY_RANK[kind_rank(d)]
     else:
         # Only weak operands: the highest kind wins, widened only within that kind
         # (a weak int meeting a weak float gives float32, not NumPy's float64).
@@ -126,7 +154,7 @@ def promote(dtypes_and_weak):
     return result, not strong
 
 
-_WEAK_BY_RANK = {0: bool_, 1: int32, 2: float32}
+_WEAK_BY_RANK = {0: bool_, 1: int32, 2: float32, 3: complex64}
 
 
 def _promote_pair(a, b):
@@ -134,6 +162,8 @@ def _promote_pair(a, b):
         return a
     if a == bfloat16 or b == bfloat16:
         other = b if a == bfloat16 else a
+        if other.kind == "c":
+            return other
         if other.kind == "f":
             return float32 if other == float16 else other
         return bfloat16

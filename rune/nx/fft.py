@@ -1,12 +1,182 @@
-"""`nx.fft`: the standard's FFT extension — so far only its real-valued helpers
-(fftfreq, rfftfreq, fftshift, ifftshift). The transforms themselves (fft, rfft,
-...) return complex arrays and wait for rune's complex dtypes."""
+"""`nx.fft`: the standard's FFT extension. The transforms (fft, ifft, fftn,
+ifftn, rfft, irfft, rfftn, irfftn, hfft, ihfft) take NumPy's and the
+standard's arguments (n / s, axis / axes, norm); each moves its axes to the
+end, pads or truncates them to the requested sizes, binds the one FFT
+primitive (rune/nx/fft_prims.py) and scales for `norm`. hfft and ihfft are
+irfft and rfft of the conjugate, as NumPy defines them. The frequency functions
+(fftfreq, rfftfreq, fftshift, ifftshift) are ordinary array functions.
+"""
+import math
+
 import numpy as np
 
-from ..errors import ArgumentError
+from ..core.trace import bind
+from ..errors import ArgumentError, DTypeError
 from . import dtypes as dt
 from . import ops
+from .fft_prims import fft_p
 from .manipulation import roll
+
+_NORMS = ("backward", "ortho", "forward")
+_INVERSE = {"fft": False, "rfft": False, "ifft": True, "irfft": True}
+
+
+def _resized(x, axis, size):
+    """`x` truncated or zero-padded to `size` along `axis`."""
+    have = x.shape[axis]
+    if size < have:
+        return ops.slice_in_dim(x, 0, size, axis=axis)
+    if size > have:
+        return ops.pad(x, [(0, 0)] * axis + [(0, size - have)] + [(0, 0)] * (x.ndim - axis - 1))
+    return x
+
+
+def _as_kind(name, x, kind):
+    """The operand in the dtype the transform reads: complex for fft/ifft/irfft
+    (real input is promoted, as NumPy does), real float for rfft."""
+    x = ops.asarray(x)
+    if kind == "rfft":
+        if dt.is_complex(x.dtype):
+            raise DTypeError(f"fft.{name}: expected a real-valued array, got {x.dtype.name}")
+        # float16/bfloat16 (pocketfft has no such loops) and ints transform in float32
+        return x if x.dtype in (dt.float32, dt.float64) else ops.astype(x, dt.float32)
+    if dt.is_complex(x.dtype):
+        return x
+    return ops.astype(x, dt.complex128 if x.dtype == dt.float64 else dt.complex64)
+
+
+def _axes_and_sizes(name, x, s, axes):
+    if axes is None:
+        axes = tuple(range(x.ndim)) if s is None else tuple(range(x.ndim - len(s), x.ndim))
+    axes = tuple(ops.normalize_axis(f"fft.{name}", a, x.ndim) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ArgumentError(f"fft.{name}: repeated axis in axes={axes}")
+    if s is not None:
+        s = tuple(s)
+        if len(s) != len(axes):
+            raise ArgumentError(f"fft.{name}: s={s} and axes={axes} differ in length")
+    return axes, s
+
+
+def _check_size(name, size, what="n"):
+    if not isinstance(size, (int, np.integer)) or isinstance(size, bool) or size < 1:
+        raise ArgumentError(f"fft.{name}: {what} must be a positive int, got {size!r}")
+
+
+def _transform(name, kind, x, axes, sizes, norm):
+    """The `kind` transform of `x` over `axes`, with output sizes `sizes` (per axis)."""
+    if norm not in _NORMS:
+        raise ArgumentError(f"fft.{name}: norm must be one of {_NORMS}, got {norm!r}")
+    for size in sizes:
+        _check_size(name, size, "each transform size")
+    x = _as_kind(name, x, kind)
+    in_sizes = list(sizes)
+    if kind == "irfft":
+        in_sizes[-1] = sizes[-1] // 2 + 1
+    for a, size in zip(axes, in_sizes):
+        x = _resized(x, a, size)
+    perm = [a for a in range(x.ndim) if a not in axes] + list(axes)   # the transformed axes last
+    moved = ops.transpose(x, perm) if perm != sorted(perm) else x
+    out = bind(fft_p, moved, kind=kind, lengths=tuple(int(n) for n in sizes))
+    out = ops.transpose(out, [perm.index(a) for a in range(x.ndim)]) if perm != sorted(perm) else out
+    return _normalized(out, kind, math.prod(sizes), norm)
+
+
+def _normalized(out, kind, size, norm):
+    """The primitive computes NumPy's "backward" normalization: rescale for the others."""
+    if norm == "backward" or size == 0:
+        return out
+    scale = math.sqrt(size) if norm == "ortho" else size
+    factor = scale if _INVERSE[kind] else 1 / scale
+    return ops.multiply(out, dt.real_dtype(out.dtype).type(factor))
+
+
+def _one_axis(name, kind, x, n, axis, norm, default_n):
+    x = ops.asarray(x)
+    axis = ops.normalize_axis(f"fft.{name}", axis, x.ndim)
+    if n is None:
+        n = default_n(x.shape[axis])
+    else:
+        _check_size(name, n)
+    return _transform(name, kind, x, (axis,), (n,), norm)
+
+
+def _same(m):
+    return m
+
+
+def _hermitian(m):
+    return 2 * (m - 1)
+
+
+def fft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The one-dimensional discrete Fourier transform along `axis` (length n)."""
+    return _one_axis("fft", "fft", x, n, axis, norm, _same)
+
+
+def ifft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The one-dimensional inverse discrete Fourier transform along `axis`."""
+    return _one_axis("ifft", "ifft", x, n, axis, norm, _same)
+
+
+def rfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The DFT of real input: its n // 2 + 1 non-negative frequencies."""
+    return _one_axis("rfft", "rfft", x, n, axis, norm, _same)
+
+
+def irfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The inverse of rfft: n real samples (n defaults to 2 (m - 1))."""
+    return _one_axis("irfft", "irfft", x, n, axis, norm, _hermitian)
+
+
+_SWAPPED = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+
+
+def hfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The DFT of a Hermitian-symmetric signal given by its first half: real, n samples."""
+    if norm not in _NORMS:
+        raise ArgumentError(f"fft.hfft: norm must be one of {_NORMS}, got {norm!r}")
+    x = ops.asarray(x)
+    return _one_axis("hfft", "irfft", ops.conj(_as_kind("hfft", x, "fft")), n, axis, _SWAPPED[norm], _hermitian)
+
+
+def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
+    """The inverse of hfft: the first n // 2 + 1 terms of a real signal's inverse DFT."""
+    if norm not in _NORMS:
+        raise ArgumentError(f"fft.ihfft: norm must be one of {_NORMS}, got {norm!r}")
+    return ops.conj(_one_axis("ihfft", "rfft", x, n, axis, _SWAPPED[norm], _same))
+
+
+def _many_axes(name, kind, x, s, axes, norm):
+    x = ops.asarray(x)
+    axes, s = _axes_and_sizes(name, x, s, axes)
+    if not axes:
+        return _as_kind(name, x, kind) if kind in ("fft", "ifft") else x
+    if s is None:
+        s = [x.shape[a] for a in axes]
+        if kind == "irfft":
+            s[-1] = _hermitian(s[-1])
+    return _transform(name, kind, x, axes, tuple(s), norm)
+
+
+def fftn(x, /, *, s=None, axes=None, norm="backward"):
+    """The n-dimensional DFT over `axes` (sizes `s`)."""
+    return _many_axes("fftn", "fft", x, s, axes, norm)
+
+
+def ifftn(x, /, *, s=None, axes=None, norm="backward"):
+    """The n-dimensional inverse DFT over `axes` (sizes `s`)."""
+    return _many_axes("ifftn", "ifft", x, s, axes, norm)
+
+
+def rfftn(x, /, *, s=None, axes=None, norm="backward"):
+    """The n-dimensional DFT of real input (the last axis halved, as rfft)."""
+    return _many_axes("rfftn", "rfft", x, s, axes, norm)
+
+
+def irfftn(x, /, *, s=None, axes=None, norm="backward"):
+    """The inverse of rfftn (the last size defaults to 2 (m - 1))."""
+    return _many_axes("irfftn", "irfft", x, s, axes, norm)
 
 
 def _frequencies(name, values, d, dtype, device):

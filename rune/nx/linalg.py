@@ -2,8 +2,7 @@
 leading axes. Factorizations and solves are library-call primitives
 (rune/nx/linalg_prims.py); everything else is a composite of them and of
 ordinary nx operations, so derivatives, jit and vmap follow from their rules.
-svd and qr have no derivative rules yet (svdvals, and so matrix_norm's 2 and
-'nuc', do); pinv is written with svd and shares that limit.
+Every factorization is differentiable (rune/linalg_rules.py); pinv through svd.
 """
 import builtins
 import collections
@@ -31,9 +30,14 @@ def _matrices(name, x, square=False):
         raise ShapeError(f"linalg.{name}: expected a stack of matrices (at least 2 dimensions), got shape {x.shape}")
     if square and x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"linalg.{name}: expected square matrices, got shape {x.shape}")
-    if not dt.is_float(x.dtype):
+    if not dt.is_inexact(x.dtype):
         x = ops.astype(x, dt.default_float)
     return x
+
+
+def _eps(x):
+    """Machine epsilon of x's precision (of its parts, for complex)."""
+    return float(np.finfo(np.float32 if dt.real_dtype(x.dtype).itemsize <= 4 else np.float64).eps)
 
 
 def _eye_like(x):
@@ -116,17 +120,18 @@ def pinv(x, /, *, rtol=None):
     x = _matrices("pinv", x)
     u, s, vh = svd(x, full_matrices=False)
     if rtol is None:
-        rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
+        rtol = builtins.max(x.shape[-2:]) * _eps(x)
     keep = ops.greater(s, _cutoff(s, rtol))
     s_inv = ops.where(keep, ops.divide(1, ops.where(keep, s, s.dtype.type(1))), s.dtype.type(0))
-    return ops.matmul(matrix_transpose(vh), ops.multiply(ops.expand_dims(s_inv, -1), matrix_transpose(u)))
+    return ops.matmul(ops.conj(matrix_transpose(vh)), ops.multiply(ops.expand_dims(s_inv, -1),
+                                                                   ops.conj(matrix_transpose(u))))
 
 
 def matrix_rank(x, /, *, rtol=None):
     x = _matrices("matrix_rank", x)
     s = svdvals(x)
     if rtol is None:
-        rtol = builtins.max(x.shape[-2:]) * float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else np.float64).eps)
+        rtol = builtins.max(x.shape[-2:]) * _eps(x)
     return ops.sum(ops.astype(ops.greater(s, _cutoff(s, rtol)), dt.default_int), -1)
 
 
@@ -194,15 +199,17 @@ def cross(x1, x2, /, *, axis=-1):
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The ord-norm of vectors along `axis` (all axes when None): 2, 1, inf, -inf, 0 or any p."""
     x = ops.asarray(x)
-    if not dt.is_float(x.dtype):
+    if not dt.is_inexact(x.dtype):
         x = ops.astype(x, dt.default_float)
     a = ops.abs(x)
+    if dt.is_complex(x.dtype):   # the norm of the moduli
+        x = a
     if ord == math.inf:
         return ops.max(a, axis, keepdims)
     if ord == -math.inf:
         return ops.min(a, axis, keepdims)
     if ord == 0:
-        return ops.sum(ops.astype(ops.not_equal(x, 0), x.dtype), axis, keepdims)
+        return ops.sum(ops.astype(ops.not_equal(x, 0), a.dtype), axis, keepdims)
     if ord == 1:
         return ops.sum(a, axis, keepdims)
     if ord == 2:
@@ -214,6 +221,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """The ord-norm of each matrix: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
     x = _matrices("matrix_norm", x)
     if ord == "fro":
+        x = ops.abs(x) if dt.is_complex(x.dtype) else x
         out = ops.sqrt(ops.sum(ops.multiply(x, x), (-2, -1)))
     elif ord == "nuc":
         out = ops.sum(svdvals(x), -1)

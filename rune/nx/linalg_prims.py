@@ -7,6 +7,7 @@ rune/linalg_rules.py; host implementations: rune/backends/cpu/linalg.py.
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import common_device
+from . import dtypes as dt
 
 solve_p = primitive("linalg_solve")
 cholesky_p = primitive("linalg_cholesky")
@@ -21,12 +22,17 @@ def _solve(a, b):
     return Aval(b.shape, b.dtype, common_device(solve_p, (a, b)))
 
 
+def _real(a):
+    """Eigenvalues, singular values and log|det| are real for complex matrices too."""
+    return dt.real_dtype(a.dtype)
+
+
 def _eigh(a):
-    return [a.update(shape=a.shape[:-1], weak=False), a.update(weak=False)]
+    return [a.update(shape=a.shape[:-1], dtype=_real(a), weak=False), a.update(weak=False)]
 
 
 def _slogdet(a):
-    return [a.update(shape=a.shape[:-2], weak=False), a.update(shape=a.shape[:-2], weak=False)]
+    return [a.update(shape=a.shape[:-2], weak=False), a.update(shape=a.shape[:-2], dtype=_real(a), weak=False)]
 
 
 def _k(a):
@@ -34,14 +40,14 @@ def _k(a):
 
 
 def _svdvals(a):
-    return a.update(shape=a.shape[:-2] + (_k(a),), weak=False)
+    return a.update(shape=a.shape[:-2] + (_k(a),), dtype=_real(a), weak=False)
 
 
 def _svd(a, *, full_matrices):
     m, n, k = a.shape[-2], a.shape[-1], _k(a)
     lead = a.shape[:-2]
     return [a.update(shape=lead + ((m, m) if full_matrices else (m, k)), weak=False),
-            a.update(shape=lead + (k,), weak=False),
+            a.update(shape=lead + (k,), dtype=_real(a), weak=False),
             a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
 
 

@@ -191,7 +191,8 @@ def vecdot(x1, x2, axis=-1):
                          f"in {x2.shape}")
     x1, x2 = ops.moveaxis(x1, a1, -1), ops.moveaxis(x2, a2, -1)
     # The standard keeps the operands' dtype (a uint8 dot product is uint8, as matmul's).
-    return ops.sum(ops.multiply(x1, x2), -1, dtype=x1.dtype)
+    # x1 conjugated (the standard's vecdot: sum(conj(x1) * x2)); a real array is its own conjugate.
+    return ops.sum(ops.multiply(ops.conj(x1), x2), -1, dtype=x1.dtype)
 
 
 def matrix_transpose(x):

@@ -24,8 +24,9 @@ _register_elementwise(NEW)
 
 
 def _float_operand(x):
+    """Floats and complex numbers stay (NumPy's complex ufuncs); the rest become float32."""
     x = ops.asarray(x) if not isinstance(x, (ops.Array, Tracer)) else x
-    return x if dt.is_float(x.dtype) else ops.astype(x, dt.default_float)
+    return x if dt.is_inexact(x.dtype) else ops.astype(x, dt.default_float)
 
 
 def _unary(name):
@@ -43,6 +44,8 @@ def _binary(name):
     def op(x, y):
         x, y = ops.promote(name, x, y)
         d = ops._dtype_of(x)
+        if dt.is_complex(d):
+            raise DTypeError(f"{name}: expected real (not complex) operands, got {d.name}")
         if not dt.is_float(d):
             x, y = ops.astype(x, dt.default_float), ops.astype(y, dt.default_float)
         if not isinstance(x, (ops.Array, Tracer)) and not isinstance(y, (ops.Array, Tracer)):
@@ -62,12 +65,16 @@ def trunc(x):
     x = ops.asarray(x)
     if x.dtype.kind in "biu":
         return x
+    if dt.is_complex(x.dtype):
+        raise DTypeError(f"trunc: expected a real (not complex) operand, got {x.dtype.name}")
     return ops.bind(P["trunc"], x)
 
 
 def isinf(x):
     """Whether each element is +inf or -inf (never for integers)."""
     x = ops.asarray(x)
+    if dt.is_complex(x.dtype):   # either part infinite (as NumPy and the standard)
+        return ops.logical_or(isinf(ops.real(x)), isinf(ops.imag(x)))
     if not dt.is_float(x.dtype):
         return ops.not_equal(x, x) if x.dtype.kind == "b" else ops.less(x, x)   # all False, shaped like x
     return ops.logical_and(ops.logical_not(ops.isfinite(x)), ops.logical_not(ops.isnan(x)))

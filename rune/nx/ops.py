@@ -15,6 +15,7 @@ from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
+from . import complex_prims  # noqa: F401  (registers real, imag, conj, complex)
 from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
@@ -28,7 +29,7 @@ def host_backend():
     """The backend of host memory: literals and foreign host data live there."""
     return backend_for(_HOST0)
 
-_SCALARS = (bool, int, float)
+_SCALARS = (bool, int, float, complex)
 # Scalars that can stand as literals in an equation: Python's and NumPy's.
 _LITERALS = frozenset(_SCALARS + tuple(np.dtype(d).type for d in dt.ALL))
 
@@ -100,7 +101,7 @@ def _check_tuple_subclass(x):
 
 def _default_for_kind(np_dtype, source):
     """Lists of Python numbers take rune's defaults (float32, int32), as in JAX."""
-    kinds = {"f": dt.float32, "i": dt.int32, "u": dt.uint32, "b": dt.bool_}
+    kinds = {"f": dt.float32, "i": dt.int32, "u": dt.uint32, "b": dt.bool_, "c": dt.complex64}
     if isinstance(source, (np.ndarray, np.generic)) and np_dtype in dt.ALL:
         return np_dtype
     if np_dtype.kind in kinds:
@@ -201,18 +202,25 @@ def _dtype_of(x):
 # ---------------------------------------------------------------- elementwise
 
 _FLOATS = frozenset(d for d in dt.ALL if dt.is_float(d))
+_INEXACT = frozenset(d for d in dt.ALL if dt.is_inexact(d))
 
 
-def _float_unary(prim_name):
+def _float_unary(prim_name, complex_ok=True):
+    """A function of floats; `complex_ok`: also of complex numbers (exp, sqrt,
+    sin, ...: NumPy's complex ufuncs), else complex operands are refused."""
     prim = P[prim_name]
+    fast = _INEXACT if complex_ok else _FLOATS
 
     def op(x):
-        if (type(x) is Array and x._raw.dtype in _FLOATS) or (isinstance(x, Tracer) and x.aval.dtype in _FLOATS):
+        if (type(x) is Array and x._raw.dtype in fast) or (isinstance(x, Tracer) and x.aval.dtype in fast):
             return bind(prim, x)  # already a float array: nothing to check or convert
         x = _operand(x)
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
-        if not dt.is_float(x.dtype):
+        if dt.is_complex(x.dtype):
+            if not complex_ok:
+                raise DTypeError(f"{op.__name__}: expected a real (not complex) operand, got {x.dtype.name}")
+        elif not dt.is_float(x.dtype):
             x = bind(P["convert"], x, dtype=dt.default_float)
         return bind(prim, x)
     op.__name__ = prim_name
@@ -275,7 +283,7 @@ def _binary(prim_name, kinds=None, to_float=False):
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
             raise DTypeError(f"{op.__name__}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
-        if to_float and not dt.is_float(d):
+        if to_float and not dt.is_inexact(d):
             x, y = astype(x, dt.default_float), astype(y, dt.default_float)
         if not isinstance(x, (Array, Tracer)) and not isinstance(y, (Array, Tracer)):
             x = asarray(x)
@@ -292,7 +300,7 @@ def _literal_op(prim, name, x, y, kinds, to_float):
     d = x.dtype
     if kinds is not None and d.kind not in kinds:
         raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
-    if to_float and not dt.is_float(d):
+    if to_float and not dt.is_inexact(d):
         x, y = dt.default_float.type(x), dt.default_float.type(y)
     return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
 
@@ -329,12 +337,13 @@ def _fits(dtype, value):
 _IINFO = {}
 
 
-_KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float", "iufV": "numeric (not bool)"}
+_KIND_WORDS = {"biu": "bool or integer", "iu": "integer", "f": "float", "iufV": "real numeric (not bool or complex)",
+               "iufcV": "numeric (not bool)", "biufV": "real (not complex)"}
 
 exp, log, log1p, expm1 = (_float_unary(n) for n in ("exp", "log", "log1p", "expm1"))
 sqrt, rsqrt, sin, cos, tan = (_float_unary(n) for n in ("sqrt", "rsqrt", "sin", "cos", "tan"))
 tanh, sinh, cosh, asin, acos, atan = (_float_unary(n) for n in ("tanh", "sinh", "cosh", "asin", "acos", "atan"))
-erf, sigmoid = _float_unary("erf"), _float_unary("logistic")
+erf, sigmoid = _float_unary("erf", complex_ok=False), _float_unary("logistic", complex_ok=False)
 
 
 def _integers_kept(fn):
@@ -350,26 +359,28 @@ def _integers_kept(fn):
     return op
 
 
-floor, ceil = _integers_kept(_float_unary("floor")), _integers_kept(_float_unary("ceil"))
-_round = _integers_kept(_float_unary("round"))
-negative = _any_unary("neg", "iufV")
+floor = _integers_kept(_float_unary("floor", complex_ok=False))
+ceil = _integers_kept(_float_unary("ceil", complex_ok=False))
+_round = _integers_kept(_float_unary("round", complex_ok=False))
+negative = _any_unary("neg", "iufcV")
 # Arithmetic NumPy does in int8 for bools (bool // bool) or not at all (sign)
 # is refused for bool operands, so a result's dtype is always its operands'.
-sign, abs = _any_unary("sign", "iufV"), _any_unary("abs")
+_real_sign, _real_abs = _any_unary("sign", "iufV"), _any_unary("abs")
 invert = _any_unary("not", "biu")
 isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
-add, subtract, multiply = _binary("add"), _binary("sub", "iufV"), _binary("mul")
+add, subtract, multiply = _binary("add"), _binary("sub", "iufcV"), _binary("mul")
 divide = _binary("div", to_float=True)
-floor_divide, remainder = _binary("floordiv", "iufV"), _binary("rem", "iufV")
-power = _binary("pow", "iufV")
-maximum, minimum = _binary("max"), _binary("min")
-atan2 = _binary("atan2", to_float=True)
+_floor_divide, remainder = _binary("floordiv", "iufV"), _binary("rem", "iufV")
+power = _binary("pow", "iufcV")
+# Complex numbers have no order: comparisons, maximum and minimum refuse them.
+maximum, minimum = _binary("max", "biufV"), _binary("min", "biufV")
+atan2 = _binary("atan2", "biufV", to_float=True)
 bitwise_and, bitwise_or, bitwise_xor = (_binary(n, "biu") for n in ("and", "or", "xor"))
 left_shift, right_shift = _binary("shift_left", "iu"), _binary("shift_right", "iu")
-equal, not_equal, less = _binary("eq"), _binary("ne"), _binary("lt")
-less_equal, greater, greater_equal = _binary("le"), _binary("gt"), _binary("ge")
+equal, not_equal, less = _binary("eq"), _binary("ne"), _binary("lt", "biufV")
+less_equal, greater, greater_equal = _binary("le", "biufV"), _binary("gt", "biufV"), _binary("ge", "biufV")
 for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtract, "subtract"),
-               (multiply, "multiply"), (divide, "divide"), (floor_divide, "floor_divide"),
+               (multiply, "multiply"), (divide, "divide"), (_floor_divide, "floor_divide"),
                (remainder, "remainder"), (power, "power"), (maximum, "maximum"),
                (minimum, "minimum"), (bitwise_and, "bitwise_and"), (bitwise_or, "bitwise_or"),
                (bitwise_xor, "bitwise_xor"), (equal, "equal"), (not_equal, "not_equal"),
@@ -380,11 +391,98 @@ for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtra
 arctan2 = atan2
 
 
+
+
+def floor_divide(x, y):
+    """floor(x / y). With exactly one infinite float operand the result is x / y
+    (inf // 2 is inf, 1 // -inf is -0), as the standard says; NumPy gives nan and -1."""
+    out = _floor_divide(x, y)
+    if not dt.is_float(out.dtype):
+        return out
+    x, y = promote("floor_divide", x, y)
+    one_infinite = not_equal(_isinf(x), _isinf(y))
+    return where(one_infinite, divide(x, y), out)
+
+
+def _isinf(x):
+    return logical_and(logical_not(isfinite(x)), logical_not(isnan(x)))
+
+
+# ---------------------------------------------------------------- complex numbers
+
+def _as_array(x):
+    x = _operand(x)
+    return x if isinstance(x, (Array, Tracer)) else asarray(x)
+
+
+def real(x):
+    """The real part (a real number is its own real part)."""
+    x = _as_array(x)
+    return bind(P["real"], x) if dt.is_complex(x.dtype) else x
+
+
+def imag(x):
+    """The imaginary part (zeros for real numbers, as NumPy's)."""
+    x = _as_array(x)
+    if dt.is_complex(x.dtype):
+        return bind(P["imag"], x)
+    return multiply(x, x.dtype.type(0)) if x.dtype != dt.bool_ else logical_and(x, False)
+
+
+def conj(x):
+    """The complex conjugate (a real number is its own)."""
+    x = _as_array(x)
+    return bind(P["conj"], x) if dt.is_complex(x.dtype) else x
+
+
+def make_complex(re, im):
+    """The complex array re + i im (parts promoted to one float dtype)."""
+    re, im = promote("complex", re, im)
+    d = _dtype_of(re)
+    if not dt.is_float(d):
+        re, im = astype(re, dt.default_float), astype(im, dt.default_float)
+    elif d.itemsize == 2:   # float16/bfloat16 parts widen to complex64's float32
+        re, im = astype(re, dt.float32), astype(im, dt.float32)
+    if not isinstance(re, (Array, Tracer)) and not isinstance(im, (Array, Tracer)):
+        re = asarray(re)
+    return bind(P["complex"], re, im)
+
+
+def abs(x):
+    """|x|; of complex numbers, the modulus hypot(re, im) (a real dtype, as the standard says)."""
+    x = _as_array(x)
+    if dt.is_complex(x.dtype):
+        return _hypot(real(x), imag(x))
+    return _real_abs(x)
+
+
+def sign(x):
+    """-1, 0 or 1 (NaN for NaN); of complex numbers z / |z| (0 at 0), as the standard says."""
+    x = _as_array(x)
+    if not dt.is_complex(x.dtype):
+        return _real_sign(x)
+    r = abs(x)
+    zero = equal(r, 0)
+    return where(zero, x.dtype.type(0), divide(x, where(zero, r.dtype.type(1), r)))
+
+
+def angle(x):
+    """The argument of a complex number, atan2(imag, real) (0 or pi for reals)."""
+    x = _as_array(x)
+    return atan2(imag(x), real(x))
+
+
+def _hypot(x, y):
+    return bind(P["hypot"], x, y)
+
+
 def round(x, decimals=0):
     """`x` rounded to `decimals` decimal places (halves to even, as NumPy and JAX)."""
+    x = _operand(x)
+    if isinstance(x, (Array, Tracer)) and dt.is_complex(x.dtype):   # each part rounded on its own
+        return make_complex(round(real(x), decimals), round(imag(x), decimals))
     if decimals == 0:
         return _round(x)
-    x = _operand(x)
     x = asarray(x) if not isinstance(x, (Array, Tracer)) else x
     if x.dtype.kind in "biu" and decimals >= 0:
         return x
@@ -451,6 +549,9 @@ def astype(x, dtype):
         return asarray(x, dtype)
     if x.dtype == dtype and not x.weak:
         return x
+    if dt.is_complex(x.dtype) and not dt.is_complex(dtype) and dtype != dt.bool_:
+        raise DTypeError(f"astype: casting {x.dtype.name} to {dtype.name} would drop the imaginary part; "
+                         f"take nx.real(x) or nx.abs(x) first")
     return bind(P["convert"], x, dtype=dtype)
 
 
@@ -507,6 +608,9 @@ def _reduction(prim_name, accumulate_as=None):
             # The standard's rule: narrow ints sum in the default int of their
             # kind (uint8 -> uint32, int8 -> int32), bools in the default int.
             x = astype(x, _NARROW[x.dtype])
+        if prim_name in ("reduce_max", "reduce_min") and dt.is_complex(x.dtype):
+            raise DTypeError(f"{op.__name__}: complex numbers have no order; take the max of abs(x) "
+                             f"or real(x), got {x.dtype.name}")
         if prim_name in ("reduce_max", "reduce_min") and builtins.any(x.shape[a] == 0 for a in axes):
             raise ShapeError(f"{op.__name__}: reduction over an empty axis of shape {x.shape} has no identity")
         return _keep(x, bind(prim, x, axes=axes), axes, keepdims)
@@ -574,7 +678,7 @@ def _in_float32(fn):
 
 @_in_float32
 def mean(x, axis=None, keepdims=False):
-    if not dt.is_float(x.dtype):
+    if not dt.is_inexact(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("mean", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
@@ -583,12 +687,20 @@ def mean(x, axis=None, keepdims=False):
 
 @_in_float32
 def var(x, axis=None, keepdims=False, ddof=0):
-    if not dt.is_float(x.dtype):
+    if not dt.is_inexact(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("var", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     centered = subtract(x, mean(x, axes, keepdims=True))
-    return divide(sum(multiply(centered, centered), axes, keepdims), n - ddof)
+    return divide(sum(_abs_squared(centered), axes, keepdims), n - ddof)
+
+
+def _abs_squared(x):
+    """|x|^2: x * x, or re^2 + im^2 for complex x (a real dtype, as NumPy's var of complex)."""
+    if dt.is_complex(x.dtype):
+        re, im = real(x), imag(x)
+        return add(multiply(re, re), multiply(im, im))
+    return multiply(x, x)
 
 
 @_in_float32
@@ -685,7 +797,7 @@ def _statistic_with_numpy_keywords(stat):
 
 def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
     low = x.dtype in (dt.float16, dt.bfloat16)  # accumulated in float32 and rounded once
-    work = dt.float32 if low or not dt.is_float(x.dtype) else x.dtype
+    work = dt.float32 if low or not dt.is_inexact(x.dtype) else x.dtype
     xw = astype(x, work)
     axes = _axes(name, axis, x.ndim)
     count = sum(astype(broadcast_to(mask, x.shape), work), axes, True)
@@ -693,7 +805,8 @@ def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
     if name == "mean":
         out = mu
     else:
-        out = divide(sum(square(subtract(xw, mu)), axes, True, where=mask), maximum(subtract(count, ddof), 0))
+        out = divide(sum(_abs_squared(subtract(xw, mu)), axes, True, where=mask),
+                     maximum(subtract(real(count), ddof), 0))
         out = sqrt(out) if name == "std" else out
     out = out if keepdims else reshape(out, _reduced_shape(x.shape, axes, False))
     return astype(out, x.dtype) if low else out
@@ -1021,7 +1134,8 @@ def dot(x, y):
 
 
 def vdot(x, y):
-    return sum(multiply(ravel(x), ravel(y)))
+    """sum(conj(x) * y) over the flattened arrays (NumPy's vdot conjugates its first argument)."""
+    return sum(multiply(conj(ravel(x)), ravel(y)))
 
 
 def outer(x, y):

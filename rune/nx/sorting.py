@@ -16,7 +16,7 @@ import builtins
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import bind
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from . import dtypes as dt
 from . import ops
 from .manipulation import take_along_axis
@@ -41,6 +41,9 @@ def argsort(x, axis=-1, descending=False, stable=True):
     x = ops.asarray(x)
     if x.ndim == 0:
         raise ShapeError("argsort: expected an array of at least 1 dimension, got a 0-d array")
+    if dt.is_complex(x.dtype):
+        raise DTypeError(f"argsort/sort: complex numbers have no order, got {x.dtype.name}; "
+                         f"sort by nx.abs(x) or nx.real(x)")
     a = ops.normalize_axis("argsort", axis, x.ndim)
     return bind(argsort_p, x, axis=a, descending=builtins.bool(descending),
                 index_dtype=_index_dtype(x.shape[a]))
