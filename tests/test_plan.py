@@ -192,14 +192,14 @@ def test_a_numpy_stretch_gives_the_same_results_on_every_run():
     # straight-line function written from the same ops.
     from rune.jit.plan import Stretch
 
-    f = rune.jit(lambda x, i: (nx.argmax(x, axis=1), x[i] * 2.0))
+    f = rune.jit(lambda x, i: (nx.sort(x, axis=1), x[i] * 2.0))  # sort: never compiled
     x = nx.asarray(np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32))
     i = nx.asarray(np.array([4, 0, 2], np.int32))
     plan = f.plan(x, i)
     stretches = [s for s in plan.steps if type(s) is Stretch]
-    assert stretches and "argmax" in stretches[0].source
+    assert stretches and "sort" in stretches[0].source
     xh = np.asarray(x)
     for _ in range(3):
         a, g = f(x, i)
-        np.testing.assert_array_equal(np.asarray(a), xh.argmax(axis=1))
+        np.testing.assert_array_equal(np.asarray(a), np.sort(xh, axis=1))
         np.testing.assert_array_equal(np.asarray(g), xh[[4, 0, 2]] * 2)

@@ -139,7 +139,7 @@ class ViewStep:
         self.stretch, self.eqns = stretch, stretch.eqns
 
     def run(self, env):
-        self.stretch._run(env)   # views cost no kernel launch
+        self.stretch.execute(env)   # views cost no kernel launch
 
     def describe(self):
         return "views " + self.stretch.describe()
