@@ -28,6 +28,7 @@ from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
 from ..stats import COUNTERS
+from . import donation
 from .plan import Plan, _wrap
 from .target import planning_for
 
@@ -54,12 +55,13 @@ class _Entry:
 
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
-    __slots__ = ("plan", "out_struct", "out_places", "bare")
+    __slots__ = ("plan", "out_struct", "out_places", "bare", "reuse")
 
     def __init__(self, plan, out_struct, where):
         self.plan, self.out_struct = plan, out_struct
         self.out_places = tuple((where if a.device is None else a.device, a.weak) for a in plan.out_avals)
         self.bare = out_struct == _LEAF  # f returned one array: no tree to rebuild
+        self.reuse = None  # where donated buffers go (rune/jit/donation.py), found on the first donating call
 
     def outputs(self, raws):
         if self.bare:
@@ -78,13 +80,14 @@ class Jitted:
         self.f = f
         self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
                                                              _as_tuple(static_argnames))
-        _as_tuple(donate_argnums)  # checked, then dropped: a hint, and host buffers are never reused
+        self.donate_argnums = _as_tuple(donate_argnums)  # reused on GPUs only (rune/jit/donation.py)
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self._latest = None  # the entry at the end of `cache` (moving it there again is a no-op)
         self.cache_size = CACHE_SIZE
         # The cheap key applies when nothing can make a call differ from its avals.
-        self._fast = not self.static_argnums and not self.static_argnames and self.device is None
+        self._fast = (not self.static_argnums and not self.static_argnames and self.device is None
+                      and not self.donate_argnums)
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
         _ALL.add(self)
 
@@ -111,7 +114,40 @@ class Jitted:
                     pass
                 self._latest = entry
         raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
+        if self.donate_argnums:
+            return entry.outputs(self._run_donating(entry, args, leaves, raws))
         return entry.outputs(entry.plan.run(raws))
+
+    def _run_donating(self, entry, args, leaves, raws):
+        """Run `entry` giving the GPU buffers of the donated arguments' leaves to its
+        outputs (rune/jit/donation.py); those leaves are deleted."""
+        where = f"jit({_name(self.f)}) (donate_argnums={self.donate_argnums})"
+        for i in range(len(leaves)):
+            if isinstance(raws[i], donation.DeletedBuffer):
+                raws[i]._deleted()
+        starts, n = [0], len(args)
+        for a in args:
+            starts.append(starts[-1] + len(tree.leaves(a)))
+        donated = {}
+        for pos in self.donate_argnums:
+            j = pos if pos >= 0 else n + pos
+            if not 0 <= j < n or j in {p if p >= 0 else n + p for p in self.static_argnums}:
+                continue
+            for i in range(starts[j], starts[j + 1]):
+                if i < len(leaves) and type(leaves[i]) is Array and leaves[i].device.platform != "cpu":
+                    donated[i] = leaves[i]
+        if not donated:
+            return entry.plan.run(raws)
+        slots = {entry.plan.in_slots[i]: i for i in donated}
+        if entry.reuse is None:
+            entry.reuse = donation.reuse_plan(entry.plan, list(slots))
+        # A buffer another live array also holds (an alias, or a view's base) is not reused;
+        # the known references: the leaf's `_raw` and `raws`.
+        offered = {s: raws[i] for s, i in slots.items() if donation.sole_owner(raws[i], known=2)}
+        for leaf in donated.values():
+            leaf._raw = donation.DeletedBuffer(where)
+        with donation.offered(entry.reuse, offered):
+            return entry.plan.run(raws)
 
     def _traced_through(self, args, kwargs):
         if self.device is None:

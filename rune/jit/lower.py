@@ -7,7 +7,9 @@ others stay NumPy `Stretch`es, with the same results. A library primitive
 (`dot_general`: BLAS through NumPy, the backend's `library` table) is a
 `LibraryCall` step between compiled runs, so its elementwise epilogue starts
 the next kernel. Without a C compiler (none found, or `RUNE_CC=none`) every
-stretch stays NumPy.
+stretch stays NumPy. A stretch on a GPU lowers the same way, into the
+backend's compiled stretch (`backend.compiled_stretch`: CUDA kernels, with
+cuBLAS through CuPy as its library); its backend compiles it on first run.
 
 Compilation is deferred to a stretch's first run, or done for everything
 pending at once by `compile_pending()` (a test suite or a program building
@@ -49,18 +51,36 @@ def _worth_compiling(ops):
     return max(v.aval.size for eqn, _, _ in ops for v in eqn.outputs) >= min_size
 
 
-def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
+def _host_builder(ops):
+    compiler = _HOST.compiler()
+    if compiler is None or not _worth_compiling(ops):
+        return None
+    return lambda eqns, unit: CompiledStretch(eqns, unit, compiler)
+
+
+def _device_builder(backend, device):
+    # A GPU launch costs about what one op by op costs, so every lowerable run is compiled.
+    if backend.compiler() is None:
+        return None
+    return lambda eqns, unit: backend.compiled_stretch(eqns, unit, device)
+
+
+def lower(ops, constants, live_out, avals, numpy_stretch, device):
     """Steps for one stretch `ops` [(eqn, ins, outs)]; `live_out`: slots read after it.
-    Inside `planning_for(target)` (rune/jit/target.py) every lowerable run is planned for it."""
+    `device`: where the stretch runs compiled (None: op by op). Inside
+    `planning_for(target)` (rune/jit/target.py) every lowerable run is planned for it."""
     target = planning_target()
-    compiler = _HOST.compiler() if on_host and target is None else None
-    if target is None and (compiler is None or not _worth_compiling(ops)):
+    backend, build = _HOST, None
+    if target is None and device is not None:
+        backend = backend_for(device)
+        build = _host_builder(ops) if backend is _HOST else _device_builder(backend, device)
+    if target is None and build is None:
         return [numpy_stretch(ops)]
     runs, current, flag = [], [], None
     for op in ops:
         ok = fuse.lowerable(op[0], op[1], constants)
         if ok and fuse.PRIM_CLASS.get(op[0].prim.name) == fuse.LIBRARY:
-            ok = "library" if op[0].prim.name in _HOST.library else False
+            ok = "library" if op[0].prim.name in backend.library else False
         if current and ok != flag:
             runs.append((flag, current))
             current = []
@@ -75,7 +95,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
             steps.append(numpy_stretch(run))
             continue
         if ok == "library":
-            steps.extend(LibraryCall(*op, _HOST.library[op[0].prim.name]) for op in run)
+            steps.extend(LibraryCall(*op, backend.library[op[0].prim.name]) for op in run)
             continue
         if ok == "views":
             steps.append(ViewStep(numpy_stretch(run)))
@@ -88,7 +108,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, on_host):
         if target is not None:
             steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
         else:
-            steps.append(CompiledStretch([e for e, _, _ in run], unit, compiler))
+            steps.append(build([e for e, _, _ in run], unit))
     return steps
 
 

@@ -106,8 +106,8 @@ class Plan:
         steps = []
         for g in groups:
             if type(g) is _Group:
-                compile_here = self.compiled and g.device.platform == "cpu"
-                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, compile_here))
+                compile_on = g.device if self.compiled else None
+                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, compile_on))
             else:
                 kind, eqn, ins, outs = g
                 steps.append(kind(eqn, ins, outs))

@@ -11,6 +11,7 @@ device is first used.
 """
 import contextlib
 import functools
+import os
 
 import cupy
 import numpy as np
@@ -18,6 +19,8 @@ import numpy as np
 from ..array_impls import make_impls
 from ..base import Backend
 from . import launch
+from .dialect import DeviceProps
+from .stretch import CudaCompiledStretch
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
 
@@ -67,6 +70,7 @@ class CudaBackend(Backend):
         self.IMPLS = {name: _on_args_device(fn) for name, fn in self._raw.items()}
         self.library = {name: self.IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}
         self._per_device = {}
+        self._props = {}  # GPU index -> DeviceProps
 
     def impls(self, device):
         table = self._per_device.get(device.index)
@@ -135,7 +139,27 @@ class CudaBackend(Backend):
         _gpu(device).synchronize()
 
     def compiler(self):
-        return None  # plans run CUDA stretches op by op until the CUDA dialect renders them
+        """NVRTC's options: plans compile their CUDA stretches (RUNE_CUDA_COMPILE=0: op by op)."""
+        if os.environ.get("RUNE_CUDA_COMPILE", "1") == "0":
+            return None
+        return nvrtc_options()
+
+    def device_props(self, device):
+        """The `DeviceProps` launch shapes are chosen from, read from the GPU once."""
+        props = self._props.get(device.index)
+        if props is None:
+            p = cupy.cuda.runtime.getDeviceProperties(device.index)
+            props = self._props[device.index] = DeviceProps(
+                p["multiProcessorCount"], p["maxThreadsPerBlock"], f"sm_{p['major']}{p['minor']}")
+        return props
+
+    def compiled_stretch(self, eqns, unit, device, props=None):
+        """A plan step running the fused `unit` on `device` as CUDA kernels
+        (rune/backends/cuda/stretch.py); `props` default to the GPU's own."""
+        options = self.compiler() or nvrtc_options()
+        props = self.device_props(device) if props is None else props
+        return CudaCompiledStretch(eqns, unit, device, props,
+                                   lambda prelude, unit: self.compile(None, prelude, [unit], options)[0])
 
     def compile(self, compiler, prelude, units, options=None):
         """Units of CUDA kernels (see `rune.backends.cuda.launch`) loaded as one

@@ -19,7 +19,8 @@ kernel reads `long long` is read as garbage.
 The unit (after the dialect's prelude) is one `cupy.RawModule` compiled by
 NVRTC; CuPy caches the binary on disk, keyed by source, options and GPU
 architecture. `load` returns `run(buffers)`, which launches every kernel on
-the current stream of the current GPU.
+the current stream of the current GPU; a unit NVRTC rejects is a
+`KernelCompileError` naming its kernels, with the numbered source and NVRTC's log.
 """
 import cupy
 import numpy as np
@@ -43,6 +44,22 @@ def scalar(value, ctype, kernel):
     return kind(value)
 
 
+class KernelCompileError(RuneError, RuntimeError):
+    """NVRTC rejected a unit of rendered kernels."""
+
+
+def arguments(kernel):
+    """What each launch of `kernel` is passed, in parameter order: ("buffer", i),
+    ("scratch", k) or ("scalar", NumPy scalar of the parameter's exact C type)."""
+    plan = []
+    for arg in kernel.args:
+        if arg[0] == "scalar":
+            plan.append(("scalar", scalar(arg[1], arg[2], kernel.launches[0].name)))
+        else:
+            plan.append((arg[0], int(arg[1])))
+    return plan
+
+
 class _Kernel:
     """One kernel of a loaded unit: its functions, launch shapes and argument plan."""
 
@@ -51,12 +68,7 @@ class _Kernel:
                          for l in kernel.launches]
         self.scratch_shapes = [(np.dtype(dtype), int(count)) for dtype, count in kernel.scratch]
         self.scratch = {}  # GPU index -> the kernel's scratch buffers there
-        self.plan = []
-        for arg in kernel.args:
-            if arg[0] == "scalar":
-                self.plan.append(("scalar", scalar(arg[1], arg[2], kernel.launches[0].name)))
-            else:
-                self.plan.append((arg[0], int(arg[1])))
+        self.plan = arguments(kernel)
 
     def run(self, buffers):
         gpu = cupy.cuda.runtime.getDevice()
@@ -72,8 +84,15 @@ class _Kernel:
 def load(prelude, unit, options=()):
     """The unit compiled and loaded; returns `run(buffers)` (see the module docstring)."""
     name, source, kernels = unit
-    module = cupy.RawModule(code=prelude + "\n" + source, options=tuple(options))
-    loaded = [_Kernel(module, k) for k in kernels]
+    code = prelude + "\n" + source
+    try:  # CuPy compiles on the first function looked up
+        module = cupy.RawModule(code=code, options=tuple(options))
+        loaded = [_Kernel(module, k) for k in kernels]
+    except cupy.cuda.compiler.CompileException as e:
+        numbered = "\n".join(f"{i + 1:5d} {ln}" for i, ln in enumerate(code.splitlines()))
+        raise KernelCompileError(
+            f"NVRTC could not compile CUDA unit {name} (kernels {', '.join(k.name for k in kernels)}) "
+            f"with options {' '.join(options)}:\n{e.get_message()}\n--- source ---\n{numbered}") from e
 
     def run(buffers):
         for k in loaded:

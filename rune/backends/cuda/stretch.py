@@ -1,0 +1,108 @@
+"""A jit stretch on a GPU: one fused unit of CUDA kernels, launched in order.
+
+`CudaCompiledStretch` is the CUDA counterpart of the host's `CompiledStretch`
+(rune/jit/lower.py): built from a fused `Unit` (rune/jit/fuse.py), it renders
+the unit with the CUDA dialect for the GPU's properties (SM count, threads per
+block, architecture), and on its first run compiles it once with NVRTC
+(`CudaBackend.compile`, one `cupy.RawModule`). Each run then launches the
+kernels in order on the current stream of its GPU: inputs are the plan's
+device arrays (made contiguous where they are views), intermediates are
+allocated once per GPU and kept, outputs are fresh `cupy.empty` arrays, or a
+donated argument's buffer (rune/jit/donation.py). Building one needs no GPU:
+the launch shapes and argument lists are fixed at construction.
+"""
+import threading
+
+import cupy
+
+from ...jit import donation
+from ...jit.kernel import contiguous_strides
+from ...stats import COUNTERS
+from . import launch
+from .dialect import CudaDialect
+
+
+class CudaCompiledStretch:
+    """A run of primitives fused into CUDA kernels for one GPU (`device`, a rune
+    Device of platform "cuda"); `props` are its `DeviceProps`."""
+
+    def __init__(self, eqns, unit, device, props, compile_unit):
+        self.eqns, self.unit, self.device, self.props = eqns, unit, device, props
+        dialect = CudaDialect(props)
+        self.prelude = dialect.prelude()
+        self.name, self.text, self.kernels = dialect.unit(unit.kernels)
+        self.arguments = [launch.arguments(k) for k in self.kernels]
+        self.inputs = [(b.index, s) for b, s in unit.inputs]
+        self.outputs = [(b.index, s, b.shape, b.dtype) for b, s in unit.outputs]
+        self.temps = [(b.index, b.shape, b.dtype) for b in unit.buffers if b.role == "tmp"]
+        self._compile_unit = compile_unit   # (prelude, unit) -> run(buffers)
+        self._launch = None
+        self._kept = None                   # the intermediates, allocated on the first run
+        self._lock = threading.Lock()
+
+    @property
+    def index(self):
+        return 0 if self.device is None else self.device.index
+
+    def compile(self):
+        """Compile and load the unit (once); a failure names the kernels with NVRTC's log."""
+        with self._lock:
+            if self._launch is None:
+                with cupy.cuda.Device(self.index):
+                    self._launch = self._compile_unit(self.prelude, (self.name, self.text, self.kernels))
+                COUNTERS["kernels_compiled"] += 1
+        return self._launch
+
+    def run(self, env):
+        run = self._launch or self.compile()
+        with cupy.cuda.Device(self.index):
+            buffers = [None] * len(self.unit.buffers)
+            if self._kept is None:
+                self._kept = [(b, cupy.empty(shape, dtype)) for b, shape, dtype in self.temps]
+            for b, t in self._kept:
+                buffers[b] = t
+            for b, s in self.inputs:
+                a = env[s]
+                if type(a) is not cupy.ndarray or not a.flags.c_contiguous:
+                    a = cupy.ascontiguousarray(cupy.asarray(a))  # a view, or a host constant
+                buffers[b] = a
+            for b, s, shape, dtype in self.outputs:
+                o = donation.buffer_for(self, s)
+                env[s] = buffers[b] = cupy.empty(shape, dtype) if o is None else o
+            run(buffers)
+        COUNTERS["kernels_launched"] += len(self.kernels)
+
+    def writes_in_place(self, slot, out_slot):
+        """Whether the output `out_slot` may be written into the buffer of the input
+        `slot` while this stretch still reads it: one elementwise kernel stores the
+        output at each point's own position and reads the input only there, and no
+        later kernel of the unit reads the input."""
+        ins = [b for b, s in self.inputs if s == slot]
+        outs = [b for b, s, _, _ in self.outputs if s == out_slot]
+        if len(ins) != 1 or len(outs) != 1:
+            return False
+        stores = [(j, st) for j, k in enumerate(self.unit.kernels) for st in k.stores
+                  if st.buffer.index == outs[0]]
+        if len(stores) != 1:
+            return False
+        j, store = stores[0]
+        kernel = self.unit.kernels[j]
+        if kernel.reduce_shape or store.strides is not None or store.offset or store.dynamic:
+            return False
+        own = contiguous_strides(kernel.shape)
+        for ld in kernel.loads:
+            if ld.buffer.index == ins[0] and (ld.strides != own or ld.offset or ld.guard or ld.dynamic
+                                              or ld.inner or ld.buffer.shape != kernel.shape):
+                return False
+        return not any(ld.buffer.index == ins[0] for k in self.unit.kernels[j + 1:] for ld in k.loads)
+
+    def describe(self):
+        names = " ".join(e.prim.name for e in self.eqns)
+        lines = [f"cuda stretch {self.name} of {len(self.eqns)} ops ({names}) for {self.props}: "
+                 f"{len(self.kernels)} kernel{'s' if len(self.kernels) != 1 else ''}"]
+        for k in self.kernels:
+            launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
+            lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
+            lines.extend("    " + ln for ln in k.source.splitlines())
+        return "\n".join(lines)
+
