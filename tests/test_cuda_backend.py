@@ -9,6 +9,7 @@ behaves without a GPU.
 """
 import itertools
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,6 +18,7 @@ import pytest
 
 import rune
 from rune import nx
+from rune.core.array import Array
 from rune.backends.array_impls import make_impls
 from rune.backends.cpu.backend import BACKEND as HOST, IMPLS as HOST_IMPLS
 
@@ -121,6 +123,190 @@ def test_kernel_scalars_are_passed_with_their_exact_c_type():
     assert [a.item() for a in args] == [3, 1 << 40, 0.5, 7]
     with pytest.raises(rune.RuneError, match=r"kernel k: scalar parameter of C type 'short'"):
         scalar(1, "short", "k")
+
+
+# ---------------------------------------------------------------- compiled CUDA stretches, built here
+
+# Programs a GPU plan compiles: elementwise chains, reductions over many short and
+# few long rows, softmax, matmul + bias + relu, select and concatenate.
+def _softmax(x):
+    e = nx.exp(x - nx.max(x, axis=1, keepdims=True))
+    return e / nx.sum(e, axis=1, keepdims=True)
+
+
+_RNG = np.random.default_rng(11)
+STRETCH_PROGRAMS = [
+    ("chain", lambda x, y: nx.tanh(x * 2.0 + y) - nx.exp(-x),
+     (_RNG.standard_normal((37, 41)).astype(np.float32), _RNG.standard_normal(41).astype(np.float32))),
+    ("many_short_rows", lambda x: nx.sum(x * x, axis=1), (_RNG.standard_normal((700, 6)).astype(np.float32),)),
+    ("few_long_rows", lambda x: nx.max(nx.abs(x), axis=1), (_RNG.standard_normal((2, 5000)).astype(np.float32),)),
+    ("softmax", _softmax, (_RNG.standard_normal((9, 300)).astype(np.float32),)),
+    ("matmul_bias_relu", lambda x, w, b: nx.maximum(x @ w + b, 0.0),
+     (_RNG.standard_normal((20, 30)).astype(np.float32), _RNG.standard_normal((30, 12)).astype(np.float32),
+      _RNG.standard_normal(12).astype(np.float32))),
+    ("select_concat", lambda x, y: nx.concatenate([nx.where(x > 0, x, 0.1 * x), y.T], axis=0),
+     (_RNG.standard_normal((33, 19)).astype(np.float32), _RNG.standard_normal((19, 5)).astype(np.float32))),
+]
+
+
+def _compiled_stretches(fn, args, props):
+    """The plan of `fn` for a CUDA device, its lowered runs built as `CudaCompiledStretch`es
+    for a GPU with `props` (no GPU needed), and the stretches by the planned step."""
+    from rune.backends.cuda.backend import BACKEND
+    from rune.jit.target import TargetStretch
+    plan = rune.jit(fn).plan(*args, target="cuda")
+    built = {id(s): BACKEND.compiled_stretch(s.eqns, s.unit, rune.devices()[0], props)
+             for s in plan.steps if type(s) is TargetStretch}
+    return plan, built
+
+
+def _props():
+    pytest.importorskip("cupy")
+    from rune.backends.cuda.dialect import DeviceProps
+    return DeviceProps(sm_count=3, max_threads_per_block=512, arch="sm_80")
+
+
+@pytest.mark.parametrize("pid,fn,args", STRETCH_PROGRAMS, ids=[p[0] for p in STRETCH_PROGRAMS])
+def test_cuda_stretches_build_without_a_gpu_with_the_launches_the_dialect_records(pid, fn, args):
+    from rune.backends.cuda.dialect import CudaDialect
+    from rune.backends.cuda.launch import SCALAR_TYPES
+    props = _props()
+    plan, built = _compiled_stretches(fn, args, props)
+    assert built, f"{pid}: nothing lowered"
+    for s in built.values():
+        # the dialect, asked directly for this GPU, records the same launches
+        _, text, recorded = CudaDialect(props).unit(s.unit.kernels)
+        assert s.text == text and s.prelude == CudaDialect(props).prelude()
+        assert [[(ln.name, ln.grid, ln.block, ln.shared, ln.params) for ln in k.launches] for k in s.kernels] == \
+               [[(ln.name, ln.grid, ln.block, ln.shared, ln.params) for ln in k.launches] for k in recorded]
+        roles = {b.index: b.role for b in s.unit.buffers}
+        assert sorted(b for b, _ in s.inputs) == sorted(i for i, r in roles.items() if r == "in")
+        assert sorted(b for b, *_ in s.outputs) == sorted(i for i, r in roles.items() if r == "out")
+        assert sorted(b for b, *_ in s.temps) == sorted(i for i, r in roles.items() if r == "tmp")
+        for k, args_ in zip(s.kernels, s.arguments):
+            for ln in k.launches:
+                assert ln.grid <= 8 * props.sm_count and ln.block <= props.max_threads_per_block
+                assert len(args_) == len(ln.params), (pid, k.name)
+                for (kind, v), (ctype, _) in zip(args_, ln.params):
+                    if kind == "buffer":
+                        want = s.unit.buffers[v].dtype
+                    elif kind == "scratch":
+                        want = np.dtype(k.scratch[v][0])
+                    else:
+                        assert type(v) is SCALAR_TYPES[ctype.strip()], (pid, ctype, type(v))
+                        continue
+                    assert ctype.replace("const ", "").rstrip(" *") == CudaDialect(props).ctype(want), \
+                        (pid, k.name, ctype, want)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ to build the CUDA emulation")
+def test_cuda_stretch_kernels_run_under_the_emulation_as_on_the_host():
+    """The kernels and argument lists the stretches launch with, for a 3-SM GPU (so the
+    work spreads over several blocks), executed by the CPU emulation of CUDA, against
+    the host's jit and eager NumPy."""
+    import cuda_emu
+    props = _props()
+    built = {pid: _compiled_stretches(fn, args, props) for pid, fn, args in STRETCH_PROGRAMS}
+    units = [(s.text, s.kernels) for _, stretches in built.values() for s in stretches.values()]
+    prelude = next(iter(built["chain"][1].values())).prelude
+    library = cuda_emu.Library(prelude, units)
+    for pid, fn, args in STRETCH_PROGRAMS:
+        plan, stretches = built[pid]
+        assert any(ln.grid > 1 for s in stretches.values() for k in s.kernels for ln in k.launches) \
+            or pid == "matmul_bias_relu", pid
+        rendered = {key: (s.text, s.kernels) for key, s in stretches.items()}
+        got = cuda_emu.run_plan(plan, list(args), library, rendered)
+        want = [np.asarray(w) for w in rune.tree.leaves(rune.jit(fn)(*args))]
+        eager = [np.asarray(w) for w in rune.tree.leaves(fn(*[nx.asarray(a) for a in args]))]
+        for g, w, e in zip(got, want, eager):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6, err_msg=f"{pid} against the C kernels")
+            np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-6, err_msg=f"{pid} against NumPy")
+
+
+def _gpu_plan(fn, args):
+    """A plan for a CUDA device whose runs are `CudaCompiledStretch`es (built, not run)."""
+    plan, built = _compiled_stretches(fn, args, _props())
+    plan.steps = [built.get(id(s), s) for s in plan.steps]
+    return plan
+
+
+def test_donated_buffers_go_to_outputs_nothing_reads_the_input_after():
+    from rune.jit import donation
+    from rune.backends.cuda.stretch import CudaCompiledStretch
+    sq = np.ones((16, 16), np.float32)
+
+    def reuse(fn, args, donate):
+        plan = _gpu_plan(fn, args)
+        slots = [plan.in_slots[i] for i in donate]
+        chosen = donation.reuse_plan(plan, slots)
+        steps = {id(s): s for s in plan.steps}
+        assert all(type(steps[step]) is CudaCompiledStretch for step, _ in chosen)
+        return plan, {out: plan.in_slots.index(s) for (_, out), s in chosen.items()}
+
+    # an SGD update reads each point of p where it writes it: in place
+    plan, got = reuse(lambda p, g: p - 0.1 * g, (sq, sq), [0])
+    assert got == {plan.out_slots[0]: 0}
+    # a transposed read would see points already overwritten
+    assert reuse(lambda x: x.T + x, (sq,), [0])[1] == {}
+    assert reuse(lambda x: x[::-1] * 2.0, (sq,), [0])[1] == {}
+    # a donated argument that is also returned keeps its buffer
+    assert reuse(lambda x: (x, x + 1.0), (sq,), [0])[1] == {}
+    # read by a matmul first, then point by point by the stretch after it: one of
+    # that stretch's outputs takes it
+    plan, got = reuse(lambda x, w: (nx.tanh(x @ w), x * 2.0), (sq, sq), [0])
+    assert list(got.values()) == [0] and set(got) <= set(plan.out_slots)
+    # read by a matmul after the stretch that scales it: the stretch writes x * 2
+    # into x's buffer, which the matmul then reads as its operand
+    plan, got = reuse(lambda x, w: nx.tanh((x * 2.0) @ w) + 1.0, (sq, sq), [0])
+    assert list(got.values()) == [0] and not set(got) & set(plan.out_slots)
+    # the same with x read again by a second matmul: no stretch output may take it
+    assert reuse(lambda x, w: nx.tanh((x * 2.0) @ w) @ x, (sq, sq), [0])[1] == {}
+    # read again point by point by the last stretch: its output takes it there
+    plan, got = reuse(lambda x, w: nx.tanh((x * 2.0) @ w) + x, (sq, sq), [0])
+    assert got == {plan.out_slots[0]: 0}
+    # shapes and dtypes must match
+    assert reuse(lambda x: nx.sum(x, axis=0), (sq,), [0])[1] == {}
+    assert reuse(lambda x: (x * 2).astype(np.float64), (sq,), [0])[1] == {}
+
+
+def test_a_buffer_another_array_shares_is_not_offered():
+    from rune.jit import donation
+
+    def sole(array):
+        raws = [array._raw]   # as jit holds it: the Array's `_raw` and its list of raws
+        owned = donation.sole_owner(raws[0], known=2)
+        return owned          # (not asserted inline: pytest's rewriting would hold a reference)
+
+    x = nx.asarray(np.arange(8.0))
+    alone = sole(x)
+    view = x._raw.reshape(2, 4)  # keeps x's buffer alive as its base
+    with_view = sole(x)
+    del view
+    other = Array(x._raw, x.device)
+    with_other = sole(x)
+    del other
+    again = sole(x)
+    of_view = sole(Array(x._raw[1:], x.device))  # a view itself
+    assert (alone, with_view, with_other, again, of_view) == (True, False, False, True, False)
+
+
+def test_donation_on_the_host_is_a_hint_and_the_argument_stays_usable():
+    f = rune.jit(lambda p, g: p - 0.5 * g, donate_argnums=(0,))
+    p, g = nx.asarray(np.arange(6.0, dtype=np.float32)), nx.ones(6, np.float32)
+    before = p._raw
+    out = f(p, g)
+    np.testing.assert_array_equal(np.asarray(out), np.arange(6.0) - 0.5)
+    assert p._raw is before and not np.shares_memory(np.asarray(out), before)
+    np.testing.assert_array_equal(np.asarray(p + 0), np.arange(6.0))
+
+
+def test_a_deleted_buffer_names_the_call_it_was_donated_to():
+    from rune.jit.donation import DeletedBuffer
+    x = nx.asarray(np.arange(3.0))
+    x._raw = DeletedBuffer("jit(step) (donate_argnums=(0,))")
+    for use in (lambda: np.asarray(x), lambda: x + 1, lambda: float(x[0]), lambda: x.tolist()):
+        with pytest.raises(rune.UsageError, match=r"donated to jit\(step\).*use the call's result"):
+            use()
 
 
 # ---------------------------------------------------------------- on a GPU

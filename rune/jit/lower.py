@@ -9,7 +9,8 @@ others stay NumPy `Stretch`es, with the same results. A library primitive
 the next kernel. Without a C compiler (none found, or `RUNE_CC=none`) every
 stretch stays NumPy. A stretch on a GPU lowers the same way, into the
 backend's compiled stretch (`backend.compiled_stretch`: CUDA kernels, with
-cuBLAS through CuPy as its library); its backend compiles it on first run.
+cuBLAS through CuPy as its library; None where the backend cannot render the
+run, which then stays op by op); its backend compiles it on first run.
 
 Compilation is deferred to a stretch's first run, or done for everything
 pending at once by `compile_pending()` (a test suite or a program building
@@ -108,7 +109,8 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device):
         if target is not None:
             steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
         else:
-            steps.append(build([e for e, _, _ in run], unit))
+            step = build([e for e, _, _ in run], unit)
+            steps.append(numpy_stretch(run) if step is None else step)
     return steps
 
 
