@@ -114,10 +114,15 @@ def _w1(np_like):
 
 
 def _bandwidth_case(rune_fn, make_rune_input, jax_fn=None, torch_fn=None, host_input=None):
-    """Seconds for rune, jax.jit and torch on one input."""
+    """Seconds for rune, jax.jit and torch on one input, and rune's kernel launches
+    per call (its jit stretches run as compiled CUDA kernels: a fused chain is one)."""
+    rune, _ = _rune()
     times = {}
     x = make_rune_input()
     times["rune"] = timed(lambda: rune_fn(x), _cupy_sync)
+    rune.reset_stats()
+    rune_fn(x)
+    launches = rune.stats()["kernels_launched"]
     del x
     if jax_fn is not None and _jax_on_gpu():
         jx = jax.device_put(host_input())
@@ -127,7 +132,7 @@ def _bandwidth_case(rune_fn, make_rune_input, jax_fn=None, torch_fn=None, host_i
         tx = torch.from_numpy(host_input()).cuda()
         times["torch"] = timed(lambda: torch_fn(tx), _torch_sync)
         del tx
-    return times
+    return times, launches
 
 
 def _host_normal(shape):
@@ -137,38 +142,38 @@ def _host_normal(shape):
 def w1_case(copy_bw):
     rune, nx = _rune()
     f = rune.jit(_w1(nx))
-    times = _bandwidth_case(
+    times, launches = _bandwidth_case(
         f, lambda: nx.asarray(_host_normal(N), device="cuda:0"),
         jax_fn=jax.jit(_w1(jax.numpy)) if _jax_on_gpu() else None,
         torch_fn=_w1(torch) if _torch_on_gpu() else None, host_input=lambda: _host_normal(N))
-    return _bandwidth_row("W1 chain", 8 * N, times, copy_bw)
+    return _bandwidth_row("W1 chain", 8 * N, times, copy_bw, launches)
 
 
 def sum_case(copy_bw):
     rune, nx = _rune()
     f = rune.jit(lambda x: nx.sum(x * x))
-    times = _bandwidth_case(
+    times, launches = _bandwidth_case(
         f, lambda: nx.asarray(_host_normal(N), device="cuda:0"),
         jax_fn=jax.jit(lambda x: jax.numpy.sum(x * x)) if _jax_on_gpu() else None,
         torch_fn=(lambda x: torch.sum(x * x)) if _torch_on_gpu() else None, host_input=lambda: _host_normal(N))
-    return _bandwidth_row("sum(x*x)", 4 * N, times, copy_bw)
+    return _bandwidth_row("sum(x*x)", 4 * N, times, copy_bw, launches)
 
 
 def softmax_case(copy_bw):
     rune, nx = _rune()
     f = rune.jit(lambda x: rune.nn.softmax(x, axis=-1))
-    times = _bandwidth_case(
+    times, launches = _bandwidth_case(
         f, lambda: nx.asarray(_host_normal(SOFTMAX), device="cuda:0"),
         jax_fn=jax.jit(lambda x: jax.nn.softmax(x, axis=-1)) if _jax_on_gpu() else None,
         torch_fn=(lambda x: torch.softmax(x, -1)) if _torch_on_gpu() else None,
         host_input=lambda: _host_normal(SOFTMAX))
-    return _bandwidth_row("row softmax", 8 * SOFTMAX[0] * SOFTMAX[1], times, copy_bw)
+    return _bandwidth_row("row softmax", 8 * SOFTMAX[0] * SOFTMAX[1], times, copy_bw, launches)
 
 
-def _bandwidth_row(case, nbytes, times, copy_bw):
+def _bandwidth_row(case, nbytes, times, copy_bw, launches):
     row = Row(f"{case}", "per call", times)
     row.extra = {"rune_GBps": nbytes / times["rune"] / 1e9, "copy_GBps": copy_bw / 1e9,
-                 "fraction_of_copy": nbytes / times["rune"] / copy_bw}
+                 "fraction_of_copy": nbytes / times["rune"] / copy_bw, "rune_kernels_per_call": launches}
     return row
 
 

@@ -570,3 +570,161 @@ def test_two_gpus_compute_on_their_own_device_and_copy_directly():
     np.testing.assert_allclose(np.asarray(z), np.exp(np.arange(8)) + 28, rtol=1e-6)
     with pytest.raises(rune.DeviceMismatchError):
         z + y
+
+
+# ---------------------------------------------------------------- jit on a GPU: compiled CUDA stretches
+
+# Beside STRETCH_PROGRAMS: programs whose runs stay op by op until the CUDA
+# dialect renders index expressions (gather, scatter, random bits), and bigger
+# reductions than the emulation can run (every strategy on a real GPU).
+GPU_PROGRAMS = STRETCH_PROGRAMS + [
+    ("gather", lambda x, i: nx.take(x, i, axis=0) * 3.0,
+     (_RNG.standard_normal((50, 7)).astype(np.float32), _RNG.integers(0, 50, 30).astype(np.int32))),
+    ("scatter", lambda x, i, u: x.at[i].add(u) + 1.0,
+     (_RNG.standard_normal((40, 5)).astype(np.float32), _RNG.integers(0, 40, 60).astype(np.int32),
+      _RNG.standard_normal((60, 5)).astype(np.float32))),
+    ("random", lambda k, x: nx.random.normal(k, (300, 70)) * x + 1.0,
+     (np.asarray(nx.random.key(5)), _RNG.standard_normal(70).astype(np.float32))),
+    ("many_short_rows_large", lambda x: nx.sum(x * x, axis=1), (_RNG.standard_normal((200_000, 8)).astype(np.float32),)),
+    ("few_long_rows_large", lambda x: nx.max(x, axis=1) - nx.min(x, axis=1),
+     (_RNG.standard_normal((3, 1 << 21)).astype(np.float32),)),
+    ("one_long_sum", lambda x: nx.sum(x * 0.5), (_RNG.standard_normal(3_000_001).astype(np.float32),)),
+]
+_RENDERED_LATER = {"gather", "scatter", "random"}
+# Float32 sums of millions of terms differ with the order they are added in.
+_RTOL = {"one_long_sum": 1e-3}
+
+
+def _launches_per_call(plan):
+    """Kernel launches one run of `plan` counts: a compiled stretch its kernels, a
+    library call or an op-by-op stretch one, views none (nested plans not counted)."""
+    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.jit.lower import LibraryCall, ViewStep
+    from rune.jit.plan import Stretch
+    counts = {CudaCompiledStretch: lambda s: len(s.kernels), LibraryCall: lambda s: 1,
+              Stretch: lambda s: 1, ViewStep: lambda s: 0}
+    return sum(counts[type(s)](s) for s in plan.steps)
+
+
+@cuda
+@pytest.mark.parametrize("pid,fn,args", GPU_PROGRAMS, ids=[p[0] for p in GPU_PROGRAMS])
+def test_jit_on_cuda_runs_compiled_kernels_and_matches_the_host(pid, fn, args):
+    from rune.backends.cuda.stretch import CudaCompiledStretch
+    want = [np.asarray(w) for w in rune.tree.leaves(rune.jit(fn)(*args))]
+    f = rune.jit(fn)
+    on_gpu = _on("cuda:0", args)
+    with rune.default_device("cuda:0"):
+        f(*on_gpu)
+        rune.reset_stats()
+        got = rune.tree.leaves(f(*on_gpu))
+        launched = rune.stats()["kernels_launched"]
+        plan = f.plan(*on_gpu)
+    compiled = [s for s in plan.steps if type(s) is CudaCompiledStretch]
+    if pid not in _RENDERED_LATER:
+        assert compiled, f"{pid}: no compiled CUDA stretch in\n{plan}"
+        assert launched < sum(len(s.eqns) for s in plan.steps), f"{pid}: not fused ({launched} launches)"
+    assert launched == _launches_per_call(plan)
+    assert all(s.device.name == "cuda:0" for s in compiled)
+    for g, w in zip(got, want):
+        assert g.device.name == "cuda:0"
+        rtol = _RTOL.get(pid, 2e-5)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=rtol, atol=rtol * max(1.0, float(np.abs(w).max())),
+                                   err_msg=pid)
+
+
+@cuda
+def test_compiled_stretches_keep_intermediates_and_allocate_fresh_outputs():
+    x = nx.asarray(np.arange(4096, dtype=np.float32), device="cuda:0")
+    f = rune.jit(lambda x: (_softmax(x.reshape(64, 64)), nx.exp(x) * 2.0))
+    a, b = f(x)
+    c, d = f(x)
+    assert a._raw.data.ptr != c._raw.data.ptr and b._raw.data.ptr != d._raw.data.ptr
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(c))
+    np.testing.assert_allclose(np.asarray(b), np.exp(np.arange(4096, dtype=np.float32)) * 2, rtol=1e-6)
+    rune.reset_stats()
+    f(x)
+    assert rune.stats()["kernels_compiled"] == 0  # compiled once, on the first call
+
+
+@cuda
+def test_scan_with_a_host_callback_runs_its_rows_as_compiled_kernels():
+    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.jit.plan import _nested_plans
+    seen = []
+
+    def log(v):
+        seen.append(float(v))
+        return np.float32(v) * 2
+
+    def step(carry, row):
+        s = nx.sum(nx.tanh(row) * carry)
+        back = rune.callback(log, s, like=rune.Spec((), np.float32))
+        return carry * 0.5 + back, s
+
+    xs = _RNG.standard_normal((20, 64)).astype(np.float32)
+    f = rune.jit(lambda c, xs: rune.scan(step, c, xs))
+    want_c, want_ys = f(nx.ones(64, np.float32), xs)
+    host_rows = list(seen)
+    seen.clear()
+    with rune.default_device("cuda:0"):
+        got_c, got_ys = f(nx.asarray(np.ones(64, np.float32), device="cuda:0"), nx.asarray(xs, device="cuda:0"))
+        plan = f.plan(nx.asarray(np.ones(64, np.float32), device="cuda:0"), nx.asarray(xs, device="cuda:0"))
+    np.testing.assert_allclose(seen, host_rows, rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_c), np.asarray(want_c), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_ys), np.asarray(want_ys), rtol=1e-5)
+    bodies = [sub for s in plan.steps for sub in _nested_plans(s)]
+    assert any(type(s) is CudaCompiledStretch for body in bodies for s in body.steps), plan
+
+
+@cuda
+def test_donated_gpu_buffer_holds_the_output_and_the_argument_is_deleted():
+    f = rune.jit(lambda p, g: p - 0.1 * g, donate_argnums=(0,))
+    host_p, host_g = np.arange(10_000, dtype=np.float32), np.ones(10_000, np.float32)
+    p, g = nx.asarray(host_p, device="cuda:0"), nx.asarray(host_g, device="cuda:0")
+    ptr = p._raw.data.ptr
+    out = f(p, g)
+    assert out._raw.data.ptr == ptr
+    np.testing.assert_allclose(np.asarray(out), host_p - 0.1, rtol=1e-6)
+    with pytest.raises(rune.UsageError, match=r"donated to jit.*donate_argnums=\(0,\)"):
+        p + 1
+    with pytest.raises(rune.UsageError, match="donated"):
+        f(p, g)
+    # a loop donating its state: every step writes into the one buffer
+    q = out
+    for _ in range(3):
+        q = f(q, g)
+    assert q._raw.data.ptr == ptr
+    np.testing.assert_allclose(np.asarray(q), host_p - 0.4, rtol=1e-5)
+    # an argument another array shares is deleted but its buffer is not reused
+    r = nx.asarray(host_p, device="cuda:0")
+    alias = Array(r._raw, r.device)
+    s = f(r, g)
+    assert s._raw.data.ptr != alias._raw.data.ptr
+    np.testing.assert_array_equal(np.asarray(alias), host_p)
+
+
+@cuda
+def test_a_unit_nvrtc_rejects_is_an_error_with_its_kernels_source_and_log():
+    from types import SimpleNamespace as K
+    from rune.backends.cuda import launch
+    source = 'extern "C" __global__ void broken_k0(float *p0) { p0[0] = undeclared_name; }'
+    kernels = [K(name="broken_k0", launches=[K(name="broken_k0", grid=1, block=32, shared=0)], scratch=[],
+                 args=[("buffer", 0)])]
+    with pytest.raises(launch.KernelCompileError, match=r"(?s)unit broken \(kernels broken_k0\).*"
+                                                        r"undeclared_name.*--- source ---.*1 extern"):
+        launch.load("", ("broken", source, kernels))
+
+
+@cuda
+@pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+def test_plans_for_the_second_gpu_compile_and_launch_there():
+    from rune.backends.cuda.stretch import CudaCompiledStretch
+    host = _RNG.standard_normal((300, 40)).astype(np.float32)
+    f = rune.jit(_softmax)
+    with rune.default_device("cuda:1"):
+        x = nx.asarray(host, device="cuda:1")
+        y = f(x)
+        plan = f.plan(x)
+    assert y.device.name == "cuda:1" and y._raw.device.id == 1
+    assert [s.device.name for s in plan.steps if type(s) is CudaCompiledStretch] == ["cuda:1"]
+    np.testing.assert_allclose(np.asarray(y), np.asarray(rune.jit(_softmax)(host)), rtol=1e-5)
