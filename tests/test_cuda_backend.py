@@ -728,3 +728,23 @@ def test_plans_for_the_second_gpu_compile_and_launch_there():
     assert y.device.name == "cuda:1" and y._raw.device.id == 1
     assert [s.device.name for s in plan.steps if type(s) is CudaCompiledStretch] == ["cuda:1"]
     np.testing.assert_allclose(np.asarray(y), np.asarray(rune.jit(_softmax)(host)), rtol=1e-5)
+
+
+def test_a_run_the_cuda_dialect_cannot_render_yet_is_not_compiled():
+    """An argmax reduction has no CUDA rule yet and an iota no index expression: a
+    GPU plan runs such runs op by op instead of failing (built here from the fused
+    units the host plans for the same programs)."""
+    pytest.importorskip("cupy")
+    from rune.backends.cuda.backend import BACKEND, renders
+    from rune.jit.lower import CompiledStretch
+    props = _props()
+    cases = {"argmax": (lambda x: nx.argmax(x * 2.0, axis=1), np.ones((40, 300), np.float32)),
+             "iota": (lambda x: x + nx.arange(300, dtype=np.float32), np.ones((40, 300), np.float32)),
+             "chain": (lambda x: nx.exp(x) * 2.0, np.ones((40, 300), np.float32))}
+    built = {}
+    for name, (fn, x) in cases.items():
+        units = [s.unit for s in rune.jit(fn).plan(x).steps if type(s) is CompiledStretch]
+        assert units, name
+        built[name] = [BACKEND.compiled_stretch([], u, rune.devices()[0], props) for u in units]
+    assert built["argmax"] == [None] and built["iota"] == [None]
+    assert built["chain"][0] is not None and renders(built["chain"][0].unit)

@@ -172,14 +172,17 @@ class CudaBackend(Backend):
     def compiled_stretch(self, eqns, unit, device, props=None):
         """A plan step running the fused `unit` on `device` as CUDA kernels
         (rune/backends/cuda/stretch.py); `props` default to the GPU's own. None
-        for a unit holding IR the CUDA dialect does not render yet (`UNRENDERED`):
-        that run stays op by op."""
+        for a unit the CUDA dialect does not render yet (`renders`, or a node it
+        reports NotImplementedError for): that run stays op by op."""
         if not renders(unit):
             return None
         options = self.compiler() or nvrtc_options()
         props = self.device_props(device) if props is None else props
-        return CudaCompiledStretch(eqns, unit, device, props,
-                                   lambda prelude, unit: self.compile(None, prelude, [unit], options)[0])
+        try:
+            return CudaCompiledStretch(eqns, unit, device, props,
+                                       lambda prelude, unit: self.compile(None, prelude, [unit], options)[0])
+        except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
+            return None
 
     def compile(self, compiler, prelude, units, options=None):
         """Units of CUDA kernels (see `rune.backends.cuda.launch`) loaded as one
