@@ -38,6 +38,7 @@ class CudaCompiledStretch:
         self._compile_unit = compile_unit   # (prelude, unit) -> run(buffers)
         self._launch = None
         self._kept = None                   # the intermediates, allocated on the first run
+        self._constants = {}                # slot -> (host constant, its copy on the GPU)
         self._lock = threading.Lock()
 
     @property
@@ -63,14 +64,23 @@ class CudaCompiledStretch:
                 buffers[b] = t
             for b, s in self.inputs:
                 a = env[s]
-                if type(a) is not cupy.ndarray or not a.flags.c_contiguous:
-                    a = cupy.ascontiguousarray(cupy.asarray(a))  # a view, or a host constant
+                if type(a) is not cupy.ndarray:
+                    a = self._uploaded(s, a)
+                elif not a.flags.c_contiguous:
+                    a = cupy.ascontiguousarray(a)  # a view made between stretches
                 buffers[b] = a
             for b, s, shape, dtype in self.outputs:
                 o = donation.buffer_for(self, s)
                 env[s] = buffers[b] = cupy.empty(shape, dtype) if o is None else o
             run(buffers)
         COUNTERS["kernels_launched"] += len(self.kernels)
+
+    def _uploaded(self, slot, host):
+        """A host value read as an input (a plan constant): copied up once, then reused."""
+        kept = self._constants.get(slot)
+        if kept is None or kept[0] is not host:
+            kept = self._constants[slot] = (host, cupy.ascontiguousarray(cupy.asarray(host)))
+        return kept[1]
 
     def writes_in_place(self, slot, out_slot):
         """Whether the output `out_slot` may be written into the buffer of the input
