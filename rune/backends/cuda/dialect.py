@@ -19,7 +19,8 @@ rendered into) has
 - `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
 - `launches`: the `Launch`es to run in order (one, or two for a reduction split
   across blocks). Each `Launch` names an `extern "C" __global__` function
-  (`name`), its 1-d `grid` and `block` (blockDim.x; always a multiple of 32),
+  (`name`), its 1-d `grid` and `block` (blockDim.x; a multiple of 32, except a
+  serial kernel's one thread: grid 1, block 1),
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
   `params`: the C parameter types in order;
 - `args`: what to pass, the same for every launch of the kernel:
@@ -36,13 +37,24 @@ compiled in). Kernels of a unit run in list order on one stream: a kernel
 reads only what earlier kernels stored, and the two launches of a split
 reduction must run in order too.
 
+Indexed IR: `index` nodes are the point's linear index, spelled from the
+grid-stride loop's axis indices (`_index_exprs`, as the C loop nest's);
+`random_bits` calls the shared inline Threefry (`_index_helpers`, in the
+prelude); loads and stores add their runtime index terms (clamped, or a dropped
+store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
+in NumPy's order) is launched as one thread, and only thread 0 of block 0 works
+whatever the launch, so it stays exact; dynamic_update_slice writes distinct
+positions and runs over the whole grid. Its copy kernel runs before it, in list order.
+
 Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
 sequential loop: short rows), "block" (one block per output row, threads
 striding over it, then warp shuffles and shared memory: many rows), "split"
 (few long rows: `chunks` blocks per row write partial accumulators and NaN
 flags to scratch, then `<name>_finish` reduces each row's partials with one
 block and runs the epilogue). Float max/min carry a NaN flag, so NaN
-propagates as in NumPy. Shared memory is static (32 slots per accumulator).
+propagates as in NumPy. argmax/argmin keep a (value, index) pair whose
+partials combine NaN first, then the extreme, then the smaller index, so every
+tree gives NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
 
 Launch shapes come from `DeviceProps` (SM count, threads per block); the
 defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
