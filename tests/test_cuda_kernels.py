@@ -370,6 +370,8 @@ PROGRAMS = [
     ("iota_random", lambda k, x: (nx.random.uniform(k, (37, 29)), bind(P["random_bits"], k, shape=(3, 300), width=64),
                                   bind(P["random_bits"], k, shape=(700,), width=8), x * nx.arange(1001, dtype=nx.float32)),
      (KEY, _floats(33, 1001)), False),
+    ("random_key_batch", lambda ks: (bind(P["random_bits"], ks, shape=(4, 130), width=32), nx.random.split(ks[1], 300)),
+     (np.array([[0, 0], [1, 2], [0xdeadbeef, 0xffffffff]], np.uint32),), False),
     ("random_reduced", lambda k: (nx.sum(nx.random.uniform(k, (5, 300)), axis=1),
                                   nx.argmax(bind(P["random_bits"], k, shape=(5, 300), width=8), axis=1)), (KEY,), True),
     ("argmax_ties_nan", lambda x, a, b: (nx.argmax(x, axis=1), nx.argmin(x * 2 - 1, axis=1) * 2 + 1,
