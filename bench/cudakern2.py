@@ -28,6 +28,8 @@ CASES = [
      lambda x, i: bind(P["gather"], x, i, axis=0) * 2, [((1 << 16, 64), F32), ((1 << 20,), I32)]),
     ("scatter-add, 2**20 updates (serial)", lambda x, i, u: bind(P["scatter"], x, i, u, axis=0, mode="add"),
      [((1 << 16,), F32), ((1 << 20,), I32), ((1 << 20,), F32)]),
+    ("scatter-add int32, 2**20 updates (atomics)", lambda x, i, u: bind(P["scatter"], x, i, u, axis=0, mode="add"),
+     [((1 << 16,), I32), ((1 << 20,), I32), ((1 << 20,), I32)]),
     ("dynamic_update_slice, 4096x4096 into 8192x8192",
      lambda x, u, a: nx.dynamic_update_slice(x, u * 2, (a, a)), [((8192, 8192), F32), ((4096, 4096), F32), ((), I32)]),
 ]

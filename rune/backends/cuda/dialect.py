@@ -43,7 +43,9 @@ grid-stride loop's axis indices (`_index_exprs`, as the C loop nest's);
 prelude); loads and stores add their runtime index terms (clamped, or a dropped
 store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
 in NumPy's order) is launched as one thread, and only thread 0 of block 0 works
-whatever the launch, so it stays exact; dynamic_update_slice writes distinct
+whatever the launch, so it stays exact; one whose combination is an integer
+add/min/max (the same result in any order) runs over the whole grid with atomics
+instead (`atomic_combines`). dynamic_update_slice writes distinct
 positions and runs over the whole grid. Its copy kernel runs before it, in list order.
 
 Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
@@ -68,7 +70,7 @@ import math
 import numpy as np
 
 from ...errors import ArgumentError
-from ...jit.kernel import Const, contiguous_strides
+from ...jit.kernel import Const, Load, Node, contiguous_strides
 from ...jit.render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
                            _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset)
 
@@ -135,6 +137,15 @@ _SHUFFLE = {"bool": "int", "int8": "int", "int16": "int", "int32": "int", "int64
             "uint64": "unsigned long long", "float16": "float", "bfloat16": "float",
             "float32": "float", "float64": "double"}
 
+
+# Order-independent scatter combinations with a CUDA atomic: (op, dtype) -> (function,
+# the C type it takes). Integer addition wraps, so int64 adds as unsigned 64-bit.
+_ATOMICS = {("add", "int32"): ("atomicAdd", "int"), ("add", "uint32"): ("atomicAdd", "unsigned"),
+            ("add", "int64"): ("atomicAdd", "unsigned long long"),
+            ("add", "uint64"): ("atomicAdd", "unsigned long long"),
+            **{(op, dt): (fn, wire) for op, fn in (("min", "atomicMin"), ("max", "atomicMax"))
+               for dt, wire in (("int32", "int"), ("uint32", "unsigned"), ("int64", "long long"),
+                                ("uint64", "unsigned long long"))}}
 
 # Reductions whose partial accumulators combine with their own update (acc = update(acc,
 # other partial)), which is what the shuffle and shared-memory trees do.
@@ -257,7 +268,8 @@ class CudaDialect(CStyle):
 
     def elementwise(self, kernel, name):
         """A grid-stride loop over the flat output index; a `serial` kernel (scatter:
-        repeated indices combine in NumPy's order) runs its points in order on one thread."""
+        repeated indices combine in NumPy's order) runs its points in order on one thread,
+        unless its combination is an integer add/min/max, which atomics make parallel."""
         out = contiguous_strides(kernel.shape)
         _, _, _, loads, nodes = self.phases(kernel)
         indices = [n for n in nodes if n.op == "index"]
@@ -276,12 +288,14 @@ class CudaDialect(CStyle):
                                 lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                 lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
                                                                  for m in amap], kernel.shape))
-        body += self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
+        position = lambda s: _offset(ivars, at[id(s)], s.offset)
+        atomic = self.atomic_combines(kernel)
+        body += self.atomic_stores(kernel, names, position, atomic) if atomic else self.stores(kernel, names, position)
         n = kernel.size
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
-        if kernel.serial:   # correct under any launch shape: only the first thread works
+        if kernel.serial and not atomic:   # correct under any launch shape: only the first thread works
             lines += ["  if (blockIdx.x != 0 || threadIdx.x != 0) return;"]
             lines += _grid_stride("t", lt, str(n), "0", "1", body, 1)
             return "\n".join(lines + ["}"]), [Launch(name, 1, 1, 0, params)], [], None
@@ -293,6 +307,42 @@ class CudaDialect(CStyle):
         lines += _grid_stride("t", lt, str(n), start, step, body, 1)
         grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
+
+    def atomic_combines(self, kernel):
+        """{id(store): (atomic function, its C type, operand)} when every store of a scatter
+        kernel combines into its own buffer by an order-independent integer add/min/max
+        (wrapping addition, min and max give one result in any order), else {}. Float
+        sums depend on the order and `set` on which duplicate comes last: those stay serial."""
+        if not kernel.serial:
+            return {}
+        out, live = {}, kernel.live_nodes()
+        for s in kernel.stores:
+            v = s.value
+            if (type(v) is not Node or (v.op, v.dtype.name) not in _ATOMICS or len(s.dynamic) != 1
+                    or s.dynamic[0][3] is not None or type(v.args[0]) is not Load):
+                return {}
+            current, (index, stride, n, _) = v.args[0], s.dynamic[0]
+            if (current.buffer is not s.buffer or current.strides != s.strides or current.offset != s.offset
+                    or [d[:3] for d in current.dynamic] != [(index, stride, n)]
+                    or sum(ld.buffer is s.buffer for ld in kernel.loads) != 1
+                    or any(a is v for node in live for a in node.args)):
+                return {}
+            out[id(s)] = _ATOMICS[v.op, v.dtype.name] + (v.args[1],)
+        return out
+
+    def atomic_stores(self, kernel, names, position, atomic):
+        """A scatter's combining stores as atomics at the same positions (`stores`' drop rule)."""
+        def arg(a):
+            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+
+        lines = []
+        for s in kernel.stores:
+            fn, wire, operand = atomic[id(s)]
+            (index, stride, n, _), = s.dynamic
+            at = f"rn_from_end((int64_t)({arg(index)}), {n})"
+            lines.append(f"if ((uint64_t){at} < {n}u) {fn}(({wire} *)&p{s.buffer.index}"
+                         f"[{position(s)} + (int64_t){stride} * {at}], ({wire})({arg(operand)}));")
+        return lines
 
     def vector_width(self, kernel, shape, loads, acc):
         """Elements per thread and vector access (1: scalar) of a flat contiguous kernel:
