@@ -377,6 +377,9 @@ PROGRAMS = [
     ("argmax_ties_nan", lambda x, a, b: (nx.argmax(x, axis=1), nx.argmin(x * 2 - 1, axis=1) * 2 + 1,
                                          nx.argmin(a, axis=0), nx.argmax(b, axis=1), nx.argmax(x[0])),
      (ARG_FLOATS, _ints(34, (300, 6), lo=-3, hi=3), _ints(35, (7, 400), lo=-2, hi=1) > -1), True),
+    ("indexed_reduction", lambda x, i, a: (nx.sum(bind(P["gather"], x, i, axis=0) * 2, axis=1),
+                                           nx.argmax(nx.dynamic_slice(x, (a, 1), (20, 290)), axis=1)),
+     (_floats(47, (30, 300), nan=True), _ints(48, 9, lo=-40, hi=40), np.int32(7)), True),
     ("argmin_low_precision", lambda x, y: (nx.argmin(x, axis=1), nx.argmax(y, axis=0)),
      (ARG_FLOATS.astype(np.float16), ARG_FLOATS.T.astype(BF16)), True),
     ("int_pow", lambda a: (a ** np.int32(3), (a % 5) ** np.int32(13) + a), (_ints(36, 999, lo=-9, hi=9),), False),
@@ -582,6 +585,8 @@ def test_emulated_indexed_kernels_take_the_intended_paths(emulated):
             assert all(np.dtype(np.int64) in [dt for dt, _ in k.scratch] for k in arg)
         if dname == "block":
             assert all("sh_arg0" in k.source for k in arg) and any(k.launches[0].grid > 1 for k in arg)
+        _, ks = _kernels(built, "indexed_reduction", dname)
+        assert sum("rn_clamp_index" in k.source for k in ks if k.strategy == dname) == 2
     _, ks = _kernels(built, "gather_dynamic_slice", "default")
     assert sum("rn_clamp_index" in k.source for k in ks) >= 2
     _, ks = _kernels(built, "dynamic_update_slice", "default")
