@@ -288,9 +288,15 @@ class CudaDialect(CStyle):
                                 lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                 lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
                                                                  for m in amap], kernel.shape))
-        position = lambda s: _offset(ivars, at[id(s)], s.offset)
+
+        def position(s):
+            return _offset(ivars, at[id(s)], s.offset)
+
         atomic = self.atomic_combines(kernel)
-        body += self.atomic_stores(kernel, names, position, atomic) if atomic else self.stores(kernel, names, position)
+        if atomic:
+            body += self.atomic_stores(kernel, names, position, atomic)
+        else:
+            body += self.stores(kernel, names, position)
         n = kernel.size
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
@@ -300,6 +306,7 @@ class CudaDialect(CStyle):
             lines += _grid_stride("t", lt, str(n), "0", "1", body, 1)
             return "\n".join(lines + ["}"]), [Launch(name, 1, 1, 0, params)], [], None
         start, step = f"({lt})blockIdx.x * blockDim.x + threadIdx.x", f"({lt})blockDim.x * gridDim.x"
+        # the vector body has no axis indices to spell an index node with
         width = self.vector_width(kernel, shape, loads, acc) if not indices else 1
         if width > 1:
             lines += self.vectorised(kernel, loads, nodes, at, lt, start, step, width)
