@@ -14,13 +14,13 @@ import platform
 import sys
 import time
 
-from . import callbacks, cudajit, cudakern, distributed, eager, gpu, grad, kernels, seams, train, vmap
+from . import callbacks, cudajit, cudakern, cudakern2, distributed, eager, gpu, grad, kernels, seams, train, vmap
 from . import complex as complex_numbers
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
            ("train", train), ("distributed", distributed), ("seams", seams), ("cudakern", cudakern),
-           ("complex", complex_numbers), ("gpu", gpu), ("cudajit", cudajit))
+           ("cudakern2", cudakern2), ("complex", complex_numbers), ("gpu", gpu), ("cudajit", cudajit))
 
 
 def main(argv=None):

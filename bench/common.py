@@ -26,17 +26,20 @@ jax = optional("jax")
 torch = optional("torch")
 
 
-def per_call(fn, *, budget=0.25, repeat=5, number=None):
+def per_call(fn, *, budget=0.25, repeat=5, number=None, sync=None):
     """Seconds one call of `fn()` takes: the min over `repeat` timed batches.
 
     `fn` is called once first (warm-up: traces, compiles, caches). The batch
     size is chosen so a batch takes about `budget / repeat` seconds, unless
-    `number` fixes it.
+    `number` fixes it. `sync()` (for asynchronous devices) ends every batch.
     """
+    sync = sync or (lambda: None)
     fn()
+    sync()
     if number is None:
         start = time.perf_counter()
         fn()
+        sync()
         once = max(time.perf_counter() - start, 1e-7)
         number = max(1, int(budget / repeat / once))
     best = float("inf")
@@ -44,6 +47,7 @@ def per_call(fn, *, budget=0.25, repeat=5, number=None):
         start = time.perf_counter()
         for _ in range(number):
             fn()
+        sync()
         best = min(best, (time.perf_counter() - start) / number)
     return best
 

@@ -30,7 +30,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu")  # effective when this module
 
 import numpy as np  # noqa: E402
 
-from .common import Row, jax, print_table, torch  # noqa: E402
+from .common import Row, jax, per_call, print_table, torch  # noqa: E402
 
 N = 10 ** 8
 SOFTMAX = (16384, 4096)
@@ -68,21 +68,7 @@ def _torch_on_gpu():
 def timed(fn, sync, *, budget=2.0, repeat=5):
     """Seconds one call of `fn()` takes on the GPU: warm up, then the min over
     `repeat` batches sized to `budget`, each ended by `sync()`."""
-    fn()
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    once = max(time.perf_counter() - start, 1e-7)
-    number = max(1, int(budget / repeat / once))
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / number)
-    return best
+    return per_call(fn, budget=budget, repeat=repeat, sync=sync)
 
 
 def _cupy_sync():

@@ -8,7 +8,10 @@
   cross blocks, end in a partial block and reduce across blocks) run on the
   CPU under tests/cuda_emu/cuda_emu.h and must give what the C kernels and
   NumPy give: elementwise, movement (broadcast, transpose, slices, pad guards,
-  concatenate), every reduction under each strategy, 16-bit floats.
+  concatenate), every reduction under each strategy (argmax/argmin with ties
+  and NaNs across blocks), 16-bit floats, iota and Threefry bits, gathers and
+  dynamic slices at runtime indices, scatter in every mode (one thread, in
+  order) and dynamic_update_slice.
 - Planning: `plan(..., target="cuda")` from arrays or Specs, index widths,
   errors.
 """
@@ -27,6 +30,8 @@ import rune
 from rune import nx
 from rune.backends.cuda import nvrtc
 from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.core.prims import P
+from rune.core.trace import bind
 from rune.errors import ArgumentError, UsageError
 from rune.jit.kernel import Buffer, Kernel
 from rune.jit.plan import _nested_plans
@@ -309,6 +314,18 @@ def _ints(k, shape, dtype=np.int32, lo=-50, hi=50):
     return _rng(k).integers(lo, hi, shape).astype(dtype)
 
 
+KEY = np.array([0xdeadbeef, 7], np.uint32)
+# argmax/argmin rows across blocks: ties of the extreme far apart, NaNs (the first
+# wins) in later blocks, a row of -inf only, a row with a single NaN at its end
+ARG_FLOATS = np.round(_floats(45, (6, 700)) * 2) / 2
+ARG_FLOATS[0, [90, 650]] = 9.0
+ARG_FLOATS[1, [500, 130, 600]] = np.nan, -9.0, np.nan
+ARG_FLOATS[2] = -np.inf
+ARG_FLOATS[3, 699] = np.nan
+ARG_FLOATS[4, [3, 200]] = -9.0
+# scatter indices: repeats, counted from the end, out of range (dropped)
+SCATTER_INDEX = np.tile(np.array([1, 1, -1, 69, 70, -71, -70, 5, 5, 1], np.int32), 30).reshape(2, 150)
+
 # (id, function, arguments, reduction?) -- shapes chosen so grids of 4 blocks of 64
 # threads stride over the data, end in partial blocks and reduce across blocks.
 PROGRAMS = [
@@ -350,6 +367,44 @@ PROGRAMS = [
     ("low_precision_sums", lambda x, y: (nx.sum(x, axis=1), nx.max(y, axis=0)),
      (_floats(27, (12, 400), np.float16), _floats(28, (300, 7), BF16, nan=True)), True),
     ("empty_rows", lambda x: nx.sum(x, axis=1), (np.zeros((6, 0), np.float32),), True),
+    ("iota_random", lambda k, x: (nx.random.uniform(k, (37, 29)),
+                                  bind(P["random_bits"], k, shape=(3, 300), width=64),
+                                  bind(P["random_bits"], k, shape=(700,), width=8),
+                                  x * nx.arange(1001, dtype=nx.float32)),
+     (KEY, _floats(33, 1001)), False),
+    ("random_key_batch", lambda ks: (bind(P["random_bits"], ks, shape=(4, 130), width=32), nx.random.split(ks[1], 300)),
+     (np.array([[0, 0], [1, 2], [0xdeadbeef, 0xffffffff]], np.uint32),), False),
+    ("random_reduced", lambda k: (nx.sum(nx.random.uniform(k, (5, 300)), axis=1),
+                                  nx.argmax(bind(P["random_bits"], k, shape=(5, 300), width=8), axis=1)), (KEY,), True),
+    ("argmax_ties_nan", lambda x, a, b: (nx.argmax(x, axis=1), nx.argmin(x * 2 - 1, axis=1) * 2 + 1,
+                                         nx.argmin(a, axis=0), nx.argmax(b, axis=1), nx.argmax(x[0])),
+     (ARG_FLOATS, _ints(34, (300, 6), lo=-3, hi=3), _ints(35, (7, 400), lo=-2, hi=1) > -1), True),
+    ("indexed_reduction", lambda x, i, a: (nx.sum(bind(P["gather"], x, i, axis=0) * 2, axis=1),
+                                           nx.argmax(nx.dynamic_slice(x, (a, 1), (20, 290)), axis=1)),
+     (_floats(47, (30, 300), nan=True), _ints(48, 9, lo=-40, hi=40), np.int32(7)), True),
+    ("argmin_low_precision", lambda x, y: (nx.argmin(x, axis=1), nx.argmax(y, axis=0)),
+     (ARG_FLOATS.astype(np.float16), ARG_FLOATS.T.astype(BF16)), True),
+    ("int_pow", lambda a: (a ** np.int32(3), (a % 5) ** np.int32(13) + a), (_ints(36, 999, lo=-9, hi=9),), False),
+    ("gather_dynamic_slice", lambda x, i, a, b: (bind(P["gather"], x * 2, i, axis=1) + 1,
+                                                 bind(P["gather"], x, i, axis=0),
+                                                 nx.dynamic_slice(x + 1, (a, b), (17, 40)) * x[:17, :40]),
+     (_floats(37, (30, 70)), _ints(38, (3, 30), lo=-80, hi=80), np.int32(-5), np.int64(99)), False),
+    ("scatter_every_mode", lambda x, i, u: tuple(bind(P["scatter"], x + 1, i, u * 2, axis=1, mode=m) - x
+                                                 for m in ("set", "add", "mul", "min", "max")),
+     (_floats(39, (9, 70)), SCATTER_INDEX, _floats(40, (9, 2, 150))), False),
+    ("scatter_ints", lambda x, i, u, w: (bind(P["scatter"], x, i, u, axis=0, mode="add"),
+                                         bind(P["scatter"], x, i, u, axis=0, mode="set"),
+                                         bind(P["scatter"], x, i, u * 3, axis=0, mode="mul"),
+                                         bind(P["scatter"], x.astype(nx.int64) * 99999999, i, w, axis=0, mode="min"),
+                                         bind(P["scatter"], x.astype(nx.uint32), i, w.astype(nx.uint32), axis=0,
+                                              mode="max"),
+                                         bind(P["scatter"], x.astype(nx.uint32), i, w.astype(nx.uint32), axis=0,
+                                              mode="add"),
+                                         bind(P["scatter"], x.astype(nx.int16), i, u.astype(nx.int16), axis=0,
+                                              mode="add")),
+     (_ints(41, 500), SCATTER_INDEX.reshape(-1), _ints(42, 300), _ints(46, 300, np.int64, -2 ** 40, 2 ** 40)), False),
+    ("dynamic_update_slice", lambda v, w, a, b: nx.dynamic_update_slice(v * 2, w + v[:11, :23], (a, b)) + 1,
+     (_floats(43, (30, 40)), _floats(44, (11, 23)), np.int32(-3), np.int64(99)), False),
 ]
 
 
@@ -509,3 +564,60 @@ def test_emulated_launch_shapes_do_not_change_results(emulated):
             env[s] = a
         cuda_emu.run_unit(library, step.unit, kernels, env, grid=grid, block=block)
         _assert_same(env[plan.out_slots[0]], want, 0, f"grid {grid}, block {block}")
+
+
+def _kernels(built, pid, dname):
+    plan, rendered = built[pid, dname]
+    return plan, [k for _, ks in rendered.values() for k in ks]
+
+
+@needs_gxx
+def test_emulated_indexed_kernels_take_the_intended_paths(emulated):
+    """What the programs above exercise: Threefry inside every reduction strategy,
+    argmax's (value, index) partials through shared memory and the split strategy's
+    scratch, clamped runtime indices, scatter as one thread in order, the
+    dynamic_update_slice across the grid."""
+    library, built = emulated
+    for dname in STRATEGY_DIALECTS:
+        _, ks = _kernels(built, "random_reduced", dname)
+        assert any("rn_threefry" in k.source and "RN_NO_INDEX" in k.source for k in ks if k.strategy == dname)
+        _, ks = _kernels(built, "argmax_ties_nan", dname)
+        arg = [k for k in ks if k.strategy == dname and "RN_NO_INDEX" in k.source]
+        assert arg and all(len(k.launches) == (2 if dname == "split" else 1) for k in arg)
+        if dname == "split":
+            assert all(np.dtype(np.int64) in [dt for dt, _ in k.scratch] for k in arg)
+        if dname == "block":
+            assert all("sh_arg0" in k.source for k in arg) and any(k.launches[0].grid > 1 for k in arg)
+        _, ks = _kernels(built, "indexed_reduction", dname)
+        assert sum("rn_clamp_index" in k.source for k in ks if k.strategy == dname) == 2
+    _, ks = _kernels(built, "gather_dynamic_slice", "default")
+    assert sum("rn_clamp_index" in k.source for k in ks) >= 2
+    _, ks = _kernels(built, "dynamic_update_slice", "default")
+    update = [k for k in ks if not k.serial and "rn_clamp_index" in k.source]
+    assert len(update) == 1 and update[0].launches[0].grid > 1
+    plan, ks = _kernels(built, "scatter_every_mode", "default")
+    serial = [k for k in ks if k.serial]   # float32: sums depend on the order
+    assert len(serial) == 5 and all((ln.grid, ln.block) == (1, 1) for k in serial for ln in k.launches)
+    _, ks = _kernels(built, "scatter_ints", "default")
+    one_thread = [k for k in ks if k.serial and k.launches[0].grid == 1]
+    atomic = [k for k in ks if k.serial and k.launches[0].grid > 1]
+    assert len(one_thread) == 3 and not any("atomic" in k.source for k in one_thread)   # set, mul, int16 add
+    assert sorted(k.source.count("atomic") for k in atomic) == [1] * 4   # 32/64-bit add, min, max
+
+
+@needs_gxx
+def test_emulated_serial_scatter_is_order_exact_under_any_launch_shape(emulated):
+    """A serial kernel launched on many threads still runs its points once, in order
+    (only the first thread works): duplicates combine as NumPy's loop."""
+    library, built = emulated
+    pid, fn, args, _ = next(p for p in PROGRAMS if p[0] == "scatter_every_mode")
+    plan, rendered = built[pid, "default"]
+    want = [np.asarray(w) for w in fn(*[nx.asarray(a) for a in args])]
+    (step,) = cuda_emu.stretches(plan)
+    _, kernels = rendered[id(step)]
+    env = list(plan.template)
+    for s, a in zip(plan.in_slots, args):
+        env[s] = a
+    cuda_emu.run_unit(library, step.unit, kernels, env, grid=3, block=64)
+    for slot, w in zip(plan.out_slots, want):
+        _assert_same(env[slot], w, 0, "scatter launched on 3 blocks of 64 threads")

@@ -97,6 +97,14 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
 
     logistic, erf = in_special("expit"), in_special("erf")
 
+    def floordiv(x, y):
+        # With exactly one infinite float operand the result is x / y (inf // 2 is
+        # inf, 1 // -inf is -0), as the Array API says; NumPy gives nan and -1.
+        out = xp.floor_divide(x, y)
+        if out.dtype.kind != "f" and out.dtype.name != "bfloat16":
+            return out
+        return xp.where(xp.isinf(x) != xp.isinf(y), xp.true_divide(x, y), out).astype(out.dtype, copy=False)
+
     def stop_gradient(x):
         return x
 
@@ -259,7 +267,7 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return threefry.random_bits(xp.asarray(key, xp.uint32), shape, width, xp=xp)
 
     named = {name: getattr(xp, fn) for name, fn in {**UNARY, **BINARY}.items()}
-    named.update(rsqrt=rsqrt, erf=erf, logistic=logistic)
+    named.update(rsqrt=rsqrt, erf=erf, logistic=logistic, floordiv=floordiv)
     impls = {name: elementwise(name, fn) for name, fn in named.items()}
     impls.update({
         "stop_gradient": stop_gradient, "select": select, "convert": convert,

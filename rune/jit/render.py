@@ -777,7 +777,7 @@ RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint6
         parts.append(f"""
 /* NumPy's npy_divmod: Python-signed floor division and remainder */
 RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
-  if (!b) return a / b;
+  if (!b || isinf(a) != isinf(b)) return a / b;  /* one infinite operand: a / b (the Array API) */
   {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
   if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
   if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}

@@ -166,8 +166,9 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
 def eye(n, m=None, k=0, dtype=None, device=None):
     n, m = normalize_shape("eye", (n, n if m is None else m))
     rows = iota((n, m), dt.int32, 0, device)
+    k = max(-n, min(m, int(k)))  # a diagonal outside the matrix: all zeros (and no int32 overflow)
     if k:
-        rows = ops.add(rows, int(k))
+        rows = ops.add(rows, k)
     return ops.astype(ops.equal(rows, iota((n, m), dt.int32, 1, device)), _dtype(dtype))
 
 

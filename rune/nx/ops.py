@@ -370,7 +370,7 @@ invert = _any_unary("not", "biu")
 isnan, isfinite = _float_unary("isnan"), _float_unary("isfinite")
 add, subtract, multiply = _binary("add"), _binary("sub", "iufcV"), _binary("mul")
 divide = _binary("div", to_float=True)
-_floor_divide, remainder = _binary("floordiv", "iufV"), _binary("rem", "iufV")
+floor_divide, remainder = _binary("floordiv", "iufV"), _binary("rem", "iufV")
 power = _binary("pow", "iufcV")
 # Complex numbers have no order: comparisons, maximum and minimum refuse them.
 maximum, minimum = _binary("max", "biufV"), _binary("min", "biufV")
@@ -380,7 +380,7 @@ left_shift, right_shift = _binary("shift_left", "iu"), _binary("shift_right", "i
 equal, not_equal, less = _binary("eq"), _binary("ne"), _binary("lt", "biufV")
 less_equal, greater, greater_equal = _binary("le", "biufV"), _binary("gt", "biufV"), _binary("ge", "biufV")
 for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtract, "subtract"),
-               (multiply, "multiply"), (divide, "divide"), (_floor_divide, "floor_divide"),
+               (multiply, "multiply"), (divide, "divide"), (floor_divide, "floor_divide"),
                (remainder, "remainder"), (power, "power"), (maximum, "maximum"),
                (minimum, "minimum"), (bitwise_and, "bitwise_and"), (bitwise_or, "bitwise_or"),
                (bitwise_xor, "bitwise_xor"), (equal, "equal"), (not_equal, "not_equal"),
@@ -389,23 +389,6 @@ for _f, _n in ((negative, "negative"), (invert, "invert"), (add, "add"), (subtra
                (right_shift, "right_shift")):
     _f.__name__ = _n
 arctan2 = atan2
-
-
-
-
-def floor_divide(x, y):
-    """floor(x / y). With exactly one infinite float operand the result is x / y
-    (inf // 2 is inf, 1 // -inf is -0), as the standard says; NumPy gives nan and -1."""
-    out = _floor_divide(x, y)
-    if not dt.is_float(out.dtype):
-        return out
-    x, y = promote("floor_divide", x, y)
-    one_infinite = not_equal(_isinf(x), _isinf(y))
-    return where(one_infinite, divide(x, y), out)
-
-
-def _isinf(x):
-    return logical_and(logical_not(isfinite(x)), logical_not(isnan(x)))
 
 
 # ---------------------------------------------------------------- complex numbers

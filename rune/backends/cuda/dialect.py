@@ -19,7 +19,8 @@ rendered into) has
 - `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
 - `launches`: the `Launch`es to run in order (one, or two for a reduction split
   across blocks). Each `Launch` names an `extern "C" __global__` function
-  (`name`), its 1-d `grid` and `block` (blockDim.x; always a multiple of 32),
+  (`name`), its 1-d `grid` and `block` (blockDim.x; a multiple of 32, except a
+  serial kernel's one thread: grid 1, block 1),
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
   `params`: the C parameter types in order;
 - `args`: what to pass, the same for every launch of the kernel:
@@ -36,13 +37,26 @@ compiled in). Kernels of a unit run in list order on one stream: a kernel
 reads only what earlier kernels stored, and the two launches of a split
 reduction must run in order too.
 
+Indexed IR: `index` nodes are the point's linear index, spelled from the
+grid-stride loop's axis indices (`_index_exprs`, as the C loop nest's);
+`random_bits` calls the shared inline Threefry (`_index_helpers`, in the
+prelude); loads and stores add their runtime index terms (clamped, or a dropped
+store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
+in NumPy's order) is launched as one thread, and only thread 0 of block 0 works
+whatever the launch, so it stays exact; one whose combination is an integer
+add/min/max (the same result in any order) runs over the whole grid with atomics
+instead (`atomic_combines`). dynamic_update_slice writes distinct
+positions and runs over the whole grid. Its copy kernel runs before it, in list order.
+
 Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
 sequential loop: short rows), "block" (one block per output row, threads
 striding over it, then warp shuffles and shared memory: many rows), "split"
 (few long rows: `chunks` blocks per row write partial accumulators and NaN
 flags to scratch, then `<name>_finish` reduces each row's partials with one
 block and runs the epilogue). Float max/min carry a NaN flag, so NaN
-propagates as in NumPy. Shared memory is static (32 slots per accumulator).
+propagates as in NumPy. argmax/argmin keep a (value, index) pair whose
+partials combine NaN first, then the extreme, then the smaller index, so every
+tree gives NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
 
 Launch shapes come from `DeviceProps` (SM count, threads per block); the
 defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
@@ -56,9 +70,9 @@ import math
 import numpy as np
 
 from ...errors import ArgumentError
-from ...jit.kernel import Const, contiguous_strides
-from ...jit.render import (REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
-                           _guarded_axes, _kind, _nest, _offset)
+from ...jit.kernel import Const, Load, Node, contiguous_strides
+from ...jit.render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
+                           _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset)
 
 
 class DeviceProps:
@@ -110,6 +124,8 @@ typedef unsigned long long uint64_t;
 #endif
 #define RN_FN static __device__ __forceinline__
 #define RN_FULL_MASK 0xffffffffu
+/* the index of an arg reduction's partial that has seen no element (loses every tie) */
+#define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)
 /* N elements read or written as one aligned access (ld.global.v4 and kin) */
 template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
 """
@@ -121,6 +137,15 @@ _SHUFFLE = {"bool": "int", "int8": "int", "int16": "int", "int32": "int", "int64
             "uint64": "unsigned long long", "float16": "float", "bfloat16": "float",
             "float32": "float", "float64": "double"}
 
+
+# Order-independent scatter combinations with a CUDA atomic: (op, dtype) -> (function,
+# the C type it takes). Integer addition wraps, so int64 adds as unsigned 64-bit.
+_ATOMICS = {("add", "int32"): ("atomicAdd", "int"), ("add", "uint32"): ("atomicAdd", "unsigned"),
+            ("add", "int64"): ("atomicAdd", "unsigned long long"),
+            ("add", "uint64"): ("atomicAdd", "unsigned long long"),
+            **{(op, dt): (fn, wire) for op, fn in (("min", "atomicMin"), ("max", "atomicMax"))
+               for dt, wire in (("int32", "int"), ("uint32", "unsigned"), ("int64", "long long"),
+                                ("uint64", "unsigned long long"))}}
 
 # Reductions whose partial accumulators combine with their own update (acc = update(acc,
 # other partial)), which is what the shuffle and shared-memory trees do.
@@ -184,7 +209,7 @@ class CudaDialect(CStyle):
         return super().expression(node, args)
 
     def prelude(self):
-        return _PRELUDE + _c_helpers()
+        return _PRELUDE + _c_helpers() + _index_helpers()
 
     # -------------------------------------------------------------- units
 
@@ -242,26 +267,47 @@ class CudaDialect(CStyle):
     # -------------------------------------------------------------- elementwise
 
     def elementwise(self, kernel, name):
+        """A grid-stride loop over the flat output index; a `serial` kernel (scatter:
+        repeated indices combine in NumPy's order) runs its points in order on one thread,
+        unless its combination is an integer add/min/max, which atomics make parallel."""
         out = contiguous_strides(kernel.shape)
         _, _, _, loads, nodes = self.phases(kernel)
+        indices = [n for n in nodes if n.op == "index"]
         pinned = _guarded_axes(loads, 0, len(kernel.shape))
-        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] + [out], pinned)
+        walkers = loads + indices + kernel.stores
+        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] +
+                                     [n.params["strides"] for n in indices] +
+                                     [s.strides or out for s in kernel.stores], pinned)
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
-        at = {id(ld): s for ld, s in zip(loads, acc)}
+        at = {id(w): s for w, s in zip(walkers, acc)}
+        self._index_exprs = {id(n): _offset(ivars, at[id(n)], 0) for n in indices}
         names = {}
         body = _decompose("t", shape, ivars, idx)
         body += self.statements(kernel, loads, nodes, names,
                                 lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                 lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
                                                                  for m in amap], kernel.shape))
-        body += self.stores(kernel, names, _offset(ivars, acc[-1], 0))
+
+        def position(s):
+            return _offset(ivars, at[id(s)], s.offset)
+
+        atomic = self.atomic_combines(kernel)
+        if atomic:
+            body += self.atomic_stores(kernel, names, position, atomic)
+        else:
+            body += self.stores(kernel, names, position)
         n = kernel.size
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
+        if kernel.serial and not atomic:   # correct under any launch shape: only the first thread works
+            lines += ["  if (blockIdx.x != 0 || threadIdx.x != 0) return;"]
+            lines += _grid_stride("t", lt, str(n), "0", "1", body, 1)
+            return "\n".join(lines + ["}"]), [Launch(name, 1, 1, 0, params)], [], None
         start, step = f"({lt})blockIdx.x * blockDim.x + threadIdx.x", f"({lt})blockDim.x * gridDim.x"
-        width = self.vector_width(kernel, shape, loads, acc)
+        # the vector body has no axis indices to spell an index node with
+        width = self.vector_width(kernel, shape, loads, acc) if not indices else 1
         if width > 1:
             lines += self.vectorised(kernel, loads, nodes, at, lt, start, step, width)
             start = f"{n - n % width} + {start}"   # the scalar tail
@@ -269,11 +315,48 @@ class CudaDialect(CStyle):
         grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
 
+    def atomic_combines(self, kernel):
+        """{id(store): (atomic function, its C type, operand)} when every store of a scatter
+        kernel combines into its own buffer by an order-independent integer add/min/max
+        (wrapping addition, min and max give one result in any order), else {}. Float
+        sums depend on the order and `set` on which duplicate comes last: those stay serial."""
+        if not kernel.serial:
+            return {}
+        out, live = {}, kernel.live_nodes()
+        for s in kernel.stores:
+            v = s.value
+            if (type(v) is not Node or (v.op, v.dtype.name) not in _ATOMICS or len(s.dynamic) != 1
+                    or s.dynamic[0][3] is not None or type(v.args[0]) is not Load):
+                return {}
+            current, (index, stride, n, _) = v.args[0], s.dynamic[0]
+            if (current.buffer is not s.buffer or current.strides != s.strides or current.offset != s.offset
+                    or [d[:3] for d in current.dynamic] != [(index, stride, n)]
+                    or sum(ld.buffer is s.buffer for ld in kernel.loads) != 1
+                    or any(a is v for node in live for a in node.args)):
+                return {}
+            out[id(s)] = _ATOMICS[v.op, v.dtype.name] + (v.args[1],)
+        return out
+
+    def atomic_stores(self, kernel, names, position, atomic):
+        """A scatter's combining stores as atomics at the same positions (`stores`' drop rule)."""
+        def arg(a):
+            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+
+        lines = []
+        for s in kernel.stores:
+            fn, wire, operand = atomic[id(s)]
+            (index, stride, n, _), = s.dynamic
+            at = f"rn_from_end((int64_t)({arg(index)}), {n})"
+            lines.append(f"if ((uint64_t){at} < {n}u) {fn}(({wire} *)&p{s.buffer.index}"
+                         f"[{position(s)} + (int64_t){stride} * {at}], ({wire})({arg(operand)}));")
+        return lines
+
     def vector_width(self, kernel, shape, loads, acc):
         """Elements per thread and vector access (1: scalar) of a flat contiguous kernel:
         every buffer read at stride 1 from an offset the width divides (or at stride 0,
         broadcast) and stored at stride 1, with no guards and enough work to fill the device."""
-        if not self.vector_bytes or len(shape) != 1 or any(ld.guard for ld in loads):
+        if (not self.vector_bytes or len(shape) != 1 or any(ld.guard or ld.dynamic for ld in loads)
+                or any(st.strides is not None for st in kernel.stores)):
             return 1
         wide = [ld for ld, s in zip(loads, acc) if s[0] == 1]
         sizes = [ld.buffer.dtype.itemsize for ld in wide] + [st.buffer.dtype.itemsize for st in kernel.stores]
@@ -330,45 +413,55 @@ class CudaDialect(CStyle):
         return "split"
 
     def reduction(self, kernel, name):
-        no = len(kernel.shape)
+        no, nr = len(kernel.shape), len(kernel.reduce_shape)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        inner_idx = [n for n in inner_nodes if n.op == "index"]
+        outer_idx = [n for n in outer_nodes if n.op == "index"]
+
+        def walk(n):  # an index node's strides over the outer then the reduced axes
+            st = n.params["strides"]
+            return tuple(st) + (0,) * (no + nr - len(st))
+
         out = contiguous_strides(kernel.shape)
         opin = _guarded_axes(inner_loads + outer_loads, 0, no)
-        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + len(kernel.reduce_shape))}
-        oshape, oacc, omap = _collapse(kernel.shape, [ld.strides[:no] for ld in inner_loads] +
-                                       [ld.strides for ld in outer_loads] + [out], opin)
-        rshape, racc, rmap = _collapse(kernel.reduce_shape, [ld.strides[no:] for ld in inner_loads], rpin)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
+        inner_w = [ld.strides for ld in inner_loads] + [walk(n) for n in inner_idx]
+        outer_w = [ld.strides for ld in outer_loads] + [walk(n)[:no] for n in outer_idx]
+        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
         ov = [f"i{a}" for a in range(len(oshape))]
         rv = [f"j{a}" for a in range(len(rshape))]
         axis_vars = ([ov[m] if m is not None else None for m in omap] +
                      [rv[m] if m is not None else None for m in rmap])
         full = kernel.shape + kernel.reduce_shape
-        n_in = len(inner_loads)
-        at = {id(ld): (oacc[k], racc[k]) for k, ld in enumerate(inner_loads)}
-        at.update({id(ld): (oacc[n_in + k], []) for k, ld in enumerate(outer_loads)})
+        n_in = len(inner_w)
+        at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
+        at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
 
-        def index(ld):
-            o, r = at[id(ld)]
-            return _offset(ov + rv, list(o) + list(r), ld.offset)
+        def index(w, offset=0):
+            o, r = at[id(w)]
+            return _offset(ov + rv, list(o) + list(r), offset)
 
         def guard(ld):
             return _condition(ld.guard, axis_vars, full)
 
+        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
         idx = self.index_type(kernel)
         names = {}
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, index, guard)
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
         accs = []
         for k, r in enumerate(reduces):
-            if r.op not in _TREE_REDUCTIONS:
+            if r.op not in _ACCUMULATORS:
                 raise NotImplementedError(f"the CUDA dialect cannot render a {r.op!r} reduction "
                                           f"({r.dtype.name}): its partial results have no combination rule")
             a = r.args[0]
             v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
-            accs.append(_Accumulator(self, k, r, v))
+            accs.append(_ACCUMULATORS[r.op](self, k, r, v, position))
             names[id(r)] = f"r{k}"
         updates = [line for a in accs for line in a.update_lines()]
         finals = [a.final() for a in accs]
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, index, guard)
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset), guard)
         epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
         inits = [line for a in accs for line in a.init_lines()]
 
@@ -420,9 +513,7 @@ class CudaDialect(CStyle):
         scratch = []
         for a in accs:
             a.slot = len(scratch)
-            scratch.append((a.compute_dtype, parts))
-            if a.nan:
-                scratch.append((np.dtype(np.int32), parts))
+            scratch += [(dt, parts) for dt in a.scratch_dtypes()]
         params = self.params(kernel, scratch)
         # pass 1: block `part` reduces slice `part % chunks` of row `part / chunks`
         inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
@@ -452,13 +543,8 @@ class CudaDialect(CStyle):
         return text, launches, scratch
 
     def shared(self, accs):
-        """One slot per warp for each accumulator (and NaN flag) of the block tree."""
-        lines = []
-        for a in accs:
-            lines.append(f"__shared__ {a.ctype} sh_acc{a.k}[32];")
-            if a.nan:
-                lines.append(f"__shared__ int sh_nan{a.k}[32];")
-        return lines
+        """One slot per warp for each accumulator (and NaN flag or index) of the block tree."""
+        return [line for a in accs for line in a.shared_lines()]
 
     def block_tree(self, accs):
         """Combine every thread's accumulators: shuffles down each warp, warp results
@@ -482,7 +568,7 @@ class _Accumulator:
     """One reduction's accumulator in CUDA: its initial value, update, combination of two
     partial results (the same update, whose operand is another partial) and NaN flag."""
 
-    def __init__(self, r, k, node, value):
+    def __init__(self, r, k, node, value, position=None):
         self.r, self.k, self.node, self.value = r, k, node, value
         self.acc, self.flag = f"acc{k}", f"nan{k}"
         self.init, self.update, _, self.nan = REDUCERS[node.op](r, node.dtype, self.acc, value)
@@ -496,6 +582,14 @@ class _Accumulator:
 
     def init_lines(self):
         return [f"{self.ctype} {self.acc} = {self.init};"] + ([f"int {self.flag} = 0;"] if self.nan else [])
+
+    def scratch_dtypes(self):
+        """The split strategy's partials: the accumulator, and the NaN flag."""
+        return [self.compute_dtype] + ([np.dtype(np.int32)] if self.nan else [])
+
+    def shared_lines(self):
+        lines = [f"__shared__ {self.ctype} sh_acc{self.k}[32];"]
+        return lines + ([f"__shared__ int sh_nan{self.k}[32];"] if self.nan else [])
 
     def update_lines(self):
         lines = [f"{self.acc} = {self.update};"]
@@ -535,6 +629,72 @@ class _Accumulator:
     def gather(self, at):
         lines = [f"{self.acc} = {self.combine(f's{self.slot}[{at}]')};"]
         return lines + ([f"{self.flag} |= s{self.slot + 1}[{at}];"] if self.nan else [])
+
+
+class _ArgAccumulator:
+    """argmax/argmin in CUDA: a (value, index) pair. Two partials combine by NaN first
+    (the C loop's first NaN), then the extreme, then the smaller index on ties (the
+    first extreme), so any tree of partials gives the sequential loop's answer. A
+    partial that saw nothing holds the extreme's identity and RN_NO_INDEX, which
+    every element beats (an element equal to the identity by its smaller index)."""
+
+    def __init__(self, r, k, node, value, position):
+        self.r, self.k, self.node, self.value, self.position = r, k, node, value, position
+        self.acc, self.arg = f"acc{k}", f"arg{k}"
+        vt = node.args[0].dtype
+        self.cmp = ARG_REDUCERS[node.op]
+        extreme = REDUCERS["reduce_max" if self.cmp == ">" else "reduce_min"]
+        self.init = extreme(r, vt, self.acc, value)[0]
+        self.ctype, self.compute_dtype = r.compute_type(vt), _compute_dtype(vt)
+        self.wire, self.float = _SHUFFLE[vt.name], _is_float(vt)
+        self.slot = None
+
+    def combine(self, value, index):
+        """Lines making (value, index) the accumulated pair where it beats it."""
+        v, i, acc, arg, cmp = f"cv{self.k}", f"ci{self.k}", self.acc, self.arg, self.cmp
+        beats = f"{v} {cmp} {acc} || ({v} == {acc} && {i} < {arg})"
+        if self.float:
+            beats = f"{v} != {v} ? ({acc} == {acc} || {i} < {arg}) : ({acc} == {acc} && ({beats}))"
+        return ["{", f"  const {self.ctype} {v} = {value};", f"  const int64_t {i} = {index};",
+                f"  if ({beats}) {{ {acc} = {v}; {arg} = {i}; }}", "}"]
+
+    def init_lines(self):
+        return [f"{self.ctype} {self.acc} = {self.init};", f"int64_t {self.arg} = RN_NO_INDEX;"]
+
+    def update_lines(self):
+        return self.combine(self.value, f"(int64_t)({self.position})")
+
+    def final(self):
+        t = self.r.ctype(self.node.dtype)
+        return f"const {t} r{self.k} = ({t})({self.arg} == RN_NO_INDEX ? 0 : {self.arg});"
+
+    def shuffle(self, off):
+        # lanes past the warp's end combine their own pair again: no change
+        return self.combine(f"({self.ctype})__shfl_down_sync(RN_FULL_MASK, ({self.wire}){self.acc}, {off})",
+                            f"(int64_t)__shfl_down_sync(RN_FULL_MASK, (long long){self.arg}, {off})")
+
+    def scratch_dtypes(self):
+        return [self.compute_dtype, np.dtype(np.int64)]
+
+    def shared_lines(self):
+        return [f"__shared__ {self.ctype} sh_acc{self.k}[32];", f"__shared__ int64_t sh_arg{self.k}[32];"]
+
+    def to_shared(self, warp):
+        return [f"sh_acc{self.k}[{warp}] = {self.acc};", f"sh_arg{self.k}[{warp}] = {self.arg};"]
+
+    def from_shared(self, lane, warps):
+        return [f"{self.acc} = {lane} < {warps} ? sh_acc{self.k}[{lane}] : ({self.ctype}){self.init};",
+                f"{self.arg} = {lane} < {warps} ? sh_arg{self.k}[{lane}] : RN_NO_INDEX;"]
+
+    def spill(self, at):
+        return [f"s{self.slot}[{at}] = {self.acc};", f"s{self.slot + 1}[{at}] = {self.arg};"]
+
+    def gather(self, at):
+        return self.combine(f"s{self.slot}[{at}]", f"s{self.slot + 1}[{at}]")
+
+
+# How each reduction's partial results are kept and combined.
+_ACCUMULATORS = {**dict.fromkeys(_TREE_REDUCTIONS, _Accumulator), **dict.fromkeys(ARG_REDUCERS, _ArgAccumulator)}
 
 
 def _loop_type(n, idx):
