@@ -24,23 +24,6 @@ from .stretch import CudaCompiledStretch
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
 
-# IR nodes the CUDA dialect has a rule for but no index expressions yet (iota,
-# random bits, scatter positions): runs holding them run op by op on the GPU.
-UNRENDERED = frozenset({"index"})
-
-
-def renders(unit):
-    """Whether the CUDA dialect renders every kernel of `unit` into code NVRTC
-    builds: no `UNRENDERED` node, and no runtime index term (a gather's or a
-    dynamic slice's: its clamp helper is not in the CUDA prelude yet)."""
-    for k in unit.kernels:
-        if any(n.op in UNRENDERED for n in k.nodes):
-            return False
-        if any(ld.dynamic for ld in k.loads) or any(st.dynamic for st in k.stores):
-            return False
-    return True
-
-
 @functools.cache
 def _special():
     from cupyx.scipy import special
@@ -172,10 +155,8 @@ class CudaBackend(Backend):
     def compiled_stretch(self, eqns, unit, device, props=None):
         """A plan step running the fused `unit` on `device` as CUDA kernels
         (rune/backends/cuda/stretch.py); `props` default to the GPU's own. None
-        for a unit the CUDA dialect does not render yet (`renders`, or a node it
-        reports NotImplementedError for): that run stays op by op."""
-        if not renders(unit):
-            return None
+        for a unit holding a node the CUDA dialect has no rule for (it raises
+        NotImplementedError, naming it): that run stays op by op."""
         options = self.compiler() or nvrtc_options()
         props = self.device_props(device) if props is None else props
         try:
