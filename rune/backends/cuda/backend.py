@@ -6,8 +6,10 @@ rune/backends/array_impls.py on CuPy; each function runs under its GPU's
 context (`cupy.cuda.Device`), so arrays on `cuda:1` are computed on `cuda:1`.
 Matmul is cuBLAS and the special functions are `cupyx.scipy.special`, both
 through CuPy; convolution is im2col plus cuBLAS (CuPy 14 dropped cuDNN).
-Importing this module imports CuPy; rune imports it only when a `cuda`
-device is first used.
+jit stretches on a GPU become `CudaCompiledStretch`es (`compiled_stretch`:
+the CUDA dialect's kernels for the GPU's `device_props`, compiled by NVRTC
+through CuPy). Importing this module imports CuPy; rune imports it only when
+a `cuda` device is first used.
 """
 import contextlib
 import functools
