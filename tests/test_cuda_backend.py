@@ -141,7 +141,7 @@ STRETCH_PROGRAMS = [
      (_RNG.standard_normal((37, 41)).astype(np.float32), _RNG.standard_normal(41).astype(np.float32))),
     ("many_short_rows", lambda x: nx.sum(x * x, axis=1), (_RNG.standard_normal((700, 6)).astype(np.float32),)),
     ("few_long_rows", lambda x: nx.max(nx.abs(x), axis=1), (_RNG.standard_normal((2, 5000)).astype(np.float32),)),
-    ("softmax", _softmax, (_RNG.standard_normal((9, 300)).astype(np.float32),)),
+    ("softmax", _softmax, (_RNG.standard_normal((5, 300)).astype(np.float32),)),
     ("matmul_bias_relu", lambda x, w, b: nx.maximum(x @ w + b, 0.0),
      (_RNG.standard_normal((20, 30)).astype(np.float32), _RNG.standard_normal((30, 12)).astype(np.float32),
       _RNG.standard_normal(12).astype(np.float32))),
@@ -152,9 +152,9 @@ STRETCH_PROGRAMS = [
     ("scatter", lambda x, i, u: x.at[i].add(u) + 1.0,
      (_RNG.standard_normal((40, 5)).astype(np.float32), _RNG.integers(0, 40, 60).astype(np.int32),
       _RNG.standard_normal((60, 5)).astype(np.float32))),
-    ("random_iota", lambda k, x: nx.random.normal(k, (300, 70)) * x + nx.arange(70, dtype=np.float32),
+    ("random_iota", lambda k, x: nx.random.normal(k, (100, 70)) * x + nx.arange(70, dtype=np.float32),
      (np.asarray(nx.random.key(5)), _RNG.standard_normal(70).astype(np.float32))),
-    ("argmax", lambda x: nx.argmax(x * 2.0, axis=1), (_RNG.standard_normal((40, 300)).astype(np.float32),)),
+    ("argmax", lambda x: nx.argmax(x * 2.0, axis=1), (_RNG.standard_normal((12, 300)).astype(np.float32),)),
 ]
 
 
