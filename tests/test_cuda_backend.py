@@ -710,7 +710,7 @@ def test_a_unit_nvrtc_rejects_is_an_error_with_its_kernels_source_and_log():
     kernels = [K(name="broken_k0", launches=[K(name="broken_k0", grid=1, block=32, shared=0)], scratch=[],
                  args=[("buffer", 0)])]
     with pytest.raises(launch.KernelCompileError, match=r"(?s)unit broken \(kernels broken_k0\).*"
-                                                        r"undeclared_name.*--- source ---.*1 extern"):
+                                                        r"undeclared_name.*--- source ---\n.*\d extern \"C\" __global__ void broken_k0"):
         launch.load("", ("broken", source, kernels))
 
 
