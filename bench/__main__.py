@@ -14,13 +14,15 @@ import platform
 import sys
 import time
 
-from . import callbacks, cudajit, cudakern, cudakern2, distributed, eager, gpu, grad, kernels, seams, train, vmap
+from . import (callbacks, cuda_compile, cuda_indexed, cuda_jit, distributed, eager, eager_control, gpu, grad,
+               kernels, train, vmap)
 from . import complex as complex_numbers
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
-           ("train", train), ("distributed", distributed), ("seams", seams), ("cudakern", cudakern),
-           ("cudakern2", cudakern2), ("complex", complex_numbers), ("gpu", gpu), ("cudajit", cudajit))
+           ("train", train), ("distributed", distributed), ("eager_control", eager_control),
+           ("cuda_compile", cuda_compile), ("cuda_indexed", cuda_indexed), ("complex", complex_numbers), ("gpu", gpu),
+           ("cuda_jit", cuda_jit))
 
 
 def main(argv=None):

@@ -70,4 +70,4 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
     return out if target is None else place(out, target)
 from . import linalg  # noqa: E402  (the standard's linalg extension; rules in rune/linalg_rules.py)
-from . import fft  # noqa: E402  (its real-valued helpers; the transforms wait for complex dtypes)
+from . import fft  # noqa: E402

@@ -64,10 +64,10 @@ def run():
     try:
         rows = [_build_row()]
     except ImportError as e:
-        print(f"cudajit: CuPy is not installed ({e}): nothing to measure")
+        print(f"cuda_jit: CuPy is not installed ({e}): nothing to measure")
         return []
     if not gpu_count():
-        print("cudajit: no GPU here: only building the stretches is timed")
+        print("cuda_jit: no GPU here: only building the stretches is timed")
         print_table("jit stretches for a GPU, built without one", rows)
         return rows
     for name, fn, shape in PROGRAMS:
