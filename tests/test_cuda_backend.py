@@ -309,6 +309,22 @@ def test_donation_on_the_host_is_a_hint_and_the_argument_stays_usable():
     np.testing.assert_array_equal(np.asarray(p + 0), np.arange(6.0))
 
 
+def test_donated_argument_positions_select_their_leaves():
+    """donate_argnums names arguments; their pytree leaves are what is donated,
+    among the call's leaves (static arguments have none)."""
+    def f(a, n, tree_arg, b):
+        return a, b
+
+    x = nx.ones(2)
+    args = (x, 3, {"p": x, "q": (x, x)}, x)
+    cases = {(0,): [0], (2,): [1, 2, 3], (-1,): [4], (0, 3): [0, 4], (1,): [], (7,): []}
+    for donate, want in cases.items():
+        jitted = rune.jit(f, static_argnums=(1,), donate_argnums=donate)
+        leaves = rune.tree.leaves(jitted._split(args, {})[:2])
+        assert jitted._donated_leaves(args) == want, donate
+        assert all(leaves[i] is x for i in want)
+
+
 def test_a_deleted_buffer_names_the_call_it_was_donated_to():
     from rune.jit.donation import DeletedBuffer
     x = nx.asarray(np.arange(3.0))

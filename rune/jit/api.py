@@ -125,17 +125,8 @@ class Jitted:
         for i in range(len(leaves)):
             if isinstance(raws[i], donation.DeletedBuffer):
                 raws[i]._deleted()
-        starts, n = [0], len(args)
-        for a in args:
-            starts.append(starts[-1] + len(tree.leaves(a)))
-        donated = {}
-        for pos in self.donate_argnums:
-            j = pos if pos >= 0 else n + pos
-            if not 0 <= j < n or j in {p if p >= 0 else n + p for p in self.static_argnums}:
-                continue
-            for i in range(starts[j], starts[j + 1]):
-                if i < len(leaves) and type(leaves[i]) is Array and leaves[i].device.platform != "cpu":
-                    donated[i] = leaves[i]
+        donated = {i: leaves[i] for i in self._donated_leaves(args)
+                   if type(leaves[i]) is Array and leaves[i].device.platform != "cpu"}
         if not donated:
             return entry.plan.run(raws)
         slots = {entry.plan.in_slots[i]: i for i in donated}
@@ -148,6 +139,19 @@ class Jitted:
             leaf._raw = donation.DeletedBuffer(where)
         with donation.offered(entry.reuse, offered):
             return entry.plan.run(raws)
+
+    def _donated_leaves(self, args):
+        """Positions, among a call's leaves, of the leaves of the donated arguments."""
+        dyn_args = self._split(args, {})[0]  # static arguments are None there: no leaves
+        starts, n = [0], len(dyn_args)
+        for a in dyn_args:
+            starts.append(starts[-1] + len(tree.leaves(a)))
+        found = set()
+        for pos in self.donate_argnums:
+            j = pos if pos >= 0 else n + pos
+            if 0 <= j < n:
+                found.update(range(starts[j], starts[j + 1]))
+        return sorted(found)
 
     def _traced_through(self, args, kwargs):
         if self.device is None:
