@@ -140,10 +140,16 @@ class CudaBackend(Backend):
         _gpu(device).synchronize()
 
     def compiler(self):
-        """NVRTC's options: plans compile their CUDA stretches (RUNE_CUDA_COMPILE=0: op by op)."""
+        """NVRTC's options: plans compile their CUDA stretches. None (op by op, as
+        the host without a C compiler) with RUNE_CUDA_COMPILE=0, or where the
+        cuda_fp16.h every unit includes is not installed (nvidia-cuda-runtime)."""
         if os.environ.get("RUNE_CUDA_COMPILE", "1") == "0":
             return None
-        return nvrtc_options()
+        from .nvrtc import NvrtcError
+        try:
+            return nvrtc_options()
+        except NvrtcError:
+            return None
 
     def device_props(self, device):
         """The `DeviceProps` launch shapes are chosen from, read from the GPU once."""
