@@ -169,16 +169,17 @@ class CudaBackend(Backend):
         props = self.device_props(device) if props is None else props
         try:
             return CudaCompiledStretch(eqns, unit, device, props,
-                                       lambda prelude, unit: self.compile(None, prelude, [unit], options)[0])
+                                       lambda prelude, units: self.compile(None, prelude, units, options))
         except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
             return None
 
     def compile(self, compiler, prelude, units, options=None):
-        """Units of CUDA kernels (see `rune.backends.cuda.launch`) loaded as one
-        `cupy.RawModule` each: one launcher per unit. `options` default to the
-        CUDA dialect's NVRTC flags (IEEE math, the fp16/bf16 header folder)."""
+        """Units of CUDA kernels (see `rune.backends.cuda.launch`) compiled as one
+        NVRTC program and loaded as one `cupy.RawModule`: one launcher per unit.
+        `options` default to the CUDA dialect's NVRTC flags (IEEE math, the
+        fp16/bf16 header folder)."""
         options = nvrtc_options() if options is None else options
-        return [launch.load(prelude, unit, options) for unit in units]
+        return launch.load_many(prelude, units, options)
 
 
 def nvrtc_options():

@@ -19,7 +19,7 @@ kernel reads `long long` is read as garbage.
 The unit (after the dialect's prelude) is one `cupy.RawModule` compiled by
 NVRTC; CuPy caches the binary on disk, keyed by source, options and GPU
 architecture. `load` returns `run(buffers)`, which launches every kernel on
-the current stream of the current GPU; a unit NVRTC rejects is a
+the current stream of the current GPU (`load_many`: many units, one module); a unit NVRTC rejects is a
 `KernelCompileError` naming its kernels, with the numbered source and NVRTC's log.
 """
 import cupy
@@ -83,17 +83,29 @@ class _Kernel:
 
 def load(prelude, unit, options=()):
     """The unit compiled and loaded; returns `run(buffers)` (see the module docstring)."""
-    name, source, kernels = unit
-    code = prelude + "\n" + source
+    return load_many(prelude, [unit], options)[0]
+
+
+def load_many(prelude, units, options=()):
+    """Many units compiled as one NVRTC program and loaded as one module (NVRTC's
+    fixed cost paid once); one `run(buffers)` each, in order. Units with the same
+    name (the same source) are compiled once."""
+    texts = list({name: source for name, source, _ in units}.values())
+    code = prelude + "\n" + "\n\n".join(texts)
     try:  # CuPy compiles on the first function looked up
         module = cupy.RawModule(code=code, options=tuple(options))
-        loaded = [_Kernel(module, k) for k in kernels]
+        loaded = [[_Kernel(module, k) for k in kernels] for _, _, kernels in units]
     except cupy.cuda.compiler.CompileException as e:
         numbered = "\n".join(f"{i + 1:5d} {ln}" for i, ln in enumerate(code.splitlines()))
+        names = "; ".join(f"unit {name} (kernels {', '.join(k.name for k in kernels)})"
+                          for name, _, kernels in units)
         raise KernelCompileError(
-            f"NVRTC could not compile CUDA unit {name} (kernels {', '.join(k.name for k in kernels)}) "
-            f"with options {' '.join(options)}:\n{e.get_message()}\n--- source ---\n{numbered}") from e
+            f"NVRTC could not compile CUDA {names} with options {' '.join(options)}:\n"
+            f"{e.get_message()}\n--- source ---\n{numbered}") from e
+    return [_launcher(name, kernels) for (name, _, _), kernels in zip(units, loaded)]
 
+
+def _launcher(name, loaded):
     def run(buffers):
         for k in loaded:
             k.run(buffers)

@@ -10,8 +10,14 @@ device arrays (made contiguous where they are views), intermediates are
 allocated once per GPU and kept, outputs are fresh `cupy.empty` arrays, or a
 donated argument's buffer (rune/jit/donation.py). Building one needs no GPU:
 the launch shapes and argument lists are fixed at construction.
+
+Compilation waits for a stretch's first run, or for `compile_pending()`, which
+compiles every stretch built and not yet run, many units to an NVRTC program
+(NVRTC's fixed cost is paid per program: a program planning many functions
+before running them pays it once per batch).
 """
 import threading
+import weakref
 
 import cupy
 
@@ -22,11 +28,41 @@ from . import launch
 from .dialect import CudaDialect
 
 
+_PENDING = weakref.WeakSet()
+BATCH = 200  # units per NVRTC program in compile_pending
+
+
+def compile_pending(batch=BATCH):
+    """Compile every CUDA stretch built but not yet compiled, `batch` units to an
+    NVRTC program; returns how many were compiled. A batch NVRTC rejects is left
+    pending: each of its stretches then compiles alone on its first run, and the
+    one that fails says so."""
+    groups = {}
+    for s in list(_PENDING):
+        if s._launch is None:
+            groups.setdefault((s.index, s.prelude), []).append(s)
+    done = 0
+    for (index, prelude), todo in groups.items():
+        for k in range(0, len(todo), batch):
+            part = todo[k:k + batch]
+            try:
+                with cupy.cuda.Device(index):
+                    runs = part[0]._compile_units(prelude, [s.source_unit for s in part])
+            except launch.KernelCompileError:
+                continue
+            COUNTERS["kernels_compiled"] += 1
+            for s, run in zip(part, runs):
+                s._launch = run
+                _PENDING.discard(s)
+            done += len(part)
+    return done
+
+
 class CudaCompiledStretch:
     """A run of primitives fused into CUDA kernels for one GPU (`device`, a rune
     Device of platform "cuda"); `props` are its `DeviceProps`."""
 
-    def __init__(self, eqns, unit, device, props, compile_unit):
+    def __init__(self, eqns, unit, device, props, compile_units):
         self.eqns, self.unit, self.device, self.props = eqns, unit, device, props
         dialect = CudaDialect(props)
         self.prelude = dialect.prelude()
@@ -35,11 +71,17 @@ class CudaCompiledStretch:
         self.inputs = [(b.index, s) for b, s in unit.inputs]
         self.outputs = [(b.index, s, b.shape, b.dtype) for b, s in unit.outputs]
         self.temps = [(b.index, b.shape, b.dtype) for b in unit.buffers if b.role == "tmp"]
-        self._compile_unit = compile_unit   # (prelude, unit) -> run(buffers)
+        self._compile_units = compile_units   # (prelude, units) -> [run(buffers)]
         self._launch = None
         self._kept = None                   # the intermediates, allocated on the first run
         self._constants = {}                # slot -> (host constant, its copy on the GPU)
         self._lock = threading.Lock()
+        _PENDING.add(self)
+
+    @property
+    def source_unit(self):
+        """(name, source, kernels) as the launcher loads it."""
+        return self.name, self.text, self.kernels
 
     @property
     def index(self):
@@ -50,8 +92,9 @@ class CudaCompiledStretch:
         with self._lock:
             if self._launch is None:
                 with cupy.cuda.Device(self.index):
-                    self._launch = self._compile_unit(self.prelude, (self.name, self.text, self.kernels))
+                    self._launch = self._compile_units(self.prelude, [self.source_unit])[0]
                 COUNTERS["kernels_compiled"] += 1
+                _PENDING.discard(self)
         return self._launch
 
     def run(self, env):
