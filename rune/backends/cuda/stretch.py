@@ -11,10 +11,11 @@ allocated once per GPU and kept, outputs are fresh `cupy.empty` arrays, or a
 donated argument's buffer (rune/jit/donation.py). Building one needs no GPU:
 the launch shapes and argument lists are fixed at construction.
 
-Compilation waits for a stretch's first run, or for `compile_pending()`, which
-compiles every stretch built and not yet run, many units to an NVRTC program
-(NVRTC's fixed cost is paid per program: a program planning many functions
-before running them pays it once per batch).
+Compilation waits for a stretch's first run, which compiles every stretch
+built by then (a plan's stretches, its loop bodies') with it, or for
+`compile_pending()`: many units to an NVRTC program, whose fixed cost is paid
+per program, so a program planning many functions before running them pays it
+once per batch.
 """
 import threading
 import weakref
@@ -98,7 +99,10 @@ class CudaCompiledStretch:
         return self._launch
 
     def run(self, env):
-        run = self._launch or self.compile()
+        run = self._launch
+        if run is None:  # the first run: every stretch built by then compiles with it
+            compile_pending()
+            run = self._launch or self.compile()
         with cupy.cuda.Device(self.index):
             buffers = [None] * len(self.unit.buffers)
             if self._kept is None:
