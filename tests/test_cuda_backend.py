@@ -787,3 +787,22 @@ def test_a_run_the_cuda_dialect_has_no_rule_for_is_not_compiled():
         k.store(b1, k.node(op, np.float32, [k.load(b0, (1,), 0)]))
         built = BACKEND.compiled_stretch([], unit, device, props)
         assert (built is None) == (op == "frobnicate"), op
+
+
+@cuda
+def test_stretches_planned_before_they_run_compile_in_one_nvrtc_program():
+    from rune.backends.cuda.stretch import compile_pending
+    host = _RNG.standard_normal((64, 33)).astype(np.float32)
+    fns = [lambda x: nx.tanh(x) * 2.0, lambda x: nx.sum(x * x, axis=0), _softmax, lambda x: nx.tanh(x) * 2.0]
+    with rune.default_device("cuda:0"):
+        x = nx.asarray(host, device="cuda:0")
+        jitted = [rune.jit(f) for f in fns]
+        for f in jitted:
+            f.plan(x)
+        rune.reset_stats()
+        assert compile_pending() >= len(fns)
+        assert rune.stats()["kernels_compiled"] == 1
+        outs = [np.asarray(f(x)) for f in jitted]
+    assert rune.stats()["kernels_compiled"] == 1  # nothing compiled again when they run
+    for f, got in zip(fns, outs):
+        np.testing.assert_allclose(got, np.asarray(rune.jit(f)(host)), rtol=1e-5, atol=1e-6)
