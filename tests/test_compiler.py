@@ -725,3 +725,147 @@ def test_outputs_that_view_one_buffer_are_all_written():
         got = rune.jit(f)(x)
         for g, w in zip(got, f(x)):   # none is a fresh array the kernels never wrote
             _exact(g, w)
+
+
+# ---------------------------------------------------------------- complex64 / complex128
+
+COMPLEX = [np.dtype("complex64"), np.dtype("complex128")]
+
+
+def _complex_values(dtype, shape, rng):
+    """Complex samples whose parts carry the float edge cases (NaN, infinities, -0.0)."""
+    part = np.dtype(np.float32 if dtype == np.dtype("complex64") else np.float64)
+    out = np.empty(shape, dtype)
+    out.real, out.imag = _values(part, shape, rng), _values(part, shape, rng)
+    return out
+
+
+def _parts_exact(got, want):
+    """Bit-exact complex results: both parts, the signs of zeros, NaN where NaN."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        _close(np.ascontiguousarray(g), np.ascontiguousarray(w), True)
+
+
+def _complex_cases():
+    out = []
+    for dt in COMPLEX:
+        out += [(name, lambda x, y, name=name: bind(P[name], x, y), (dt, dt)) for name in ("add", "sub")]
+        out += [(name, lambda x, name=name: bind(P[name], x), (dt,))
+                for name in ("neg", "conj", "real", "imag", "isnan", "isfinite", "stop_gradient")]
+        out += [(name, lambda x, y, name=name: bind(P[name], x, y), (dt, dt)) for name in ("eq", "ne")]
+        out.append(("select", lambda c, x, y: bind(P["select"], c, x, y), (np.dtype(bool), dt, dt)))
+        for src in COMPLEX + [np.dtype(t) for t in ("bool", "int8", "int64", "uint64", "float16", "float32",
+                                                    "float64")]:
+            out.append(("convert", lambda x, dt=dt: bind(P["convert"], x, dtype=dt), (src,)))
+    for part in ("float32", "float64"):
+        out.append(("complex", lambda x, y: bind(P["complex"], x, y), (np.dtype(part),) * 2))
+    return out
+
+
+def test_complex_elementwise_ops_compile_and_match_eager_bit_for_bit():
+    rng = np.random.default_rng(7)
+    built = []
+    for name, fn, dts in _complex_cases():
+        shapes = [(4, 33), (33,), (4, 1)][:len(dts)]
+        raws = [_complex_values(dt, s, rng) if dt.kind == "c" else _values(dt, s, rng)
+                for dt, s in zip(dts, shapes)]
+        arrays = [nx.asarray(r) for r in raws]
+        with np.errstate(all="ignore"):
+            want = fn(*arrays)
+        jf = rune.jit(fn)
+        built.append((name, dts, jf, arrays, want, jf.plan(*arrays)))
+    compile_pending()
+    for name, dts, jf, arrays, want, plan in built:
+        where = f"{name} on {[d.name for d in dts]}"
+        assert plan.kernels and not numpy_stretches(plan), f"{where} was not compiled:\n{plan!r}"
+        with np.errstate(all="ignore"):
+            got = jf(*arrays)
+        if np.asarray(want).dtype.kind == "c":
+            _parts_exact(got, want)
+        else:
+            _close(got, want, True)
+
+
+def test_complex_ops_without_numpys_bits_stay_on_numpy_between_compiled_ones():
+    """mul, div and abs (NumPy's array loops use FMA and a scaled hypot where the
+    CPU has them), exp, prod and the rest run on NumPy; the ops around them compile."""
+    rng = np.random.default_rng(8)
+    x, y = (nx.asarray(_complex_values(np.dtype("complex128"), (5, 9), rng)) for _ in range(2))
+    f = lambda a, b: (nx.abs((a + b) * b) - 1, nx.exp(a - b) / b, nx.prod(a + 1, axis=1))  # noqa: E731
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, x, y)
+    left = {e.prim.name for st in numpy_stretches(plan) for e in st.eqns}
+    assert {"mul", "div", "hypot", "exp", "reduce_prod"} <= left and not left & {"add", "sub"}, left
+    with np.errstate(all="ignore"):
+        for g, w in zip(jf(x, y), f(x, y)):
+            _parts_exact(g, w) if np.asarray(w).dtype.kind == "c" else _close(g, w, True)
+
+
+@pytest.mark.parametrize("dt", ["complex64", "complex128"])
+def test_complex_signed_zeros_and_conj_of_zero_match_eager(dt):
+    z = np.array([complex(a, b) for a in (0.0, -0.0) for b in (0.0, -0.0)], dt)
+    x, y = nx.asarray(z), nx.asarray(z[::-1].copy())
+    f = lambda a, b: (a + b, a - b, -a, nx.conj(a), nx.conj(-a), a + (-0.0 - 0.0j),  # noqa: E731
+                      a.astype(nx.complex64), nx.real(a) + 0 * nx.imag(b))
+    jf = rune.jit(f)
+    _compiled_plan(jf, x, y)
+    assert not numpy_stretches(jf.plan(x, y))
+    for g, w in zip(jf(x, y), f(x, y)):
+        _parts_exact(g, w)
+
+
+@pytest.mark.parametrize("dt", ["complex64", "complex128"])
+def test_complex_inf_and_nan_parts_match_eager_around_mul_and_div_on_numpy(dt):
+    """inf/nan parts: compiled add/sub/neg/conj/eq give eager's parts (no C99 Annex G
+    recovery of infinities); mul and div with them run on NumPy in the same stretch."""
+    big, tiny = (1e38, 1e-40) if dt == "complex64" else (1e300, 3e-310)   # near overflow, subnormal
+    vals = [0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, big, tiny]
+    grid = np.array([complex(a, b) for a in vals for b in vals], dt)
+    x = nx.asarray(np.repeat(grid, grid.size))
+    y = nx.asarray(np.tile(grid, grid.size))
+    f = lambda a, b: (a / b - b, (a * b) + a, nx.conj(a - b), -b, nx.where(a == b, a, b))  # noqa: E731
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, x, y)
+    assert {"mul", "div"} <= {e.prim.name for st in numpy_stretches(plan) for e in st.eqns}
+    with np.errstate(all="ignore"):
+        for g, w in zip(jf(x, y), f(x, y)):
+            _parts_exact(g, w)
+
+
+def test_complex_movement_pad_fill_and_concatenate_move_values_exactly():
+    rng = np.random.default_rng(9)
+    x = _complex_values(np.dtype("complex64"), (6, 7), rng)
+    y = _complex_values(np.dtype("complex64"), (6, 3), rng)
+    f = lambda a, b: (nx.pad(a, ((1, 2), (0, 3)), constant_values=-1.5 + 2j) + 1j,  # noqa: E731
+                      nx.concatenate([a.T[::-1], -b.T], axis=0)[:, 1:] - a[0, 2:],
+                      nx.broadcast_to(b[:, :1], (6, 5)) + a[:, 2:])
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, nx.asarray(x), nx.asarray(y))
+    assert not numpy_stretches(plan), plan
+    for g, w in zip(jf(nx.asarray(x), nx.asarray(y)), f(nx.asarray(x), nx.asarray(y))):
+        _parts_exact(g, w)
+
+
+@pytest.mark.parametrize("dt", ["complex64", "complex128"])
+def test_complex_sums_fuse_prologue_and_epilogue_within_the_float_bound(dt):
+    """A complex sum is two float sums: within the float sums' bound of a float64 sum."""
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((9, 1500)) + 1j * rng.standard_normal((9, 1500))).astype(dt)
+    y = (rng.standard_normal((9, 1)) + 1j * rng.standard_normal((9, 1))).astype(dt)
+    f = lambda a, b: (nx.sum(a - b, axis=1) + b[:, 0], nx.real(nx.sum(nx.conj(a), axis=0)), nx.sum(a))  # noqa: E731
+    jf = rune.jit(f)
+    plan = _compiled_plan(jf, nx.asarray(x), nx.asarray(y))
+    assert not numpy_stretches(plan) and any(k.reduce_shape for k in plan.kernels)
+    with_y = (x - y).astype(np.complex256)
+    exact = (with_y.sum(axis=1) + y[:, 0], np.conj(x).astype(np.complex256).sum(axis=0).real,
+             x.astype(np.complex256).sum())
+    # |error| <= n * eps * sum |terms| for a sum of n terms in any order (each part alike)
+    mass = (np.abs(with_y).sum(axis=1) + np.abs(y[:, 0]), np.abs(x.real).sum(axis=0), np.abs(x).sum())
+    n = (x.shape[1], x.shape[0], x.size)
+    eps = float(np.finfo(np.dtype(dt)).eps)
+    for g, e, m, k in zip(jf(nx.asarray(x), nx.asarray(y)), exact, mass, n):
+        g = np.asarray(g)
+        assert g.dtype in (np.dtype(dt), np.finfo(np.dtype(dt)).dtype) and g.shape == e.shape
+        assert np.all(np.abs(g.astype(np.complex256) - e) <= k * eps * m), (g, e)

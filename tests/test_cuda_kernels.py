@@ -310,6 +310,17 @@ def _floats(k, shape, dtype=np.float32, nan=False):
     return x
 
 
+def _complex(k, shape, dtype=np.complex64):
+    """Complex samples; a few parts are -0.0, infinite or NaN."""
+    part = np.float32 if dtype == np.complex64 else np.float64
+    z = np.empty(shape, dtype)
+    z.real, z.imag = _floats(k, shape, part), _floats(k + 500, shape, part)
+    if z.size:
+        z.reshape(-1)[::13] = complex(-0.0, np.inf)
+        z.reshape(-1)[5::31] = complex(np.nan, -0.0)
+    return z
+
+
 def _ints(k, shape, dtype=np.int32, lo=-50, hi=50):
     return _rng(k).integers(lo, hi, shape).astype(dtype)
 
@@ -384,6 +395,12 @@ PROGRAMS = [
      (_floats(47, (30, 300), nan=True), _ints(48, 9, lo=-40, hi=40), np.int32(7)), True),
     ("argmin_low_precision", lambda x, y: (nx.argmin(x, axis=1), nx.argmax(y, axis=0)),
      (ARG_FLOATS.astype(np.float16), ARG_FLOATS.T.astype(BF16)), True),
+    ("complex_elementwise", lambda x, y, w: (nx.conj(x + y) - x, -y + nx.real(x), x == y, x != nx.conj(x),
+                                             nx.where(nx.real(x) > 0, x, y), nx.imag(w) + nx.real(w),
+                                             x.astype(nx.complex128) + w, nx.real(y) + x),
+     (_complex(49, 1001), _complex(50, 1001), _complex(51, 1001, np.complex128)), False),
+    ("complex_sums", lambda x, y: (nx.sum(x, axis=1), nx.sum(nx.conj(y) - 1j, axis=0), nx.sum(x)),
+     (_complex(52, (6, 301)), _complex(53, (150, 5), np.complex128)), True),
     ("int_pow", lambda a: (a ** np.int32(3), (a % 5) ** np.int32(13) + a), (_ints(36, 999, lo=-9, hi=9),), False),
     ("gather_dynamic_slice", lambda x, i, a, b: (bind(P["gather"], x * 2, i, axis=1) + 1,
                                                  bind(P["gather"], x, i, axis=0),
@@ -478,6 +495,8 @@ def test_emulated_warp_primitives_and_atomics(emulated):
 def _assert_same(got, want, tol, where):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype and got.shape == want.shape, where
+    if want.dtype.kind == "c":   # both parts, as floats
+        got, want = np.stack([got.real, got.imag]), np.stack([want.real, want.imag])
     if want.dtype.kind == "f" or want.dtype == BF16:
         g, w = got.astype(np.float64), want.astype(np.float64)
         if tol:
@@ -493,7 +512,7 @@ def _tolerance(dtype, reduces, gpu=False):
     """0 (bit for bit) for elementwise kernels on the CPU, which call the C kernels' libm.
     Floating-point reductions add in another order than C's loop, and CUDA's math
     functions are not glibc's (a few ulp): within a bound there."""
-    if dtype.kind not in "f" and dtype != BF16 or not (reduces or gpu):
+    if dtype.kind not in "fc" and dtype != BF16 or not (reduces or gpu):
         return 0
     return 1e-2 if dtype.itemsize == 2 else 2e-5 if reduces else 1e-6
 
@@ -511,7 +530,7 @@ def _check_program(pid, fn, args, reduces, runs, library, gpu=False):
         for g, c, e in zip(got, want_c, want_eager):
             tol = _tolerance(c.dtype, reduces, gpu)
             _assert_same(g, c, tol, f"{pid} ({dname}) against the C kernels")
-            _assert_same(g, e, tol or (1e-6 if c.dtype.kind == "f" and c.dtype.itemsize > 2 else 0),
+            _assert_same(g, e, tol or (1e-6 if c.dtype.kind in "fc" and c.dtype.itemsize > 2 else 0),
                          f"{pid} ({dname}) against eager NumPy")
 
 

@@ -3,7 +3,7 @@
 Random programs (DAGs of 1-30 elementwise, movement (pad and concatenate included),
 (integer) reduction, argmax/argmin, iota, gather, dynamic_slice and scatter primitives over
 broadcastable shapes with size-0 and size-1 axes, transposed, reversed and
-strided views, all 13 dtypes) run three ways: compiled to C kernels under
+strided views, all 15 dtypes, complex64/complex128 included) run three ways: compiled to C kernels under
 jit, under jit with the compiler off (`RUNE_CC=none`: NumPy stretches) and
 eagerly (the NumPy backend, the oracle). The programs use only operations
 NumPy and C both round exactly (no transcendental functions: those are
@@ -35,16 +35,21 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 pytestmark = needs_cc
 BOOL = np.dtype(bool)
 DTYPES = [BOOL] + [np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                          "uint64", "float16")] + [BF16] + [np.dtype(t) for t in ("float32", "float64")]
+                                          "uint64", "float16")] + [BF16] + [np.dtype(t) for t in ("float32", "float64", "complex64",
+                                                                           "complex128")]
 COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-# The operations each kind of dtype has (float, signed, unsigned, bool).
+# The operations each kind of dtype has (float, signed, unsigned, bool, complex). Complex
+# mul and div are left out: NumPy's loops round them differently by memory layout (FMA
+# in its contiguous SIMD loops), so eager and a jit stretch need not agree bit for bit.
 UNARY = {"f": ("neg", "abs", "sqrt", "floor", "ceil", "round", "sign", "stop_gradient", "isnan", "isfinite"),
          "i": ("neg", "abs", "sign", "not", "stop_gradient", "isnan", "isfinite"),
-         "b": ("not", "stop_gradient")}
+         "b": ("not", "stop_gradient"),
+         "c": ("neg", "conj", "real", "imag", "stop_gradient", "isnan", "isfinite")}
 BINARY = {"f": ("add", "sub", "mul", "div", "floordiv", "rem", "max", "min") + COMPARE,
           "i": ("add", "sub", "mul", "floordiv", "rem", "max", "min", "and", "or", "xor",
                 "shift_left", "shift_right") + COMPARE,
-          "b": ("and", "or", "xor", "max", "min") + COMPARE}
+          "b": ("and", "or", "xor", "max", "min") + COMPARE,
+         "c": ("add", "sub", "eq", "ne")}
 KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose", "rev", "slice",
          "broadcast", "reshape", "reduce", "pad", "concat", "iota", "arg", "gather", "dslice", "scatter")
 # Integer and boolean reductions are exact in any order; float ones are checked
@@ -85,6 +90,11 @@ def _values(ch, dtype, shape, seed):
         vals = rng.integers(info.min, info.max, size=n, dtype=dtype, endpoint=True)
         small = rng.integers(-9 if info.min < 0 else 0, 9, size=n).astype(dtype)
         return np.where(rng.random(n) < 0.6, small, vals).reshape(shape)
+    if dtype.kind == "c":   # each part drawn like a float's
+        part = np.float32 if dtype == np.dtype("complex64") else np.float64
+        out = np.empty(shape, dtype)
+        out.real, out.imag = (_values(ch, np.dtype(part), shape, seed + k) for k in (1, 2))
+        return out
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, 1.5, 2.5, -2.5, 1e30])
     vals = np.where(rng.random(n) < 0.3, rng.choice(special, n), np.round(rng.standard_normal(n) * 8, 2))
     with np.errstate(all="ignore"):
@@ -133,12 +143,14 @@ def _step(ch, shapes, dtypes):
         return ("select", "select", (ch.pick(bools), i, j), {})
     if kind == "convert":
         dst = ch.pick(DTYPES)
+        if dtype.kind == "c" and dst.kind != "c":
+            return None  # NumPy warns and drops the imaginary part: real/imag say which part
         if dtype.kind == "f" or dtype == BF16:
             if dst.kind in "iu" and dst.itemsize == 4 and dst.kind == "u":
                 return None  # eager's own scalar and SIMD loops disagree out of range (test_compiler)
         return ("convert", "convert", (i,), {"dtype": dst})
     if kind == "iota":
-        if not shape or dtype == BOOL:
+        if not shape or dtype == BOOL or dtype.kind == "c":
             return None
         start = ch.integer(-3, 3) if dtype.kind != "u" else ch.integer(0, 3)
         return ("iota", "iota", (i,), {"dimension": ch.integer(0, len(shape) - 1), "start": start})
@@ -147,7 +159,7 @@ def _step(ch, shapes, dtypes):
     nd = len(shape)
     if kind == "arg":
         axis = ch.integer(0, nd - 1)
-        if shape[axis] == 0:
+        if shape[axis] == 0 or dtype.kind == "c":
             return None
         return ("move", ch.pick(("argmax", "argmin")), (i,),
                 {"axis": axis, "index_dtype": ch.pick((np.dtype("int32"), np.dtype("int64")))})
@@ -166,7 +178,7 @@ def _step(ch, shapes, dtypes):
                 and broadcast_shapes("t", ushape, shapes[j]) == ushape]
         if not fits:
             return None
-        mode = ch.pick(("set", "add", "min", "max"))
+        mode = ch.pick(("set", "add") if dtype.kind == "c" else ("set", "add", "min", "max"))
         return ("scatter", "scatter", (i, ch.pick(fits)), dict(params, mode=mode, ushape=ushape))
     if kind == "dslice":
         sizes = tuple(ch.integer(0, d) for d in shape)
@@ -183,7 +195,7 @@ def _step(ch, shapes, dtypes):
     if kind == "reduce":
         axes = tuple(a for a in range(nd) if ch.integer(0, 1)) or (nd - 1,)
         op = ch.pick(REDUCE)
-        if _family(dtype) == "f" or (op in ("reduce_max", "reduce_min") and 0 in [shape[a] for a in axes]):
+        if _family(dtype) in "fc" or (op in ("reduce_max", "reduce_min") and 0 in [shape[a] for a in axes]):
             return None
         return ("move", op, (i,), {"axes": axes})
     if kind == "transpose":
@@ -212,7 +224,7 @@ def _step(ch, shapes, dtypes):
 
 
 def _family(dtype):
-    return "b" if dtype == BOOL else "i" if dtype.kind in "iu" else "f"
+    return "b" if dtype == BOOL else "i" if dtype.kind in "iu" else "c" if dtype.kind == "c" else "f"
 
 
 def _broadcasts(a, b):
@@ -248,12 +260,17 @@ def _abstract(step, shapes, dtypes):
         return shape, BOOL
     if name == "convert":
         return shape, params["dtype"]
+    if name in ("real", "imag"):
+        return shape, np.dtype(np.float32 if dtypes[ins[0]] == np.dtype("complex64") else np.float64)
     return shape, dtypes[ins[1] if name == "select" else ins[0]]  # operands convert to this one
 
 
 def _cast(x, dtype):
     """x as dtype; float -> uint32 goes through int64, since eager's own float ->
-    uint32 casts of out-of-range values differ between its scalar and SIMD loops."""
+    uint32 casts of out-of-range values differ between its scalar and SIMD loops.
+    Complex to a real dtype takes the real part first (NumPy warns on that cast)."""
+    if x.dtype.kind == "c" and dtype.kind != "c":
+        x = bind(P["real"], x)
     if dtype == np.dtype("uint32") and (x.dtype.kind == "f" or x.dtype == BF16):
         x = bind(P["convert"], x, dtype=np.dtype("int64"))
     return bind(P["convert"], x, dtype=dtype)
@@ -339,6 +356,8 @@ def check(prepared):
         for g, w in zip(got, want):
             g, w = np.asarray(g), np.asarray(w)
             assert g.dtype == w.dtype and g.shape == w.shape
+            if w.dtype.kind == "c":   # both parts, as floats
+                g, w = np.stack([g.real, g.imag]), np.stack([w.real, w.imag])
             if w.dtype.kind == "f" or w.dtype == BF16:
                 g64, w64 = g.astype(np.float64), w.astype(np.float64)
                 ok = ((g64 == w64) & (np.signbit(g64) == np.signbit(w64))) | (np.isnan(g64) & np.isnan(w64))

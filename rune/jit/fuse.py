@@ -87,8 +87,8 @@ def lowerable(eqn, ins=None, constants=None):
         check = _OPERAND_CHECKS.get(eqn.prim.name)
         return check is None or check(eqn, _known(eqn, ins, constants))
     if kind == REDUCE:
-        if eqn.prim.name not in _REDUCE_OPS:
-            return False
+        if eqn.prim.name not in _REDUCE_OPS or (_has_complex(avals) and eqn.prim.name != "reduce_sum"):
+            return False   # of complex reductions only the sum is lowered
         axes = eqn.params["axes"] if "axes" in eqn.params else (eqn.params["axis"],)
         shape = eqn.inputs[0].aval.shape
         # max/min (and argmax/argmin) of nothing is an error eager raises: leave it to eager's path
@@ -126,6 +126,10 @@ def _integer_pow(eqn, known):
 _OPERAND_CHECKS = {"pow": _integer_pow}
 
 
+def _has_complex(avals):
+    return any(_kind(a.dtype) == "c" for a in avals)
+
+
 def _int_index(aval):
     return aval.dtype.kind in "iu"
 
@@ -134,7 +138,8 @@ _INDEXED_CHECKS = {
     # an empty axis has nothing to clamp into: eager raises (gather) or drops every update
     "gather": lambda e: e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval),
     "scatter": lambda e: (e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval)
-                          and e.params["mode"] in ("set",) + tuple(_COMBINE)),
+                          and e.params["mode"] in ("set",) + tuple(_COMBINE)
+                          and (e.params["mode"] in ("set", "add") or not _has_complex([e.inputs[0].aval]))),
     "dynamic_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[1:]),
     "dynamic_update_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[2:]),
     "random_bits": lambda e: e.params["width"] in (8, 16, 32, 64),
@@ -502,7 +507,8 @@ def _identity(dtype):
     """x + identity == x for every x of dtype (-0.0 keeps -0.0 and NaN as they are)."""
     if dtype == np.dtype(bool):
         return Const(False, dtype)
-    return Const(-0.0 if _kind(dtype) in "hf" else 0, dtype)
+    k = _kind(dtype)
+    return Const(complex(-0.0, -0.0) if k == "c" else -0.0 if k in "hf" else 0, dtype)
 
 def _broadcast_to(f, v, out_shape, *, shape):
     if type(v) is not View:

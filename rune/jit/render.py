@@ -18,16 +18,18 @@ import math
 
 import numpy as np
 
+from . import complexc
 from .kernel import Const, Load, Node, contiguous_strides
 
 BOOL = np.dtype(bool)
 
 
 def _kind(dtype):
-    """b (bool), i (signed), u (unsigned), h (16-bit floats: f16/bf16), f (f32/f64)."""
+    """b (bool), i (signed), u (unsigned), h (16-bit floats: f16/bf16), f (f32/f64),
+    c (complex64/complex128)."""
     if dtype == BOOL:
         return "b"
-    if dtype.kind in "iu":
+    if dtype.kind in "iuc":
         return dtype.kind
     if dtype.itemsize == 2:
         return "h"
@@ -252,7 +254,7 @@ def _float_to_int(r, src, dst, x):
     return f"rn_cvtu64({xd})"
 
 
-RULES = {
+_REAL_RULES = {
     "neg": _neg, "exp": _unary_float("exp"), "log": _unary_float("log"),
     "log1p": _unary_float("log1p"), "expm1": _unary_float("expm1"), "sqrt": _unary_float("sqrt"),
     "rsqrt": _rsqrt, "sin": _unary_float("sin"), "cos": _unary_float("cos"),
@@ -274,6 +276,21 @@ RULES = {
     "select": _select, "convert": _convert,
     "index": _index, "random_bits": _random_bits,
 }
+
+
+def _complex_aware(op):
+    """An op's rule: the real one, or where a complex value is involved complexc's
+    (None, so left to NumPy, where complexc has none)."""
+    real, cplx = _REAL_RULES.get(op), complexc.RULES.get(op)
+
+    def rule(r, node, a, dts):
+        if _kind(node.dtype) == "c" or any(_kind(d) == "c" for d in dts):
+            return None if cplx is None else cplx(r, node, a, dts)
+        return None if real is None else real(r, node, a, dts)
+    return rule
+
+
+RULES = {op: _complex_aware(op) for op in {**_REAL_RULES, **complexc.RULES}}
 
 # Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
 # whether a NaN flag rides along). Float max/min ignore NaN in the vectorised
@@ -314,8 +331,18 @@ def _fold(op, bool_op):
     return update
 
 
+def _complex_sum(real_rule):
+    """A complex sum folds with complexc's add (a C user reduction keeps its clause)."""
+    def rule(r, dtype, acc, v):
+        if _kind(dtype) == "c":
+            return (*complexc.sum_reducer(r, dtype, acc, v), False)
+        return real_rule(r, dtype, acc, v)
+    return rule
+
+
 REDUCERS = {
-    "reduce_sum": _reducer(lambda r, d, k: "0", _fold("+", "|"), lambda k: "|" if k == "b" else "+"),
+    "reduce_sum": _complex_sum(_reducer(lambda r, d, k: "0", _fold("+", "|"),
+                                        lambda k: "|" if k == "b" else "+")),
     "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&"), lambda k: "&" if k == "b" else "*"),
     "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: "max"),
     "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
@@ -341,7 +368,8 @@ class CStyle:
     _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
-               "bfloat16": "uint16_t", "float32": "float", "float64": "double"}
+               "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+               **complexc.CTYPES}
 
     def ctype(self, dtype):
         """How values of `dtype` are stored."""
@@ -361,6 +389,8 @@ class CStyle:
 
     def const(self, c, dtype):
         v, k = c.value, _kind(dtype)
+        if k == "c":
+            return complexc.const(v, dtype)
         if k == "b":
             return "1" if v else "0"
         if k in "iu":
@@ -614,7 +644,8 @@ class CDialect(CStyle):
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
-        return _C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + _index_helpers()
+        return (_C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + complexc.helpers()
+                + complexc.omp_reductions() + _index_helpers())
 
     def kernel(self, kernel, name):
         if kernel.reduce_shape:

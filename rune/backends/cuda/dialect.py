@@ -70,6 +70,7 @@ import math
 import numpy as np
 
 from ...errors import ArgumentError
+from ...jit import complexc
 from ...jit.kernel import Const, Load, Node, contiguous_strides
 from ...jit.render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
                            _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset)
@@ -135,7 +136,7 @@ template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
 _SHUFFLE = {"bool": "int", "int8": "int", "int16": "int", "int32": "int", "int64": "long long",
             "uint8": "unsigned", "uint16": "unsigned", "uint32": "unsigned",
             "uint64": "unsigned long long", "float16": "float", "bfloat16": "float",
-            "float32": "float", "float64": "double"}
+            "float32": "float", "float64": "double", "complex64": "float", "complex128": "double"}
 
 
 # Order-independent scatter combinations with a CUDA atomic: (op, dtype) -> (function,
@@ -209,7 +210,7 @@ class CudaDialect(CStyle):
         return super().expression(node, args)
 
     def prelude(self):
-        return _PRELUDE + _c_helpers() + _index_helpers()
+        return _PRELUDE + _c_helpers() + complexc.helpers() + _index_helpers()
 
     # -------------------------------------------------------------- units
 
@@ -607,9 +608,12 @@ class _Accumulator:
         # Lanes past the warp's end get their own value back and combine it twice; harmless,
         # as lane 0's result only ever reads lanes that were in range at every step.
         other = f"o{self.k}"
-        lines = [f"const {self.ctype} {other} = ({self.ctype})__shfl_down_sync(RN_FULL_MASK, "
-                 f"({self.wire}){self.acc}, {off});",
-                 f"{self.acc} = {self.combine(other)};"]
+        if complexc.is_complex(self.node.dtype):   # a struct travels part by part
+            parts = ", ".join(f"__shfl_down_sync(RN_FULL_MASK, {self.acc}.{p}, {off})" for p in ("re", "im"))
+            moved = f"{self.ctype}_make({parts})"
+        else:
+            moved = f"({self.ctype})__shfl_down_sync(RN_FULL_MASK, ({self.wire}){self.acc}, {off})"
+        lines = [f"const {self.ctype} {other} = {moved};", f"{self.acc} = {self.combine(other)};"]
         if self.nan:
             lines.append(f"{self.flag} |= __shfl_down_sync(RN_FULL_MASK, {self.flag}, {off});")
         return lines
