@@ -205,6 +205,33 @@ class EvalInterpreter(Interpreter):
         return eval_rules[prim](*args, **params)
 
 
+def eager_binary(prim):
+    """apply(x, y, x_raw, y_raw, device, weak): the binary `prim` run now on
+    `device`, for operands its nx function has already checked (no promotion
+    needed, a literal already of the array's dtype) and placed (`x_raw`,
+    `y_raw`: buffers on `device`, or a literal), when EVAL is current
+    (`active.interp is EVAL`).
+
+    It is `EvalInterpreter.process` minus `bind` and the general placement loop:
+    at 8 elements, dispatch is most of what an eager op costs. With an n-d
+    operand it calls the backend's bare function (`on_nd`: its result is always
+    an array), resolved once per device."""
+    on_nd = {}  # device -> the implementation for n-d operands
+
+    def apply(x, y, x_raw, y_raw, device, weak):
+        impl = on_nd.get(device) if x_raw.ndim or y_raw.ndim else None
+        if impl is None:
+            impl = prim.impls.get(device.name) or _load_impl(prim, device)
+            if x_raw.ndim or y_raw.ndim:
+                impl = on_nd[device] = getattr(impl, "on_nd", impl)
+        try:
+            out = impl(x_raw, y_raw)
+        except Exception as e:
+            raise_user_error(prim, (x, y), {}, e)
+        return Array(out, device, weak)
+    return apply
+
+
 def _placed(prim, args, params):
     """(device, weak, raw operands) of an eager op: the one device its Arrays lie
     on (else the `device` param of a constant made on a device, else the default
@@ -267,3 +294,6 @@ def escaped_tracer(tracer, where):
 
 EVAL = EvalInterpreter()
 _current = _Current()
+# `active.interp` is the thread's current interpreter: hot eager paths read it
+# without the frame `current()` costs.
+active = _current
