@@ -216,14 +216,18 @@ def eager_binary(prim):
     at 8 elements, dispatch is most of what an eager op costs. With an n-d
     operand it calls the backend's bare function (`on_nd`: its result is always
     an array), resolved once per device."""
-    on_nd = {}  # device -> the implementation for n-d operands
+    on_nd = {}  # device name (a str hashes in C, a Device in Python) -> implementation
+
+    def resolve_on_nd(device):
+        impl = prim.impls.get(device.name) or _load_impl(prim, device)
+        impl = on_nd[device.name] = getattr(impl, "on_nd", impl)
+        return impl
 
     def apply(x, y, x_raw, y_raw, device, weak):
-        impl = on_nd.get(device) if x_raw.ndim or y_raw.ndim else None
-        if impl is None:
+        if x_raw.ndim or y_raw.ndim:
+            impl = on_nd.get(device.name) or resolve_on_nd(device)
+        else:
             impl = prim.impls.get(device.name) or _load_impl(prim, device)
-            if x_raw.ndim or y_raw.ndim:
-                impl = on_nd[device] = getattr(impl, "on_nd", impl)
         try:
             out = impl(x_raw, y_raw)
         except Exception as e:
