@@ -82,7 +82,11 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
             out = fn(*args)
             # NumPy ufuncs on 0-d inputs return scalars; keep arrays everywhere.
             return out if type(out) is ndarray else xp.asarray(out)
-        return run if name in SAFE else quietly(run)
+        impl = run if name in SAFE else quietly(run)
+        # With an n-d operand the result is always an array: eager dispatch
+        # (rune.core.trace.eager_binary) then calls the ufunc itself.
+        impl.on_nd = fn if name in SAFE else impl
+        return impl
 
     def rsqrt(x):
         return 1 / xp.sqrt(x)

@@ -205,6 +205,37 @@ class EvalInterpreter(Interpreter):
         return eval_rules[prim](*args, **params)
 
 
+def eager_binary(prim):
+    """apply(x, y, x_raw, y_raw, device, weak): the binary `prim` run now on
+    `device`, for operands its nx function has already checked (no promotion
+    needed, a literal already of the array's dtype) and placed (`x_raw`,
+    `y_raw`: buffers on `device`, or a literal), when EVAL is current
+    (`active.interp is EVAL`).
+
+    It is `EvalInterpreter.process` minus `bind` and the general placement loop:
+    at 8 elements, dispatch is most of what an eager op costs. With an n-d
+    operand it calls the backend's bare function (`on_nd`: its result is always
+    an array), resolved once per device."""
+    on_nd = {}  # device name (a str hashes in C, a Device in Python) -> implementation
+
+    def resolve_on_nd(device):
+        impl = prim.impls.get(device.name) or _load_impl(prim, device)
+        impl = on_nd[device.name] = getattr(impl, "on_nd", impl)
+        return impl
+
+    def apply(x, y, x_raw, y_raw, device, weak):
+        if x_raw.ndim or y_raw.ndim:
+            impl = on_nd.get(device.name) or resolve_on_nd(device)
+        else:
+            impl = prim.impls.get(device.name) or _load_impl(prim, device)
+        try:
+            out = impl(x_raw, y_raw)
+        except Exception as e:
+            raise_user_error(prim, (x, y), {}, e)
+        return Array(out, device, weak)
+    return apply
+
+
 def _placed(prim, args, params):
     """(device, weak, raw operands) of an eager op: the one device its Arrays lie
     on (else the `device` param of a constant made on a device, else the default
@@ -267,3 +298,6 @@ def escaped_tracer(tracer, where):
 
 EVAL = EvalInterpreter()
 _current = _Current()
+# `active.interp` is the thread's current interpreter: hot eager paths read it
+# without the frame `current()` costs.
+active = _current

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
-from ..core.trace import Tracer, bind
+from ..core.trace import EVAL, Tracer, active, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import complex_prims  # noqa: F401  (registers real, imag, conj, complex)
 from . import dtypes as dt
@@ -256,9 +256,26 @@ def _binary(prim_name, kinds=None, to_float=False):
     # (Python type, dtype, value) -> the scalar as an operand of this op next to
     # an array of that dtype: a hit means the checks passed before.
     literals = {}
+    eager = _trace.eager_binary(prim)
 
     def op(x, y):
         tx, ty = type(x), type(y)
+        # Concrete Arrays outside every transformation go straight to the backend
+        # (the cases below that bind without promotion, minus `bind`'s frames).
+        if tx is Array and active.interp is EVAL:
+            d, device = x._raw.dtype, x.device
+            if ty is Array:
+                if y.device is device and y._raw.dtype == d and d in same:
+                    return eager(x, y, x._raw, y._raw, device, x.weak and y.weak)
+            elif ty in scalar_ok:
+                typed = literals.get((ty, d, y)) or _scalar_operand(literals, scalar_ok, d, y)
+                if typed is not None:
+                    return eager(x, typed, x._raw, typed, device, x.weak)
+        elif ty is Array and tx in scalar_ok and active.interp is EVAL:
+            d = y._raw.dtype
+            typed = literals.get((tx, d, x)) or _scalar_operand(literals, scalar_ok, d, x)
+            if typed is not None:
+                return eager(typed, y, typed, y._raw, y.device, y.weak)
         # Operands that already agree need no promotion: an array meeting an array
         # of its dtype, or a Python scalar that cannot widen it (dispatch is most
         # of the cost of small eager ops, so this is checked before `promote`).
