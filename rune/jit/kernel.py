@@ -197,3 +197,15 @@ class Kernel:
                 f" + {st}*{'drop' if hi is None else 'clamp'}({name(v)}, n={n})" for v, st, n, hi in s.dynamic) + "]"
             lines.append(f"  store b{s.buffer.index}{at} <- {name(s.value)}")
         return "\n".join(lines)
+
+
+def describe_launched(kind, name, eqns, kernels, where):
+    """A stretch of GPU kernels as text: its ops, then each kernel's launches and source."""
+    names = " ".join(e.prim.name for e in eqns)
+    lines = [f"{kind} {name} of {len(eqns)} ops ({names}){where}: "
+             f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"]
+    for k in kernels:
+        launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
+        lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
+        lines.extend("    " + ln for ln in k.source.splitlines())
+    return "\n".join(lines)

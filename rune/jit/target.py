@@ -11,6 +11,7 @@ import threading
 
 from ..backends import kernel_dialect
 from ..errors import ArgumentError, UsageError
+from .kernel import describe_launched
 
 
 class _Planning(threading.local):
@@ -56,11 +57,5 @@ class TargetStretch:
                          f"call the jitted function to run it on its device")
 
     def describe(self):
-        names = " ".join(e.prim.name for e in self.eqns)
-        lines = [f"{self.target} stretch {self.name} of {len(self.eqns)} ops ({names}): "
-                 f"{len(self.kernels)} kernel{'s' if len(self.kernels) != 1 else ''}"]
-        for k in self.kernels:
-            launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
-            lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
-            lines.extend("    " + ln for ln in k.source.splitlines())
-        return "\n".join(lines)
+        return describe_launched(f"{self.target} stretch", self.name, self.eqns, self.kernels, "")
+

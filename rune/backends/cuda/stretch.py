@@ -23,7 +23,7 @@ import weakref
 import cupy
 
 from ...jit import donation
-from ...jit.kernel import contiguous_strides
+from ...jit.kernel import contiguous_strides, describe_launched
 from ...stats import COUNTERS
 from . import launch
 from .dialect import CudaDialect
@@ -154,12 +154,5 @@ class CudaCompiledStretch:
         return not any(ld.buffer.index == ins[0] for k in self.unit.kernels[j + 1:] for ld in k.loads)
 
     def describe(self):
-        names = " ".join(e.prim.name for e in self.eqns)
-        lines = [f"cuda stretch {self.name} of {len(self.eqns)} ops ({names}) for {self.props}: "
-                 f"{len(self.kernels)} kernel{'s' if len(self.kernels) != 1 else ''}"]
-        for k in self.kernels:
-            launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
-            lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
-            lines.extend("    " + ln for ln in k.source.splitlines())
-        return "\n".join(lines)
+        return describe_launched("cuda stretch", self.name, self.eqns, self.kernels, f" for {self.props}")
 
