@@ -217,6 +217,7 @@ def eager_binary(prim):
     operand it calls the backend's bare function (`on_nd`: its result is always
     an array), resolved once per device."""
     on_nd = {}  # device name (a str hashes in C, a Device in Python) -> implementation
+    source = [prim.impls]  # the table `on_nd` was read from: a replaced table empties it
 
     def resolve_on_nd(device):
         impl = prim.impls.get(device.name) or _load_impl(prim, device)
@@ -225,6 +226,9 @@ def eager_binary(prim):
 
     def apply(x, y, x_raw, y_raw, device, weak):
         if x_raw.ndim or y_raw.ndim:
+            if source[0] is not prim.impls:
+                on_nd.clear()
+                source[0] = prim.impls
             impl = on_nd.get(device.name) or resolve_on_nd(device)
         else:
             impl = prim.impls.get(device.name) or _load_impl(prim, device)
