@@ -15,6 +15,7 @@ form with a grid-stride loop and the prelude with CUDA's.
 """
 import hashlib
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -538,6 +539,48 @@ class CStyle:
                 lines.append(f"{t} *{self.restrict} p{b.index} = ({t} *)b[{b.index}];")
         return lines
 
+    def reduction_layout(self, kernel):
+        """The loops of a reduction kernel, shared by every dialect: the output and
+        reduced axes collapsed where every access walks them as one, their loop
+        variables (`ov`, `rv`), `index(access, offset)` spelling a load's or index
+        node's element offset, `guard(load)` a padded load's condition, and the
+        kernel's phases. Fills `_index_exprs` for its index nodes."""
+        no, nr = len(kernel.shape), len(kernel.reduce_shape)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
+        inner_idx = [n for n in inner_nodes if n.op == "index"]
+        outer_idx = [n for n in outer_nodes if n.op == "index"]
+
+        def full(n):  # an index node's strides over outer then reduced axes
+            s = n.params["strides"]
+            return tuple(s) + (0,) * (no + nr - len(s))
+
+        out = contiguous_strides(kernel.shape)
+        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
+        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
+        inner_w = [ld.strides for ld in inner_loads] + [full(n) for n in inner_idx]
+        outer_w = [ld.strides for ld in outer_loads] + [full(n)[:no] for n in outer_idx]
+        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
+        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
+        ov = [f"i{a}" for a in range(len(oshape))]
+        rv = [f"j{a}" for a in range(len(rshape))]
+        axis_vars = ([ov[m] if m is not None else None for m in omap] +
+                     [rv[m] if m is not None else None for m in rmap])
+        extents = kernel.shape + kernel.reduce_shape
+
+        def guard(ld):
+            return _condition(ld.guard, axis_vars, extents)
+        n_in = len(inner_w)
+        at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
+        at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
+
+        def index(w, offset=0):
+            o, r = at[id(w)]
+            return _offset(ov + rv, list(o) + list(r), offset)
+
+        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
+        return SimpleNamespace(phases=(inner_loads, inner_nodes, reduces, outer_loads, outer_nodes), no=no,
+                               oshape=oshape, rshape=rshape, oacc=oacc, ov=ov, rv=rv, index=index, guard=guard)
+
     def unit(self, kernels):
         """The source of one stretch: its kernels and a driver running them in order.
 
@@ -685,39 +728,9 @@ class CDialect(CStyle):
     def reduction_kernel(self, kernel, name):
         """Outer loops over the output, accumulators, an inner loop over the reduced
         axes (the prologue), then the epilogue and stores per output point."""
-        no, nr = len(kernel.shape), len(kernel.reduce_shape)
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
-        inner_idx = [n for n in inner_nodes if n.op == "index"]
-        outer_idx = [n for n in outer_nodes if n.op == "index"]
-
-        def full(n):  # an index node's strides over outer then reduced axes
-            s = n.params["strides"]
-            return tuple(s) + (0,) * (no + nr - len(s))
-
-        out = contiguous_strides(kernel.shape)
-        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
-        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
-        inner_w = [ld.strides for ld in inner_loads] + [full(n) for n in inner_idx]
-        outer_w = [ld.strides for ld in outer_loads] + [full(n)[:no] for n in outer_idx]
-        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
-        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
-        ov = [f"i{a}" for a in range(len(oshape))]
-        rv = [f"j{a}" for a in range(len(rshape))]
-        axis_vars = ([ov[m] if m is not None else None for m in omap] +
-                     [rv[m] if m is not None else None for m in rmap])
-        extents = kernel.shape + kernel.reduce_shape
-
-        def guard(ld):
-            return _condition(ld.guard, axis_vars, extents)
-        n_in = len(inner_w)
-        at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
-        at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
-
-        def index(w, offset=0):
-            o, r = at[id(w)]
-            return _offset(ov + rv, list(o) + list(r), offset)
-
-        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
+        lay = self.reduction_layout(kernel)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
+        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
         names = {}
         accs, updates, clauses, finals = [], [], [], []
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)

@@ -414,39 +414,10 @@ class CudaDialect(CStyle):
         return "split"
 
     def reduction(self, kernel, name):
-        no, nr = len(kernel.shape), len(kernel.reduce_shape)
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
-        inner_idx = [n for n in inner_nodes if n.op == "index"]
-        outer_idx = [n for n in outer_nodes if n.op == "index"]
-
-        def walk(n):  # an index node's strides over the outer then the reduced axes
-            st = n.params["strides"]
-            return tuple(st) + (0,) * (no + nr - len(st))
-
-        out = contiguous_strides(kernel.shape)
-        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
-        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
-        inner_w = [ld.strides for ld in inner_loads] + [walk(n) for n in inner_idx]
-        outer_w = [ld.strides for ld in outer_loads] + [walk(n)[:no] for n in outer_idx]
-        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
-        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
-        ov = [f"i{a}" for a in range(len(oshape))]
-        rv = [f"j{a}" for a in range(len(rshape))]
-        axis_vars = ([ov[m] if m is not None else None for m in omap] +
-                     [rv[m] if m is not None else None for m in rmap])
-        full = kernel.shape + kernel.reduce_shape
-        n_in = len(inner_w)
-        at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
-        at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
-
-        def index(w, offset=0):
-            o, r = at[id(w)]
-            return _offset(ov + rv, list(o) + list(r), offset)
-
-        def guard(ld):
-            return _condition(ld.guard, axis_vars, full)
-
-        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
+        lay = self.reduction_layout(kernel)
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
+        no, oshape, rshape, oacc, ov, rv, index, guard = (lay.no, lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv,
+                                                          lay.index, lay.guard)
         idx = self.index_type(kernel)
         names = {}
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)
