@@ -71,6 +71,20 @@ def timed(fn, sync, *, budget=2.0, repeat=5):
     return per_call(fn, budget=budget, repeat=repeat, sync=sync)
 
 
+_LIBRARY_ERRORS = {}  # library -> error, for the case being measured
+
+
+def guarded(times, lib, measure):
+    """Put one peer library's figure for the case in `times`. A library that fails here
+    (torch.compile without a C toolchain for its launcher, a JAX without its CUDA plugin)
+    loses only its own figure: rune's, measured first, and the other library's stay."""
+    try:
+        times[lib] = measure()
+    except Exception as e:
+        _LIBRARY_ERRORS[lib] = f"{type(e).__name__}: {e}"
+        print(f"{lib}: failed: {_LIBRARY_ERRORS[lib]}", file=sys.stderr)
+
+
 def _cupy_sync():
     import cupy
     cupy.cuda.Device(0).synchronize()
@@ -111,13 +125,15 @@ def _bandwidth_case(rune_fn, make_rune_input, jax_fn=None, torch_fn=None, host_i
     launches = rune.stats()["kernels_launched"]
     del x
     if jax_fn is not None and _jax_on_gpu():
-        jx = jax.device_put(host_input())
-        times["jax.jit"] = timed(lambda: jax_fn(jx).block_until_ready(), lambda: None)
-        del jx
+        def run_jax():
+            jx = jax.device_put(host_input())
+            return timed(lambda: jax_fn(jx).block_until_ready(), lambda: None)
+        guarded(times, "jax.jit", run_jax)
     if torch_fn is not None and _torch_on_gpu():
-        tx = torch.from_numpy(host_input()).cuda()
-        times["torch"] = timed(lambda: torch_fn(tx), _torch_sync)
-        del tx
+        def run_torch():
+            tx = torch.from_numpy(host_input()).cuda()
+            return timed(lambda: torch_fn(tx), _torch_sync)
+        guarded(times, "torch", run_torch)
     return times, launches
 
 
@@ -199,39 +215,47 @@ def mlp_case(copy_bw):
         return value
     times = {"rune": timed(run_rune, _cupy_sync, budget=3.0)}
     if _jax_on_gpu():
-        jnp = jax.numpy
-        jstep = jax.jit(lambda p, x, y: (lambda v, g: (v, jax.tree.map(lambda a, b: a - lr * b, p, g)))(
-            *jax.value_and_grad(lambda p: loss(p, x, y, jax.nn, jnp))(p)))
-        jstate = {"p": jax.device_put(params)}
-        jx, jy = jax.device_put(xb), jax.device_put(onehot)
-
-        def run_jax():
-            value, jstate["p"] = jstep(jstate["p"], jx, jy)
-            value.block_until_ready()
-        times["jax.jit"] = timed(run_jax, lambda: None, budget=3.0)
+        guarded(times, "jax.jit", lambda: _mlp_jax(loss, params, xb, onehot, lr))
     if _torch_on_gpu():
-        tparams = [(torch.tensor(w, device="cuda", requires_grad=True), torch.tensor(b, device="cuda",
-                    requires_grad=True)) for w, b in params]
-        tx, ty = torch.tensor(xb, device="cuda"), torch.tensor(onehot, device="cuda")
-
-        def tstep(x, y):
-            h = x
-            for k, (w, b) in enumerate(tparams):
-                h = h @ w + b
-                if k < len(tparams) - 1:
-                    h = torch.relu(h)
-            value = -(y * torch.log_softmax(h, -1)).sum(-1).mean()
-            value.backward()
-            with torch.no_grad():
-                for w, b in tparams:
-                    w -= lr * w.grad
-                    b -= lr * b.grad
-                    w.grad = None
-                    b.grad = None
-            return value
-        compiled = torch.compile(tstep)
-        times["torch"] = timed(lambda: compiled(tx, ty), _torch_sync, budget=3.0)
+        guarded(times, "torch", lambda: _mlp_torch(params, xb, onehot, lr))
     return Row("MLP 784-1024-1024-10 step, batch 1024", "per step", times)
+
+
+def _mlp_jax(loss, params, xb, onehot, lr):
+    jnp = jax.numpy
+    jstep = jax.jit(lambda p, x, y: (lambda v, g: (v, jax.tree.map(lambda a, b: a - lr * b, p, g)))(
+        *jax.value_and_grad(lambda p: loss(p, x, y, jax.nn, jnp))(p)))
+    jstate = {"p": jax.device_put(params)}
+    jx, jy = jax.device_put(xb), jax.device_put(onehot)
+
+    def run_jax():
+        value, jstate["p"] = jstep(jstate["p"], jx, jy)
+        value.block_until_ready()
+    return timed(run_jax, lambda: None, budget=3.0)
+
+
+def _mlp_torch(params, xb, onehot, lr):
+    tparams = [(torch.tensor(w, device="cuda", requires_grad=True), torch.tensor(b, device="cuda",
+                requires_grad=True)) for w, b in params]
+    tx, ty = torch.tensor(xb, device="cuda"), torch.tensor(onehot, device="cuda")
+
+    def tstep(x, y):
+        h = x
+        for k, (w, b) in enumerate(tparams):
+            h = h @ w + b
+            if k < len(tparams) - 1:
+                h = torch.relu(h)
+        value = -(y * torch.log_softmax(h, -1)).sum(-1).mean()
+        value.backward()
+        with torch.no_grad():
+            for w, b in tparams:
+                w -= lr * w.grad
+                b -= lr * b.grad
+                w.grad = None
+                b.grad = None
+        return value
+    compiled = torch.compile(tstep)
+    return timed(lambda: compiled(tx, ty), _torch_sync, budget=3.0)
 
 
 def scan_case(copy_bw):
@@ -259,7 +283,8 @@ def scan_case(copy_bw):
             return carry + got, got
         jf = jax.jit(lambda xs: jax.lax.scan(jstep, jnp.zeros((), jnp.float32), xs)[0])
         jxs = jax.device_put(xs_host)
-        times["jax.jit"] = timed(lambda: jf(jxs).block_until_ready(), lambda: None, budget=2.0, repeat=2) / ROWS
+        guarded(times, "jax.jit", lambda: timed(lambda: jf(jxs).block_until_ready(), lambda: None,
+                                                budget=2.0, repeat=2) / ROWS)
     return Row(f"scan + host callback ({ROWS:,} rows)", "per row", times)
 
 
@@ -271,10 +296,10 @@ def dispatch_case(copy_bw):
     if _jax_on_gpu():
         jadd = jax.jit(lambda v: v + 1)
         jx = jax.device_put(np.ones(1, np.float32))
-        times["jax.jit"] = timed(lambda: jadd(jx), lambda: jadd(jx).block_until_ready(), budget=1.0)
+        guarded(times, "jax.jit", lambda: timed(lambda: jadd(jx), lambda: jadd(jx).block_until_ready(), budget=1.0))
     if _torch_on_gpu():
         tx = torch.ones(1, device="cuda")
-        times["torch"] = timed(lambda: tx + 1, _torch_sync, budget=1.0)
+        guarded(times, "torch", lambda: timed(lambda: tx + 1, _torch_sync, budget=1.0))
     return Row("cached jit call x + 1 (1 x f32)", "per call", times)
 
 
@@ -295,6 +320,7 @@ def measure(report=lambda records: None):
         records.append({"case": "device-to-device copy", "error": f"{type(e).__name__}: {e}"})
     for name, case in CASES:
         start = time.perf_counter()
+        _LIBRARY_ERRORS.clear()
         try:
             row = case(copy_bw)
         except Exception as e:
@@ -307,6 +333,8 @@ def measure(report=lambda records: None):
         record = {"case": name, "unit": row.unit, "us": row.us,
                   "ratios": {lib: row.ratio(lib) for lib in row.us if lib != "rune"},
                   "seconds": time.perf_counter() - start, **getattr(row, "extra", {})}
+        if _LIBRARY_ERRORS:
+            record["library_errors"] = dict(_LIBRARY_ERRORS)
         if name in TARGETS:
             figure, bound, meaning = TARGETS[name]
             value = record.get(figure, record["us"].get("rune"))

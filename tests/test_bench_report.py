@@ -29,3 +29,13 @@ def test_plot_writes_an_image(tmp_path):
     path = tmp_path / "ratios.png"
     assert plot(str(path), _rows())
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failing_peer_library_loses_only_its_own_gpu_figure():
+    from bench import gpu
+    times = {"rune": 1e-6}
+    gpu._LIBRARY_ERRORS.clear()
+    gpu.guarded(times, "torch", lambda: 1 / 0)          # as a torch.compile without a toolchain
+    gpu.guarded(times, "jax.jit", lambda: 2e-6)
+    assert times == {"rune": 1e-6, "jax.jit": 2e-6}
+    assert gpu._LIBRARY_ERRORS == {"torch": "ZeroDivisionError: division by zero"}

@@ -631,3 +631,26 @@ def test_emulated_serial_scatter_is_order_exact_under_any_launch_shape(emulated)
     cuda_emu.run_unit(library, step.unit, kernels, env, grid=3, block=64)
     for slot, w in zip(plan.out_slots, want):
         _assert_same(env[slot], w, 0, "scatter launched on 3 blocks of 64 threads")
+
+
+def test_cuda_headers_are_found_through_cuda_pathfinder_then_the_wheels(tmp_path, monkeypatch):
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    from rune.backends.cuda import nvrtc
+    toolkit = tmp_path / "include"   # a CUDA toolkit's header folder, as cuda-pathfinder reports it
+    toolkit.mkdir()
+    (toolkit / "cuda_fp16.h").write_text("")
+    monkeypatch.setattr(pathfinder, "find_nvidia_header_directory",
+                        lambda name: str(toolkit) if name == "cudart" else None)
+    nvrtc.include_dir.cache_clear()
+    try:
+        assert nvrtc.include_dir() == str(toolkit)
+        monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", lambda name: None)
+        nvrtc.include_dir.cache_clear()
+        wheels = [d for d in nvrtc._wheel_header_dirs() if (pathlib.Path(d) / "cuda_fp16.h").exists()]
+        if wheels:
+            assert nvrtc.include_dir() == wheels[0]
+        else:
+            with pytest.raises(nvrtc.NvrtcError, match="cuda_fp16.h not found"):
+                nvrtc.include_dir()
+    finally:
+        nvrtc.include_dir.cache_clear()

@@ -2,7 +2,7 @@
 
 `compile_unit(source, arch="sm_90")` returns the cubin (or PTX with
 `ptx=True`). NVRTC carries no copy of cuda_fp16.h / cuda_bf16.h: they come
-from the nvidia-cuda-runtime wheel, found through the `nvidia` package's path.
+from the CUDA runtime's headers, found as CuPy finds them (`include_dir`).
 Never --use_fast_math: the dialect relies on CUDA's IEEE functions, NaN
 tests and denormals. cuda-bindings is imported on first use, so importing
 rune never needs it.
@@ -42,17 +42,30 @@ def available():
 
 @functools.lru_cache(maxsize=1)
 def include_dir():
-    """The folder holding cuda_fp16.h (the nvidia-cuda-runtime wheel's include/)."""
+    """The folder holding cuda_fp16.h: where cuda-pathfinder finds the CUDA runtime's
+    headers (a CUDA toolkit, CUDA_PATH, conda or the nvidia-cuda-runtime wheel, as CuPy
+    14 looks), else the first `nvidia-*` wheel that carries them."""
+    for folder in (_pathfinder_headers(), *_wheel_header_dirs()):
+        if folder and os.path.exists(os.path.join(folder, "cuda_fp16.h")):
+            return folder
+    raise NvrtcError("cuda_fp16.h not found (looked through cuda-pathfinder and the nvidia-* wheels): "
+                     "install a CUDA toolkit or nvidia-cuda-runtime")
+
+
+def _pathfinder_headers():
+    try:
+        from cuda import pathfinder
+        return pathfinder.find_nvidia_header_directory("cudart")
+    except Exception:  # no cuda-pathfinder, or it found nothing: the wheels are the fallback
+        return None
+
+
+def _wheel_header_dirs():
     try:
         import nvidia
-    except ImportError as e:
-        raise NvrtcError("cuda_fp16.h not found: install nvidia-cuda-runtime") from e
-    for root in nvidia.__path__:
-        for sub in sorted(os.listdir(root)):
-            folder = os.path.join(root, sub, "include")
-            if os.path.exists(os.path.join(folder, "cuda_fp16.h")):
-                return folder
-    raise NvrtcError(f"cuda_fp16.h not found under {list(nvidia.__path__)}: install nvidia-cuda-runtime")
+    except ImportError:
+        return []
+    return [os.path.join(root, sub, "include") for root in nvidia.__path__ for sub in sorted(os.listdir(root))]
 
 
 def version():
