@@ -1,0 +1,139 @@
+"""The first minute of ci/gpu-check: one process per check, since a CUDA fault
+(a misaligned address, an illegal access) is sticky and ends the CUDA context
+of the process it happens in, and would hide every check after it.
+
+    python ci/gpu_smoke.py [--json PATH]
+
+Each check prints one line (`PASS`, `FAIL` or `SKIP`, its seconds and the last
+lines it printed); the exit status is the number of failed checks (0: all good).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+PRELUDE = "import numpy as np, rune\nfrom rune import nx\n"
+SKIP = 77  # a check's exit status for "this machine cannot run it" (no NCCL, one GPU)
+
+CHECKS = {
+    # Where rune found the CUDA headers and whether it compiles stretches at all:
+    # without the headers every GPU stretch would silently run op by op.
+    "environment": """
+import cupy, cupy.cuda.runtime as rt
+from rune.backends.cuda import nvrtc
+from rune.backends.cuda.backend import BACKEND
+from rune.distributed import nccl
+print(f"CuPy {cupy.__version__}, runtime {rt.runtimeGetVersion()}, driver {rt.driverGetVersion()}, "
+      f"{rt.getDeviceProperties(0)['name'].decode()}; headers {nvrtc.include_dir()}; "
+      f"NVRTC {nvrtc.version()}; NCCL {nccl.available()}")
+assert BACKEND.compiler() is not None, "rune found no CUDA compiler: GPU stretches would run op by op"
+""",
+    "compiled_stretch": """
+x = np.linspace(-2, 2, 4096, dtype=np.float32)
+f = rune.jit(lambda v: nx.tanh(v) * 2.0)
+rune.reset_stats()
+y = np.asarray(f(nx.asarray(x, device="cuda:0")))
+assert rune.stats()["kernels_launched"] >= 1, rune.stats()
+np.testing.assert_allclose(y, np.tanh(x) * 2, rtol=2e-6, atol=1e-6)
+print("one fused kernel:", rune.stats()["kernels_launched"], "launch(es)")
+""",
+    # A contiguous view at an element offset reaches a kernel whose vector loads
+    # need 16-byte alignment: a jitted call on x[1:], scan rows of 1,025 float32,
+    # and a view between two steps of one plan.
+    "misaligned_argument": """
+x = np.arange(4097, dtype=np.float32)
+y = rune.jit(lambda v: nx.exp(v * 1e-3) * 2.0)(nx.asarray(x, device="cuda:0")[1:])
+np.testing.assert_allclose(np.asarray(y), np.exp(x[1:] * np.float32(1e-3)) * 2, rtol=2e-6)
+print("x[1:] ok")
+""",
+    "misaligned_scan_rows": """
+xs = np.linspace(-1, 1, 3 * 1025, dtype=np.float32).reshape(3, 1025)
+with rune.default_device("cuda:0"):
+    f = rune.jit(lambda xs: rune.scan(lambda c, r: (c + 1.0, nx.tanh(r) * 2.0), nx.zeros((), np.float32), xs))
+    c, ys = f(nx.asarray(xs))
+np.testing.assert_allclose(np.asarray(ys), np.tanh(xs) * 2, rtol=2e-6, atol=1e-6)
+print("rows of 1,025 ok")
+""",
+    "misaligned_view_in_plan": """
+x = np.linspace(-1, 1, 100 * 63, dtype=np.float32).reshape(100, 63)
+w = np.eye(63, dtype=np.float32)
+f = rune.jit(lambda x, w: (lambda v: v @ w + v)(nx.tanh(x)[1:]))
+y = f(nx.asarray(x, device="cuda:0"), nx.asarray(w, device="cuda:0"))
+np.testing.assert_allclose(np.asarray(y), 2 * np.tanh(x)[1:], rtol=2e-5, atol=1e-6)
+print("view between a matmul and a stretch ok")
+""",
+    # rune's kernels keep float32 subnormals (no flush to zero), in comparisons too.
+    "subnormals": """
+h = np.full(4096, 1.5e-38, np.float32)
+g = nx.asarray(h, device="cuda:0")
+for name, fn in (("x * 1.0", lambda v: v * 1.0), ("x > 0", lambda v: v > 0), ("x * 0.5", lambda v: v * 0.5)):
+    got = np.asarray(rune.jit(fn)(g))
+    want = fn(h)
+    assert np.array_equal(got, want), f"{name}: GPU gives {got[:2]}, the host {want[:2]}"
+print("subnormals kept")
+""",
+    # Eager GPU ops follow rune's semantics where CuPy's differ.
+    "semantics": """
+one, tenth = nx.asarray(np.float32(1.0), device="cuda:0"), nx.asarray(np.float32(0.1), device="cuda:0")
+assert float(one // tenth) == 9.0, f"1.0 // 0.1 on the GPU gives {float(one // tenth)}, the host 9.0"
+assert float(rune.jit(lambda a, b: a // b)(one, tenth)) == 9.0
+specials = nx.asarray(np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, -1.5], np.float32), device="cuda:0")
+want = [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, -1]
+assert np.asarray(specials.astype(nx.int32)).tolist() == want, np.asarray(specials.astype(nx.int32))
+assert np.asarray(rune.jit(lambda v: v.astype(nx.int32))(specials)).tolist() == want
+print("floor division and float -> int conversion as on the host")
+""",
+    "nccl": """
+import sys, cupy
+from rune.distributed import nccl, runtime
+if not nccl.available():
+    print("NCCL not loadable here"); sys.exit(77)
+out = nccl.all_reduce(runtime.initialize(), [cupy.arange(5, dtype=cupy.float32)], "sum", 0)
+assert cupy.asnumpy(out[0]).tolist() == [0, 1, 2, 3, 4]
+print("all_reduce over one rank ok")
+""",
+    # What a cold CuPy kernel costs here, to size the eager op-table part.
+    "cold_kernel_seconds": """
+import time, cupy
+x = cupy.arange(10, dtype=cupy.float32)
+t = []
+for op in (cupy.sin, cupy.cos, cupy.tanh, cupy.log1p, cupy.expm1):
+    t0 = time.perf_counter(); op(x); cupy.cuda.Device().synchronize(); t.append(time.perf_counter() - t0)
+print("cold CuPy kernels, s each:", ", ".join(f"{s:.2f}" for s in t))
+""",
+}
+
+
+def run_check(name, body, limit):
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", PRELUDE + body], capture_output=True, text=True,
+                              timeout=limit)
+        rc, lines = done.returncode, (done.stdout + done.stderr).strip().splitlines()
+    except subprocess.TimeoutExpired:
+        rc, lines = "timeout", [f"no result within {limit} s"]
+    outcome = "PASS" if rc == 0 else "SKIP" if rc == SKIP else "FAIL"
+    return {"check": name, "outcome": outcome, "rc": rc, "seconds": round(time.perf_counter() - start, 1),
+            "tail": " | ".join(lines[-3:])[-800:]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--limit", type=float, default=60.0, help="seconds for one check")
+    args = parser.parse_args(argv)
+    results = []
+    for name, body in CHECKS.items():
+        results.append(run_check(name, body, args.limit))
+        r = results[-1]
+        print(f"{r['outcome']} {name:24s} {r['seconds']:5.1f}s  {r['tail'][-300:]}", flush=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1)
+    return sum(r["outcome"] == "FAIL" for r in results)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
