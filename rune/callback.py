@@ -146,7 +146,8 @@ def _conform(where, leaf, aval):
             if raw.dtype != aval.dtype:  # object, complex, ... never reach nx.asarray
                 raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {raw.dtype.name}")
             # A copy: the function may go on writing to the buffer it returned.
-            value = nx.asarray(np.asarray(raw)) if device is _HOST else Array(raw.copy(), device)
+            value = (nx.asarray(np.asarray(raw)) if device is _HOST else
+                     Array(backend_for(device).copy(raw, device, device), device))  # made on its own GPU
         if value.dtype != aval.dtype:
             raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
     else:

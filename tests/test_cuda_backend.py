@@ -299,6 +299,23 @@ def test_a_buffer_another_array_shares_is_not_offered():
     assert (alone, with_view, with_other, again, of_view) == (True, False, False, True, False)
 
 
+def test_a_buffer_lent_to_or_borrowed_from_foreign_code_is_never_offered():
+    from rune.jit import donation
+
+    def offer(array):
+        raws = [array._raw]   # as jit holds it
+        ok = donation.donatable(array, known=2)
+        return ok
+
+    lent, kept = nx.asarray(np.arange(8.0)), nx.asarray(np.arange(8.0))
+    before = offer(lent)
+    foreign = np.from_dlpack(lent)   # a consumer's zero-copy view through DLPack
+    del foreign                      # gone, but rune cannot know how long such views live
+    borrowed = nx.from_dlpack(np.arange(8.0))
+    assert (before, offer(lent), offer(kept)) == (True, False, True)
+    assert isinstance(borrowed, Array)
+
+
 def test_donation_on_the_host_is_a_hint_and_the_argument_stays_usable():
     f = rune.jit(lambda p, g: p - 0.5 * g, donate_argnums=(0,))
     p, g = nx.asarray(np.arange(6.0, dtype=np.float32)), nx.ones(6, np.float32)
@@ -323,6 +340,17 @@ def test_donated_argument_positions_select_their_leaves():
         leaves = rune.tree.leaves(jitted._split(args, {})[:2])
         assert jitted._donated_leaves(args) == want, donate
         assert all(leaves[i] is x for i in want)
+
+
+@pytest.mark.cuda
+def test_a_donated_buffer_a_cupy_view_holds_keeps_its_values():
+    import cupy
+    x = nx.asarray(np.arange(4096, dtype=np.float32), device="cuda:0")
+    view = cupy.asarray(x)           # zero copy, through __cuda_array_interface__
+    f = rune.jit(lambda p: p * 2.0 + 1.0, donate_argnums=(0,))
+    y = f(x)
+    np.testing.assert_array_equal(cupy.asnumpy(view), np.arange(4096, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(y), np.arange(4096, dtype=np.float32) * 2 + 1)
 
 
 def test_a_deleted_buffer_names_the_call_it_was_donated_to():
@@ -635,6 +663,26 @@ def test_two_gpus_compute_on_their_own_device_and_copy_directly():
     np.testing.assert_allclose(np.asarray(z), np.exp(np.arange(8)) + 28, rtol=1e-6)
     with pytest.raises(rune.DeviceMismatchError):
         z + y
+
+
+@cuda
+@pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+def test_a_copy_between_gpus_waits_for_the_work_that_writes_its_source():
+    big = nx.asarray(np.ones((4096, 4096), np.float32), device="cuda:1")
+    for _ in range(3):   # queued on cuda:1's stream; the copy to cuda:0 must come after all of it
+        z = nx.place(nx.tanh(big @ big) + 1.0, "cuda:0")
+        np.testing.assert_array_equal(np.asarray(z), np.full((4096, 4096), 2.0, np.float32))
+
+
+@cuda
+@pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+def test_a_device_callback_result_for_the_second_gpu_is_made_there():
+    import cupy
+    with rune.default_device("cuda:1"):
+        x = nx.asarray(np.arange(6, dtype=np.float32))
+        y = rune.callback(lambda v: cupy.asarray(v) * 2, x, like=x, host=False)
+    assert y.device.name == "cuda:1" and y._raw.device.id == 1
+    np.testing.assert_array_equal(np.asarray(y), np.arange(6, dtype=np.float32) * 2)
 
 
 # ---------------------------------------------------------------- jit on a GPU: compiled CUDA stretches

@@ -11,12 +11,11 @@ code: jit changes speed, never results, placement included.
 import collections
 import functools
 import inspect
-import os
 import weakref
 
 import numpy as np
 
-from .. import tree
+from .. import config, tree
 from ..callback import Spec
 from ..core import trace as _trace
 from ..core.aval import Aval
@@ -34,10 +33,7 @@ from .target import planning_for
 
 
 def _env_cache_size():
-    raw = os.environ.get("RUNE_JIT_CACHE_SIZE", "4096")
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ArgumentError(f"RUNE_JIT_CACHE_SIZE must be a positive integer, got {raw!r}")
-    return int(raw)
+    return config.jit_cache_size()
 
 
 # Entries each jitted function keeps (least recently used dropped first); a
@@ -134,7 +130,7 @@ class Jitted:
             entry.reuse = donation.reuse_plan(entry.plan, list(slots))
         # A buffer another live array also holds (an alias, or a view's base) is not reused;
         # the known references: the leaf's `_raw` and `raws`.
-        offered = {s: raws[i] for s, i in slots.items() if donation.sole_owner(raws[i], known=2)}
+        offered = {s: raws[i] for s, i in slots.items() if donation.donatable(leaves[i], known=2)}
         for leaf in donated.values():
             leaf._raw = donation.DeletedBuffer(where)
         with donation.offered(entry.reuse, offered):

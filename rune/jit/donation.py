@@ -100,6 +100,13 @@ def reuse_plan(plan, slots):
     return chosen
 
 
+def donatable(array, known):
+    """Whether `array`'s buffer may be given to a call's outputs: only `known` references
+    hold it (`sole_owner`), and it was never lent to or borrowed from foreign code
+    (DLPack, `__cuda_array_interface__`), whose views rune cannot count."""
+    return not getattr(array, "_shared", False) and sole_owner(array._raw, known)
+
+
 def sole_owner(raw, known):
     """Whether nothing but the caller's `known` references holds `raw`: no other
     Array, and no view made from it (a view keeps its base alive), sees the
