@@ -2,7 +2,9 @@
 
 - jit: the compiled plan gives the eager result (same dtype, same values) with
   the shapes and dtypes of its traced program.
-- vmap: mapping over a stacked batch gives the per-lane results of a Python loop.
+- vmap: mapping over a stacked batch gives the per-lane results of a Python loop,
+  for every layout (ranks, unit and empty axes, static arguments) and every dtype
+  combination of each op's samples (`covering`: samples that repeat both are left out).
 - jvp: the tangent matches central finite differences along random directions
   (float64 samples of differentiable ops).
 - vjp: <v, J u> computed by the pullback equals the one computed by jvp, for a
@@ -96,7 +98,49 @@ def _lanes(a):
     return [a, np.flip(a).copy(), np.roll(a, 1)]
 
 
-@pytest.mark.parametrize("case,sample", _samples(lambda c, s: c.traced and _has_array(c, s)))
+def vmap_features(case, sample):
+    """What vmapping `sample` checks: a batching rule sees each argument's rank, unit
+    and empty axes and the static arguments (the layout), and the dtypes only through
+    promotion (the dtype combination). Two samples alike in both check the same thing."""
+    def dtype(a):
+        return a.dtype.name if isinstance(a, (np.ndarray, np.generic)) else type(a).__name__
+
+    def layout(a):
+        return a.shape if isinstance(a, np.ndarray) else "scalar"
+    static = repr(sorted(sample.kwargs.items()))
+    return {(case.name, "dtypes", tuple(map(dtype, sample.args)), static),
+            (case.name, "layout", tuple(map(layout, sample.args)), static)}
+
+
+def covering(params, features):
+    """The params, in order, that each add a feature none before them has: every
+    feature of the whole list stays checked, repeats of the same check go."""
+    seen, kept = set(), []
+    for p in params:
+        new = features(*p.values) - seen
+        if new:
+            seen |= new
+            kept.append(p)
+    return kept
+
+
+VMAP = covering(_samples(lambda c, s: c.traced and _has_array(c, s)), vmap_features)
+VMAP_EVERY = covering(_samples(lambda c, s: c.traced and sum(isinstance(a, np.ndarray) for a in s.args) > 1),
+                      vmap_features)
+
+
+def test_the_vmap_samples_cover_every_layout_and_dtype_combination_of_the_table():
+    for selected, full in ((VMAP, _samples(lambda c, s: c.traced and _has_array(c, s))),
+                           (VMAP_EVERY, _samples(lambda c, s: c.traced and
+                                                 sum(isinstance(a, np.ndarray) for a in s.args) > 1))):
+        everything = set().union(*(vmap_features(*p.values) for p in full))
+        checked = set().union(*(vmap_features(*p.values) for p in selected))
+        assert checked == everything
+        assert {p.values[0].name for p in selected} == {p.values[0].name for p in full}
+        assert len(selected) < len(full)
+
+
+@pytest.mark.parametrize("case,sample", VMAP)
 def test_vmap_matches_a_loop(case, sample):
     args = list(sample.args)
     k = next(i for i, a in enumerate(args) if isinstance(a, np.ndarray))
@@ -116,7 +160,7 @@ def test_vmap_matches_a_loop(case, sample):
         _close(case, got, rune.tree.map(lambda w: np.moveaxis(w, 0, -1) if w.ndim > 1 else w, want))
 
 
-@pytest.mark.parametrize("case,sample", _samples(lambda c, s: c.traced and sum(isinstance(a, np.ndarray) for a in s.args) > 1))
+@pytest.mark.parametrize("case,sample", VMAP_EVERY)
 def test_vmap_of_every_array_argument_matches_a_loop(case, sample):
     mapped = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
     lanes = {i: _lanes(sample.args[i]) for i in mapped}
