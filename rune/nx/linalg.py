@@ -14,9 +14,13 @@ from ..core.trace import bind
 from ..errors import ArgumentError, ShapeError
 from . import dtypes as dt
 from . import ops
-from .linalg_prims import cholesky_p, eigh_p, qr_p, slogdet_p, solve_p, svd_p, svdvals_p
+from .linalg_prims import cholesky_p, det_p, eigh_p, qr_p, slogdet_p, solve_p, svd_p, svdvals_p
 from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)
 from .ops import matmul, tensordot  # noqa: F401
+
+__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+           "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+           "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
 
 EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
 QRResult = collections.namedtuple("QRResult", "Q R")
@@ -46,15 +50,22 @@ def _eye_like(x):
 
 
 def cholesky(x, /, *, upper=False):
-    """The Cholesky factor of symmetric positive-definite matrices (lower
-    triangular; its transpose with upper=True). Reads the lower triangle."""
+    """The Cholesky factor of symmetric (Hermitian) positive-definite matrices, lower triangular.
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    Only the lower triangle is read. upper: return the lower factor transposed (upper triangular) instead.
+    """
     x = _matrices("cholesky", x, square=True)
     out = bind(cholesky_p, x)
     return matrix_transpose(out) if upper else out
 
 
 def solve(x1, x2, /):
-    """The solution of x1 @ out = x2 (x2 a vector when 1-d, else a stack of matrices)."""
+    """The solution of x1 @ out = x2.
+
+    x1: square matrices (batched over leading axes). x2: a vector when 1-d, else matrices whose batch axes
+    broadcast with x1's; the two promote to one dtype.
+    """
     x1 = _matrices("solve", x1, square=True)
     x2 = ops.asarray(x2)
     x1, x2 = ops.promote("linalg.solve", x1, x2)
@@ -70,53 +81,87 @@ def solve(x1, x2, /):
 
 
 def inv(x, /):
-    """The inverse of square matrices (solve against the identity)."""
+    """The inverse of square matrices (solve against the identity).
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    """
     x = _matrices("inv", x, square=True)
     return bind(solve_p, x, _eye_like(x))
 
 
 def slogdet(x, /):
-    """(sign, log|det|) of square matrices; log|det| is differentiable."""
+    """(sign, logabsdet) of square matrices: det = sign * exp(logabsdet); logabsdet is differentiable.
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    """
     x = _matrices("slogdet", x, square=True)
     return SlogdetResult(*bind(slogdet_p, x))
 
 
 def det(x, /):
-    """The determinant of square matrices: sign * exp(log|det|)."""
-    sign, logabs = bind(slogdet_p, _matrices("det", x, square=True))
-    return ops.multiply(sign, ops.exp(logabs))
+    """The determinant of square matrices (differentiable, also where singular).
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    Its gradient is the transposed adjugate.
+    """
+    return bind(det_p, _matrices("det", x, square=True))
 
 
 def eigh(x, /):
-    """Eigenvalues (ascending) and eigenvectors of symmetric matrices (reads the lower triangle)."""
+    """(eigenvalues, eigenvectors) of symmetric (Hermitian) matrices; eigenvalues ascending.
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    Only the lower triangle is read; derivatives, as JAX's, are those of the Hermitian part
+    (x + x^H) / 2, so gradients are Hermitian.
+    """
     x = _matrices("eigh", x, square=True)
     return EighResult(*bind(eigh_p, x))
 
 
 def eigvalsh(x, /):
+    """The eigenvalues of symmetric (Hermitian) matrices, ascending.
+
+    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    Only the lower triangle is read.
+    """
     return eigh(x).eigenvalues
 
 
 def svd(x, /, *, full_matrices=True):
-    """U, S, Vh with x = U diag(S) Vh; U (m, m) and Vh (n, n) with full_matrices, else (m, k), (k, n)."""
+    """(U, S, Vh) with x = U diag(S) Vh; S descending.
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    full_matrices: U (m, m) and Vh (n, n) when True, else U (m, k) and Vh (k, n) with k = min(m, n).
+    """
     x = _matrices("svd", x)
     return SVDResult(*bind(svd_p, x, full_matrices=builtins.bool(full_matrices) and x.shape[-1] != x.shape[-2]))
 
 
 def svdvals(x, /):
-    """The singular values, descending (differentiable)."""
+    """The singular values, descending (differentiable).
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    """
     return bind(svdvals_p, _matrices("svdvals", x))
 
 
 def qr(x, /, *, mode="reduced"):
-    """Q, R with x = Q R: Q (m, k) and R (k, n) for mode="reduced", Q (m, m) and R (m, n) for "complete"."""
+    """(Q, R) with x = Q R, Q with orthonormal columns and R upper triangular.
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. mode:
+    "reduced" (Q (m, k), R (k, n), k = min(m, n)) or "complete" (Q (m, m), R (m, n)).
+    """
     if mode not in ("reduced", "complete"):
         raise ArgumentError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
     return QRResult(*bind(qr_p, _matrices("qr", x), mode=mode))
 
 
 def pinv(x, /, *, rtol=None):
-    """The pseudo-inverse: V diag(1/s) U^T over singular values above rtol * max(s)."""
+    """The Moore-Penrose pseudo-inverse: V diag(1/s) U^H over singular values s above rtol * max(s).
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. rtol: the
+    relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
+    """
     x = _matrices("pinv", x)
     u, s, vh = svd(x, full_matrices=False)
     if rtol is None:
@@ -128,6 +173,11 @@ def pinv(x, /, *, rtol=None):
 
 
 def matrix_rank(x, /, *, rtol=None):
+    """The rank of matrices: how many singular values exceed rtol * the largest, as int32.
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. rtol: the
+    relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
+    """
     x = _matrices("matrix_rank", x)
     s = svdvals(x)
     if rtol is None:
@@ -143,7 +193,10 @@ def _cutoff(s, rtol):
 
 
 def matrix_power(x, n, /):
-    """x multiplied by itself n times (the identity for 0, the inverse's power for n < 0)."""
+    """`x` multiplied by itself `n` times (the identity for 0, the inverse's power for n < 0).
+
+    x: square matrices in the last two axes, batched over the leading ones. n: an int.
+    """
     x = _matrices("matrix_power", x, square=True) if not isinstance(n, int) or n < 0 else ops.asarray(x)
     if not isinstance(n, (int, np.integer)):
         raise ArgumentError(f"linalg.matrix_power: n must be an int, got {n!r}")
@@ -160,6 +213,10 @@ def matrix_power(x, n, /):
 
 
 def outer(x1, x2, /):
+    """The outer product x1[i] * x2[j] of two vectors (the standard's linalg.outer).
+
+    x1, x2: 1-d arrays.
+    """
     x1, x2 = (ops.asarray(v) for v in ops._operands((x1, x2)))
     if x1.ndim != 1 or x2.ndim != 1:
         raise ShapeError(f"linalg.outer: expected 1-d vectors, got shapes {x1.shape} and {x2.shape}")
@@ -167,7 +224,10 @@ def outer(x1, x2, /):
 
 
 def diagonal(x, /, *, offset=0):
-    """The diagonal (shifted by offset) of each matrix in the last two axes."""
+    """The diagonal of each matrix in the last two axes.
+
+    x: an array of at least 2 dimensions. offset: the diagonal (0 the main one, positive above, negative below).
+    """
     x = ops.asarray(x)
     if x.ndim < 2:
         raise ShapeError(f"linalg.diagonal: expected at least 2 dimensions, got shape {x.shape}")
@@ -178,12 +238,20 @@ def diagonal(x, /, *, offset=0):
 
 
 def trace(x, /, *, offset=0, dtype=None):
+    """The sum of the diagonal of each matrix in the last two axes.
+
+    x: an array of at least 2 dimensions. offset: the diagonal (0 the main one, positive above, negative
+    below). dtype: of the sum and the result (default: as sum's, narrow integers widen).
+    """
     d = diagonal(x, offset=offset)
     return ops.sum(d, -1, dtype=dtype) if dtype is not None else ops.sum(d, -1)
 
 
 def cross(x1, x2, /, *, axis=-1):
-    """The cross product of 3-vectors along `axis`."""
+    """The cross product of 3-vectors along `axis`.
+
+    x1, x2: arrays with size 3 along `axis`, broadcast together and promoted to one dtype. axis: -1 by default.
+    """
     x1, x2 = ops.promote("linalg.cross", x1, x2)
     x1, x2 = ops.asarray(x1), ops.asarray(x2)
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
@@ -197,7 +265,12 @@ def cross(x1, x2, /, *, axis=-1):
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
-    """The ord-norm of vectors along `axis` (all axes when None): 2, 1, inf, -inf, 0 or any p."""
+    """The `ord`-norm of vectors along `axis`.
+
+    x: an array (integers in float32; complex numbers by their moduli). axis: an int, a tuple of ints, or None
+    (all elements as one vector). keepdims: keep each reduced axis with size 1. ord: 2 (default), 1, inf, -inf,
+    0 (the count of nonzeros) or any other p.
+    """
     x = ops.asarray(x)
     if not dt.is_inexact(x.dtype):
         x = ops.astype(x, dt.default_float)
@@ -218,7 +291,11 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
-    """The ord-norm of each matrix: 'fro', 'nuc', 1, -1, 2, -2, inf, -inf."""
+    """The `ord`-norm of each matrix in the last two axes.
+
+    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. keepdims:
+    keep the two reduced axes with size 1. ord: 'fro' (default), 'nuc', 1, -1, 2, -2, inf or -inf.
+    """
     x = _matrices("matrix_norm", x)
     if ord == "fro":
         x = ops.abs(x) if dt.is_complex(x.dtype) else x

@@ -1,5 +1,5 @@
 """The library-call primitives under `nx.linalg`: solve, cholesky, eigh,
-slogdet, svdvals, svd, qr. Each takes matrices in the last two axes and any
+slogdet, det, svdvals, svd, qr. Each takes matrices in the last two axes and any
 leading (batch) axes, as LAPACK-backed NumPy (and cuSOLVER) do, so vmap only
 moves the batch axis to the front. Derivative and batching rules:
 rune/linalg_rules.py; host implementations: rune/backends/cpu/linalg.py.
@@ -13,6 +13,9 @@ solve_p = primitive("linalg_solve")
 cholesky_p = primitive("linalg_cholesky")
 eigh_p = primitive("linalg_eigh", multiple_results=True)
 slogdet_p = primitive("linalg_slogdet", multiple_results=True)
+# det is its own primitive (not sign * exp(log|det|)) so that its derivative, the
+# adjugate, stays finite at singular matrices.
+det_p = primitive("linalg_det")
 svdvals_p = primitive("linalg_svdvals")
 svd_p = primitive("linalg_svd", multiple_results=True)
 qr_p = primitive("linalg_qr", multiple_results=True)
@@ -59,4 +62,5 @@ def _qr(a, *, mode):
 
 
 abstract_rules.update({solve_p: _solve, cholesky_p: lambda a: a.update(weak=False), eigh_p: _eigh,
-                       slogdet_p: _slogdet, svdvals_p: _svdvals, svd_p: _svd, qr_p: _qr})
+                       slogdet_p: _slogdet, det_p: lambda a: a.update(shape=a.shape[:-2], weak=False),
+                       svdvals_p: _svdvals, svd_p: _svd, qr_p: _qr})

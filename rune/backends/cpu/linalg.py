@@ -29,6 +29,9 @@ def make_impls(xp):
         # log|det| is real for complex matrices too
         return [xp.asarray(sign, a.dtype), xp.asarray(logabs, np.real(np.zeros((), a.dtype)).dtype)]
 
+    def det(a):
+        return xp.asarray(xp.linalg.det(a), a.dtype)
+
     def svdvals(a):
         return xp.linalg.svd(a, compute_uv=False)
 
@@ -56,5 +59,5 @@ def make_impls(xp):
         return [xp.full_like(p, np.nan) for p in probe] if isinstance(probe, list) else xp.full_like(probe, np.nan)
 
     return {"linalg_" + name: safe(wide(fn)) for name, fn in {
-        "solve": solve, "cholesky": cholesky, "eigh": eigh, "slogdet": slogdet, "svdvals": svdvals,
+        "solve": solve, "cholesky": cholesky, "eigh": eigh, "slogdet": slogdet, "det": det, "svdvals": svdvals,
         "svd": svd, "qr": qr}.items()}
