@@ -1,19 +1,31 @@
 """Checkpoints: pytrees of arrays in safetensors files (rune.save / rune.load).
 
-A tree is stored as one tensor per leaf, keyed by its path with "/" between
-the steps (`params/layers/0/w`: dict keys, sequence indices, NamedTuple
-fields), and its structure as JSON in the file's metadata under "rune.tree",
-so `load` rebuilds the same containers. Every dtype is kept (bfloat16 as BF16,
-bool as BOOL); Python scalars among the leaves come back as Python scalars.
-Files from elsewhere (safetensors.numpy, PyTorch, Hugging Face) carry no
-rune structure and load as a flat {key: array} dict.
+A tree is stored as one tensor per leaf and its structure as JSON in the
+file's metadata under "rune.tree". A tensor's name is its leaf's path with
+"/" between the steps (`params/layers/0/w`: dict keys, sequence indices,
+NamedTuple and dataclass fields); inside a step "~" is written "~0" and "/"
+"~1" (as in a JSON Pointer), so `{"a/b": x}` and `{"a": {"b": y}}` stay two
+tensors, and the rare paths that still meet (the int key 3 and the str key
+"3" of one dict) are told apart by a "~2<n>" suffix that escaping never
+makes. Every dtype is kept (bfloat16 as BF16, bool as BOOL, complex as pairs
+of floats along a last axis of 2); Python scalars among the leaves come back
+as Python scalars. Files from elsewhere (safetensors.numpy, PyTorch, Hugging
+Face) carry no rune structure and load as a flat {key: array} dict.
+
+Loading never imports a module or calls a class that the file names. The
+metadata holds only dicts, lists, tuples, None and leaves; a NamedTuple,
+dataclass or registered pytree node is saved as a tuple or dict tagged with
+its class's name, and comes back only through a template (`like=`, whose own
+containers are rebuilt) or a class the caller allows (`classes=`). Anything
+a file holds that rune does not expect (a damaged header, malformed or too
+deeply nested metadata, a newer format) is a RuneError naming the file.
 
 Writes are atomic: the bytes go to a temporary file next to the target, are
-flushed to disk, and then renamed over it, so a crash at any moment leaves
-either the previous checkpoint or the new one, never a torn file.
+flushed to disk, and then renamed over it, so a crash or an error at any
+moment leaves either the previous checkpoint or the new one, never a torn file.
 """
+import collections
 import dataclasses
-import importlib
 import json
 import os
 import tempfile
@@ -22,149 +34,168 @@ import ml_dtypes
 import numpy as np
 
 from . import nx
-from .errors import DTypeError, RuneError, ShapeError, TreeError
+from . import tree as pytree
+from .errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, TreeError, UsageError
 
 STRUCTURE_KEY = "rune.tree"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+MAX_DEPTH = 100   # containers within containers; deeper metadata is refused before anything recurses
 
-# safetensors dtype codes <-> NumPy dtypes (bfloat16 through ml_dtypes).
+# safetensors dtype codes <-> NumPy dtypes (bfloat16 through ml_dtypes; C64 only in files from elsewhere).
 _CODES = {"BOOL": np.dtype(bool), "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8),
           "U16": np.dtype(np.uint16), "I16": np.dtype(np.int16), "U32": np.dtype(np.uint32),
           "I32": np.dtype(np.int32), "U64": np.dtype(np.uint64), "I64": np.dtype(np.int64),
           "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16), "F32": np.dtype(np.float32),
           "F64": np.dtype(np.float64), "C64": np.dtype(np.complex64)}
 _NAMES = {d: code for code, d in _CODES.items()}
-_PY_SCALARS = {bool: ("bool", np.bool_), int: ("int", np.int64), float: ("float", np.float64)}
-_PY_RESTORE = {"bool": bool, "int": int, "float": float}
+_PY_SCALARS = {bool: ("bool", np.dtype(np.bool_)), int: ("int", np.dtype(np.int64)),
+               float: ("float", np.dtype(np.float64)), complex: ("complex", np.dtype(np.complex128))}
+_PY_TYPES = {name: (cls, dtype) for cls, (name, dtype) in _PY_SCALARS.items()}
+# Complex leaves are stored as (..., 2) pairs of this float dtype: safetensors has no complex128.
+_COMPLEX = {"complex64": np.dtype(np.float32), "complex128": np.dtype(np.float64)}
+_INT64 = np.iinfo(np.int64)
+
+# What each kind of node in the metadata may hold.
+_FIELDS = {"leaf": {"t", "py", "dtype"}, "none": {"t"}, "list": {"t", "c"},
+           "tuple": {"t", "c", "name", "f"}, "dict": {"t", "k", "c", "name"}}
 
 
-# ---------------------------------------------------------------- walking trees
-
-def _class_path(cls):
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def _is_namedtuple(x):
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
-def _children(node, path):
-    """(kind, children as (step, child) pairs, JSON description without children)."""
-    if node is None:
-        return "none", [], {"t": "none"}
-    if isinstance(node, dict):
-        for k in node:
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TreeError(f"save: dict keys must be str or int, got {k!r} at {path or 'the root'}")
-        keys = sorted(node, key=lambda k: (isinstance(k, str), k))
-        return "dict", [(str(k), node[k]) for k in keys], {"t": "dict", "k": keys}
-    if _is_namedtuple(node):
-        return "namedtuple", list(zip(type(node)._fields, node)), {"t": "namedtuple", "cls": _class_path(type(node))}
-    if isinstance(node, (list, tuple)):
-        return type(node).__name__, [(str(i), c) for i, c in enumerate(node)], {"t": type(node).__name__}
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        fields = [f.name for f in dataclasses.fields(node)]
-        return "dataclass", [(f, getattr(node, f)) for f in fields], {"t": "dataclass", "cls": _class_path(type(node))}
-    return None, None, None
+def _where(path):
+    return path or "the root"
 
 
 def _join(path, step):
     return f"{path}/{step}" if path else step
 
 
-def _describe(node, path, leaves):
-    """The JSON structure of `node`, adding its leaves to `leaves` (path -> NumPy array)."""
-    kind, children, desc = _children(node, path)
-    if kind is None:
-        leaves[path] = _to_numpy(node, path)
-        scalar = _PY_SCALARS.get(type(node))
-        return {"t": "leaf", "py": scalar[0] if scalar else None}
-    desc["c"] = [_describe(child, _join(path, step), leaves) for step, child in children]
-    return desc
+def _class_name(cls):
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _to_numpy(leaf, path):
-    if type(leaf) in _PY_SCALARS:
-        return np.asarray(leaf, _PY_SCALARS[type(leaf)][1])
-    if isinstance(leaf, (nx.Array, np.ndarray, np.generic)):
-        out = np.asarray(leaf, order="C")  # (ascontiguousarray would make 0-d arrays 1-d)
-        if out.dtype not in _NAMES:
-            raise DTypeError(f"save: the leaf at {path or 'the root'} has dtype {out.dtype}, which "
-                             f"safetensors cannot hold")
-        return out
-    raise TreeError(f"save: the leaf at {path or 'the root'} is a {type(leaf).__name__}; expected an "
-                    f"array or a Python scalar (traced values cannot be saved: save outside jit)")
+# ---------------------------------------------------------------- containers of live trees
 
-
-def _import(path):
-    """The NamedTuple or dataclass a file names (module:qualname)."""
-    module, qualname = path.split(":")
-    try:
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as e:
-        raise TreeError(f"load: the checkpoint holds a {path}, which cannot be imported here ({e}); "
-                        f"pass like= with the expected tree") from e
-    return obj
-
-
-def _steps(desc):
-    """The path steps to the children of a described container."""
-    kind = desc["t"]
-    if kind == "dict":
-        return [str(k) for k in desc["k"]]
-    if kind == "namedtuple":
-        return list(_import(desc["cls"])._fields)
-    if kind == "dataclass":
-        return [f.name for f in dataclasses.fields(_import(desc["cls"]))]
-    return [str(i) for i in range(len(desc.get("c", [])))]
-
-
-def _build(desc, path, leaf):
-    """The tree described by `desc`, with leaf(path, py_type) at each leaf."""
-    kind = desc["t"]
-    if kind == "leaf":
-        return leaf(path, desc.get("py"))
-    if kind == "none":
+def _container(node, path, template=False):
+    """How a live tree's node is stored: None for a leaf, else (description without
+    children, child steps, children, rebuild(children) -> a node like this one).
+    In a template anything with a shape and a dtype is a leaf (rune.Spec is a
+    pytree node without children elsewhere)."""
+    if template and hasattr(node, "shape") and hasattr(node, "dtype"):
         return None
-    if kind == "dict":
-        return {k: _build(c, _join(path, str(k)), leaf) for k, c in zip(desc["k"], desc["c"])}
-    if kind in ("list", "tuple"):
-        items = [_build(c, _join(path, str(i)), leaf) for i, c in enumerate(desc["c"])]
-        return items if kind == "list" else tuple(items)
-    values = {n: _build(c, _join(path, n), leaf) for n, c in zip(_steps(desc), desc["c"])}
-    return _import(desc["cls"])(**values)
-
-
-def _strip(desc):
-    """A structure description without the Python-scalar tags (for comparing shapes of trees)."""
-    if desc["t"] == "leaf":
-        return {"t": "leaf"}
-    return {**desc, "c": [_strip(c) for c in desc.get("c", [])]}
-
-
-def _first_difference(a, b, path=""):
-    if a.get("t") != b.get("t") or a.get("k") != b.get("k") or a.get("cls") != b.get("cls") \
-            or len(a.get("c", [])) != len(b.get("c", [])):
-        return path or "the root", _summary(a), _summary(b)
-    steps = _steps(a)
-    for step, ca, cb in zip(steps, a.get("c", []), b.get("c", [])):
-        found = _first_difference(ca, cb, _join(path, step))
-        if found:
-            return found
+    if node is None:
+        return {"t": "none"}, [], [], lambda values: None
+    if isinstance(node, dict):
+        for k in node:
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TreeError(f"save: dict keys must be str or int, got {k!r} at {_where(path)}")
+        keys = sorted(node, key=lambda k: (isinstance(k, str), k))
+        if isinstance(node, collections.OrderedDict):   # its order is part of it (as in rune.tree)
+            rebuild = lambda values: collections.OrderedDict((k, dict(zip(keys, values))[k]) for k in node)
+        else:
+            rebuild = lambda values: dict(zip(keys, values))
+        return {"t": "dict", "k": keys}, [str(k) for k in keys], [node[k] for k in keys], rebuild
+    cls = type(node)
+    if isinstance(node, tuple) and hasattr(cls, "_fields"):
+        fields = list(cls._fields)
+        return ({"t": "tuple", "name": _class_name(cls), "f": fields}, fields, list(node),
+                lambda values: cls(*values))
+    if isinstance(node, (list, tuple)):
+        kind = list if isinstance(node, list) else tuple
+        return {"t": kind.__name__}, [str(i) for i in range(len(node))], list(node), kind
+    handler = pytree._handler(cls)
+    if handler is not None:   # registered with rune.tree: its own flatten decides the children
+        children, aux = handler.flatten(node)
+        children = list(children)
+        keys = handler.keys(aux, len(children))
+        rebuild = lambda values: handler.unflatten(aux, values)
+        if keys and all(k.startswith(".") for k in keys):
+            names = [k[1:] for k in keys]
+            return {"t": "dict", "k": names, "name": _class_name(cls)}, names, children, rebuild
+        return {"t": "tuple", "name": _class_name(cls)}, [str(i) for i in range(len(children))], children, rebuild
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        names = [f.name for f in dataclasses.fields(node) if f.init]
+        return ({"t": "dict", "k": names, "name": _class_name(cls)}, names, [getattr(node, n) for n in names],
+                lambda values: dataclasses.replace(node, **dict(zip(names, values))))
     return None
 
 
+def _describe(node, path, depth, leaf, template=False):
+    """The metadata of a live tree; leaf(node, path) -> the description of each leaf."""
+    if depth > MAX_DEPTH:
+        raise TreeError(f"save: the tree is nested more than {MAX_DEPTH} containers deep at {_where(path)} "
+                        f"(or contains itself)")
+    found = _container(node, path, template)
+    if found is None:
+        return leaf(node, path)
+    desc, steps, children, _ = found
+    if desc["t"] != "none":
+        desc["c"] = [_describe(c, _join(path, s), depth + 1, leaf, template) for s, c in zip(steps, children)]
+    return desc
+
+
+def _rebuild(node, path, values):
+    """A tree like the template `node`, its leaves taken in order from the iterator `values`."""
+    found = _container(node, path, template=True)
+    if found is None:
+        return next(values)
+    _, steps, children, rebuild = found
+    return rebuild([_rebuild(c, _join(path, s), values) for s, c in zip(steps, children)])
+
+
+# ---------------------------------------------------------------- paths and tensor names
+
+def _steps(desc):
+    """The path steps to the children of a described container."""
+    if desc["t"] == "dict":
+        return [str(k) for k in desc["k"]]
+    if "f" in desc:
+        return list(desc["f"])
+    return [str(i) for i in range(len(desc.get("c", ())))]
+
+
+def _leaf_entries(desc):
+    """(path, leaf description, tensor name) of each leaf, in order."""
+    out, taken = [], set()
+
+    def visit(d, path, name):
+        if d["t"] == "leaf":
+            unique, n = name, 1
+            while unique in taken:
+                n += 1
+                unique = f"{name}~2{n}"
+            taken.add(unique)
+            out.append((path, d, unique))
+            return
+        for step, child in zip(_steps(d), d.get("c", ())):
+            escaped = step.replace("~", "~0").replace("/", "~1")
+            visit(child, _join(path, step), _join(name, escaped))
+
+    visit(desc, "", "")
+    return out
+
+
 def _summary(desc):
-    kind = desc["t"]
+    kind, name = desc["t"], desc.get("name")
+    label = name.rpartition(":")[2] if name else None
     if kind == "dict":
-        return f"a dict with keys {desc['k']}"
+        keys = desc["k"]
+        return f"a {label} with fields {keys}" if label else f"a dict with keys {keys}"
     if kind in ("list", "tuple"):
-        return f"a {kind} of {len(desc['c'])}"
-    if kind in ("namedtuple", "dataclass"):
-        return f"a {desc['cls'].split(':')[1]}"
+        return f"a {label} of {len(desc['c'])}" if label else f"a {kind} of {len(desc['c'])}"
     return "None" if kind == "none" else "a leaf"
+
+
+def _first_difference(want, got, path=""):
+    """(path, want, got) where the template's structure and the file's first differ (class
+    names aside: the template's classes are the ones rebuilt), or None."""
+    if want["t"] != got["t"] or want.get("k") != got.get("k") \
+            or len(want.get("c", ())) != len(got.get("c", ())) \
+            or ("f" in want and "f" in got and want["f"] != got["f"]):
+        return _where(path), _summary(want), _summary(got)
+    for step, a, b in zip(_steps(want), want.get("c", ()), got.get("c", ())):
+        found = _first_difference(a, b, _join(path, step))
+        if found:
+            return found
+    return None
 
 
 # ---------------------------------------------------------------- saving
@@ -173,8 +204,30 @@ def _safetensors():
     try:
         import safetensors
     except ImportError as e:
-        raise RuneError("rune.save / rune.load need the safetensors package: pip install safetensors") from e
+        raise ArgumentError("rune.save / rune.load need the safetensors package: pip install safetensors") from e
     return safetensors
+
+
+def _leaf_to_numpy(leaf, path):
+    """(the NumPy array stored for a leaf, the tags of its description)."""
+    scalar = _PY_SCALARS.get(type(leaf))
+    if scalar is not None:
+        if type(leaf) is int and not _INT64.min <= leaf <= _INT64.max:
+            raise ScalarOverflowError(f"save: the Python int at {_where(path)} is {leaf}, outside int64 "
+                                      f"[{_INT64.min}, {_INT64.max}]: store it as a string or split it")
+        array, tags = np.asarray(leaf, scalar[1]), {"py": scalar[0]}
+    elif isinstance(leaf, (nx.Array, np.ndarray, np.generic)):
+        array, tags = np.asarray(leaf, order="C"), {}   # (ascontiguousarray would make 0-d arrays 1-d)
+    else:
+        raise TreeError(f"save: the leaf at {_where(path)} is a {type(leaf).__name__}; expected an array or a "
+                        f"Python scalar (traced values cannot be saved: save outside jit)")
+    if array.dtype.name in _COMPLEX:
+        tags["dtype"] = array.dtype.name
+        array = np.stack([array.real, array.imag], axis=-1)
+    if array.dtype not in _NAMES:
+        raise DTypeError(f"save: the leaf at {_where(path)} has dtype {array.dtype}, which safetensors "
+                         f"cannot hold")
+    return array, tags
 
 
 def _spec(array):
@@ -190,11 +243,21 @@ def save(path, tree):
     """Write `tree` (a pytree of arrays and Python scalars) to the safetensors file
     `path`, atomically: the previous file stays whole until the new one is."""
     safetensors = _safetensors()
-    leaves = {}
-    structure = _describe(tree, "", leaves)
-    metadata = {STRUCTURE_KEY: json.dumps({"version": FORMAT_VERSION, "tree": structure})}
-    data = bytes(safetensors.serialize({k: _spec(v) for k, v in leaves.items()}, metadata=metadata))
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ArgumentError(f"save: {path} is a folder; expected the path of a file to write")
+    arrays = []
+
+    def leaf(node, where):
+        array, tags = _leaf_to_numpy(node, where)
+        arrays.append(array)
+        return {"t": "leaf", **tags}
+
+    structure = _describe(tree, "", 0, leaf)
+    names = [name for _, _, name in _leaf_entries(structure)]
+    metadata = {STRUCTURE_KEY: json.dumps({"version": FORMAT_VERSION, "tree": structure})}
+    # `arrays` keeps every buffer alive while safetensors reads it through its pointer.
+    data = bytes(safetensors.serialize({n: _spec(a) for n, a in zip(names, arrays)}, metadata=metadata))
     folder = os.path.dirname(os.path.abspath(path))
     fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
@@ -224,84 +287,256 @@ def _sync_folder(folder):
         os.close(fd)
 
 
-# ---------------------------------------------------------------- loading
+# ---------------------------------------------------------------- reading a file
 
 def _read(path):
-    """({key: NumPy array}, metadata dict) of a safetensors file."""
+    """({name: NumPy array}, metadata dict) of a safetensors file."""
     safetensors = _safetensors()
-    with safetensors.safe_open(path, framework="numpy") as f:
-        metadata = f.metadata() or {}
+    if os.path.isdir(path):
+        raise ArgumentError(f"load: {path} is a folder; expected a checkpoint file")
     with open(path, "rb") as f:
         data = f.read()
+    try:
+        entries = safetensors.deserialize(data)
+    except safetensors.SafetensorError as e:
+        raise ArgumentError(f"load: {path} is not a readable safetensors file ({len(data)} bytes): {e}") from e
+    # deserialize checked the header (its length and its JSON): reading it again is safe.
+    header = json.loads(bytes(data[8:8 + int.from_bytes(data[:8], "little")]))
     tensors = {}
-    for key, info in safetensors.deserialize(data):
+    for key, info in entries:
         dtype = _CODES.get(info["dtype"])
         if dtype is None:
             raise DTypeError(f"load: {path}: tensor {key!r} has dtype {info['dtype']}, which rune does not support")
         tensors[key] = np.frombuffer(info["data"], dtype).reshape(tuple(info["shape"]))
-    return tensors, metadata
+    return tensors, header.get("__metadata__") or {}
 
 
-def load(path, device=None, like=None):
+def _structure(path, metadata):
+    """The file's tree description, checked node by node; None for files without one."""
+    stored = metadata.get(STRUCTURE_KEY)
+    if stored is None:
+        return None
+    try:
+        doc = json.loads(stored)
+    except (ValueError, RecursionError) as e:
+        raise TreeError(f"load: {path}: its {STRUCTURE_KEY!r} metadata is not readable JSON "
+                        f"({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(doc, dict) or "version" not in doc or "tree" not in doc:
+        raise TreeError(f"load: {path}: its {STRUCTURE_KEY!r} metadata should be an object with 'version' and "
+                        f"'tree', got {stored[:80]!r}")
+    version = doc["version"]
+    if version != FORMAT_VERSION or isinstance(version, bool):
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION
+        raise TreeError(f"load: {path} is in checkpoint format version {version!r}"
+                        f"{' (written by a newer rune: upgrade rune to read it)' if newer else ''}; "
+                        f"this rune reads version {FORMAT_VERSION}")
+    _check_description(path, doc["tree"])
+    return doc["tree"]
+
+
+def _check_description(path, desc):
+    """Refuse metadata rune would not write (checked without recursion: depth is one of its faults)."""
+    stack = [(desc, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+
+        def bad(what):
+            return TreeError(f"load: {path}: the tree in its metadata is malformed at {_where(where)}: {what}")
+
+        if depth > MAX_DEPTH:
+            raise bad(f"nested more than {MAX_DEPTH} containers deep")
+        if not isinstance(node, dict) or node.get("t") not in _FIELDS:
+            raise bad(f"expected a node {{'t': one of {sorted(_FIELDS)}, ...}}, got {str(node)[:80]}")
+        kind = node["t"]
+        extra = set(node) - _FIELDS[kind]
+        if extra:
+            raise bad(f"a {kind} node has unknown entries {sorted(extra)}")
+        if kind == "leaf":
+            if node.get("py", "int") not in _PY_TYPES or node.get("dtype", "complex64") not in _COMPLEX:
+                raise bad(f"unknown leaf tags {node}")
+            continue
+        if kind == "none":
+            continue
+        children = node.get("c")
+        if not isinstance(children, list):
+            raise bad(f"a {kind} node needs a list of children 'c', got {str(children)[:80]}")
+        name = node.get("name")
+        if name is not None and not (isinstance(name, str) and ":" in name):
+            raise bad(f"a class name must read 'module:qualname', got {name!r}")
+        labels = node.get("k") if kind == "dict" else node.get("f")
+        if kind == "dict" or labels is not None:
+            ok = isinstance(labels, list) and all(
+                isinstance(k, (str, int)) and not isinstance(k, bool) for k in labels)
+            if not ok or len(set(labels)) != len(labels) or (kind != "dict" and not all(
+                    isinstance(k, str) for k in labels)):
+                raise bad(f"keys or fields must be distinct strings or ints, got {str(labels)[:80]}")
+            if len(labels) != len(children):
+                raise bad(f"{len(labels)} keys or fields but {len(children)} children")
+        steps = [str(k) for k in labels] if labels is not None else [str(i) for i in range(len(children))]
+        stack.extend((c, _join(where, s), depth + 1) for s, c in zip(steps, children))
+
+
+def _restore(path, where, leaf, raw):
+    """A stored tensor as the value its leaf description says (checked against it)."""
+    complex_name = leaf.get("dtype")
+    if complex_name is not None:
+        parts = _COMPLEX[complex_name]
+        if raw.dtype != parts or raw.ndim == 0 or raw.shape[-1] != 2:
+            raise DTypeError(f"load: {path}: the {complex_name} leaf at {_where(where)} should be stored as "
+                             f"{parts.name} pairs (shape (..., 2)), but the tensor is {raw.dtype}{list(raw.shape)}")
+        raw = np.ascontiguousarray(raw).view(complex_name)[..., 0]
+    py = leaf.get("py")
+    if py is None:
+        return raw
+    cls, dtype = _PY_TYPES[py]
+    if raw.shape != () or raw.dtype != dtype:
+        raise DTypeError(f"load: {path}: the Python {py} at {_where(where)} should be a 0-d {dtype.name} "
+                         f"tensor, got {raw.dtype}{list(raw.shape)}")
+    return cls(raw.item())
+
+
+def _stored_values(path, desc, tensors):
+    """The leaves of the file's tree in order (NumPy arrays and Python scalars), with their paths."""
+    entries = _leaf_entries(desc)
+    missing = [(where, name) for where, _, name in entries if name not in tensors]
+    if missing:
+        where, name = missing[0]
+        raise TreeError(f"load: {path}: its tree has a leaf at {_where(where)}, but the file holds no tensor "
+                        f"{name!r} ({len(missing)} missing)")
+    unplaced = sorted(set(tensors) - {name for _, _, name in entries})
+    if unplaced:
+        raise TreeError(f"load: {path} holds tensors its tree does not place: {unplaced[:5]}"
+                        f"{' ...' if len(unplaced) > 5 else ''}")
+    return [_restore(path, where, leaf, tensors[name]) for where, leaf, name in entries], \
+        [where for where, _, _ in entries]
+
+
+# ---------------------------------------------------------------- loading
+
+def _allowed_classes(classes):
+    """{module:qualname or qualname: class} of the classes load may rebuild."""
+    if isinstance(classes, type):
+        classes = (classes,)
+    try:
+        classes = tuple(classes)
+    except TypeError:
+        raise UsageError(f"load: classes= takes a tuple of NamedTuple or dataclass types, got {classes!r}") from None
+    allowed, by_qualname = {}, {}
+    for cls in classes:
+        if not isinstance(cls, type) or not (issubclass(cls, tuple) and hasattr(cls, "_fields")
+                                             or dataclasses.is_dataclass(cls)):
+            raise UsageError(f"load: classes= takes NamedTuple and dataclass types, got {cls!r}")
+        allowed[_class_name(cls)] = cls
+        by_qualname.setdefault(cls.__qualname__, []).append(cls)
+    # A class saved from a script (module __main__) is found by its qualified name alone,
+    # when the caller allowed exactly one class of that name.
+    for qualname, found in by_qualname.items():
+        if len(found) == 1:
+            allowed.setdefault(qualname, found[0])
+    return allowed
+
+
+def _construct(path, where, desc, children, allowed):
+    """The container a named node describes, built only from a class the caller allowed."""
+    name = desc["name"]
+    qualname = name.rpartition(":")[2]
+    cls = allowed.get(name) or allowed.get(qualname)
+    if cls is None:
+        raise TreeError(f"load: {path}: at {_where(where)} the file holds a {qualname} ({name}); rune.load never "
+                        f"imports or calls a class a file names: pass like= (a tree with the types to rebuild) "
+                        f"or classes=({qualname},)")
+    if desc["t"] == "tuple":
+        fields = desc.get("f")
+        if not (issubclass(cls, tuple) and hasattr(cls, "_fields")) or fields != list(cls._fields):
+            raise TreeError(f"load: {path}: at {_where(where)} the file holds a {qualname} of "
+                            f"{len(children)} with fields {fields}, which {cls.__qualname__} "
+                            f"{'(not a NamedTuple) ' if fields is None else ''}cannot rebuild; pass like=")
+        return cls(*children)
+    init = [f.name for f in dataclasses.fields(cls) if f.init] if dataclasses.is_dataclass(cls) else None
+    if init is None or set(init) != set(desc["k"]):
+        raise TreeError(f"load: {path}: at {_where(where)} the file holds a {qualname} with fields {desc['k']}, "
+                        f"but {cls.__qualname__} takes {init}; pass like=")
+    return cls(**dict(zip(desc["k"], children)))
+
+
+def _build(path, desc, where, values, allowed):
+    """The tree a checked description holds, its leaves taken in order from `values`."""
+    kind = desc["t"]
+    if kind == "leaf":
+        return next(values)
+    if kind == "none":
+        return None
+    children = [_build(path, c, _join(where, s), values, allowed) for s, c in zip(_steps(desc), desc["c"])]
+    if desc.get("name") is not None:
+        return _construct(path, where, desc, children, allowed)
+    if kind == "dict":
+        return dict(zip(desc["k"], children))
+    return children if kind == "list" else tuple(children)
+
+
+def load(path, like=None, device=None, *, classes=()):
     """The tree saved in `path`, its arrays placed on `device` (the default device
     when None). A file without rune's structure (written by safetensors.numpy,
     PyTorch, ...) gives a flat {key: array} dict.
 
-    like: an expected tree (arrays, or anything with .shape and .dtype, such as
-    rune.Spec); the loaded tree must have its structure, shapes and dtypes, and
-    a mismatch is an error naming the first path that differs.
+    like: a template tree (arrays, or anything with .shape and .dtype, such as
+    rune.Spec): the result has its containers (its NamedTuples, dataclasses and
+    registered classes), and the file must hold the same structure, shapes and
+    dtypes; a mismatch is an error naming the first path that differs.
+    classes: NamedTuple and dataclass types the file's tree may name (matched by
+    module and qualified name); without like= or these, a file naming a class
+    is an error. Loading never imports a module or calls a class a file names.
     """
-    tensors, metadata = _read(os.fspath(path))
+    path = os.fspath(path)
+    allowed = _allowed_classes(classes)
+    tensors, metadata = _read(path)
+    desc = _structure(path, metadata)
 
-    def array(key, py):
-        value = tensors[key]
-        return _PY_RESTORE[py](value.item()) if py else nx.asarray(value, device=device)
+    def place(value):
+        return value if type(value) in _PY_SCALARS else nx.asarray(value, device=device)
 
-    stored = metadata.get(STRUCTURE_KEY)
-    desc = json.loads(stored)["tree"] if stored is not None else None
-    if like is None:
-        if desc is None:
-            return {k: array(k, None) for k in tensors}
-        return _build(desc, "", array)
-    return _load_like(path, tensors, desc, like, array)
+    if like is not None:
+        return _load_like(path, tensors, desc, like, place)
+    if desc is None:
+        return {k: place(v) for k, v in tensors.items()}
+    values, _ = _stored_values(path, desc, tensors)
+    return _build(path, desc, "", iter([place(v) for v in values]), allowed)
 
 
-def _load_like(path, tensors, desc, like, array):
-    expected = {}
-    like_desc = _describe_like(like, "", expected)
+def _load_like(path, tensors, desc, like, place):
+    expected = []
+
+    def leaf(node, where):
+        scalar = _PY_SCALARS.get(type(node))
+        if scalar:
+            expected.append((where, (), scalar[1], type(node)))
+        elif hasattr(node, "shape") and hasattr(node, "dtype"):
+            expected.append((where, tuple(node.shape), np.dtype(node.dtype), None))
+        else:
+            raise TreeError(f"load: the template's leaf at {_where(where)} is a {type(node).__name__}; "
+                            f"expected an array, a rune.Spec or a Python scalar")
+        return {"t": "leaf"}
+
+    template = _describe(like, "", 0, leaf, template=True)
     if desc is not None:
-        found = _first_difference(_strip(like_desc), _strip(desc))
+        found = _first_difference(template, desc)
         if found:
             where, want, got = found
             raise TreeError(f"load: {path} does not hold the expected tree: at {where} expected {want}, "
                             f"the file has {got}")
-    else:
-        missing = sorted(set(expected) - set(tensors))
+        values, _ = _stored_values(path, desc, tensors)
+    else:   # a file from elsewhere: the template's paths name its tensors
+        names = [name for _, _, name in _leaf_entries(template)]
+        missing = [n for n in names if n not in tensors]
         if missing:
             raise TreeError(f"load: {path} has no tensor {missing[0]!r} (expected by `like`)")
-    for key, (shape, dtype) in expected.items():
-        value = tensors[key]
-        if np.dtype(dtype) != value.dtype:
-            raise DTypeError(f"load: {path}: the leaf at {key or 'the root'} has dtype {value.dtype}, "
-                             f"expected {np.dtype(dtype)}")
-        if tuple(shape) != value.shape:
-            raise ShapeError(f"load: {path}: the leaf at {key or 'the root'} has shape {value.shape}, "
-                             f"expected {tuple(shape)}")
-    return _build(like_desc, "", array)
-
-
-def _describe_like(node, path, expected):
-    """Like _describe, recording each leaf's expected (shape, dtype) instead of its data."""
-    kind, children, desc = _children(node, path)
-    if kind is None:
-        scalar = _PY_SCALARS.get(type(node))
-        if scalar:
-            expected[path] = ((), scalar[1])
-        elif hasattr(node, "shape") and hasattr(node, "dtype"):
-            expected[path] = (tuple(node.shape), node.dtype)
-        else:
-            raise TreeError(f"load: the expected leaf at {path or 'the root'} is a {type(node).__name__}; "
-                            f"expected an array, a rune.Spec or a Python scalar")
-        return {"t": "leaf", "py": scalar[0] if scalar else None}
-    desc["c"] = [_describe_like(child, _join(path, step), expected) for step, child in children]
-    return desc
+        values = [tensors[n] for n in names]
+    out = []
+    for (where, shape, dtype, py), value in zip(expected, values):
+        got = np.asarray(value)
+        if got.dtype != dtype:
+            raise DTypeError(f"load: {path}: the leaf at {_where(where)} has dtype {got.dtype}, expected {dtype}")
+        if got.shape != shape:
+            raise ShapeError(f"load: {path}: the leaf at {_where(where)} has shape {got.shape}, expected {shape}")
+        out.append(py(got.item()) if py else place(got))
+    return _rebuild(like, "", iter(out))

@@ -143,3 +143,107 @@ def test_large_result_buffers_are_recycled_only_once_unreferenced():
     assert third is was_first() and third is not second
     assert sum(b.nbytes for b in host._pool) <= host.POOL_MAX_BYTES
     host._pool.clear()
+
+
+# ---------------------------------------------------------------- the NCCL path, emulated on the host
+
+class _DeviceArray(np.ndarray):
+    """A host array that answers `.data.ptr` as a CuPy array does (what nccl.py hands NCCL)."""
+
+    @property
+    def data(self):
+        return type("Memory", (), {"ptr": self.ctypes.data})()
+
+
+def _emulated_cupy(size):
+    """Modules standing in for cupy, cupy.cuda and cupy.cuda.nccl: NumPy arrays, and
+    communicators of `size` ranks, one per thread, whose MAX and MIN compare with `>`
+    and `<` (a NaN wins or loses by order: what NCCL and MPI promise about NaN)."""
+    import threading
+    import types
+
+    wrap = lambda f: (lambda *a, **k: np.asarray(f(*a, **k)).view(_DeviceArray))
+    cupy = types.ModuleType("cupy")
+    for name in ("ascontiguousarray", "concatenate", "isnan", "where", "empty"):
+        setattr(cupy, name, wrap(getattr(np, name)))
+    cupy.uint8 = np.uint8
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.Device = type("Device", (), {"__init__": lambda self, i: None, "__enter__": lambda self: self,
+                                      "__exit__": lambda self, *e: None})
+    cuda.get_current_stream = lambda: types.SimpleNamespace(ptr=0)
+    lib = types.ModuleType("cupy.cuda.nccl")
+    for name, t in (("FLOAT32", np.float32), ("FLOAT64", np.float64), ("INT32", np.int32),
+                    ("INT64", np.int64), ("UINT8", np.uint8), ("INT8", np.int8), ("UINT32", np.uint32),
+                    ("UINT64", np.uint64), ("FLOAT16", np.float16)):
+        setattr(lib, f"NCCL_{name}", np.dtype(t))
+    lib.NCCL_SUM, lib.NCCL_MAX, lib.NCCL_MIN = "sum", "max", "min"
+    cupy.cuda, cuda.nccl = cuda, lib
+    meeting, buffers = threading.Barrier(size), {}
+
+    class Communicator:
+        def __init__(self, rank):
+            self.rank = rank
+
+        def allReduce(self, send, recv, count, dtype, op, stream):
+            view = lambda ptr: np.ctypeslib.as_array((np.ctypeslib.as_ctypes_type(dtype) * count).from_address(ptr))
+            buffers[self.rank] = view(send).copy()
+            meeting.wait()
+            acc = buffers[0].copy()
+            for r in range(1, size):
+                b = buffers[r]
+                acc = acc + b if op == "sum" else np.where(b > acc if op == "max" else b < acc, b, acc)
+            meeting.wait()
+            view(recv)[:] = acc
+
+    return cupy, Communicator
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_the_nccl_path_propagates_nan_like_nx_max(monkeypatch, op):
+    import threading
+    from rune.distributed import nccl
+    cupy, Communicator = _emulated_cupy(2)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cupy.cuda)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", cupy.cuda.nccl)
+    local = threading.local()
+    monkeypatch.setattr(nccl, "communicator", lambda group, index: local.comm)
+    # rank r alone has a NaN at index r; both have one at index 2; index 3 has none
+    inputs = [np.array([np.nan, 1.0, np.nan, 4.0]), np.array([2.0, np.nan, np.nan, -1.0])]
+    results = {}
+
+    def rank(r):
+        local.comm = Communicator(r)
+        group = type("Group", (), {"rank": r, "size": 2})()
+        for dtype in (np.float32, np.float64, np.float16, np.int32):
+            leaf = np.nan_to_num(inputs[r], nan=7.0).astype(dtype) if dtype == np.int32 else inputs[r].astype(dtype)
+            results[r, np.dtype(dtype)] = np.asarray(nccl.all_reduce(group, [leaf.view(_DeviceArray)], op, 0)[0])
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    for dtype in (np.float32, np.float64, np.float16):
+        want = getattr(np, op)(np.stack(inputs).astype(dtype), axis=0)   # NaN wherever any rank has one
+        for r in range(2):
+            got = results[r, np.dtype(dtype)]
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got, want)
+    ints = np.stack([np.nan_to_num(x, nan=7.0).astype(np.int32) for x in inputs])
+    np.testing.assert_array_equal(results[0, np.dtype(np.int32)], getattr(np, op)(ints, axis=0))
+
+
+def test_a_launched_rank_that_raises_before_mpi_starts_kills_itself():
+    # Under a launcher of two ranks the others may wait for this one in MPI start-up:
+    # a plain exit status would leave them there, a death by signal makes the launcher
+    # end them. Run plainly, the same error is an ordinary exit.
+    code = "import rune\nraise ValueError('boom')"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MV2_"))}
+    plain = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert plain.returncode == 1 and "rune.distributed" not in plain.stderr
+    launched = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=dict(env, PMI_RANK="1", PMI_SIZE="2"),
+                              capture_output=True, text=True, timeout=120)
+    assert launched.returncode == -9, launched.stderr
+    assert "ValueError: boom" in launched.stderr and "rank 1 of 2 raised ValueError" in launched.stderr

@@ -50,7 +50,20 @@ def test_a_raising_rank_ends_every_rank_naming_itself():
     assert "done" not in out
 
 
+@pytest.mark.parametrize("mode", ["raise-before-start", "raise-before-start-busy"])
+def test_a_rank_that_raises_before_mpi_starts_ends_the_run(mode):
+    # Rank 1 fails before any rune.distributed call; the others wait for it in MPI
+    # start-up (or are still busy before it). A hang fails the test by its timeout.
+    rc, out = launch(2, os.path.join(WORKERS, "failures_worker.py"), mode, timeout=45)
+    assert rc != 0
+    assert "ValueError: boom before any collective" in out, out[-3000:]
+    assert "rank 1 of 2 raised ValueError" in out and "aborting all 2 ranks" in out, out[-3000:]
+    assert "done" not in out
+
+
 @pytest.mark.parametrize("mode, expect", [
+    ("structure", r"all_reduce\(op='sum'\) at collective #2: the ranks passed trees of different structures: "
+                  r"rank 0 passed \{'b': \*, 'w': \*\}, rank 1 passed \{'bias': \*, 'w': \*\}"),
     ("shape", r"all_reduce\(op='sum'\) at collective #2: leaf 0 differs between ranks: rank 0 has "
               r"float32\[3, 2\] \(cpu\), rank 1 has float32\[3, 3\] \(cpu\)"),
     ("dtype", r"all_gather\(axis=0\) at collective #2: leaf 0 differs between ranks: rank 0 has "

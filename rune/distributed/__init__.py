@@ -4,10 +4,15 @@ start-up, NCCL (CuPy) for GPU arrays (DESIGN 1.5).
 Launch a script with `mpiexec -n N python script.py`; run plainly, it is one
 process of size 1 and every collective is the identity. Importing rune never
 imports mpi4py: MPI starts in `initialize()` (or the first call that needs it).
+In a launched run of several ranks, importing rune makes an uncaught exception
+on any rank end every rank, even before MPI starts (see runtime.py).
 """
 from .collectives import all_gather, all_reduce, broadcast
+from .runtime import guard_launch as _guard_launch
 from .runtime import initialize as _initialize
 from .sharding import shard
+
+_guard_launch()
 
 
 def initialize():

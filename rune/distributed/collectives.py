@@ -53,12 +53,14 @@ class Collective:
     """One collective over a list of leaves: what a collective equation runs.
 
     Called on concrete Arrays (eagerly, or by a plan's callback step); returns
-    Arrays. `option` is the op, the root or the per-leaf axes.
+    Arrays. `option` is the op, the root or the per-leaf axes; `structure` the
+    user's tree's Structure, which every rank must share (None for the flat
+    lists of derivative rules).
     """
-    __slots__ = ("kind", "option", "in_avals", "out_avals", "name", "_program")
+    __slots__ = ("kind", "option", "structure", "in_avals", "out_avals", "name", "_program")
 
-    def __init__(self, kind, option, in_avals, out_avals):
-        self.kind, self.option = kind, option
+    def __init__(self, kind, option, in_avals, out_avals, structure=None):
+        self.kind, self.option, self.structure = kind, option, structure
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         self.name = f"{kind}({_option_text(kind, option)})"
         self._program = None
@@ -80,7 +82,7 @@ class Collective:
         group = runtime.initialize()
         if group.size > 1:
             detail = [f"{a.dtype.name}{list(a.shape)} ({a.device.platform})" for a in arrays]
-            runtime.agree(group, self.name, detail)
+            runtime.agree(group, self.name, detail, _structure_text(self.structure))
         out = [None] * len(arrays)
         # Host leaves go through MPI, each GPU's leaves through its NCCL communicator;
         # the order is the same on every rank (host first, then GPUs by index).
@@ -124,9 +126,9 @@ def _avals(leaves):
     return [aval_of(x) for x in leaves]
 
 
-def _bind(prim, kind, option, leaves, out_avals=None):
+def _bind(prim, kind, option, leaves, out_avals=None, structure=None):
     in_avals = _avals(leaves)
-    fn = Collective(kind, option, in_avals, in_avals if out_avals is None else out_avals)
+    fn = Collective(kind, option, in_avals, in_avals if out_avals is None else out_avals, structure)
     return bind(prim, *leaves, fn=fn)
 
 
@@ -145,7 +147,7 @@ def all_reduce(tree, op="sum"):
         host.work_dtype(np.dtype(path_leaf.dtype), op)
     if not leaves:
         return tree
-    return pytree.unflatten(struct, _bind(all_reduce_p, "all_reduce", op, leaves))
+    return pytree.unflatten(struct, _bind(all_reduce_p, "all_reduce", op, leaves, structure=struct))
 
 
 def broadcast(tree, root=0):
@@ -156,7 +158,7 @@ def broadcast(tree, root=0):
     leaves, struct = nx.tree_operands(tree)
     if not leaves:
         return tree
-    return pytree.unflatten(struct, _bind(broadcast_p, "broadcast", int(root), leaves))
+    return pytree.unflatten(struct, _bind(broadcast_p, "broadcast", int(root), leaves, structure=struct))
 
 
 def all_gather(x, axis=0):
@@ -176,14 +178,23 @@ def all_gather(x, axis=0):
             raise ArgumentError(f"all_gather: axis {axis} is out of range for leaf {k} of shape "
                                 f"{tuple(leaf.shape)}")
         axes.append(int(axis) % leaf.ndim)
-    return pytree.unflatten(struct, _gather(leaves, tuple(axes)))
+    return pytree.unflatten(struct, _gather(leaves, tuple(axes), struct))
 
 
-def _gather(leaves, axes):
+def _structure_text(structure):
+    """A tree's structure as the ranks compare it, `{'b': *, 'w': *}` ("" for none);
+    made only in runs of several ranks."""
+    if structure is None:
+        return ""
+    text = repr(structure)
+    return text[len("Structure("):-1] if text.startswith("Structure(") else text
+
+
+def _gather(leaves, axes, structure=None):
     size = runtime.initialize().size
     out_avals = [a.update(shape=tuple(n * size if d == ax else n for d, n in enumerate(a.shape)))
                  for a, ax in zip(_avals(leaves), axes)]
-    return _bind(all_gather_p, "all_gather", axes, leaves, out_avals)
+    return _bind(all_gather_p, "all_gather", axes, leaves, out_avals, structure)
 
 
 # ---------------------------------------------------------------- derivative rules

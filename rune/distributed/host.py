@@ -102,13 +102,39 @@ def work_dtype(dtype, op):
     return np.dtype(np.float32) if dtype in (np.float16, dt.bfloat16) else dtype
 
 
+# MPI's MAX and MIN compare with < and >, so a NaN wins or loses by the order the
+# ranks are combined in. For floating leaves rune reduces with NumPy's maximum and
+# minimum instead, which propagate NaN as nx.max and nx.min do: one user-defined
+# MPI operation per (op, dtype), made on first use.
+_nan_ops = {}
+
+
+def _nan_propagating(MPI, op, dtype):
+    key = (op, dtype)
+    if key not in _nan_ops:
+        ufunc = np.maximum if op == "max" else np.minimum
+
+        def combine(inbuf, inoutbuf, datatype):
+            acc = np.frombuffer(inoutbuf, dtype)
+            ufunc(np.frombuffer(inbuf, dtype), acc, out=acc)
+
+        _nan_ops[key] = MPI.Op.Create(combine, commute=True)
+    return _nan_ops[key]
+
+
+def _mpi_op(MPI, op, work):
+    """The MPI operation that reduces `work` buffers for `op`."""
+    if op in ("max", "min") and work.kind == "f":
+        return _nan_propagating(MPI, op, work)
+    return {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+
+
 def all_reduce(group, arrays, op):
     """Every rank's `arrays` reduced elementwise; a list of new NumPy arrays."""
-    MPI = group.MPI
     out = [None] * len(arrays)
     for dtype, index in _by_dtype(arrays):
         work = work_dtype(dtype, op)
-        mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
+        reduce_op = _mpi_op(group.MPI, op, work)
         for run in _buckets(arrays, index):
             sizes = [arrays[i].size for i in run]
             if sum(sizes) == 0:
@@ -120,7 +146,7 @@ def all_reduce(group, arrays, op):
                     send = _packed(arrays, run, work)
                 # Into a separate buffer: MPICH's in-place reduction copies, twice as slow.
                 flat = _result_buffer(send.size, send.dtype)
-                group.comm.Allreduce(send, flat, op=mpi_op)
+                group.comm.Allreduce(send, flat, op=reduce_op)
             if op == "mean":
                 flat /= flat.dtype.type(group.size)
             flat = flat.astype(dtype, copy=False)

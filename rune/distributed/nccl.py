@@ -78,6 +78,18 @@ def _byte_runs(cupy, arrays):
         yield run, [p.size for p in parts], _flat(cupy, parts, range(len(parts)), cupy.uint8)
 
 
+def _nan_mask(cupy, flat, op):
+    """Where this rank's floats are NaN (uint8), for a max or min; None otherwise.
+
+    NCCL's MAX and MIN, like MPI's, do not promise to propagate NaN (a comparison
+    with NaN is false, so the order of combining decides). The ranks also reduce
+    this mask with MAX, a logical or, and put NaN wherever any rank had one:
+    the result nx.max and nx.min give."""
+    if op not in ("max", "min") or flat.dtype.kind != "f":
+        return None
+    return cupy.isnan(flat).astype(cupy.uint8)
+
+
 def all_reduce(group, arrays, op, device_index):
     import cupy
     from .host import _buckets, _by_dtype, work_dtype
@@ -93,9 +105,14 @@ def all_reduce(group, arrays, op, device_index):
             for run in _buckets(arrays, index):
                 sizes = [arrays[i].size for i in run]
                 flat = _flat(cupy, arrays, run, work)
+                nans = _nan_mask(cupy, flat, op)
                 if flat.size:
                     comm.allReduce(flat.data.ptr, flat.data.ptr, flat.size, types[np.dtype(work)],
                                    ops[op], stream)
+                if nans is not None and nans.size:
+                    comm.allReduce(nans.data.ptr, nans.data.ptr, nans.size, nccl.NCCL_UINT8, nccl.NCCL_MAX,
+                                   stream)
+                    flat = cupy.where(nans.astype(bool), flat.dtype.type(np.nan), flat)
                 if op == "mean":
                     flat /= flat.dtype.type(group.size)
                 flat = flat.astype(dtype, copy=False)

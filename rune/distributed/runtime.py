@@ -2,21 +2,26 @@
 
 `initialize()` looks for the variables an MPI launcher (`mpiexec`, `srun`)
 sets; without them rune runs as one process of size 1 and never imports
-mpi4py. With them, MPI starts (mpi4py), and three guards are installed so that
-a fault on one rank ends every rank with a message instead of a hang:
+mpi4py. With them, MPI starts (mpi4py). Three guards make a fault on one rank
+end every rank with a message instead of a hang:
 
 - an exception that reaches the top level of any rank is printed with the
-  rank's number and `MPI_Abort` ends every rank (the launcher kills them);
+  rank's number, then every rank is ended: by `MPI_Abort` once MPI runs, and
+  before that (a rank failing before its first collective, while the others
+  wait in MPI start-up for it) by the rank killing itself with a signal, which
+  makes the launcher kill every rank. This guard is installed when
+  `rune.distributed` is imported in a launched run of several ranks;
 - before each collective the ranks exchange a small signature (which
-  collective, its options, the shapes and dtypes of its leaves) with a
-  non-blocking allgather; ranks that disagree raise `DistributedError` naming
-  the ranks and what each passed;
+  collective, its options, the structure of its tree, the shapes and dtypes
+  of its leaves) with a non-blocking allgather; ranks that disagree raise
+  `DistributedError` naming the ranks and what each passed;
 - a rank that ends normally (the end of the script, `sys.exit`) tells the
   others how many collectives it completed; a rank that waits in a collective
   the leaver never joined raises `DistributedError` naming it.
 """
 import atexit
 import os
+import signal
 import sys
 import time
 import traceback
@@ -62,6 +67,55 @@ def launch_variable():
     return None
 
 
+def launch_size():
+    """The number of ranks the launcher says the run has; None when it does not say."""
+    for rank_var, size_var, _ in _LAUNCHERS:
+        if rank_var in os.environ:
+            size = os.environ.get(size_var or "", "")
+            return int(size) if size.isdigit() else None
+    return None
+
+
+_previous_hook = None
+
+
+def guard_launch():
+    """In a launched run of several ranks, make an exception that reaches the top level
+    of this rank end the whole run (see the module's docstring). Idempotent."""
+    global _previous_hook
+    if launch_variable() is None or launch_size() == 1 or sys.excepthook is _end_run:
+        return
+    _previous_hook = sys.excepthook
+    sys.excepthook = _end_run
+
+
+def _end_run(etype, value, tb):
+    group = _group if _group is not None and _group.MPI is not None else None
+    if group is not None:
+        rank, size = group.rank, group.size
+    else:
+        rank, size = launch_variable()[1], launch_size() or "?"
+    note = (f"rune.distributed: rank {rank} of {size} raised {etype.__name__}: {value}\n"
+            f"rune.distributed: aborting all {size} ranks\n")
+    if _previous_hook is sys.__excepthook__ or _previous_hook is None:   # one write: the launcher forwards it whole
+        sys.stderr.write("".join(traceback.format_exception(etype, value, tb)) + note)
+    else:
+        _previous_hook(etype, value, tb)
+        sys.stderr.write(note)
+    sys.stderr.flush()
+    # Ending every rank makes the launcher kill them all, and it may do so before it
+    # has forwarded what this rank just wrote: give it a moment.
+    time.sleep(ABORT_GRACE_S)
+    if group is not None:
+        group.MPI.COMM_WORLD.Abort(1)
+    # MPI has not started here, so there is no MPI_Abort; the others may be waiting for
+    # this rank in MPI_Init, which a plain non-zero exit leaves them doing forever. A
+    # rank killed by a signal makes the launcher (MPICH's hydra, Open MPI) end them all.
+    if hasattr(signal, "SIGKILL"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(1)
+
+
 def initialize():
     """Join the run: MPI when launched by an MPI launcher, a group of one otherwise.
 
@@ -95,23 +149,7 @@ def _start_mpi(group, found):
     node = group.comm.Split_type(MPI.COMM_TYPE_SHARED, key=group.rank)
     group.local_rank = node.Get_rank()
     node.Free()
-    _previous_hook = sys.excepthook
-
-    def abort_on_exception(etype, value, tb):
-        note = (f"rune.distributed: rank {group.rank} of {group.size} raised {etype.__name__}: {value}\n"
-                f"rune.distributed: aborting all {group.size} ranks\n")
-        if _previous_hook is sys.__excepthook__:   # one write: the launcher forwards it whole
-            sys.stderr.write("".join(traceback.format_exception(etype, value, tb)) + note)
-        else:
-            _previous_hook(etype, value, tb)
-            sys.stderr.write(note)
-        sys.stderr.flush()
-        # MPI_Abort makes the launcher kill every rank, and it may do so before it has
-        # forwarded what this rank just wrote: give it a moment.
-        time.sleep(ABORT_GRACE_S)
-        MPI.COMM_WORLD.Abort(1)
-
-    sys.excepthook = abort_on_exception
+    guard_launch()   # (already there when rune.distributed was imported in this launch)
     atexit.register(_leave, group)
 
 
@@ -159,36 +197,41 @@ def wait(group, request, what):
             time.sleep(0 if waited < 0.05 else 1e-3)
 
 
-def agree(group, what, detail):
+def agree(group, what, detail, structure=""):
     """Check that every rank is about to run the same collective on the same layout.
 
-    `what` names the collective and its options; `detail` lists its leaves'
-    shapes and dtypes (strings). One small non-blocking allgather of a
-    signature; only on disagreement do the ranks exchange the full text.
+    `what` names the collective and its options; `structure` is its tree's
+    structure (text); `detail` lists its leaves' shapes and dtypes (strings).
+    One small non-blocking allgather of a signature; only on disagreement do
+    the ranks exchange the full text.
     """
-    text = what + "|" + ";".join(detail)
+    text = what + "|" + structure + "|" + ";".join(detail)
     sig = np.array([zlib.crc32(what.encode()), zlib.crc32(text.encode()),
                     zlib.adler32(text.encode()), len(detail)], np.int64)
     every = np.empty((group.size, sig.size), np.int64)
     wait(group, group.ctl.Iallgather(sig, every), what)
     if (every == sig).all():
         return
-    others = group.ctl.allgather((what, detail))  # every rank got here: all saw the disagreement
+    others = group.ctl.allgather((what, structure, detail))  # every rank got here: all saw the disagreement
     raise DistributedError(_disagreement(group, others))
 
 
 def _disagreement(group, others):
-    ranks = " vs ".join(f"rank {r}: {w}" for r, (w, _) in enumerate(others))
-    if len({w for w, _ in others}) > 1:
+    ranks = " vs ".join(f"rank {r}: {w}" for r, (w, _, _) in enumerate(others))
+    if len({w for w, _, _ in others}) > 1:
         return (f"rune.distributed: ranks called different collectives at collective #{group.seq + 1} "
                 f"({ranks}); every rank must call the same collectives in the same order")
-    what, first = others[0]
-    counts = {len(d) for _, d in others}
+    what, _, first = others[0]
+    if len({s for _, s, _ in others}) > 1:
+        per = ", ".join(f"rank {r} passed {s}" for r, (_, s, _) in enumerate(others))
+        return (f"rune.distributed: {what} at collective #{group.seq + 1}: the ranks passed trees of "
+                f"different structures: {per}; every rank must pass the same structure")
+    counts = {len(d) for _, _, d in others}
     if len(counts) > 1:
-        per = ", ".join(f"rank {r} passed {len(d)} leaves" for r, (_, d) in enumerate(others))
+        per = ", ".join(f"rank {r} passed {len(d)} leaves" for r, (_, _, d) in enumerate(others))
         return f"rune.distributed: {what} at collective #{group.seq + 1}: {per}"
     for k in range(len(first)):
-        seen = [d[k] for _, d in others]
+        seen = [d[k] for _, _, d in others]
         if len(set(seen)) > 1:
             per = ", ".join(f"rank {r} has {s}" for r, s in enumerate(seen))
             return (f"rune.distributed: {what} at collective #{group.seq + 1}: leaf {k} differs "

@@ -73,6 +73,22 @@ for op in ("sum", "mean", "max", "min"):
     for k in keys:
         same(got[k], reduce_oracle(k, op), f"all_reduce {op} {k}")
 
+# ---- max and min propagate NaN as np.max does, whichever rank holds it: rank r alone
+# has a NaN at index r, and every rank has one at the last index
+def with_nans(r, dtype):
+    x = np.arange(SIZE + 2, dtype=np.float64) * (r + 1)
+    x[r] = x[-1] = np.nan
+    return x.astype(dtype)
+
+
+for dtype in (np.float32, np.float64, np.float16, dt.bfloat16):
+    stack = np.stack([with_nans(r, dtype).astype(np.float64) for r in range(SIZE)])
+    for op in ("max", "min"):
+        got = np.asarray(dist.all_reduce({"x": with_nans(RANK, dtype)}, op)["x"])
+        want = (stack.max(0) if op == "max" else stack.min(0)).astype(dtype)
+        assert got.dtype == want.dtype and np.isnan(want[:SIZE]).all(), (got.dtype, want)
+        np.testing.assert_array_equal(got, want, err_msg=f"all_reduce {op} with NaN, {np.dtype(dtype).name}")
+
 # ---- broadcast from every root: bit for bit
 for root in range(SIZE):
     got = dist.broadcast(MINE, root=root)
