@@ -1,4 +1,5 @@
-"""Every error rune raises: a RuneError, and also the matching built-in."""
+"""Every error rune raises: a RuneError, and also the matching built-in; and
+RuneWarning, the category of every warning rune gives."""
 
 
 class RuneError(Exception):
@@ -61,3 +62,12 @@ class IndexingError(RuneError, IndexError):
 class DistributedError(RuneError, RuntimeError):
     """Processes of a distributed run that disagree (a collective called with different
     shapes, a rank that exited early) or a launch rune cannot join."""
+
+
+class CompileError(RuneError, RuntimeError):
+    """The C compiler rejected a kernel, or what it built does not load."""
+
+
+class RuneWarning(UserWarning):
+    """Something rune worked around (a kernel cache it cannot use, say): results are
+    unaffected, but the user may want to fix the cause."""

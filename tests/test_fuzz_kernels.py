@@ -11,7 +11,9 @@ checked per primitive within an ulp bound in test_compiler.py), so all three
 must agree bit for bit, NaN payloads aside.
 
 `RUNE_FUZZ_PROGRAMS` (default 2000) sets how many programs the batch test
-builds; all their kernels are compiled in a few batched compiler runs.
+builds; all their kernels are compiled in a few batched compiler runs. Every
+program of the run is checked, and each one that fails is reported, shrunk
+(steps and outputs dropped while it still fails), not only the first.
 """
 import os
 from contextlib import contextmanager
@@ -215,9 +217,10 @@ def _step(ch, shapes, dtypes):
             strides.append(ch.integer(1, 2))
         return ("move", "slice", (i,), {"starts": tuple(starts), "limits": tuple(limits),
                                         "strides": tuple(strides)})
-    if kind == "broadcast":
+    if kind == "broadcast":   # unit axes stretched, and up to three new leading axes
         new = tuple(ch.pick((1, 2, 3)) if d == 1 else d for d in shape)
-        return ("move", "broadcast_to", (i,), {"shape": (ch.pick((1, 2)),) + new})
+        lead = tuple(ch.pick((1, 2)) for _ in range(ch.integer(1, 3)))
+        return ("move", "broadcast_to", (i,), {"shape": lead + new})
     size = int(np.prod(shape))
     target = ch.pick([(size,), (1, size), (size, 1)] + ([tuple(reversed(shape))] if False else []))
     return ("move", "reshape", (i,), {"shape": target})
@@ -329,10 +332,23 @@ def no_compiler():
             os.environ["RUNE_CC"] = old
 
 
+class Prepared:
+    """A program planned both ways: its arrays, eager's results (the oracle), the
+    compiled and the fallback jit, and the error planning raised, if any."""
+
+    def __init__(self, program, arrays, want, compiled, fallback, error=None):
+        self.program, self.arrays, self.want = program, arrays, want
+        self.compiled, self.fallback, self.error = compiled, fallback, error
+
+
 def prepare(ch, seed):
-    """(arrays, eager results, compiled jit, fallback jit) or None if eager rejects the program."""
-    inputs, steps, outs = generate(ch)
-    arrays = [nx.asarray(_values(ch, d, s, seed * 7 + k)) for k, (s, d) in enumerate(inputs)]
+    """A Prepared for a random program, or None if eager rejects the program."""
+    return prepare_program(generate(ch), seed)
+
+
+def prepare_program(program, seed):
+    inputs, steps, outs = program
+    arrays = [nx.asarray(_values(None, d, s, seed * 7 + k)) for k, (s, d) in enumerate(inputs)]
     f = program_fn(steps, outs)
     try:
         with np.errstate(all="ignore"):
@@ -340,22 +356,25 @@ def prepare(ch, seed):
     except Exception:
         return None  # e.g. NumPy's boolean subtract: an error eager raises too
     compiled, fallback = rune.jit(f), rune.jit(f)
-    compiled.plan(*arrays)
-    with no_compiler():
-        fallback.plan(*arrays)
-    return arrays, want, compiled, fallback, (inputs, steps, outs)
+    try:
+        compiled.plan(*arrays)
+        with no_compiler():
+            fallback.plan(*arrays)
+    except Exception as e:
+        return Prepared(program, arrays, want, compiled, fallback, f"planning raised {type(e).__name__}: {e}")
+    return Prepared(program, arrays, want, compiled, fallback)
 
 
-def check(prepared):
-    arrays, want, compiled, fallback, program = prepared
-    plan = compiled.plan(*arrays)
+def check(p):
+    assert p.error is None, f"{p.error}\nfor program {p.program}"
+    plan = p.compiled.plan(*p.arrays)
     assert_compiled_where_lowerable(plan)
-    assert not fallback.plan(*arrays).kernels
-    for how, jf in (("compiled", compiled), ("numpy fallback", fallback)):
-        got = jf(*arrays)
-        for g, w in zip(got, want):
+    assert not p.fallback.plan(*p.arrays).kernels
+    for how, jf in (("compiled", p.compiled), ("numpy fallback", p.fallback)):
+        got = jf(*p.arrays)
+        for g, w in zip(got, p.want):
             g, w = np.asarray(g), np.asarray(w)
-            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.dtype == w.dtype and g.shape == w.shape, (how, g.dtype, w.dtype, g.shape, w.shape)
             if w.dtype.kind == "c":   # both parts, as floats
                 g, w = np.stack([g.real, g.imag]), np.stack([w.real, w.imag])
             if w.dtype.kind == "f" or w.dtype == BF16:
@@ -363,22 +382,129 @@ def check(prepared):
                 ok = ((g64 == w64) & (np.signbit(g64) == np.signbit(w64))) | (np.isnan(g64) & np.isnan(w64))
             else:
                 ok = g == w
-            assert ok.all(), (f"{how} differs from eager for program {program}\n"
+            assert ok.all(), (f"{how} differs from eager for program {p.program}\n"
                               f"got {g[~ok]}\nwant {w[~ok]}\n{plan!r}")
 
 
-def test_many_random_programs_compiled_in_batches():
-    prepared = []
-    for seed in range(N_PROGRAMS):
-        p = prepare(RngChoices(seed), seed)
-        if p is not None:
-            prepared.append(p)
-    assert len(prepared) > 0.95 * N_PROGRAMS
-    compile_pending()
-    kernels = 0
-    for p in prepared:
+def failure(p):
+    """What is wrong with prepared program `p` (its check's message), or None."""
+    try:
         check(p)
-        kernels += len(p[2].plan(*p[0]).kernels)
+    except Exception as e:   # a wrong result, or any error a run raised
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+# ---------------------------------------------------------------- shrinking failures
+
+def _remove(program, k):
+    """`program` without step k; what read its value reads its first operand instead."""
+    inputs, steps, outs = program
+    gone = len(inputs) + k
+    sub = steps[k][2][0]
+
+    def moved(v):
+        return sub if v == gone else v - 1 if v > gone else v
+    rest = [(kind, name, tuple(moved(v) for v in ins), params)
+            for j, (kind, name, ins, params) in enumerate(steps) if j != k]
+    return inputs, rest, sorted({moved(v) for v in outs})
+
+
+def _live(program):
+    """`program` without the steps no output depends on."""
+    inputs, steps, outs = program
+    n, need = len(inputs), set(outs)
+    for k in range(len(steps) - 1, -1, -1):
+        if n + k in need:
+            need.update(steps[k][2])
+    for k in range(len(steps) - 1, -1, -1):
+        if n + k not in need:
+            program = _remove(program, k)
+    return program
+
+
+def _cuts(program):
+    """Levels of smaller programs to try, the biggest cuts first: each output alone,
+    then runs of steps removed, halves, quarters, ... single steps."""
+    inputs, steps, outs = program
+    levels = [[_live((inputs, steps, [o])) for o in outs] if len(outs) > 1 else []]
+    size = len(steps) // 2
+    while size >= 1:
+        level = []
+        for start in range(0, len(steps) - size + 1, size):
+            cut = program
+            for k in range(start + size - 1, start - 1, -1):
+                cut = _remove(cut, k)
+            level.append(_live(cut))
+        levels.append(level)
+        size //= 2
+    return levels
+
+
+def shrink(failing, rounds=60):
+    """Shrink each failing (seed, program, message) as far as dropping steps and
+    outputs keeps it failing. A round tries one level of cuts (_cuts) of every
+    program still shrinking, in one batched compile; a cut that still fails is
+    kept and the program starts again from the biggest cuts, else it goes on to
+    the next level, and is done after single steps."""
+    failing = list(failing)
+    level = {j: 0 for j in range(len(failing))}
+    for _ in range(rounds):
+        if not level:
+            break
+        tries = []
+        for j, at in level.items():
+            seed, program, _ = failing[j]
+            levels = _cuts(program)
+            for smaller in levels[at] if at < len(levels) else ():
+                p = prepare_program(smaller, seed)
+                if p is not None:
+                    tries.append((j, p))
+        compile_pending()
+        shrunk = set()
+        for j, p in tries:
+            if j not in shrunk:
+                message = failure(p)
+                if message is not None:
+                    failing[j] = (failing[j][0], p.program, message)
+                    shrunk.add(j)
+        for j in list(level):
+            if j in shrunk:
+                level[j] = 0
+            elif level[j] + 1 < len(_cuts(failing[j][1])):
+                level[j] += 1
+            else:
+                del level[j]
+    return failing
+
+
+def report(failing, total):
+    lines = [f"{len(failing)} of {total} random programs fail (each shrunk):"]
+    for seed, (inputs, steps, outs), message in failing:
+        head = message if len(message) < 3000 else message[:3000] + " ..."
+        lines.append(f"--- seed {seed}: inputs {inputs}\n    steps {steps}\n    outputs {outs}\n{head}")
+    return "\n".join(lines)
+
+
+def fuzz(seeds, most_shrunk=20):
+    """Every failing program among those of `seeds`, as (seed, program, message):
+    the first `most_shrunk` shrunk, the rest as generated."""
+    prepared = [(seed, prepare(RngChoices(seed), seed)) for seed in seeds]
+    prepared = [(seed, p) for seed, p in prepared if p is not None]
+    compile_pending()
+    failing = []
+    for seed, p in prepared:
+        message = failure(p)
+        if message is not None:
+            failing.append((seed, p.program, message))
+    return shrink(failing[:most_shrunk]) + failing[most_shrunk:], prepared
+
+
+def test_many_random_programs_compiled_in_batches():
+    failing, prepared = fuzz(range(N_PROGRAMS))
+    assert len(prepared) > 0.95 * N_PROGRAMS
+    assert not failing, report(failing, len(prepared))
+    kernels = sum(len(p.compiled.plan(*p.arrays).kernels) for _, p in prepared)
     assert kernels > N_PROGRAMS
 
 
@@ -388,3 +514,86 @@ def test_random_programs_shrinkable(data):
     p = prepare(DataChoices(data), 1)
     if p is not None:
         check(p)
+
+
+def _eager_outputs(program, seed, rename=None):
+    inputs, steps, outs = program
+    steps = [(kind, (rename or {}).get(name, name), ins, params) for kind, name, ins, params in steps]
+    arrays = [nx.asarray(_values(None, d, s, seed * 7 + k)) for k, (s, d) in enumerate(inputs)]
+    with np.errstate(all="ignore"):
+        return [np.asarray(v) for v in program_fn(steps, outs)(*arrays)]
+
+
+def _same(a, b):
+    """Results equal as `check` compares them: bit for bit, NaN payloads aside."""
+    for x, y in zip(a, b):
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if x.dtype.kind == "c":
+            x, y = np.stack([x.real, x.imag]), np.stack([y.real, y.imag])
+        if x.dtype.kind == "f" or x.dtype == BF16:
+            x, y = x.astype(np.float64), y.astype(np.float64)
+            if not (((x == y) & (np.signbit(x) == np.signbit(y))) | (np.isnan(x) & np.isnan(y))).all():
+                return False
+        elif not (x == y).all():
+            return False
+    return True
+
+
+def test_every_failing_program_is_reported_and_the_first_ones_shrunk(monkeypatch):
+    # A compiler broken for one operation (sub rendered as add). Which programs that
+    # breaks is known without compiling: those whose eager results change when
+    # their subs are adds. Each must be reported, not only the first.
+    from rune.jit import render
+    monkeypatch.setitem(render.RULES, "sub", render.RULES["add"])
+    seeds = range(120)
+    expected = set()
+    for seed in seeds:
+        program = generate(RngChoices(seed))
+        try:
+            right = _eager_outputs(program, seed)
+        except Exception:
+            continue   # a program eager rejects is not run
+        if not _same(right, _eager_outputs(program, seed, {"sub": "add"})):
+            expected.add(seed)
+    assert len(expected) >= 3   # the run below must have several failures to report
+    failing, prepared = fuzz(seeds, most_shrunk=2)
+    assert {seed for seed, _, _ in failing} == expected
+    text = report(failing, len(prepared))
+    assert f"{len(expected)} of {len(prepared)} random programs fail" in text
+    for n, (seed, program, message) in enumerate(failing):
+        names = [name for _, name, _, _ in program[1]]
+        assert "sub" in names and "differs from eager" in message, (seed, program, message)
+        if n < 2:   # shrunk: the sub and what feeds it a value it changes, little else
+            assert len(program[1]) <= 3 and len(program[2]) == 1, program
+            assert not _same(_eager_outputs(program, seed), _eager_outputs(program, seed, {"sub": "add"}))
+        else:
+            assert program == generate(RngChoices(seed))
+        assert f"--- seed {seed}:" in text
+
+
+def test_the_generator_broadcasts_unit_axes_into_higher_ranks():
+    # Broadcasting a value with unit axes into a higher rank (new leading axes, its
+    # own size-1 axes stretched) is a pattern the index arithmetic can get wrong
+    # unnoticed; the random programs must be full of it, both as broadcast_to and
+    # as operands of different ranks meeting in one elementwise op.
+    explicit = implicit = 0
+    for seed in range(300):
+        inputs, steps, _ = generate(RngChoices(seed))
+        shapes = [s for s, _ in inputs]
+        dtypes = [d for _, d in inputs]
+        for step in steps:
+            kind, name, ins, params = step
+            operands = [shapes[i] for i in ins]
+            if name == "broadcast_to":
+                src, dst = operands[0], params["shape"]
+                if 1 in src and len(dst) - len(src) >= 2 and any(
+                        a == 1 and b > 1 for a, b in zip(src, dst[len(dst) - len(src):])):
+                    explicit += 1
+            elif kind in ("binary", "select") and len({len(s) for s in operands}) > 1 and any(
+                    1 in s for s in operands):
+                implicit += 1
+            shape, dtype = _abstract(step, shapes, dtypes)
+            shapes.append(shape)
+            dtypes.append(dtype)
+    assert explicit >= 15 and implicit >= 30, (explicit, implicit)

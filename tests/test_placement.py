@@ -292,7 +292,7 @@ def test_default_device_from_environment():
 def test_bad_host_device_count_is_reported(value):
     run = _child("import rune", {"RUNE_HOST_DEVICES": value})
     assert run.returncode != 0
-    assert "DeviceError" in run.stderr and "RUNE_HOST_DEVICES" in run.stderr and repr(value) in run.stderr
+    assert "ArgumentError" in run.stderr and "RUNE_HOST_DEVICES" in run.stderr and repr(value) in run.stderr
 
 
 # ---------------------------------------------------------------- device names (this process)

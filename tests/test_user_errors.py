@@ -282,3 +282,30 @@ def test_array_of_a_ragged_list_says_where(data, where):
     for make in (nx.array, nx.asarray):
         with pytest.raises(rune.ShapeError, match="array: nested sequences must be rectangular, but " + where):
             make(data)
+
+
+# ---------------------------------------------------------------- environment variables
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("RUNE_COMPILE_MIN_SIZE", "4k", "an integer >= 0"),
+    ("RUNE_CACHE", "maybe", "0 or 1"),
+    ("RUNE_CC", "definitely-not-a-compiler", "a C compiler"),
+])
+def test_a_bad_environment_variable_fails_the_jitted_call_naming_it(monkeypatch, name, value, expected):
+    # The variable, what it accepts and what it holds; an ArgumentError (a ValueError).
+    from rune.backends.cpu import compiler
+    monkeypatch.setattr(compiler, "_LOADED", {})   # the kernel is looked up on disk, as in a new process
+    monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "0")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(rune.ArgumentError) as e:
+        rune.jit(lambda x: x * 6.5 - 2)(f32(1.0, 2.0))
+    message = str(e.value)
+    assert f"environment variable {name}" in message and expected in message and repr(value) in message
+    assert isinstance(e.value, ValueError)
+
+
+def test_compile_errors_and_rune_warnings_are_public():
+    assert issubclass(rune.CompileError, rune.RuneError) and issubclass(rune.CompileError, RuntimeError)
+    assert issubclass(rune.RuneWarning, UserWarning)
+    from rune.backends.cpu import compiler
+    assert compiler.CompileError is rune.CompileError   # one class, wherever it is raised

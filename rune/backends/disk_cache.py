@@ -7,22 +7,54 @@ can share one library built from a batched translation unit. Every write is
 a temporary file renamed into place, so two processes compiling the same key
 at once both succeed and a reader never sees half a file; an entry that is
 unreadable, or whose library is missing or does not hash to what it says, is
-a miss. `RUNE_CACHE=0` reads and writes nothing.
+a miss, and is replaced when its kernel is rebuilt. `RUNE_CACHE=0` reads and
+writes nothing.
+
+The cache only ever saves time: a folder that cannot be written (no home
+folder, read-only, a file in the way, a full disk) gives one RuneWarning and
+the kernels built meanwhile live in this process only.
 """
 import hashlib
 import json
 import os
+import warnings
+
+from .. import config
+from ..errors import RuneWarning
 
 ABI_VERSION = "rune-kernels-1"  # bump when the calling convention of compiled units changes
 
+_WARNED = set()   # the topics already warned about in this process
+
 
 def enabled():
-    return os.environ.get("RUNE_CACHE", "1") != "0"
+    return config.cache_enabled()
 
 
 def directory():
-    root = os.environ.get("RUNE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "rune")
+    """The kernels folder; None when the cache is off or there is no home folder for it."""
+    if not enabled():
+        return None
+    root = config.cache_root()
+    if root is None:
+        warn_unusable(None, "there is no home folder for the default ~/.cache/rune")
+        return None
     return os.path.join(root, "kernels")
+
+
+def warn_unusable(folder, why):
+    """Say once per folder that kernels are not written there, and why."""
+    where = "no kernel cache is used" if folder is None else f"the kernel cache in {folder} is not written"
+    warn_once(("unwritable", folder), f"{where}: {why}; kernels compiled now are kept in this process "
+              "only (set RUNE_CACHE_DIR to a writable folder, or RUNE_CACHE=0 to build without a disk cache)")
+
+
+def warn_once(topic, message):
+    """A RuneWarning, given once per process for each `topic`."""
+    if topic in _WARNED:
+        return
+    _WARNED.add(topic)
+    warnings.warn(message, RuneWarning, stacklevel=3)
 
 
 def key(*parts):
@@ -34,28 +66,32 @@ def key(*parts):
 
 def lookup(k):
     """(library path, symbol) for key `k`, or None on a miss (also for a damaged entry)."""
-    if not enabled():
-        return None
     d = directory()
+    if d is None:
+        return None
     try:
         with open(os.path.join(d, k + ".json")) as f:
             entry = json.load(f)
-        path = os.path.join(d, entry["lib"])
+        lib, digest, symbol = entry["lib"], entry["sha256"], entry["symbol"]
+        if not all(isinstance(s, str) for s in (lib, digest, symbol)) or os.path.basename(lib) != lib:
+            return None
+        path = os.path.join(d, lib)
         with open(path, "rb") as f:
             data = f.read()
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+    if hashlib.sha256(data).hexdigest() != digest:
         return None
-    return path, entry["symbol"]
+    return path, symbol
 
 
 def read_note(name):
     """The bytes of a small note kept beside the kernels (None when absent or off)."""
-    if not enabled():
+    d = directory()
+    if d is None:
         return None
     try:
-        with open(os.path.join(directory(), name)) as f:
+        with open(os.path.join(d, name)) as f:
             return f.read().encode()
     except (OSError, ValueError):
         return None
@@ -63,29 +99,36 @@ def read_note(name):
 
 def write_note(name, data):
     """Keep a small note (e.g. a compiler's version line) for later processes."""
-    if not enabled():
-        return
-    os.makedirs(directory(), exist_ok=True)
-    _atomic_write(os.path.join(directory(), name), data)
+    _write(name, data)
 
 
 def store_library(data):
-    """Put a compiled library's bytes in the cache; returns its path (None when off)."""
-    if not enabled():
-        return None
+    """Put a compiled library's bytes in the cache: (its path, its sha256), or None
+    when the cache is off or cannot be written."""
     digest = hashlib.sha256(data).hexdigest()
-    d = directory()
-    os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f"lib-{digest[:32]}.so")
-    _atomic_write(path, data)  # also replaces a damaged file of that name (a mapped one lives on)
-    return path, digest
+    # Also replaces a damaged file of that name (a mapped one lives on).
+    path = _write(f"lib-{digest[:32]}.so", data)
+    return None if path is None else (path, digest)
 
 
 def store_entry(k, lib_path, digest, symbol):
-    if not enabled():
-        return
     entry = json.dumps({"lib": os.path.basename(lib_path), "sha256": digest, "symbol": symbol})
-    _atomic_write(os.path.join(directory(), k + ".json"), entry.encode())
+    _write(k + ".json", entry.encode())
+
+
+def _write(name, data):
+    """Write `name` in the kernels folder; its path, or None (off, or warned once: unwritable)."""
+    d = directory()
+    if d is None:
+        return None
+    path = os.path.join(d, name)
+    try:
+        os.makedirs(d, exist_ok=True)
+        _atomic_write(path, data)
+    except OSError as e:
+        warn_unusable(d, f"writing {name} there failed ({e.strerror or e})")
+        return None
+    return path
 
 
 def _atomic_write(path, data):
@@ -94,7 +137,12 @@ def _atomic_write(path, data):
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except IsADirectoryError:   # a damaged cache: a folder where a file belongs
+            import shutil
+            shutil.rmtree(path)
+            os.replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)

@@ -5,14 +5,21 @@ on the NumPy backend); by default the first of cc, gcc, clang on PATH. Units
 are compiled many to a translation unit (one compiler run costs ~70-100 ms
 here, whatever it holds) and, when several batches are needed, in parallel.
 Each unit's entry point is `<name>_run(void **buffers)`.
+
+What the compiler writes is checked: no library, or one that does not load or
+lacks an entry point, is a CompileError with the compiler's output. A library
+is loaded from the disk cache, or, where that folder will not load libraries
+(mounted noexec) or is not written, from a private copy.
 """
 import ctypes
 import functools
 import hashlib
 import os
 import shutil
+import sys
 
-from ...errors import RuneError
+from ... import config
+from ...errors import CompileError
 from .. import disk_cache as cache
 from ...stats import COUNTERS
 
@@ -26,16 +33,12 @@ LIBS = ("-lmvec", "-lm")
 BATCH = 64        # units per translation unit when many are built at once
 
 
-class CompileError(RuneError):
-    pass
-
-
 class Compiler:
     def __init__(self, path):
         self.path = path
         self.version = _version(path)
         self.identity = "\0".join((os.path.realpath(path), self.version, " ".join(FLAGS + LIBS),
-                                   _cpu_features()))
+                                   _cpu_features(), _platform()))
 
     def key(self, text):
         return cache.key(self.identity, text)
@@ -43,19 +46,15 @@ class Compiler:
 
 def find():
     """The compiler `RUNE_CC` names, else the first C compiler on PATH; None for none."""
-    choice = os.environ.get("RUNE_CC", "")
-    return _find(choice)
+    return _find(config.c_compiler())
 
 
 @functools.lru_cache(maxsize=None)
 def _find(choice):
-    if choice.lower() == "none":
+    if choice == "none":
         return None
     if choice:
-        path = shutil.which(choice) or (choice if os.path.exists(choice) else None)
-        if path is None:
-            raise RuneError(f"RUNE_CC={choice!r}: no such compiler")
-        return Compiler(path)
+        return Compiler(choice)
     for name in ("cc", "gcc", "clang"):
         path = shutil.which(name)
         if path:
@@ -80,10 +79,21 @@ def _version(path):
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
         version = out.stdout.splitlines()[0] if out.stdout else out.stderr.strip()
     except (OSError, subprocess.SubprocessError, IndexError) as e:
-        raise RuneError(f"RUNE_CC: cannot run {path} --version: {e}") from e
+        raise CompileError(f"cannot run the C compiler {path} (RUNE_CC picks another): "
+                           f"{path} --version failed: {e}") from e
     if name and out.returncode == 0:
         cache.write_note(name, version.encode())
     return version
+
+
+@functools.lru_cache(maxsize=1)
+def _platform():
+    """The system a library is built for and loaded on: OS, machine, pointer width and
+    C library. The Python version is not part of it: units are plain C called through
+    ctypes and link nothing of Python's."""
+    import platform
+    libc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in getattr(os, "confstr_names", {}) else ""
+    return f"{sys.platform} {platform.machine()} {ctypes.sizeof(ctypes.c_void_p) * 8}-bit {libc}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -101,23 +111,92 @@ def _cpu_features():
 
 _LOADED = {}      # key -> entry function, for this process
 _LIBS = {}        # library path -> CDLL (kept alive)
+_MEMFDS = []      # in-memory libraries' files, kept open: a reused /proc/self/fd/N name would
+#                   make the dynamic loader hand back the library first loaded under it
 
 
-def _load(path, symbol):
-    lib = _LIBS.get(path)
-    if lib is None:
-        lib = _LIBS[path] = ctypes.CDLL(path)
+def _entry(lib, symbol):
     fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_void_p]
     fn.restype = None
     return fn
 
 
+def _open(path):
+    lib = _LIBS.get(path)
+    if lib is None:
+        lib = _LIBS[path] = ctypes.CDLL(path)
+    return lib
+
+
+def _open_private(data):
+    """Library bytes loaded from a private copy: a temporary file, unlinked once
+    mapped, or an in-memory file where the temporary folder will not load
+    libraries either (mounted noexec). Raises the loader's OSError."""
+    import tempfile
+    try:
+        fd, path = tempfile.mkstemp(suffix=".so", prefix="rune-")
+    except OSError as e:
+        error = e
+    else:
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return ctypes.CDLL(path)   # the mapping stays valid after unlinking
+        except OSError as e:
+            error = e
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    if not hasattr(os, "memfd_create"):
+        raise error
+    fd = os.memfd_create("rune-kernel")
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            f.write(data)
+        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except OSError:
+        os.close(fd)
+        raise error from None   # the first failure says more (a bad library, say)
+    _MEMFDS.append(fd)
+    return lib
+
+
+def _warn_noexec(path, error):
+    folder = os.path.dirname(path)
+    cache.warn_once(("noexec", folder), f"libraries in the kernel cache {folder} do not load ({error}); "
+                    "each is loaded from a private copy instead (set RUNE_CACHE_DIR to a folder "
+                    "on a filesystem that allows executables)")
+
+
+def _load_hit(path, symbol):
+    """The entry function of a cached library (already checked against its hash), or
+    None to rebuild it."""
+    try:
+        return _entry(_open(path), symbol)
+    except AttributeError:
+        return None
+    except OSError as e:   # intact, so the folder is what will not load it
+        try:
+            with open(path, "rb") as f:
+                lib = _open_private(f.read())
+            fn = _entry(lib, symbol)
+        except (OSError, AttributeError):
+            return None
+        _LIBS[path] = lib   # one private copy for all the units it holds
+        _warn_noexec(path, e)
+        return fn
+
+
 def build(compiler, prelude, units):
     """Entry functions for `units` ([(name, text, kernel names)]), in order.
 
     Each is looked up in this process, then on disk; the rest are compiled,
-    up to BATCH to a translation unit."""
+    up to BATCH to a translation unit. A unit that does not build gets a
+    function raising its CompileError when run, so that it fails only the
+    stretch it belongs to, not every stretch compiled with it."""
     keys = [compiler.key(prelude + text) for _, text, _ in units]
     fns = [None] * len(units)
     missing = []
@@ -126,11 +205,9 @@ def build(compiler, prelude, units):
         if fn is None:
             hit = cache.lookup(k)
             if hit is not None:
-                try:
-                    fn = _load(hit[0], hit[1])
+                fn = _load_hit(*hit)
+                if fn is not None:
                     COUNTERS["disk_cache_hits"] += 1
-                except (OSError, AttributeError):
-                    fn = None   # a damaged library: rebuild it
             if fn is not None:
                 _LOADED[k] = fn
         if fn is None:
@@ -142,20 +219,30 @@ def build(compiler, prelude, units):
             seen.add(keys[i])
             todo.append(i)
     batches = [todo[j:j + BATCH] for j in range(0, len(todo), BATCH)]
+    failed = {}   # key -> the CompileError message of a unit that did not build
     workers = min(len(batches), os.cpu_count() or 1)
     if workers > 1:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda b: _compile_batch(compiler, prelude, units, keys, b), batches))
+            list(pool.map(lambda b: _compile_batch(compiler, prelude, units, keys, b, failed), batches))
     else:
         for b in batches:
-            _compile_batch(compiler, prelude, units, keys, b)
+            _compile_batch(compiler, prelude, units, keys, b, failed)
     for i in missing:
-        fns[i] = _LOADED[keys[i]]
+        fns[i] = _LOADED.get(keys[i]) or _failing(failed[keys[i]])
     return fns
 
 
-def _compile_batch(compiler, prelude, units, keys, batch):
+def _failing(message):
+    def run(buffers):
+        raise CompileError(message)
+    return run
+
+
+def _compile_batch(compiler, prelude, units, keys, batch, failed):
+    """Build the units `batch` (indices into `units`) into one library and load their
+    entry functions into _LOADED; the message of each unit that does not build
+    goes to `failed`."""
     import subprocess   # compiling is rare next to loading: these imports stay off the warm path
     import tempfile
     text = prelude + "\n\n".join(units[i][1] for i in batch)
@@ -167,27 +254,95 @@ def _compile_batch(compiler, prelude, units, keys, batch):
                               capture_output=True, text=True)
         COUNTERS["kernels_compiled"] += 1
         if proc.returncode != 0:
-            if len(batch) > 1:  # find the unit at fault, to report it alone
-                for i in batch:
-                    _compile_batch(compiler, prelude, units, keys, [i])
-            name, utext, kernels = units[batch[0]]
-            raise CompileError(
-                f"the C compiler ({compiler.path}) rejected kernel(s) {', '.join(kernels)} "
-                f"of stretch {name}:\n{proc.stderr.strip()}\n--- source ---\n{prelude}{utext}")
-        with open(lib, "rb") as f:
-            data = f.read()
-        stored = cache.store_library(data)
-        if stored is None:  # no disk cache: load from a private copy that outlives tmp
-            fd, path = tempfile.mkstemp(suffix=".so", prefix="rune-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            digest = None
-        else:
-            path, digest = stored
+            if len(batch) == 1:
+                name, utext, kernels = units[batch[0]]
+                failed[keys[batch[0]]] = (
+                    f"the C compiler ({compiler.path}) rejected kernel(s) {', '.join(kernels)} "
+                    f"of stretch {name}:\n{proc.stderr.strip()}\n--- source ---\n{prelude}{utext}")
+                return
+            _isolate(compiler, prelude, units, keys, batch, failed, proc.stderr)
+            return
+        output = "\n".join(s.strip() for s in (proc.stdout, proc.stderr) if s.strip()) or "(no output)"
+        what = (f"the C compiler ({compiler.path}) exited 0 for kernel(s) "
+                f"{', '.join(k for i in batch for k in units[i][2])}, but")
+        try:
+            with open(lib, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            for i in batch:
+                failed[keys[i]] = f"{what} wrote no library {lib} ({e.strerror or e}); its output:\n{output}"
+            return
+        try:
+            handle, stored = _open_built(data, what, output)
+        except CompileError as e:
+            for i in batch:
+                failed[keys[i]] = str(e)
+            return
         for i in batch:
             symbol = units[i][0] + "_run"
-            _LOADED[keys[i]] = _load(path, symbol)
-            if digest is not None:
-                cache.store_entry(keys[i], path, digest, symbol)
-        if stored is None:
-            os.unlink(path)  # the loaded mapping stays valid after unlinking
+            try:
+                _LOADED[keys[i]] = _entry(handle, symbol)
+            except AttributeError:
+                failed[keys[i]] = f"{what} the library it wrote has no function {symbol}; its output:\n{output}"
+                continue
+            if stored is not None:
+                cache.store_entry(keys[i], *stored, symbol)
+
+
+def _isolate(compiler, prelude, units, keys, batch, failed, stderr):
+    """The compiler rejected a batch: build the units its messages point at alone (to
+    report each with its own source), then the rest together again. Where no message
+    names a line of a unit, units are built alone until one fails; if the first two
+    both fail so, the compiler fails whatever it is given (a missing library, say)
+    and every unit of the batch gets that message, at the cost of three runs."""
+    import re
+    first, starts = prelude.count("\n") + 1, []
+    for i in batch:
+        starts.append(first)
+        first += units[i][1].count("\n") + 2   # the unit and the blank line joining it to the next
+    lines = {int(n) for n in re.findall(r"unit\.c:(\d+)(?::\d+)?: (?:fatal )?error", stderr)}
+    at_fault = {batch[j] for line in lines for j in range(len(batch))
+                if starts[j] <= line < (starts[j + 1] if j + 1 < len(batch) else first)}
+    if not at_fault:
+        for i in batch:
+            _compile_batch(compiler, prelude, units, keys, [i], failed)
+            if keys[i] in failed:
+                at_fault = {i}
+                break
+        if batch[0] in at_fault:
+            _compile_batch(compiler, prelude, units, keys, [batch[1]], failed)
+            if keys[batch[1]] in failed:
+                for i in batch[2:]:
+                    failed[keys[i]] = f"every kernel built with it fails alike; the first:\n{failed[keys[batch[0]]]}"
+                return
+    for i in at_fault:
+        if keys[i] not in failed and keys[i] not in _LOADED:
+            _compile_batch(compiler, prelude, units, keys, [i], failed)
+    rest = [i for i in batch if keys[i] not in failed and keys[i] not in _LOADED]
+    if rest:
+        _compile_batch(compiler, prelude, units, keys, rest, failed)
+
+
+def _open_built(data, what, output):
+    """A freshly built library loaded, from the disk cache where it can be: (the
+    CDLL, (cache path, sha256) or None when it is not cached)."""
+    stored = cache.store_library(data)
+    if stored is not None:
+        try:
+            return _open(stored[0]), stored
+        except OSError as e:
+            cached_error = e
+    try:
+        handle = _open_private(data)
+    except OSError as e:
+        if stored is not None:   # not a library at all: keep it out of the cache
+            try:
+                os.unlink(stored[0])
+            except OSError:
+                pass
+        raise CompileError(f"{what} the library it wrote ({len(data)} bytes) does not load: {e}; "
+                           f"its output:\n{output}") from None
+    if stored is not None:   # later processes load it from a private copy as well
+        _LIBS[stored[0]] = handle
+        _warn_noexec(stored[0], cached_error)
+    return handle, stored
