@@ -36,9 +36,12 @@ def _check_carry(where, struct_in, struct_out, avals_in, avals_out, paths):
         raise TreeError(f"{where}: the carry changed structure from {struct_in} to {struct_out}")
     for path, a, b in zip(paths, avals_in, avals_out):
         if a.shape != b.shape or a.dtype != b.dtype:
+            fix = "" if a.dtype == b.dtype else (
+                f" (an operand of another dtype promoted the {a.dtype.name} carry to {b.dtype.name}; "
+                f"cast that operand, or the new value, to the carry's dtype, e.g. `new.astype(carry.dtype)`)")
             raise ShapeError(f"{where}: the carry leaf {path or '(root)'} went in as "
                              f"{a.describe()} and came out as {b.describe()}; a loop carry must "
-                             f"keep its shape and dtype")
+                             f"keep its shape and dtype{fix}")
         if b.device is not None and a.device != b.device:
             raise DeviceMismatchError(f"{where}: the carry leaf {path or '(root)'} went in on "
                                       f"{a.device} and came out on {b.device}; place it back with "
@@ -658,16 +661,40 @@ def fori_loop(lower, upper, body_fn, init):
             got = bound.aval.describe() if hasattr(bound, "aval") else f"{type(bound).__name__} {bound!r}"
             raise DTypeError(f"fori_loop: {what} must be an integer scalar, got {got}")
     static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
+
+    def body(i, carry):
+        out = body_fn(i, carry)
+        _check_index_promotion(carry, out)
+        return out
     if static:
         lo, hi = int(lower), int(upper)
-        carry, _ = scan(lambda c, i: (body_fn(i, c), None), init,
+        carry, _ = scan(lambda c, i: (body(i, c), None), init,
                         arange(lo, max(hi, lo), dtype=np.int32))
         return carry
     lower = nx.astype(lower, np.int32)
     upper = nx.astype(upper, np.int32)
     _, out = while_loop(lambda s: nx.less(s[0], upper),
-                        lambda s: (nx.add(s[0], 1), body_fn(s[0], s[1])), (lower, init))
+                        lambda s: (nx.add(s[0], 1), body(s[0], s[1])), (lower, init))
     return out
+
+
+def _check_index_promotion(carry, out):
+    """The error for the commonest way a fori_loop carry changes dtype: the int32
+    index `i` meeting a float32 (or narrower) carry, which NumPy's rules (unlike
+    JAX's) widen to float64. Any other change is left to the loop's own check."""
+    leaves_in, struct_in = tree.flatten_with_paths(carry)
+    leaves_out, struct_out = tree.flatten(out)
+    if struct_in != struct_out:
+        return
+    for (path, a), b in zip(leaves_in, leaves_out):
+        if not (hasattr(a, "aval") and hasattr(b, "aval")) or a.weak or a.shape != b.shape:
+            continue
+        if a.dtype != b.dtype and dt.promote([(a.dtype, False), (dt.int32, False)])[0] == b.dtype:
+            raise ShapeError(  # as every other carry that changes (see _check_carry)
+                f"fori_loop: the body returned {b.dtype.name} for the {a.dtype.name} carry leaf "
+                f"{path or '(root)'}: the loop index `i` (int32) promoted it ({a.dtype.name} with int32 "
+                f"gives {b.dtype.name} under NumPy's rules). Cast the index to the carry's dtype, e.g. "
+                f"`v * 1.1 + i.astype(v.dtype)`, so the carry stays {a.dtype.name}")
 
 
 # ---------------------------------------------------------------- batching (vmap)

@@ -87,13 +87,19 @@ def cross_entropy(logits, labels, where=None):
     """Per-example softmax cross-entropy with integer labels (optax's
     `softmax_cross_entropy_with_integer_labels`): logsumexp(logits) - logits[label]
     over the last axis. `where` (a bool mask shaped like `labels`) zeroes the
-    losses of the examples it excludes. Stable for logits of any magnitude."""
+    losses of the examples it excludes. Stable for logits of any magnitude. A label
+    outside [0, classes) gives a NaN loss (as optax), never a silent 0, unless
+    `where` excludes its example (the usual way to skip padding labels such as -1)."""
     logits, labels = nx.asarray(logits), nx.asarray(labels)
     if labels.shape != logits.shape[:-1]:
         raise ShapeError(f"cross_entropy: labels of shape {labels.shape} do not match logits of shape "
                          f"{logits.shape} (expected labels of shape {logits.shape[:-1]})")
     logp = nx.log_softmax(logits, axis=-1)
-    losses = -nx.sum(logp * one_hot(labels, logits.shape[-1], logp.dtype), axis=-1)
+    classes = logits.shape[-1]
+    losses = -nx.sum(logp * one_hot(labels, classes, logp.dtype), axis=-1)
+    # one_hot of an out-of-range label is all zeros, which would make its loss 0
+    valid = nx.logical_and(labels >= 0, labels < classes)
+    losses = nx.where(valid, losses, nx.full_like(losses, float("nan")))
     if where is not None:
         losses = nx.where(where, losses, nx.zeros_like(losses))
     return losses

@@ -54,6 +54,17 @@ def _map(f, *trees):
     return tree.map(f, *trees)
 
 
+_HALF = (nx.float16, nx.bfloat16)
+
+
+def _wide(x):
+    """`x` in the dtype optimizer arithmetic runs in: float32 for half-precision
+    values, else its own. In bfloat16, 0.999 rounds to 1 (so 1 - b2 ** t is 0 and
+    Adam divides by zero) and eps = 1e-8 to 0 in float16; states and updates are
+    still stored in their own dtypes."""
+    return nx.astype(x, nx.float32) if x.dtype in _HALF else x
+
+
 # ---------------------------------------------------------------- schedules
 
 def constant(value):
@@ -144,8 +155,13 @@ def scale_by_learning_rate(learning_rate):
 
     def update(updates, state, params=None):
         rate = schedule(state.count)
-        # A scheduled rate (an array) takes each update's dtype; a number stays a weak scalar.
-        step = (lambda u: u * nx.astype(-rate, u.dtype)) if hasattr(rate, "dtype") else (lambda u: u * -rate)
+
+        def step(u):
+            wide = _wide(u)
+            # A scheduled rate (an array) is taken in the update's arithmetic dtype; a
+            # number stays a weak scalar.
+            r = nx.astype(rate, wide.dtype) if hasattr(rate, "dtype") else rate
+            return nx.astype(wide * -r, u.dtype)
         return _map(step, updates), ScaleByScheduleState(state.count + 1)
     return GradientTransformation(init, update)
 
@@ -157,28 +173,37 @@ def trace(decay, nesterov=False):
         return TraceState(_map(nx.zeros_like, params))
 
     def update(updates, state, params=None):
-        t = _map(lambda g, t: g + decay * t, updates, state.trace)
-        out = _map(lambda g, t: g + decay * t, updates, t) if nesterov else t
-        return out, TraceState(t)
+        t = _map(lambda g, t: _wide(g) + decay * _wide(t), updates, state.trace)
+        out = _map(lambda g, t: _wide(g) + decay * t, updates, t) if nesterov else t
+        return (_map(lambda o, g: nx.astype(o, g.dtype), out, updates),
+                TraceState(_map(lambda t, t_prev: nx.astype(t, t_prev.dtype), t, state.trace)))
     return GradientTransformation(init, update)
 
 
-def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8):
+def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, mu_dtype=None):
     """Adam's direction m_hat / (sqrt(v_hat) + eps), with the bias corrections
-    1 - b^t of the moment estimates (Kingma & Ba, Algorithm 1)."""
+    1 - b^t of the moment estimates (Kingma & Ba, Algorithm 1). The first moment
+    is kept in `mu_dtype` (default: each parameter's dtype, as optax), the second
+    in the parameter's dtype; the arithmetic runs in float32 for half-precision
+    values."""
+    mu_dtype = None if mu_dtype is None else nx.dtype(mu_dtype)
+
     def init(params):
-        zeros = _map(nx.zeros_like, params)
-        return ScaleByAdamState(_count_like(params), zeros, zeros)
+        mu = _map(lambda p: nx.zeros_like(p, mu_dtype), params)
+        return ScaleByAdamState(_count_like(params), mu, _map(nx.zeros_like, params))
 
     def update(updates, state, params=None):
         count = state.count + 1
-        mu = _map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
-        nu = _map(lambda g, v: b2 * v + (1 - b2) * (g * g), updates, state.nu)
+        mu = _map(lambda g, m: b1 * _wide(m) + (1 - b1) * _wide(g), updates, state.mu)
+        nu = _map(lambda g, v: b2 * _wide(v) + (1 - b2) * nx.square(_wide(g)), updates, state.nu)
 
-        def direction(m, v):
+        def direction(m, v, g):
             t = count.astype(m.dtype)
-            return (m / (1 - b1 ** t)) / (nx.sqrt(v / (1 - b2 ** t)) + eps)
-        return _map(direction, mu, nu), ScaleByAdamState(count, mu, nu)
+            d = (m / (1 - b1 ** t)) / (nx.sqrt(v / (1 - b2 ** t)) + eps)
+            return nx.astype(d, g.dtype)
+        store = lambda new, old: nx.astype(new, old.dtype)  # noqa: E731
+        return (_map(direction, mu, nu, updates),
+                ScaleByAdamState(count, _map(store, mu, state.mu), _map(store, nu, state.nu)))
     return GradientTransformation(init, update)
 
 
@@ -192,7 +217,7 @@ def add_decayed_weights(weight_decay):
         if params is None:
             raise ArgumentError("add_decayed_weights (adamw): update needs the params, "
                                 "call update(grads, state, params)")
-        return _map(lambda u, p: u + weight_decay * p, updates, params), state
+        return _map(lambda u, p: nx.astype(_wide(u) + weight_decay * _wide(p), u.dtype), updates, params), state
     return GradientTransformation(init, update)
 
 
@@ -221,15 +246,15 @@ def sgd(learning_rate, momentum=0.0, nesterov=False):
     return scale_by_learning_rate(learning_rate)
 
 
-def adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8):
-    """Adam (Kingma & Ba 2015)."""
-    return chain(scale_by_adam(b1, b2, eps), scale_by_learning_rate(learning_rate))
+def adam(learning_rate, b1=0.9, b2=0.999, eps=1e-8, mu_dtype=None):
+    """Adam (Kingma & Ba 2015); `mu_dtype` as in `scale_by_adam`."""
+    return chain(scale_by_adam(b1, b2, eps, mu_dtype), scale_by_learning_rate(learning_rate))
 
 
-def adamw(learning_rate, b1=0.9, b2=0.999, eps=1e-8, weight_decay=1e-4):
+def adamw(learning_rate, b1=0.9, b2=0.999, eps=1e-8, weight_decay=1e-4, mu_dtype=None):
     """Adam with decoupled weight decay (Loshchilov & Hutter 2019): the step is
     -learning_rate * (adam direction + weight_decay * params)."""
-    return chain(scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay),
+    return chain(scale_by_adam(b1, b2, eps, mu_dtype), add_decayed_weights(weight_decay),
                  scale_by_learning_rate(learning_rate))
 
 

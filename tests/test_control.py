@@ -429,6 +429,40 @@ def test_fori_loop_static_bounds_values_and_grad(lo, hi):
     assert "while_loop" not in text
 
 
+@pytest.mark.parametrize("traced_bounds", [False, True], ids=["static", "traced"])
+def test_fori_loop_index_widening_a_float32_carry_names_index_dtypes_and_fix(traced_bounds):
+    # JAX's idiom: under NumPy's promotion rules, float32 + int32 is float64
+    x = nx.ones((3,), nx.float32)
+
+    def run(lo, hi):
+        return rune.fori_loop(lo, hi, lambda i, v: v * 1.1 + i, x)
+    with pytest.raises(rune.ShapeError) as info:
+        if traced_bounds:
+            rune.jit(run)(nx.scalar(0, nx.int32), nx.scalar(3, nx.int32))
+        else:
+            run(0, 3)
+    msg = str(info.value)
+    assert msg.startswith("fori_loop:")
+    assert "float64 for the float32 carry" in msg and "(root)" in msg
+    assert "`i` (int32)" in msg and "i.astype(v.dtype)" in msg
+    # a carry in a tree: the leaf is named by its path; the suggested cast works
+    tree = {"w": x, "n": nx.zeros((), nx.int32)}
+    with pytest.raises(rune.ShapeError, match=r"carry leaf \['w'\]"):
+        rune.fori_loop(0, 3, lambda i, c: {"w": c["w"] + i, "n": c["n"] + i}, tree)
+    out = rune.fori_loop(0, 3, lambda i, v: v * 1.1 + i.astype(v.dtype), x)
+    assert out.dtype == nx.float32
+    np.testing.assert_allclose(np.asarray(out), ((1.0 * 1.1 + 0) * 1.1 + 1) * 1.1 + 2, rtol=1e-6)
+
+
+def test_while_loop_carry_dtype_change_names_both_dtypes_and_the_cast():
+    with pytest.raises(rune.ShapeError) as info:
+        rune.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] * 1.1 + s[0]),
+                        (nx.scalar(0, nx.int32), nx.ones((2,), nx.float32)))
+    msg = str(info.value)
+    assert "[1]" in msg and "float32[2]" in msg and "float64[2]" in msg
+    assert "astype(carry.dtype)" in msg
+
+
 def test_fori_loop_traced_bounds_under_jit():
     calls = []
 

@@ -100,6 +100,24 @@ def test_cross_entropy_mask_and_transformations():
         nn.cross_entropy(args[0], nx.asarray(labels[:, :2]))
 
 
+def test_cross_entropy_of_a_label_outside_the_classes_is_nan_not_zero():
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((4, 3))
+    labels = np.array([1, 3, -1, 0], np.int32)  # 3 and -1 are no class of 3
+    got = np.asarray(nn.cross_entropy(nx.asarray(logits), nx.asarray(labels)))
+    assert np.isnan(got[1]) and np.isnan(got[2])
+    ok = [0, 3]
+    np.testing.assert_allclose(got[ok], _np_cross_entropy(logits[ok], labels[ok]), rtol=1e-12)
+    jitted = np.asarray(rune.jit(nn.cross_entropy)(nx.asarray(logits), nx.asarray(labels)))
+    np.testing.assert_array_equal(np.isnan(jitted), [False, True, True, False])
+    # a mask that excludes the padding labels gives their examples 0, the others their loss
+    mask = labels >= 0
+    masked = np.asarray(nn.cross_entropy(nx.asarray(logits), nx.asarray(np.where(mask, labels, -1)),
+                                         nx.asarray(mask)))
+    np.testing.assert_allclose(masked, [_np_cross_entropy(logits[:1], labels[:1])[0], np.nan, 0.0,
+                                        _np_cross_entropy(logits[3:], labels[3:])[0]], rtol=1e-12)
+
+
 def test_layer_norm():
     rng = np.random.default_rng(2)
     x, gamma, beta = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal(6)

@@ -157,3 +157,75 @@ def test_state_lives_on_the_params_device_and_keeps_dtypes():
     updates, _ = optim.adamw(1e-3).update(params, state, params)
     new = optim.apply_updates(params, updates)
     assert new["w"].dtype == np.float32 and new["b"].dtype == nx.bfloat16
+
+
+def _adam_half_reference(p0, target, half, steps, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """optax's Adam equations in float64, the parameters stored in `half` after each
+    step (as training half-precision parameters does); the gradient of
+    0.5 * ||p - target||^2 is p - target, taken at the stored parameters."""
+    p = p0.astype(half).astype(np.float64)
+    m = v = np.zeros_like(p)
+    history = []
+    for t in range(1, steps + 1):
+        g = (p.astype(half).astype(np.float64) - target).astype(half).astype(np.float64)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        update = -lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+        p = (p + update).astype(half).astype(np.float64)
+        history.append((update, p))
+    return history
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+@pytest.mark.parametrize("mu_dtype", [None, "float32"])
+def test_adam_on_half_precision_parameters_follows_the_float64_equations(half, mu_dtype):
+    # In bfloat16, b2 = 0.999 rounds to 1, so bias corrections made in the
+    # parameters' dtype divide by zero; float16 loses eps = 1e-8 to 0.
+    dtype = getattr(nx, half)
+    rng = np.random.default_rng(1)
+    p0 = rng.uniform(-2, 2, 16)
+    target = rng.uniform(-2, 2, 16)
+    lr = 0.05
+    want = _adam_half_reference(p0, target, dtype, 4, lr)
+    opt = optim.adam(lr, mu_dtype=mu_dtype)
+    params = nx.asarray(p0, dtype)
+    state = opt.init(params)
+    assert state[0].mu.dtype == (dtype if mu_dtype is None else nx.float32)
+    assert state[0].nu.dtype == dtype
+    for update_want, p_want in want:
+        grads = params - nx.asarray(target, dtype)
+        updates, state = opt.update(grads, state, params)
+        params = optim.apply_updates(params, updates)
+        assert updates.dtype == dtype and params.dtype == dtype
+        u = np.asarray(updates.astype(nx.float64))
+        assert np.all(np.isfinite(u)) and np.all(u != 0)
+        # one rounding of the update to the half dtype, relative to its size
+        np.testing.assert_allclose(u, update_want, rtol=2 ** -6, atol=1e-3 * lr)
+        # the parameters: within one step of the half dtype's spacing
+        spacing = np.spacing(np.abs(p_want).astype(dtype)).astype(np.float64)
+        assert np.all(np.abs(np.asarray(params.astype(nx.float64)) - p_want) <= 2 * spacing + 1e-3 * lr)
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_momentum_and_adamw_on_half_precision_parameters(half):
+    dtype = getattr(nx, half)
+    p0 = np.array([1.0, -0.5, 0.25, 2.0])
+    g = np.array([0.3, -0.2, 0.1, 0.4])
+    lr, mu, wd = 0.1, 0.9, 0.01
+    # sgd with momentum, two steps of the same gradient: t1 = g, t2 = g + mu * g
+    opt = optim.sgd(lr, momentum=mu)
+    params = nx.asarray(p0, dtype)
+    state = opt.init(params)
+    grads = nx.asarray(g, dtype)
+    g_half = g.astype(dtype).astype(np.float64)
+    for want in (-lr * g_half, -lr * (g_half + mu * g_half)):
+        updates, state = opt.update(grads, state, params)
+        assert updates.dtype == dtype
+        np.testing.assert_allclose(np.asarray(updates.astype(nx.float64)), want, rtol=2 ** -7)
+    # adamw's first step: the direction is sign(g) (m_hat / sqrt(v_hat) = g / |g|)
+    opt = optim.adamw(lr, weight_decay=wd)
+    params = nx.asarray(p0, dtype)
+    updates, _ = opt.update(grads, opt.init(params), params)
+    p_half = p0.astype(dtype).astype(np.float64)
+    np.testing.assert_allclose(np.asarray(updates.astype(nx.float64)), -lr * (np.sign(g) + wd * p_half),
+                               rtol=2 ** -7)

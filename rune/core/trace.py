@@ -10,9 +10,10 @@ what prevents perturbation confusion in `grad(grad(f))`.
 import contextlib
 import threading
 
-from ..errors import ConcretizationError, DeviceMismatchError
+from ..errors import ConcretizationError, DeviceMismatchError, NotDifferentiableError
 from ..devices import current_default
 from .array import Array
+from . import arraylike as _arraylike
 from .arraylike import ArrayLike
 from .aval import Aval
 from .primitive import eval_rules
@@ -82,6 +83,15 @@ class Tracer(ArrayLike):
     def __array__(self, dtype=None, copy=None):
         return self._concrete_or_raise("converting to a NumPy array").__array__(dtype)
 
+    # NumPy's ufuncs and functions on a tracer run rune.nx's (rune.nx.numpy_dispatch):
+    # NumPy's own would compute with the values alone, dropping the derivative or
+    # the staging. Concrete arrays keep NumPy's default (they convert by __array__).
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _arraylike.ops.numpy_ufunc(_arraylike.ops.namespace, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _arraylike.ops.numpy_function(_arraylike.ops.namespace, func, types, args, kwargs)
+
     def __repr__(self):
         return f"Tracer<{self.aval}>"
 
@@ -102,6 +112,15 @@ class PrimalTracer(Tracer):
 
     def concrete(self):
         return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
+
+    def __array__(self, dtype=None, copy=None):
+        # A NumPy array holds the values alone: the derivative would be lost silently.
+        raise NotDifferentiableError(
+            f"np.asarray / np.array of a {self.aval.describe()} being differentiated (inside grad, "
+            f"jvp or vjp) would keep its values and drop its derivative. Compute with rune.nx "
+            f"functions instead (a list of arrays: nx.stack or nx.asarray), take "
+            f"rune.stop_gradient(x) first if no derivative should flow, or wrap host code in "
+            f"rune.callback with a custom_vjp")
 
 
 class _Current(threading.local):

@@ -25,15 +25,33 @@ def _dtype(dtype, default=dt.float32):
 
 
 def zeros(shape, dtype=None, device=None):
+    """An array of `shape` filled with zeros, made on the device.
+
+    shape: an int or a sequence of ints. dtype: float32 by default. device: where the array is made (a Device or
+    a name such as "cuda:0"; default: the default device).
+    """
     return filled(normalize_shape("zeros", shape), 0, _dtype(dtype), device)
 
 
 def ones(shape, dtype=None, device=None):
+    """An array of `shape` filled with ones, made on the device.
+
+    shape: an int or a sequence of ints. dtype: float32 by default. device: where the array is made (a Device or
+    a name such as "cuda:0"; default: the default device).
+    """
     return filled(normalize_shape("ones", shape), 1, _dtype(dtype), device)
 
 
 def full(shape, fill_value, dtype=None, device=None):
-    if isinstance(fill_value, (Array, Tracer)):
+    """An array of `shape` filled with `fill_value`.
+
+    shape: an int or a sequence of ints. fill_value: a scalar, an array that broadcasts to `shape`, or a
+    (possibly traced) rune array. dtype: default fill_value's (rune's default for a Python scalar: float32,
+    int32, bool, complex64). device: where the array is made (a Device or a name such as "cuda:0"; default: the
+    default device).
+    """
+    if isinstance(fill_value, (Array, Tracer)) or (isinstance(fill_value, (list, tuple))
+                                                   and ops.holds_arrays(fill_value)):
         fill = ops.asarray(fill_value, dtype, device)
         return ops.broadcast_to(fill, normalize_shape("full", shape))
     dtype = _dtype(dtype, dt.weak_dtype_of(fill_value) if isinstance(fill_value, (bool, int, float, complex))
@@ -52,27 +70,52 @@ def _like(x, dtype, device):
 
 
 def zeros_like(x, dtype=None, device=None):
+    """Zeros of the shape of `x`.
+
+    x: an array (or array data) whose shape is copied. dtype, device: default to x's. The result is a new array:
+    rune arrays are immutable, so nothing is shared with `x`.
+    """
     shape, dtype, device = _like(x, dtype, device)
     return zeros(shape, dtype, device)
 
 
 def ones_like(x, dtype=None, device=None):
+    """Ones of the shape of `x`.
+
+    x: an array (or array data) whose shape is copied. dtype, device: default to x's. The result is a new array:
+    rune arrays are immutable, so nothing is shared with `x`.
+    """
     shape, dtype, device = _like(x, dtype, device)
     return ones(shape, dtype, device)
 
 
 def full_like(x, fill_value, dtype=None, device=None):
+    """An array of the shape of `x` filled with `fill_value`.
+
+    x: an array (or array data) whose shape is copied. dtype, device: default to x's. fill_value: a scalar, or
+    an array that broadcasts to x's shape. The result is a new array: rune arrays are immutable, so nothing is
+    shared with `x`.
+    """
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, fill_value, dtype, device)
 
 
 def scalar(value, dtype=None, device=None):
-    """A 0-d array holding `value` (rune's default dtype for its kind if `dtype` is None)."""
+    """A 0-d array holding `value` (rune's default dtype for its kind if `dtype` is None).
+
+    value: a Python or NumPy scalar. dtype: the array's dtype. device: where the array is made (a Device or a
+    name such as "cuda:0"; default: the default device).
+    """
     return ops.asarray(value, dtype, device) if dtype is not None else ops.asarray(value, device=device)
 
 
 def create(dtype, shape, data, device=None):
-    """An array of `shape` and `dtype` filled from the flat sequence `data` (row-major)."""
+    """An array of `shape` and `dtype` filled from the flat sequence `data` (row-major).
+
+    dtype: the array's dtype. shape: an int or a sequence of ints. data: exactly prod(shape) values (else
+    ShapeError), built on the host and placed. device: where the array is made (a Device or a name such as
+    "cuda:0"; default: the default device).
+    """
     shape = normalize_shape("create", shape)
     flat = np.asarray(data, dt.dtype(dtype)).reshape(-1)
     if flat.size != int(np.prod(shape, dtype=np.int64)):
@@ -81,6 +124,13 @@ def create(dtype, shape, data, device=None):
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None):
+    """Evenly spaced values in [start, stop) with step `step` (NumPy's arange, value for value).
+
+    start: the first value, or the end when `stop` is None (then the range starts at 0). stop: the end,
+    excluded. step: the spacing (1 by default). dtype: int32 for int arguments, float32 when any is a float
+    (NumPy gives int64/float64). device: where the array is made (a Device or a name such as "cuda:0"; default:
+    the default device).
+    """
     if stop is None:
         start, stop = 0, start
     if dtype is None:
@@ -138,9 +188,13 @@ def _float_arange(start, step, n, device):
 
 
 def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
-    """NumPy's `linspace` made on the device, value for value (in NumPy's
-    working dtype: float64 for Python numbers, else the arguments' float
-    dtype), then cast to `dtype` (float32 by default)."""
+    """`num` evenly spaced values from `start` to `stop` (NumPy's linspace, value for value).
+
+    start, stop: the ends. num: how many values (50 by default). endpoint: whether `stop` is the last value
+    (True) or excluded. The values are NumPy's, computed in its working dtype (float64 for Python numbers, else
+    the arguments' float dtype), then cast to `dtype` (float32 by default, where NumPy gives float64). device:
+    where the array is made (a Device or a name such as "cuda:0"; default: the default device).
+    """
     num, = normalize_shape("linspace", (num,))
     work = np.linspace(start, stop, 0).dtype  # NumPy's own promotion, Python scalars weak
     if work.kind != "f" or work.itemsize > 8:  # complex or extended precision
@@ -164,6 +218,12 @@ def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
 
 
 def eye(n, m=None, k=0, dtype=None, device=None):
+    """A 2-d array with ones on the `k`-th diagonal and zeros elsewhere.
+
+    n: the number of rows. m: the number of columns (default `n`). k: the diagonal (0 the main one, positive
+    above, negative below). dtype: float32 by default. device: where the array is made (a Device or a name such
+    as "cuda:0"; default: the default device).
+    """
     n, m = normalize_shape("eye", (n, n if m is None else m))
     rows = iota((n, m), dt.int32, 0, device)
     k = max(-n, min(m, int(k)))  # a diagonal outside the matrix: all zeros (and no int32 overflow)
@@ -173,4 +233,9 @@ def eye(n, m=None, k=0, dtype=None, device=None):
 
 
 def identity(n, dtype=None, device=None):
+    """The `n` x `n` identity matrix.
+
+    n: its size. dtype: float32 by default. device: where the array is made (a Device or a name such as
+    "cuda:0"; default: the default device).
+    """
     return eye(n, dtype=dtype, device=device)

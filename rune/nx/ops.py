@@ -55,6 +55,8 @@ def asarray(x, dtype=None, device=None):
     else:
         if isinstance(x, tuple) and type(x) is not tuple:
             _check_tuple_subclass(x)
+        if isinstance(x, (list, tuple)) and holds_arrays(x):
+            return _stacked(x, dtype, device)
         try:
             host = np.asarray(x)
         except ValueError as e:
@@ -63,7 +65,7 @@ def asarray(x, dtype=None, device=None):
             raise ShapeError(f"array: nested sequences must be rectangular, but "
                              f"{_ragged(x) or e}") from e
         if dtype is not None:
-            host = host.astype(dtype)
+            host = host_backend().IMPLS["convert"](host, dtype=dtype)  # rune's cast rules, as `astype`
         elif not isinstance(x, (np.ndarray, np.generic)) or host.dtype not in dt.ALL:
             target = _default_for_kind(host.dtype, x)
             if host.dtype.kind in "iu" and target.kind in "iu" and host.size:
@@ -76,17 +78,58 @@ def asarray(x, dtype=None, device=None):
     return from_host(np.array(host, copy=True) if host is x else host, device)
 
 
+def holds_arrays(xs):
+    """Whether the (nested) sequence `xs` holds a rune array or tracer."""
+    return builtins.any(isinstance(e, (Array, Tracer)) for e in _flat(xs))
+
+
+def _stacked(xs, dtype, device):
+    """A (nested) sequence holding rune arrays or tracers as one array: its
+    elements stacked, as JAX does, so derivatives flow through each one and
+    device arrays stay on their device (going through NumPy would keep only
+    the values). The dtype is the elements' common one, Python numbers among
+    them weak: [x_bf16, 1.0] is bfloat16."""
+    if dtype is None:
+        keys = []
+        for e in _flat(xs):
+            if not isinstance(e, (Array, Tracer)) and type(e) not in _SCALARS:
+                e = asarray(e)  # NumPy data keeps its dtype, strongly
+            keys.append((dt.weak_dtype_of(e), True) if type(e) in _SCALARS else (e.dtype, e.weak))
+        dtype, _ = dt.promote(dict.fromkeys(keys))  # each kind once: a long list is a short key
+    if device is None:
+        device = committed_device(list(_flat(xs)))
+    where = _ragged(xs)
+    if where:
+        raise ShapeError(f"array: nested sequences must be rectangular, but {where}")
+
+    def build(x):
+        if isinstance(x, (list, tuple)) and holds_arrays(x):
+            return concatenate([expand_dims(build(e), 0) for e in x])
+        if isinstance(x, (Array, Tracer)):
+            return asarray(astype(x, dtype), device=device)  # astype: a weak element becomes strong
+        return asarray(x, dtype, device)
+    return build(xs)
+
+
 def _ragged(x, path=""):
     """Where nested lists stop being rectangular, in words (for the error), or ""."""
     for i, e in enumerate(x):
         found = _ragged(e, f"{path}[{i}]") if isinstance(e, (list, tuple)) else ""
         if found:
             return found
-    shapes = [np.shape(e) for e in x]  # each is rectangular by now
+    shapes = [_shape_of(e) for e in x]  # each is rectangular by now
     for i, shape in enumerate(shapes):
         if shape != shapes[0]:
             return f"x{path}[{i}] has shape {shape} and x{path}[0] has shape {shapes[0]}"
     return ""
+
+
+def _shape_of(x):
+    """The shape of array data `x` (a rectangular nested sequence may hold arrays
+    and tracers, which NumPy must not convert)."""
+    if isinstance(x, (list, tuple)):
+        return (len(x),) + (_shape_of(x[0]) if x else ())
+    return tuple(x.shape) if isinstance(x, (Array, Tracer)) else np.shape(x)
 
 
 def _check_tuple_subclass(x):
@@ -110,9 +153,11 @@ def _default_for_kind(np_dtype, source):
 
 
 def array(x, dtype=None, device=None):
-    """An Array holding `x` (a list, possibly of arrays, a NumPy array, a scalar, an Array)."""
-    if isinstance(x, (list, tuple)) and builtins.any(isinstance(e, (Array, Tracer)) for e in _flat(x)):
-        return stack([array(e, dtype, device) for e in x])
+    """An Array holding `x` (a list, possibly of arrays, a NumPy array, a scalar, an Array).
+
+    x: the data; lists of Python numbers take rune's defaults (float32, int32), NumPy arrays keep their dtype.
+    dtype: the result's dtype (default: from `x`). device: where it is placed (default: the default device).
+    """
     return asarray(x, dtype, device)
 
 
@@ -416,13 +461,19 @@ def _as_array(x):
 
 
 def real(x):
-    """The real part (a real number is its own real part)."""
+    """The real part (a real number is its own real part).
+
+    x: an array or scalar; of complex64 the result is float32, of complex128 float64.
+    """
     x = _as_array(x)
     return bind(P["real"], x) if dt.is_complex(x.dtype) else x
 
 
 def imag(x):
-    """The imaginary part (zeros for real numbers, as NumPy's)."""
+    """The imaginary part (zeros for real numbers, as NumPy's).
+
+    x: an array or scalar; of complex64 the result is float32, of complex128 float64.
+    """
     x = _as_array(x)
     if dt.is_complex(x.dtype):
         return bind(P["imag"], x)
@@ -430,13 +481,20 @@ def imag(x):
 
 
 def conj(x):
-    """The complex conjugate (a real number is its own)."""
+    """The complex conjugate (a real number is its own).
+
+    x: an array or scalar.
+    """
     x = _as_array(x)
     return bind(P["conj"], x) if dt.is_complex(x.dtype) else x
 
 
 def make_complex(re, im):
-    """The complex array re + i im (parts promoted to one float dtype)."""
+    """The complex array re + i im (parts promoted to one float dtype).
+
+    re, im: arrays or scalars, broadcast together; integer parts become float32, float16/bfloat16 parts
+    widen to float32 (complex64).
+    """
     re, im = promote("complex", re, im)
     d = _dtype_of(re)
     if not dt.is_float(d):
@@ -449,7 +507,10 @@ def make_complex(re, im):
 
 
 def abs(x):
-    """|x|; of complex numbers, the modulus hypot(re, im) (a real dtype, as the standard says)."""
+    """|x|; of complex numbers, the modulus hypot(re, im) (a real dtype, as the standard says).
+
+    x: an array or scalar of any dtype; the result keeps a real `x`'s dtype.
+    """
     x = _as_array(x)
     if dt.is_complex(x.dtype):
         return _hypot(real(x), imag(x))
@@ -457,7 +518,10 @@ def abs(x):
 
 
 def sign(x):
-    """-1, 0 or 1 (NaN for NaN); of complex numbers z / |z| (0 at 0), as the standard says."""
+    """-1, 0 or 1 (NaN for NaN); of complex numbers z / |z| (0 at 0), as the standard says.
+
+    x: a numeric array or scalar (bools are refused).
+    """
     x = _as_array(x)
     if not dt.is_complex(x.dtype):
         return _real_sign(x)
@@ -467,7 +531,10 @@ def sign(x):
 
 
 def angle(x):
-    """The argument of a complex number, atan2(imag, real) (0 or pi for reals)."""
+    """The argument of a complex number, atan2(imag, real) (0 or pi for reals).
+
+    x: an array or scalar.
+    """
     x = _as_array(x)
     return atan2(imag(x), real(x))
 
@@ -492,26 +559,50 @@ def round(x, decimals=0):
 
 
 def logical_not(x):
+    """Elementwise NOT of `x` read as booleans (nonzero is True).
+
+    x: an array or scalar of any dtype; the result is bool.
+    """
     return invert(astype(x, dt.bool_))
 
 
 def logical_and(x, y):
+    """Elementwise AND of `x` and `y` read as booleans (nonzero is True).
+
+    x, y: arrays or scalars of any dtype, broadcast together; the result is bool.
+    """
     return bitwise_and(astype(x, dt.bool_), astype(y, dt.bool_))
 
 
 def logical_or(x, y):
+    """Elementwise OR of `x` and `y` read as booleans (nonzero is True).
+
+    x, y: arrays or scalars of any dtype, broadcast together; the result is bool.
+    """
     return bitwise_or(astype(x, dt.bool_), astype(y, dt.bool_))
 
 
 def logical_xor(x, y):
+    """Elementwise exclusive OR of `x` and `y` read as booleans (nonzero is True).
+
+    x, y: arrays or scalars of any dtype, broadcast together; the result is bool.
+    """
     return bitwise_xor(astype(x, dt.bool_), astype(y, dt.bool_))
 
 
 def square(x):
+    """x * x, elementwise, in `x`'s dtype (integers stay integers).
+
+    x: an array or scalar.
+    """
     return multiply(x, x)
 
 
 def reciprocal(x):
+    """1 / x, elementwise; integers and bools are divided in float32 (the default float).
+
+    x: an array or scalar.
+    """
     return divide(1, x)
 
 
@@ -531,6 +622,11 @@ def where(cond, x, y):
 
 
 def clip(x, min=None, max=None):
+    """`x` limited to [min, max] elementwise: maximum(x, min), then minimum(x, max).
+
+    x: an array or scalar. min, max: the bounds (arrays or scalars broadcast with `x`); None leaves that
+    side open. Dtypes promote as in maximum/minimum (a Python scalar bound never widens `x`).
+    """
     x = _operand(x)
     # Checked here so a mismatch names clip, not the maximum/minimum it is made of.
     _trace.common_device("clip", [v.aval for v in (x, min, max) if isinstance(v, (Array, Tracer))])
@@ -630,12 +726,22 @@ sum.__name__, prod.__name__, max.__name__, min.__name__ = "sum", "prod", "max", 
 
 
 def any(x, axis=None, keepdims=False):
-    """Whether any element is true (False over an empty axis)."""
+    """Whether any element is true (False over an empty axis).
+
+    x: an array of any dtype (nonzero is true). axis: an int, a tuple of ints, or None (all axes).
+    keepdims: keep each reduced axis with size 1. dtype=, where= and out=None (rune arrays are
+    immutable) are NumPy's keywords; initial= is refused (ArgumentError), as NumPy's any/all have none.
+    """
     return not_equal(sum(astype(x, dt.bool_), axis, keepdims), 0)
 
 
 def all(x, axis=None, keepdims=False):
-    """Whether every element is true (True over an empty axis)."""
+    """Whether every element is true (True over an empty axis).
+
+    x: an array of any dtype (nonzero is true). axis: an int, a tuple of ints, or None (all axes).
+    keepdims: keep each reduced axis with size 1. dtype=, where= and out=None (rune arrays are
+    immutable) are NumPy's keywords; initial= is refused (ArgumentError), as NumPy's any/all have none.
+    """
     return equal(sum(logical_not(x), axis, keepdims), 0)
 
 
@@ -678,6 +784,13 @@ def _in_float32(fn):
 
 @_in_float32
 def mean(x, axis=None, keepdims=False):
+    """The arithmetic mean over `axis`.
+
+    x: an array (integers and bools are averaged in float32; float16/bfloat16 accumulate in float32 and round
+    once). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size 1.
+    dtype= (of the computation and the result) and where= (only elements where it holds count) are NumPy's
+    keywords; out= must be None (rune arrays are immutable).
+    """
     if not dt.is_inexact(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("mean", axis, x.ndim)
@@ -687,6 +800,12 @@ def mean(x, axis=None, keepdims=False):
 
 @_in_float32
 def var(x, axis=None, keepdims=False, ddof=0):
+    """The variance over `axis`: mean(|x - mean(x)|**2) * n / (n - ddof).
+
+    x: an array (integers in float32; complex numbers give a real variance). axis: an int, a tuple of ints,
+    or None (all axes). keepdims: keep each reduced axis with size 1. ddof: delta degrees of freedom (the
+    standard's correction=). dtype=, where= and out=None as in `mean`.
+    """
     if not dt.is_inexact(x.dtype):
         x = astype(x, dt.default_float)
     axes = _axes("var", axis, x.ndim)
@@ -705,6 +824,12 @@ def _abs_squared(x):
 
 @_in_float32
 def std(x, axis=None, keepdims=False, ddof=0):
+    """The standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)).
+
+    x: an array. axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size
+    1.
+    ddof: delta degrees of freedom (the standard's correction=). dtype=, where= and out=None as in `mean`.
+    """
     return sqrt(var(x, axis, keepdims, ddof))
 
 
@@ -823,6 +948,89 @@ all = _with_numpy_keywords(all, True)
 mean, var, std = (_statistic_with_numpy_keywords(f) for f in (mean, var, std))
 
 
+# Docstrings of the functions made by the factories above (no `def` holds them).
+_FLOAT_X = "x: an array or scalar; integers and bools are computed in float32 (the default float)."
+_REAL_FLOAT_X = _FLOAT_X + " Complex operands are refused."
+_XY = ("x, y: arrays or scalars, broadcast together; dtypes promote by NEP 50 (a Python scalar is weak and "
+       "never widens an array: float32 + 2.0 is float32).")
+_INT_XY = _XY.replace("arrays or scalars", "integer (or bool) arrays or scalars")
+_ORDERED_XY = _XY + " Complex numbers have no order and are refused."
+_REDUCE = ("x: an array. axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis "
+           "with size 1. dtype=, initial= and where= are NumPy's keywords; out= must be None (rune arrays are "
+           "immutable, so the result is returned).")
+_ARG_REDUCE = ("x: an array. axis: an int, or None for the flattened array. keepdims: keep the reduced axis "
+               "with size 1. The index is int32; of ties, the first.")
+for _f, _summary, _args in (
+        (exp, "e to the power `x`, elementwise.", _FLOAT_X),
+        (log, "The natural logarithm, elementwise (NaN below 0, -inf at 0).", _FLOAT_X),
+        (log1p, "log(1 + x), elementwise, accurate for small `x`.", _FLOAT_X),
+        (expm1, "exp(x) - 1, elementwise, accurate for small `x`.", _FLOAT_X),
+        (sqrt, "The square root, elementwise.", _FLOAT_X),
+        (rsqrt, "1 / sqrt(x), elementwise.", _FLOAT_X),
+        (sin, "The sine (of radians), elementwise.", _FLOAT_X),
+        (cos, "The cosine (of radians), elementwise.", _FLOAT_X),
+        (tan, "The tangent (of radians), elementwise.", _FLOAT_X),
+        (tanh, "The hyperbolic tangent, elementwise.", _FLOAT_X),
+        (sinh, "The hyperbolic sine, elementwise.", _FLOAT_X),
+        (cosh, "The hyperbolic cosine, elementwise.", _FLOAT_X),
+        (asin, "The inverse sine, in radians, elementwise (also named arcsin).", _FLOAT_X),
+        (acos, "The inverse cosine, in radians, elementwise (also named arccos).", _FLOAT_X),
+        (atan, "The inverse tangent, in radians, elementwise (also named arctan).", _FLOAT_X),
+        (erf, "The error function, elementwise.", _REAL_FLOAT_X),
+        (sigmoid, "The logistic function 1 / (1 + exp(-x)), elementwise.", _REAL_FLOAT_X),
+        (floor, "The largest integer not above `x`, elementwise, in x's dtype.",
+         "x: an array or scalar; integers and bools are returned as they are (NumPy 2's rule; JAX gives "
+         "float32). Complex operands are refused."),
+        (ceil, "The smallest integer not below `x`, elementwise, in x's dtype.",
+         "x: an array or scalar; integers and bools are returned as they are (NumPy 2's rule; JAX gives "
+         "float32). Complex operands are refused."),
+        (negative, "-x, elementwise.", "x: a numeric array or scalar (bools are refused)."),
+        (invert, "Bitwise NOT (logical NOT of bools), elementwise; also named bitwise_not and bitwise_invert.",
+         "x: a bool or integer array or scalar."),
+        (isnan, "Whether each element is NaN (for complex numbers: either part).",
+         "x: an array or scalar; integers are never NaN."),
+        (isfinite, "Whether each element is neither infinite nor NaN (for complex numbers: both parts).",
+         "x: an array or scalar; integers are always finite."),
+        (add, "x + y, elementwise.", _XY),
+        (subtract, "x - y, elementwise.", _XY + " Bools are refused."),
+        (multiply, "x * y, elementwise.", _XY),
+        (divide, "x / y, elementwise (true division).",
+         _XY + " Integers and bools are divided in float32 (the default float)."),
+        (floor_divide, "x // y, elementwise: the quotient rounded towards -inf.",
+         _ORDERED_XY + " Bools are refused."),
+        (remainder, "x % y, elementwise, with the sign of `y` (Python's and NumPy's; also named mod).",
+         _ORDERED_XY + " Bools are refused."),
+        (power, "x ** y, elementwise (also named pow).", _XY + " Bools are refused."),
+        (maximum, "The larger of `x` and `y`, elementwise (NaN if either is NaN).", _ORDERED_XY),
+        (minimum, "The smaller of `x` and `y`, elementwise (NaN if either is NaN).", _ORDERED_XY),
+        (atan2, "atan(x / y) in the quadrant of the point (y, x), in radians (NumPy's arctan2(x1, x2)).",
+         _ORDERED_XY + " Integers and bools are computed in float32."),
+        (bitwise_and, "x & y, elementwise (logical AND of bools).", _INT_XY),
+        (bitwise_or, "x | y, elementwise (logical OR of bools).", _INT_XY),
+        (bitwise_xor, "x ^ y, elementwise (logical XOR of bools).", _INT_XY),
+        (left_shift, "x << y, elementwise (also named bitwise_left_shift).",
+         _INT_XY.replace(" (or bool)", "")),
+        (right_shift, "x >> y, elementwise, arithmetic for signed integers (also named bitwise_right_shift).",
+         _INT_XY.replace(" (or bool)", "")),
+        (equal, "x == y, elementwise, as bools.", _XY),
+        (not_equal, "x != y, elementwise, as bools.", _XY),
+        (less, "x < y, elementwise, as bools.", _ORDERED_XY),
+        (less_equal, "x <= y, elementwise, as bools.", _ORDERED_XY),
+        (greater, "x > y, elementwise, as bools.", _ORDERED_XY),
+        (greater_equal, "x >= y, elementwise, as bools.", _ORDERED_XY),
+        (sum, "The sum over `axis`; bools and narrow integers accumulate in int32 (uint8, uint16 in uint32).",
+         _REDUCE),
+        (prod, "The product over `axis`; bools and narrow integers accumulate in int32 (uint8, uint16 in uint32).",
+         _REDUCE),
+        (max, "The largest element over `axis` (also named amax); NaN if any is NaN.",
+         _REDUCE + " An empty axis needs initial=; complex numbers are refused."),
+        (min, "The smallest element over `axis` (also named amin); NaN if any is NaN.",
+         _REDUCE + " An empty axis needs initial=; complex numbers are refused."),
+        (argmax, "The index of the largest element over `axis`.", _ARG_REDUCE),
+        (argmin, "The index of the smallest element over `axis`.", _ARG_REDUCE)):
+    _f.__doc__ = f"{_summary}\n\n{_args}"
+
+
 def _floating(x):
     x = asarray(x)
     return x if dt.is_float(x.dtype) else astype(x, dt.default_float)
@@ -830,6 +1038,11 @@ def _floating(x):
 
 @_in_float32
 def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over `axis`, computed stably (the maximum is subtracted first).
+
+    x: an array (integers in float32). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each
+    reduced axis with size 1. An empty axis gives -inf.
+    """
     x = _floating(x)
     axes = _axes("logsumexp", axis, x.ndim)
     if builtins.any(x.shape[a] == 0 for a in axes):  # the log of an empty sum
@@ -850,6 +1063,10 @@ def _softmax_input(name, x, axis):
 
 @_in_float32
 def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis`, computed stably (the maximum is subtracted first).
+
+    x: an array (integers in float32). axis: the axis (or axes) normalized over, -1 by default.
+    """
     x, empty = _softmax_input("softmax", x, axis)
     if empty:
         return x
@@ -859,6 +1076,10 @@ def softmax(x, axis=-1):
 
 @_in_float32
 def log_softmax(x, axis=-1):
+    """log(softmax(x)) along `axis`, computed stably.
+
+    x: an array (integers in float32). axis: the axis (or axes) normalized over, -1 by default.
+    """
     x, empty = _softmax_input("log_softmax", x, axis)
     if empty:
         return x
@@ -869,6 +1090,10 @@ def log_softmax(x, axis=-1):
 # ---------------------------------------------------------------- shapes
 
 def reshape(x, shape):
+    """`x` with a new shape and the same elements in row-major order (no copy is visible: arrays are immutable).
+
+    x: an array. shape: an int or a sequence of ints; at most one -1, inferred from the size.
+    """
     x = asarray(x)
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
     size = x.size
@@ -887,6 +1112,10 @@ def reshape(x, shape):
 
 
 def transpose(x, axes=None):
+    """`x` with its axes permuted.
+
+    x: an array. axes: a permutation of range(x.ndim) (negative axes allowed); None reverses the axes.
+    """
     x = asarray(x)
     perm = tuple(reversed(range(x.ndim))) if axes is None else tuple(
         normalize_axis("transpose", a, x.ndim) for a in axes)
@@ -907,6 +1136,10 @@ def moveaxis(x, source, destination):
 
 
 def swapaxes(x, a, b):
+    """`x` with axes `a` and `b` exchanged.
+
+    x: an array. a, b: the two axes (negative counts from the end).
+    """
     x = asarray(x)
     perm = list(range(x.ndim))
     a, b = normalize_axis("swapaxes", a, x.ndim), normalize_axis("swapaxes", b, x.ndim)
@@ -915,6 +1148,10 @@ def swapaxes(x, a, b):
 
 
 def expand_dims(x, axis):
+    """`x` with new axes of size 1 inserted.
+
+    x: an array. axis: an int or a tuple of ints, positions in the result (negative counts from its end).
+    """
     x = asarray(x)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = x.ndim + len(axes)
@@ -926,6 +1163,11 @@ def expand_dims(x, axis):
 
 
 def squeeze(x, axis=None):
+    """`x` without axes of size 1.
+
+    x: an array. axis: an int or a tuple of ints to drop (each must have size 1, else ShapeError);
+    None drops every axis of size 1.
+    """
     x = asarray(x)
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
@@ -938,6 +1180,10 @@ def squeeze(x, axis=None):
 
 
 def broadcast_to(x, shape):
+    """`x` broadcast to `shape` (NumPy's rules; the result is a new immutable array, not a view).
+
+    x: an array or scalar. shape: the target shape, of at least x.ndim dimensions.
+    """
     x = _operand(x)
     if not isinstance(x, (Array, Tracer)):
         x = asarray(x)
@@ -950,16 +1196,29 @@ def broadcast_to(x, shape):
 
 
 def broadcast_arrays(*xs):
+    """The arrays `xs` broadcast to their common shape, as a list.
+
+    xs: any number of arrays or scalars.
+    """
     xs = [asarray(x) for x in xs]
     shape = broadcast_shapes("broadcast_arrays", *(x.shape for x in xs))
     return [broadcast_to(x, shape) for x in xs]
 
 
 def ravel(x):
+    """`x` flattened to one dimension, in row-major order.
+
+    x: an array.
+    """
     return reshape(x, (-1,))
 
 
 def concatenate(xs, axis=0):
+    """The arrays `xs` joined along an existing axis.
+
+    xs: a non-empty sequence of arrays of at least one dimension, promoted to one dtype, with equal shapes off
+    `axis`. axis: the axis they are joined along (0 by default).
+    """
     xs = list(xs)
     if not xs:
         raise ShapeError("concatenate: expected a non-empty sequence of arrays, got an empty one")
@@ -978,6 +1237,11 @@ def concatenate(xs, axis=0):
 
 
 def stack(xs, axis=0):
+    """The arrays `xs` joined along a new axis.
+
+    xs: a non-empty sequence of arrays of one shape, promoted to one dtype. axis: the new axis's position in
+    the result (0 by default).
+    """
     xs = [asarray(x) for x in _operands(list(xs))]
     if not xs:
         raise ShapeError("stack: needs at least one array")
@@ -989,6 +1253,11 @@ def stack(xs, axis=0):
 
 
 def split(x, indices_or_sections, axis=0):
+    """`x` cut into pieces along `axis`, as a list.
+
+    x: an array. indices_or_sections: an int n (n equal pieces; ShapeError if the axis does not divide) or a
+    sequence of cut points (clipped to the axis). axis: the axis cut (0 by default).
+    """
     x = asarray(x)
     a = normalize_axis("split", axis, x.ndim)
     n = x.shape[a]
@@ -1017,12 +1286,21 @@ def _slice(x, starts, limits, strides):
 
 
 def flip(x, axis=None):
+    """`x` with the order of its elements reversed along `axis`.
+
+    x: an array. axis: an int, a tuple of ints, or None (every axis).
+    """
     x = asarray(x)
     axes = _axes("flip", axis, x.ndim)
     return bind(P["rev"], x, axes=axes) if axes else x
 
 
 def pad(x, pad_width, constant_values=0):
+    """`x` padded with a constant (NumPy's mode="constant", the only mode).
+
+    x: an array. pad_width: n, (before, after), or one (before, after) pair per axis, in non-negative ints.
+    constant_values: the value of the new elements (a scalar, converted to x's dtype), 0 by default.
+    """
     x = asarray(x)
     # NumPy's forms: n, (n,), (before, after), ((before, after),) or one pair per axis.
     try:
@@ -1051,6 +1329,11 @@ def constant_like(value, like, dtype=None):
 
 
 def take(x, indices, axis=None):
+    """Elements of `x` at `indices` along `axis` (JAX's take: out-of-bounds indices are clamped).
+
+    x: an array. indices: an integer array or list (negative counts from the end); the result's shape puts
+    indices' shape in place of `axis`. axis: an int, or None to index the flattened array.
+    """
     x = asarray(x)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
@@ -1062,6 +1345,12 @@ def take(x, indices, axis=None):
 
 
 def dynamic_slice(x, start_indices, slice_sizes):
+    """The window of `x` of size `slice_sizes` starting at `start_indices` (lax.dynamic_slice).
+
+    x: an array. start_indices: one start per axis, ints or integer scalars that may be traced; negative
+    counts from the end, and starts are clamped so the window fits, as in JAX. slice_sizes: one static size per
+    axis.
+    """
     x = asarray(x)
     starts = [constant_like(s, x, dt.int32) for s in start_indices]
     sizes = tuple(int(s) for s in slice_sizes)
@@ -1074,6 +1363,13 @@ def dynamic_slice(x, start_indices, slice_sizes):
 
 
 def dynamic_update_slice(x, update, start_indices):
+    """`x` with the window at `start_indices` replaced by `update` (lax.dynamic_update_slice).
+
+    x: an array. update: an array of x's rank, no larger than `x`, converted to x's dtype. start_indices: one
+    start
+    per axis, ints or traced integer scalars; clamped so the window fits, as in JAX. The result is a new array:
+    `x` is never modified.
+    """
     x = asarray(x)
     update = astype(asarray(update), x.dtype)
     starts = [constant_like(s, x, dt.int32) for s in start_indices]
@@ -1088,6 +1384,11 @@ def dynamic_update_slice(x, update, start_indices):
 # ---------------------------------------------------------------- linear algebra
 
 def dot_general(x, y, dimension_numbers):
+    """The general tensor contraction of lax.dot_general.
+
+    x, y: arrays, promoted to one dtype. dimension_numbers: ((x_contract, y_contract), (x_batch, y_batch)),
+    tuples of axes; the result's axes are the batch axes, then x's free axes, then y's.
+    """
     x, y = promote("dot_general", x, y)
     x, y = asarray(x), asarray(y)
     (lc, rc), (lb, rb) = dimension_numbers
@@ -1099,6 +1400,11 @@ def dot_general(x, y, dimension_numbers):
 
 
 def matmul(x, y):
+    """The matrix product x @ y, batched over leading axes (NumPy's matmul).
+
+    x, y: arrays of at least one dimension, promoted to one dtype; a 1-d operand is a vector (its axis is
+    dropped from the result) and the leading batch axes broadcast.
+    """
     x, y = promote("matmul", x, y)
     x, y = asarray(x), asarray(y)
     if x.ndim == 0 or y.ndim == 0:
@@ -1125,6 +1431,10 @@ def matmul(x, y):
 
 
 def dot(x, y):
+    """NumPy's dot: x * y for scalars, matmul(x, y) when y.ndim <= 2, else contracted over x's last axis.
+
+    x, y: arrays or scalars; when y.ndim > 2 the contraction is with y's second-to-last axis.
+    """
     x, y = (asarray(v) for v in _operands((x, y)))
     if x.ndim == 0 or y.ndim == 0:
         return multiply(x, y)
@@ -1134,20 +1444,36 @@ def dot(x, y):
 
 
 def vdot(x, y):
-    """sum(conj(x) * y) over the flattened arrays (NumPy's vdot conjugates its first argument)."""
+    """sum(conj(x) * y) over the flattened arrays (NumPy's vdot conjugates its first argument).
+
+    x, y: arrays of the same size.
+    """
     return sum(multiply(conj(ravel(x)), ravel(y)))
 
 
 def outer(x, y):
+    """The outer product x[i] * y[j] of the flattened arrays, of shape (x.size, y.size).
+
+    x, y: arrays or scalars.
+    """
     return multiply(reshape(x, (-1, 1)), reshape(y, (1, -1)))
 
 
 def inner(x, y):
+    """The inner product over the last axes of `x` and `y` (NumPy's inner).
+
+    x, y: arrays whose last axes have one size.
+    """
     x, y = (asarray(v) for v in _operands((x, y)))
     return dot_general(x, y, (((x.ndim - 1,), (y.ndim - 1,)), ((), ())))
 
 
 def tensordot(x, y, axes=2):
+    """The sum of products over axes of `x` and `y` (NumPy's tensordot).
+
+    x, y: arrays. axes: an int n (x's last n axes against y's first n), or a pair (x_axes, y_axes) of ints
+    or sequences (negative counts from the end); 2 by default.
+    """
     x, y = (asarray(v) for v in _operands((x, y)))
     if isinstance(axes, int):
         lc, rc = tuple(range(x.ndim - axes, x.ndim)), tuple(range(axes))
@@ -1160,7 +1486,11 @@ def tensordot(x, y, axes=2):
 
 
 def einsum(spec, *operands):
-    """Einstein summation over any number of operands, as pairwise dot_generals."""
+    """Einstein summation over any number of operands, as pairwise dot_generals.
+
+    spec: NumPy's subscripts ("ij,jk->ik"; "..." and implicit output allowed; a repeated index within one
+    term takes a diagonal). operands: the arrays, one per term.
+    """
     spec = spec.replace(" ", "")
     operands = [asarray(o) for o in _operands(operands)]
     if "." in spec:
