@@ -175,22 +175,36 @@ def torch_charlm_step():
     return step
 
 
+def where_the_time_goes(step, calls=20, top=8):
+    """rune.profile's table of `calls` warm calls of a rune training step."""
+    step()
+    with rune.profile() as prof:
+        for _ in range(calls):
+            step()
+    return prof.table(top=top)
+
+
 def run():
     with _one_thread():
         if torch is not None:
             torch.set_num_threads(1)
-        digits = {"rune": per_call(rune_digits_step(), budget=1.0)}
+        rune_digits, rune_charlm = rune_digits_step(), rune_charlm_step()
+        digits = {"rune": per_call(rune_digits, budget=1.0)}
         if torch is not None:
             digits["torch"] = per_call(torch_digits_step(), budget=1.0)
         if jax is not None:
             digits["jax.jit"] = per_call(jax_digits_step(), budget=1.0)
-        charlm = {"rune": per_call(rune_charlm_step(), budget=1.0)}
+        charlm = {"rune": per_call(rune_charlm, budget=1.0)}
         if torch is not None:
             charlm["torch"] = per_call(torch_charlm_step(), budget=1.0)
     rows = [Row("digits CNN train step (batch 32)", "per step", digits),
             Row("char transformer train step (32 x 64)", "per step", charlm)]
     print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
                 note="torch: eager autograd + torch.optim.Adam; jax: jax.jit of the step with Adam written out")
+    with _one_thread():
+        for name, step in (("digits CNN", rune_digits), ("char transformer", rune_charlm)):
+            print(f"\nwhere rune's {name} step spends its time (rune.profile, 20 steps):")
+            print(where_the_time_goes(step))
     return rows
 
 

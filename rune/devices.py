@@ -5,9 +5,9 @@ RUNE_HOST_DEVICES=N the host shows up as N distinct devices cpu:0..cpu:N-1, so
 placement logic is exercised without a GPU.
 """
 import contextlib
-import os
 import threading
 
+from . import config, profiler
 from .errors import DeviceError
 from .stats import COUNTERS
 
@@ -38,14 +38,7 @@ class Device:
 
 
 def _host_count():
-    raw = os.environ.get("RUNE_HOST_DEVICES", "1")
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise DeviceError(f"RUNE_HOST_DEVICES must be a positive integer, got {raw!r}")
-    return n
+    return config.host_devices()
 
 
 def _cuda_count():
@@ -101,8 +94,11 @@ def get_device(spec):
 
 class _DefaultDevice(threading.local):
     def __init__(self):
-        env = os.environ.get("RUNE_DEFAULT_DEVICE")
-        self.stack = [get_device(env) if env else _HOST[0]]
+        env = config.default_device()
+        try:
+            self.stack = [get_device(env) if env else _HOST[0]]
+        except DeviceError as e:
+            raise DeviceError(f"environment variable RUNE_DEFAULT_DEVICE={env!r}: {e}") from None
 
 
 _default = _DefaultDevice()
@@ -132,6 +128,13 @@ def transfer(raw, src, dst):
         COUNTERS["host_to_device"] += 1
     elif src.platform != "cpu" and dst.platform == "cpu":
         COUNTERS["device_to_host"] += 1
+    if profiler.active():
+        with profiler.span("transfer", f"{src} -> {dst}", str(dst), raw.nbytes):
+            return _copy(raw, src, dst, backend_for)
+    return _copy(raw, src, dst, backend_for)
+
+
+def _copy(raw, src, dst, backend_for):
     if src.platform == dst.platform:
         return backend_for(dst).copy(raw, src, dst)
     return backend_for(dst).from_host(backend_for(src).to_host(raw), dst)

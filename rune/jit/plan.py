@@ -22,6 +22,7 @@ from ..core.program import Literal, dce
 from ..core.trace import EVAL, current
 from ..devices import current_default, transfer
 from ..nx.array import Array, wrap_raws
+from .. import profiler
 from ..stats import COUNTERS
 from .lower import lower
 from .target import planning_target
@@ -128,8 +129,11 @@ class Plan:
         env = list(self.template)
         for s, a in zip(self.in_slots, args):
             env[s] = a
-        for step in self.steps:
-            step.run(env)
+        if profiler.active():
+            profiler.run_steps(self.steps, env)
+        else:
+            for step in self.steps:
+                step.run(env)
         return [env[s] for s in self.out_slots]
 
     def __repr__(self):

@@ -1,0 +1,94 @@
+"""rune.profile: every plan step recorded with its time, bytes and device; a table
+and a Chrome trace of them."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+import rune
+from rune import nx
+
+
+def _plan_steps(jitted, *args):
+    return jitted.plan(*args).steps
+
+
+def test_each_step_of_each_run_is_one_event_with_the_bytes_it_wrote():
+    x = nx.asarray(np.linspace(-1, 1, 64 * 32, dtype=np.float32).reshape(64, 32))
+    w = nx.asarray(np.ones((32, 16), np.float32))
+    f = rune.jit(lambda x, w: (nx.tanh(x @ w + 1.0), nx.sum(x)))
+    f(x, w)
+    steps = _plan_steps(f, x, w)
+    with rune.profile() as prof:
+        for _ in range(3):
+            f(x, w)
+    assert len(prof.events) == 3 * len(steps)
+    names = [rune.profiler.step_name(s) for s in steps]
+    assert [e.name for e in prof.events] == names * 3
+    assert all(e.seconds >= 0 and e.depth == 0 and e.device == "cpu" for e in prof.events)
+    # the plan writes the (64, 16) float32 result and the float32 sum, and whatever it holds between steps
+    assert sum(e.bytes for e in prof.events[:len(steps)]) >= 64 * 16 * 4 + 4
+    with rune.profile() as quiet:
+        pass
+    f(x, w)   # no profile open: nothing recorded anywhere
+    assert quiet.events == [] and len(prof.events) == 3 * len(steps)
+
+
+def test_loop_bodies_nest_inside_their_loop_and_callbacks_are_steps():
+    calls = []
+
+    def body(c, r):
+        y = rune.callback(lambda v: calls.append(1) or np.asarray(v) * 2, r, like=r)
+        return c + nx.sum(y), y
+    xs = nx.asarray(np.arange(12, dtype=np.float32).reshape(4, 3))
+    g = rune.jit(lambda xs: rune.scan(body, nx.zeros((), np.float32), xs))
+    g(xs)
+    with rune.profile() as prof:
+        carry, ys = g(xs)
+    assert float(carry) == 2 * 66
+    loops = [e for e in prof.events if e.kind == "scan"]
+    inner = [e for e in prof.events if e.depth == 1]
+    callbacks = [e for e in prof.events if e.kind == "callback"]
+    assert len(loops) == 1 and loops[0].depth == 0
+    assert len(callbacks) == 4 and all(e.depth == 1 for e in callbacks)
+    assert len(inner) % 4 == 0 and len(inner) >= 8      # every row runs the body's steps
+    assert sum(e.seconds for e in inner) <= loops[0].seconds
+
+
+def test_table_sums_by_step_and_the_trace_is_chrome_trace_json(tmp_path):
+    f = rune.jit(lambda x: nx.exp(x) * 2.0)
+    x = nx.asarray(np.ones(1000, np.float32))
+    f(x)
+    with rune.profile() as prof:
+        for _ in range(5):
+            f(x)
+    (kind, name, calls, seconds, nbytes), = prof.summary()
+    assert calls == 5 and nbytes == 5 * 4000
+    assert abs(seconds - sum(e.seconds for e in prof.events)) < 1e-12
+    table = prof.table()
+    assert name[:40] in table and " 5 " in table
+    path = prof.export(str(tmp_path / "trace.json"))
+    events = json.load(open(path))["traceEvents"]
+    assert len(events) == 5
+    for e, ev in zip(events, prof.events):
+        assert e["ph"] == "X" and e["name"] == ev.name and e["cat"] == ev.kind
+        assert e["dur"] == ev.seconds * 1e6 and e["ts"] >= 0 and e["args"]["bytes"] == 4000
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(events, events[1:]))
+
+
+def test_transfers_between_devices_are_recorded():
+    code = """
+import numpy as np, rune
+from rune import nx
+x = nx.asarray(np.ones(256, np.float32), device="cpu:0")
+with rune.profile() as prof:
+    nx.place(x, "cpu:1")
+(e,) = [e for e in prof.events if e.kind == "transfer"]
+print(e.name, e.bytes, e.device)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, RUNE_HOST_DEVICES="2"))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["cpu:0", "->", "cpu:1", "1024", "cpu:1"]
