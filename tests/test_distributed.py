@@ -247,3 +247,13 @@ def test_a_launched_rank_that_raises_before_mpi_starts_kills_itself():
                               capture_output=True, text=True, timeout=120)
     assert launched.returncode == -9, launched.stderr
     assert "ValueError: boom" in launched.stderr and "rank 1 of 2 raised ValueError" in launched.stderr
+
+
+def test_nccl_is_available_only_where_cupy_loads_an_nccl_library():
+    cupy_nccl = pytest.importorskip("cupy.cuda.nccl")
+    from rune.distributed import nccl
+    from rune.errors import DeviceError
+    assert nccl.available() == bool(getattr(cupy_nccl, "available", True))
+    if not nccl.available():   # CuPy imports without libnccl: a DeviceError, not an AttributeError later
+        with pytest.raises(DeviceError, match="no NCCL library"):
+            nccl._nccl()

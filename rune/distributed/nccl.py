@@ -14,10 +14,10 @@ _comms = {}   # CUDA device index -> NcclCommunicator
 
 
 def available():
-    """Whether CuPy with NCCL support can be imported here."""
+    """Whether CuPy can reach an NCCL library here."""
     try:
-        from cupy.cuda import nccl  # noqa: F401
-    except Exception:
+        _nccl()
+    except DeviceError:
         return False
     return True
 
@@ -29,6 +29,11 @@ def _nccl():
         raise DeviceError(f"rune.distributed: arrays on a GPU travel through NCCL, but cupy.cuda.nccl "
                           f"cannot be imported ({type(e).__name__}: {e}); install a CuPy built with NCCL "
                           f"or place the arrays on the host") from e
+    # CuPy 14 imports its nccl module whether or not libnccl loads, and says which in `available`.
+    if not getattr(nccl, "available", True):
+        raise DeviceError("rune.distributed: arrays on a GPU travel through NCCL, but CuPy found no NCCL "
+                          "library (pip install nvidia-nccl-cu13, matching CuPy's CUDA), or place the "
+                          "arrays on the host")
     return nccl
 
 
