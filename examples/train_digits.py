@@ -25,6 +25,7 @@ Needs scikit-learn and tqdm: pip install -e '.[examples]'
 """
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -122,7 +123,8 @@ def main(argv=None):
     parser.add_argument("--checkpoint", default=os.path.join("checkpoints", "digits.safetensors"))
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true", help="no tqdm bar (logs, CI)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no tqdm bar (there is none either when stderr is not a terminal)")
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="host BLAS threads (default 1: this model's matrices are small)")
     args = parser.parse_args(argv)
@@ -170,8 +172,9 @@ def train(args):
         else:
             order = shuffle.permutation(x_train.shape[0])
         params, opt_state = state["params"], state["opt"]
-        bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", disable=args.no_progress or not lead,
-                   leave=False, unit="batch")
+        # A bar only on a terminal: piped into a log or a CI job, its carriage returns are noise.
+        bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", leave=False, unit="batch",
+                   disable=args.no_progress or not lead or not sys.stderr.isatty())
         tick, total = time.perf_counter(), 0.0
         for b in bar:
             rows = order[b * args.batch_size:(b + 1) * args.batch_size]

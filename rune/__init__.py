@@ -19,14 +19,15 @@ from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .core.staging import trace
 from .devices import Device, default_device, devices
-from .errors import (ArgumentError, AxisError, CallbackError, ConcretizationError, DeviceError,
+from .errors import (ArgumentError, AxisError, CallbackError, CompileError, ConcretizationError, DeviceError,
                      DeviceMismatchError, DistributedError, DTypeError, IndexingError, NotDifferentiableError,
-                     RuneError,
+                     RuneError, RuneWarning,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
 from . import distributed, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
+from .profiler import profile
 from .stats import reset_stats, stats
 
 __all__ = [
@@ -34,9 +35,14 @@ __all__ = [
     "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",
-    "devices", "ArgumentError", "AxisError", "CallbackError", "ConcretizationError", "DeviceError",
-    "DeviceMismatchError", "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError",
+    "devices", "ArgumentError", "AxisError", "CallbackError", "CompileError", "ConcretizationError", "DeviceError",
+    "DeviceMismatchError", "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "RuneWarning",
     "ScalarOverflowError",
     "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
-    "reset_stats", "stats",
+    "reset_stats", "stats", "profile",
 ]
+
+
+def __dir__():
+    """The public names (`__all__`) and the module's dunders, not the modules rune is built from."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})

@@ -45,15 +45,21 @@ arcsin, arccos, arctan = asin, acos, atan
 conjugate = conj
 # What the array operators (`x + y`, `x[i]`, `x.at[i]`, `x.sum()`) call.
 import sys as _sys  # noqa: E402
+from . import numpy_dispatch as _numpy_dispatch  # noqa: E402
 _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.getitem,
                                                IndexUpdater=_indexing.IndexUpdater,
+                                               numpy_ufunc=_numpy_dispatch.ufunc,
+                                               numpy_function=_numpy_dispatch.function,
                                                place=place, namespace=_sys.modules[__name__]))
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it
-    can: it lies where the producer's buffer lies, then is placed on `device` if given.
-    copy= has no visible effect: rune arrays are immutable, so a shared buffer is never written."""
+    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it can.
+
+    x: the producer (an object with __dlpack__ and __dlpack_device__); the Array lies where its buffer lies.
+    device: then placed there if given. copy: no visible effect: rune arrays are immutable, so a shared buffer
+    is never written.
+    """
     import numpy as np
     from .array import Array as _A
     from ..devices import get_device
@@ -66,8 +72,46 @@ def from_dlpack(x, /, *, device=None, copy=None):
     elif kind == 2:  # kDLCUDA
         import cupy
         out = _A(cupy.from_dlpack(x), get_device(f"cuda:{index}"))
+        out._shared = True  # the producer may still write the buffer: never donated
     else:
         raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
     return out if target is None else place(out, target)
 from . import linalg  # noqa: E402  (the standard's linalg extension; rules in rune/linalg_rules.py)
 from . import fft  # noqa: E402
+
+# The public API. The modules this package is built from (ops, creation, dtypes,
+# array_api, ...) stay importable by their dotted paths but are not part of it.
+__all__ = [
+    # submodules and the array type
+    "linalg", "fft", "random", "Array",
+    # dtypes and constants
+    "dtype", "bool", "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "bfloat16", "float32", "float64", "complex64", "complex128", "e", "inf", "nan", "newaxis", "pi",
+    "finfo", "iinfo", "isdtype", "can_cast", "result_type", "__array_api_version__", "__array_namespace_info__",
+    # creation and placement
+    "array", "asarray", "scalar", "create", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
+    "full_like", "empty_like", "arange", "linspace", "eye", "identity", "meshgrid", "from_dlpack", "place",
+    # functions
+    "abs", "absolute", "acos", "acosh", "add", "all", "amax", "amin", "angle", "any", "arccos", "arccosh",
+    "arcsin", "arcsinh", "arctan", "arctan2", "arctanh", "argmax", "argmin", "argsort", "asin", "asinh", "astype",
+    "atan", "atan2", "atanh", "bitwise_and", "bitwise_invert", "bitwise_left_shift", "bitwise_not", "bitwise_or",
+    "bitwise_right_shift", "bitwise_xor", "broadcast_arrays", "broadcast_shapes", "broadcast_to", "cast", "ceil",
+    "clip", "concat", "concatenate", "conj", "conjugate", "conv", "copysign", "cos", "cosh", "count_nonzero",
+    "cumprod", "cumsum", "cumulative_prod", "cumulative_sum", "diff", "divide", "dot", "dot_general",
+    "dynamic_slice", "dynamic_update_slice", "einsum", "equal", "erf", "exp", "expand_dims", "expm1", "flip",
+    "floor", "floor_divide", "greater", "greater_equal", "hypot", "imag", "inner", "invert", "isfinite", "isin",
+    "isinf", "isnan", "left_shift", "less", "less_equal", "log", "log10", "log1p", "log2", "log_softmax",
+    "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "make_complex", "matmul",
+    "matrix_transpose", "max", "maximum", "mean", "min", "minimum", "mod", "moveaxis", "multiply", "negative",
+    "nextafter", "nonzero", "not_equal", "outer", "pad", "permute_dims", "positive", "pow", "power", "prod",
+    "ravel", "real", "reciprocal", "reduce_window", "remainder", "repeat", "reshape", "right_shift", "roll",
+    "round", "rsqrt", "searchsorted", "sigmoid", "sign", "signbit", "sin", "sinh", "softmax", "sort", "split",
+    "sqrt", "square", "squeeze", "stack", "std", "stop_gradient", "subtract", "sum", "swapaxes", "take",
+    "take_along_axis", "tan", "tanh", "tensordot", "tile", "transpose", "tril", "triu", "trunc", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values", "unstack", "var", "vdot", "vecdot", "where",
+]
+
+
+def __dir__():
+    """The public names (`__all__`) and the module's dunders, not its building blocks."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})

@@ -56,8 +56,11 @@ def _dtype_of(x):
 
 
 def finfo(type):
-    """Limits of a floating dtype (or of an array's dtype); a complex dtype
-    reports its parts' float dtype's limits (with its own dtype), as the standard says."""
+    """Limits of a floating dtype (eps, max, min, smallest_normal, bits), as Python floats.
+
+    type: a float or complex dtype, or an array of one; a complex dtype reports its parts' float dtype's
+    limits (and that dtype), as the standard says.
+    """
     d = _dtype_of(type)
     if not dt.is_inexact(d):
         raise DTypeError(f"finfo: expected a floating or complex dtype, got {d.name}")
@@ -65,7 +68,10 @@ def finfo(type):
 
 
 def iinfo(type):
-    """Limits of an integer dtype (or of an array's dtype)."""
+    """Limits of an integer dtype (min, max, bits).
+
+    type: an integer dtype, or an array of one.
+    """
     d = _dtype_of(type)
     if not dt.is_int(d):
         raise DTypeError(f"iinfo: expected an integer dtype, got {d.name}")
@@ -84,9 +90,11 @@ _KINDS = {
 
 
 def isdtype(dtype, kind):
-    """Whether `dtype` is of `kind`: a dtype, one of the standard's kind names
-    ('bool', 'signed integer', 'unsigned integer', 'integral', 'real floating',
-    'complex floating', 'numeric'), or a tuple of those."""
+    """Whether `dtype` is of `kind`.
+
+    dtype: a dtype. kind: a dtype, one of the standard's kind names ('bool', 'signed integer',
+    'unsigned integer', 'integral', 'real floating', 'complex floating', 'numeric'), or a tuple of those.
+    """
     dtype = dt.dtype(dtype)
     if isinstance(kind, tuple):
         return builtins.any(isdtype(dtype, k) for k in kind)
@@ -98,8 +106,11 @@ def isdtype(dtype, kind):
 
 
 def result_type(*arrays_and_dtypes):
-    """The dtype the standard's promotion gives these arrays, dtypes and Python
-    scalars (scalars are weak: they never widen an array's dtype within a kind)."""
+    """The dtype the standard's promotion gives these arrays, dtypes and Python scalars.
+
+    arrays_and_dtypes: at least one array, dtype or Python scalar; scalars are weak (NEP 50): they never widen
+    an array's dtype within a kind.
+    """
     if not arrays_and_dtypes:
         raise ArgumentError("result_type: expected at least one array or dtype")
     keys = []
@@ -114,8 +125,10 @@ def result_type(*arrays_and_dtypes):
 
 
 def can_cast(from_, to, /):
-    """Whether promotion allows `from_` (a dtype or array) to become `to`: the
-    two promote to `to` itself (so no value changes kind or loses range)."""
+    """Whether promotion allows `from_` to become `to` (the two promote to `to` itself).
+
+    from_: a dtype or an array. to: a dtype. True when no value would change kind or lose range.
+    """
     src, dst = _dtype_of(from_), dt.dtype(to)
     return dt.promote(((src, False), (dst, False)))[0] == dst
 
@@ -153,16 +166,22 @@ class _Info:
 
 
 def __array_namespace_info__():
+    """The standard's inspection object: capabilities(), default_device(), devices(), default_dtypes(), dtypes().
+    """
     return _Info()
 
 
 # ---------------------------------------------------------------- the standard's keywords
 
 def asarray(obj, dtype=None, device=None, copy=None):
-    """`obj` as an array (ops.asarray). rune arrays are immutable, so sharing a
-    buffer is never observable: copy=True always gives a fresh buffer (a
-    NumPy source may then change without effect); copy=False is refused only
-    where a copy cannot be avoided (a dtype conversion, a Python sequence)."""
+    """`obj` as an Array (NumPy arrays keep their dtype, Python scalars and lists take rune's defaults).
+
+    obj: an Array, a NumPy array, a DLPack producer, a scalar or nested sequences. dtype: the result's dtype.
+    device: where it is placed (default: the default device, or where a rune array lies). copy: rune arrays
+    are immutable, so sharing a buffer is never observable: copy=True always gives a fresh buffer (a NumPy
+    source may then change without effect); copy=False is refused only where a copy cannot be avoided (a dtype
+    conversion, a Python sequence).
+    """
     if copy is False:
         same = isinstance(obj, (ops.Array, Tracer)) and (dtype is None or dt.dtype(dtype) == obj.dtype)
         if not same and not (isinstance(obj, np.ndarray) and (dtype is None or np.dtype(dtype) == obj.dtype)):
@@ -172,7 +191,11 @@ def asarray(obj, dtype=None, device=None, copy=None):
 
 
 def astype(x, dtype, copy=True, device=None):
-    """`x` as `dtype` (copy= has no visible effect: arrays are immutable), then on `device`."""
+    """`x` converted to `dtype` (a strong dtype from then on), then placed on `device` if given.
+
+    x: an array. dtype: the target dtype; complex to real is refused (take real or abs first). copy: no
+    visible effect, since arrays are immutable. device: where the result is placed (default: where `x` lies).
+    """
     out = ops.astype(x, dtype)
     if device is not None:
         from .placement import place
@@ -181,7 +204,11 @@ def astype(x, dtype, copy=True, device=None):
 
 
 def reshape(x, shape, copy=None):
-    """x with a new shape (copy= has no visible effect: arrays are immutable)."""
+    """`x` with a new shape and the same elements in row-major order.
+
+    x: an array. shape: an int or a sequence of ints, with at most one -1. copy: no visible effect, since
+    arrays are immutable.
+    """
     return ops.reshape(x, shape)
 
 
@@ -206,15 +233,26 @@ var, std = _with_correction(ops.var), _with_correction(ops.std)
 
 
 def permute_dims(x, /, axes):
+    """`x` with its axes permuted (the standard's name for transpose).
+
+    x: an array. axes: a permutation of range(x.ndim).
+    """
     return ops.transpose(x, axes)
 
 
 def broadcast_shapes(*shapes):
+    """The shape that `shapes` broadcast to, by NumPy's rules (ShapeError if they do not).
+
+    shapes: any number of shapes (sequences of ints).
+    """
     return ops.broadcast_shapes("broadcast_shapes", *(tuple(s) for s in shapes))
 
 
 def isin(x1, x2, /, *, invert=False):
-    """Whether each element of x1 occurs in x2 (a comparison of every pair)."""
+    """Whether each element of `x1` occurs in `x2` (a comparison of every pair).
+
+    x1: an array. x2: the values looked for (any shape). invert: return the negation (elements not in `x2`).
+    """
     x1, x2 = (ops.asarray(v) for v in ops._operands((x1, x2)))
     hits = ops.any(ops.equal(ops.expand_dims(x1, -1), ops.reshape(x2, (1,) * x1.ndim + (-1,))), -1)
     return ops.logical_not(hits) if invert else hits
@@ -224,25 +262,39 @@ bitwise_left_shift, bitwise_right_shift, bitwise_invert = ops.left_shift, ops.ri
 
 
 def empty(shape, *, dtype=None, device=None):
-    """An array of `shape` (zeros: arrays are immutable, so contents are never left undefined)."""
+    """An array of `shape` (zeros: arrays are immutable, so contents are never left undefined).
+
+    shape: an int or a sequence of ints. dtype: float32 by default. device: default: the default device.
+    """
     from .creation import zeros
     return zeros(shape, dtype, device)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
+    """An array of the shape of `x` (zeros: arrays are immutable, so contents are never undefined).
+
+    x: an array. dtype, device: default to x's.
+    """
     from .creation import zeros_like
     return zeros_like(x, dtype, device)
 
 
 def concat(arrays, /, *, axis=0):
-    """The standard's concat: axis=None joins the flattened arrays."""
+    """The arrays joined along an existing axis (the standard's name for concatenate).
+
+    arrays: a non-empty sequence of arrays, promoted to one dtype. axis: the axis they are joined along;
+    None joins the flattened arrays.
+    """
     if axis is None:
         return ops.concatenate([ops.reshape(ops.asarray(a), (-1,)) for a in ops._operands(list(arrays))], 0)
     return ops.concatenate(arrays, axis)
 
 
 def moveaxis(x, source, destination):
-    """Axes moved to new positions; source and destination may be ints or equal-length tuples."""
+    """`x` with axes moved to new positions (the others keep their order).
+
+    x: an array. source, destination: ints or equal-length tuples of distinct axes.
+    """
     x = ops.asarray(x)
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)

@@ -86,14 +86,13 @@ def pads(name, padding, sizes, windows, strides, dilations=None):
 # ---------------------------------------------------------------- conv
 
 def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count=1):
-    """N-d convolution (cross-correlation, as lax.conv_general_dilated) of an
-    input x (N, *spatial, C_in) with a kernel w (*window, C_in / groups, C_out).
+    """N-d convolution (cross-correlation, as lax.conv_general_dilated), NHWC input and HWIO kernel.
 
-    strides: window steps per spatial axis (default 1); padding: "VALID", "SAME"
-    or (low, high) pairs; dilation: the kernel's dilation (rhs dilation, default
-    1); feature_group_count: channel groups (C_in and C_out split into that many
-    groups, group g of the output seeing group g of the input; C_in for a
-    depthwise conv). Returns (N, *out, C_out).
+    x: the input (N, *spatial, C_in). w: the kernel (*window, C_in / groups, C_out); the two promote to one
+    dtype. strides: window steps per spatial axis (default 1). padding: "VALID", "SAME" or (low, high) pairs.
+    dilation: the kernel's dilation (rhs dilation, default 1). feature_group_count: channel groups (C_in and
+    C_out split into that many groups, group g of the output seeing group g of the input; C_in for a depthwise
+    conv). Returns (N, *out, C_out).
     """
     x, w = ops.promote("conv", x, w)
     x, w = ops.asarray(x), ops.asarray(w)
@@ -124,11 +123,11 @@ def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count
 # ---------------------------------------------------------------- reduce_window
 
 def reduce_window(x, op, window_dimensions, window_strides=None, padding="VALID"):
-    """Reduce each window of `x` with `op` ("max" or "sum"), as lax.reduce_window
-    with the reduction named instead of given as a function and its identity as
-    the init value (-inf / the lowest integer for max, 0 for sum), which also
-    fills the padding. window_dimensions and window_strides (default 1) give one
-    entry per axis of x; padding is "VALID", "SAME" or (low, high) pairs per axis.
+    """Each window of `x` reduced with `op` ("max" or "sum"), as lax.reduce_window.
+
+    x: the array. op: the reduction, named instead of given as a function; its identity is the init value
+    (-inf / the lowest integer for max, 0 for sum), which also fills the padding. window_dimensions,
+    window_strides (default 1): one entry per axis of x. padding: "VALID", "SAME" or (low, high) pairs per axis.
     Max pooling: op="max"; average pooling: op="sum" divided by the window size.
     """
     x = ops.asarray(x)

@@ -24,9 +24,12 @@ def _positions(x, name):
 
 
 def nonzero(x, *, size=None, fill_value=None):
-    """The indices of x's nonzero elements, one array per axis (row-major order).
-    With size=, exactly that many (the first ones, padded with fill_value,
-    default 0): a fixed shape, so it also works under jit."""
+    """The indices of the nonzero elements of `x`, one array per axis (row-major order).
+
+    x: an array of at least one dimension. size: return exactly that many indices (the first ones, padded with
+    fill_value): a fixed shape, so it also works under jit; without it, `x` must be concrete.
+    fill_value: the padding index (0 by default).
+    """
     x = ops.asarray(x)
     if x.ndim == 0:
         from ..errors import ShapeError
@@ -95,19 +98,40 @@ def _unique(name, x):
 
 
 def unique_values(x):
-    """The distinct values of x, sorted (each NaN distinct)."""
+    """The distinct values of `x`, sorted (each NaN distinct).
+
+    x: an array (any shape; the values are taken from the flattened array). The result's shape depends on the
+    values, so `x` must be concrete: under jit this raises ConcretizationError.
+    """
     return _unique("unique_values", x)[0]
 
 
 def unique_counts(x):
+    """The distinct values of `x`, sorted, and how often each occurs: (values, counts).
+
+    x: an array (any shape; the values are taken from the flattened array). The result's shape depends on the
+    values, so `x` must be concrete: under jit this raises ConcretizationError.
+    """
     values, _, _, counts = _unique("unique_counts", x)
     return UniqueCountsResult(values, counts)
 
 
 def unique_inverse(x):
+    """The distinct values of `x`, sorted, and where each element of `x` is among them: (values, inverse_indices).
+
+    x: an array (any shape; the values are taken from the flattened array). The result's shape depends on the
+    values, so `x` must be concrete: under jit this raises ConcretizationError. inverse_indices has x's shape.
+    """
     values, _, inverse, _ = _unique("unique_inverse", x)
     return UniqueInverseResult(values, inverse)
 
 
 def unique_all(x):
+    """The distinct values of `x`, sorted, with first indices, inverse and counts.
+
+    The result is (values, indices, inverse_indices, counts); indices are flat positions.
+
+    x: an array (any shape; the values are taken from the flattened array). The result's shape depends on the
+    values, so `x` must be concrete: under jit this raises ConcretizationError.
+    """
     return UniqueAllResult(*_unique("unique_all", x))

@@ -17,6 +17,9 @@ from . import ops
 from .fft_prims import fft_p
 from .manipulation import roll
 
+__all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn", "irfftn", "fftfreq",
+           "rfftfreq", "fftshift", "ifftshift"]
+
 _NORMS = ("backward", "ortho", "forward")
 _INVERSE = {"fft": False, "rfft": False, "ifft": True, "irfft": True}
 
@@ -110,22 +113,45 @@ def _hermitian(m):
 
 
 def fft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The one-dimensional discrete Fourier transform along `axis` (length n)."""
+    """The one-dimensional discrete Fourier transform along `axis`.
+
+    x: an array; real input is promoted to complex (float64 to complex128, others to complex64). n: the
+    transform's length (`x` zero-padded or truncated to it; default: the axis's length). axis: the transformed
+    axis (-1 by default). norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both
+    by its square root) or "forward".
+    """
     return _one_axis("fft", "fft", x, n, axis, norm, _same)
 
 
 def ifft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The one-dimensional inverse discrete Fourier transform along `axis`."""
+    """The one-dimensional inverse discrete Fourier transform along `axis`.
+
+    x: an array; real input is promoted to complex (float64 to complex128, others to complex64). n: the
+    transform's length (`x` zero-padded or truncated to it; default: the axis's length). axis: the transformed
+    axis (-1 by default). norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both
+    by its square root) or "forward".
+    """
     return _one_axis("ifft", "ifft", x, n, axis, norm, _same)
 
 
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The DFT of real input: its n // 2 + 1 non-negative frequencies."""
+    """The DFT of real input: its n // 2 + 1 non-negative frequencies.
+
+    x: a real array (float64 stays float64; other dtypes are computed in float32). n: the input length along
+    `axis` (zero-padded or truncated; default: the axis's length). axis: the transformed axis (-1 by default).
+    norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
+    "forward".
+    """
     return _one_axis("rfft", "rfft", x, n, axis, norm, _same)
 
 
 def irfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The inverse of rfft: n real samples (n defaults to 2 (m - 1))."""
+    """The inverse of rfft: `n` real samples from the non-negative frequencies of a Hermitian signal.
+
+    x: an array of m frequencies (promoted to complex). n: the output length (default 2 (m - 1); x is
+    zero-padded or truncated to n // 2 + 1). axis: the transformed axis (-1 by default). norm: "backward"
+    (default: the inverse transforms divide by the size), "ortho" (both by its square root) or "forward".
+    """
     return _one_axis("irfft", "irfft", x, n, axis, norm, _hermitian)
 
 
@@ -133,7 +159,12 @@ _SWAPPED = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 def hfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The DFT of a Hermitian-symmetric signal given by its first half: real, n samples."""
+    """The DFT of a Hermitian-symmetric signal given by its first half: `n` real samples.
+
+    x: an array of m values (promoted to complex). n: the output length (default 2 (m - 1)). axis: the
+    transformed axis (-1 by default). norm: "backward" (default: the inverse transforms divide by the size),
+    "ortho" (both by its square root) or "forward".
+    """
     if norm not in _NORMS:
         raise ArgumentError(f"fft.hfft: norm must be one of {_NORMS}, got {norm!r}")
     x = ops.asarray(x)
@@ -141,7 +172,13 @@ def hfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
-    """The inverse of hfft: the first n // 2 + 1 terms of a real signal's inverse DFT."""
+    """The inverse of hfft: the first n // 2 + 1 terms of a real signal's inverse DFT.
+
+    x: a real array (float64 stays float64; other dtypes are computed in float32). n: the input length along
+    `axis` (zero-padded or truncated; default: the axis's length). axis: the transformed axis (-1 by default).
+    norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
+    "forward".
+    """
     if norm not in _NORMS:
         raise ArgumentError(f"fft.ihfft: norm must be one of {_NORMS}, got {norm!r}")
     return ops.conj(_one_axis("ihfft", "rfft", x, n, axis, _SWAPPED[norm], _same))
@@ -160,22 +197,44 @@ def _many_axes(name, kind, x, s, axes, norm):
 
 
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
-    """The n-dimensional DFT over `axes` (sizes `s`)."""
+    """The n-dimensional discrete Fourier transform over `axes`.
+
+    x: an array; real input is promoted to complex. s: the transform's size along each of `axes` (zero-padded or
+    truncated; default: the axes' lengths). axes: the transformed axes (default: all, or the last len(s)). norm:
+    "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
+    "forward".
+    """
     return _many_axes("fftn", "fft", x, s, axes, norm)
 
 
 def ifftn(x, /, *, s=None, axes=None, norm="backward"):
-    """The n-dimensional inverse DFT over `axes` (sizes `s`)."""
+    """The n-dimensional inverse discrete Fourier transform over `axes`.
+
+    x: an array; real input is promoted to complex. s: the transform's size along each of `axes` (zero-padded or
+    truncated; default: the axes' lengths). axes: the transformed axes (default: all, or the last len(s)). norm:
+    "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
+    "forward".
+    """
     return _many_axes("ifftn", "ifft", x, s, axes, norm)
 
 
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
-    """The n-dimensional DFT of real input (the last axis halved, as rfft)."""
+    """The n-dimensional DFT of real input (the last axis halved, as in rfft).
+
+    x: a real array. s: the transform's size along each of `axes` (zero-padded or truncated; default: the axes'
+    lengths). axes: the transformed axes (default: all, or the last len(s)). norm: "backward" (default: the
+    inverse transforms divide by the size), "ortho" (both by its square root) or "forward".
+    """
     return _many_axes("rfftn", "rfft", x, s, axes, norm)
 
 
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
-    """The inverse of rfftn (the last size defaults to 2 (m - 1))."""
+    """The inverse of rfftn: real output (the last size defaults to 2 (m - 1)).
+
+    x: an array (promoted to complex). s: the transform's size along each of `axes` (zero-padded or truncated;
+    default: the axes' lengths). axes: the transformed axes (default: all, or the last len(s)). norm: "backward"
+    (default: the inverse transforms divide by the size), "ortho" (both by its square root) or "forward".
+    """
     return _many_axes("irfftn", "irfft", x, s, axes, norm)
 
 
@@ -187,14 +246,22 @@ def _frequencies(name, values, d, dtype, device):
 
 
 def fftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    """The sample frequencies of an n-point DFT: [0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n)."""
+    """The sample frequencies of an n-point DFT: [0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d n).
+
+    n: the number of samples, a positive int. d: the sample spacing (1.0 by default). dtype: float32 by default.
+    device: where the result is made (default: the default device).
+    """
     if not isinstance(n, (int, np.integer)) or n <= 0:
         raise ArgumentError(f"fft.fftfreq: n must be a positive int, got {n!r}")
     return _frequencies("fftfreq", np.fft.fftfreq(int(n)), d, dtype, device)
 
 
 def rfftfreq(n, /, *, d=1.0, dtype=None, device=None):
-    """The sample frequencies of an n-point real DFT: [0, 1, ..., n // 2] / (d n)."""
+    """The sample frequencies of an n-point real DFT: [0, 1, ..., n // 2] / (d n).
+
+    n: the number of samples, a positive int. d: the sample spacing (1.0 by default). dtype: float32 by default.
+    device: where the result is made (default: the default device).
+    """
     if not isinstance(n, (int, np.integer)) or n <= 0:
         raise ArgumentError(f"fft.rfftfreq: n must be a positive int, got {n!r}")
     return _frequencies("rfftfreq", np.fft.rfftfreq(int(n)), d, dtype, device)
@@ -208,10 +275,16 @@ def _shift(x, axes, sign):
 
 
 def fftshift(x, /, *, axes=None):
-    """The zero frequency moved to the centre (a roll by n // 2 along each axis)."""
+    """The zero frequency moved to the centre (a roll by n // 2 along each of `axes`).
+
+    x: an array. axes: an int, a tuple of ints, or None (every axis).
+    """
     return _shift(x, axes, 1)
 
 
 def ifftshift(x, /, *, axes=None):
-    """The inverse of fftshift (a roll by -(n // 2))."""
+    """The inverse of fftshift (a roll by -(n // 2) along each of `axes`).
+
+    x: an array. axes: an int, a tuple of ints, or None (every axis).
+    """
     return _shift(x, axes, -1)

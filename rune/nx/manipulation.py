@@ -19,9 +19,11 @@ from .host_values import concrete
 
 
 def take_along_axis(x, indices, axis=-1):
-    """x's elements at `indices` along `axis` (other axes broadcast, as
-    np.take_along_axis); negative indices count from the end, out-of-range ones
-    are clamped as every gather in rune."""
+    """Elements of `x` at `indices` along `axis`, the other axes broadcast (np.take_along_axis).
+
+    x: an array. indices: an integer array of x's rank; negative indices count from the end, out-of-range ones
+    are clamped (as every gather in rune, and JAX's). axis: the axis indexed (-1 by default).
+    """
     x = ops.asarray(x)
     idx = ops.constant_like(indices, x)
     if idx.dtype.kind not in "iu":
@@ -62,18 +64,27 @@ def _triangle(name, x, k, lower):
 
 
 def tril(x, k=0):
-    """The lower triangle of the last two axes (from diagonal k on down), zeros above."""
+    """The lower triangle of the last two axes (from diagonal `k` on down), zeros above.
+
+    x: an array of at least 2 dimensions. k: the diagonal (0 the main one, positive above, negative below).
+    """
     return _triangle("tril", x, k, True)
 
 
 def triu(x, k=0):
-    """The upper triangle of the last two axes (from diagonal k on up), zeros below."""
+    """The upper triangle of the last two axes (from diagonal `k` on up), zeros below.
+
+    x: an array of at least 2 dimensions. k: the diagonal (0 the main one, positive above, negative below).
+    """
     return _triangle("triu", x, k, False)
 
 
 def roll(x, shift, axis=None):
-    """Elements shifted by `shift` along `axis` (each of several), wrapping around;
-    with axis None, over the flattened array, then reshaped back."""
+    """Elements of `x` shifted by `shift` along `axis`, wrapping around.
+
+    x: an array. shift: an int, or one int per axis. axis: an int or a tuple of ints; None shifts the
+    flattened array, then reshapes it back.
+    """
     x = ops.asarray(x)
     if axis is None:
         return ops.reshape(roll(ops.reshape(x, (-1,)), shift, 0), x.shape)
@@ -92,9 +103,11 @@ def roll(x, shift, axis=None):
 
 
 def repeat(x, repeats, axis=None):
-    """Each element repeated `repeats` times (an int, or one count per element
-    along `axis`) along `axis` (the flattened array when None). Counts given as
-    an array set the result's shape, so they must be concrete (not traced)."""
+    """Each element of `x` repeated `repeats` times along `axis`.
+
+    x: an array. repeats: an int, or one count per element along `axis`; counts set the result's shape, so
+    they must be concrete (not traced). axis: the axis; None repeats over the flattened array.
+    """
     x = ops.asarray(x)
     if axis is None:
         x, axis = ops.reshape(x, (-1,)), 0
@@ -113,8 +126,11 @@ def repeat(x, repeats, axis=None):
 
 
 def tile(x, repetitions):
-    """x repeated `repetitions` times along each axis (a leading 1 pads the
-    shorter of the two, as np.tile)."""
+    """`x` repeated `repetitions` times along each axis (np.tile).
+
+    x: an array. repetitions: an int or a sequence of non-negative ints; a leading 1 pads the shorter of
+    `repetitions` and x's shape.
+    """
     x = ops.asarray(x)
     reps = (repetitions,) if isinstance(repetitions, int) else tuple(int(r) for r in repetitions)
     if builtins.any(r < 0 for r in reps):
@@ -129,15 +145,21 @@ def tile(x, repetitions):
 
 
 def unstack(x, axis=0):
-    """The slices of x along `axis`, as a tuple."""
+    """The slices of `x` along `axis`, as a tuple.
+
+    x: an array. axis: the axis split into slices (0 by default).
+    """
     x = ops.asarray(x)
     a = ops.normalize_axis("unstack", axis, x.ndim)
     return tuple(ops.squeeze(ops.slice_in_dim(x, i, i + 1, axis=a), a) for i in range(x.shape[a]))
 
 
 def meshgrid(*xs, indexing="xy"):
-    """Coordinate grids from 1-d arrays: one array per input, each of the shape
-    of all of them together ("xy": the first two axes exchanged, as NumPy)."""
+    """Coordinate grids from 1-d arrays: one array per input, each of the shape of all of them together.
+
+    xs: 1-d arrays (promoted to one dtype). indexing: "xy" (the first two axes exchanged, as NumPy's default)
+    or "ij" (matrix indexing).
+    """
     if indexing not in ("xy", "ij"):
         raise ArgumentError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     xs = [ops.asarray(v) for v in ops._operands(xs)]
@@ -159,8 +181,11 @@ def meshgrid(*xs, indexing="xy"):
 
 
 def diff(x, axis=-1, n=1, prepend=None, append=None):
-    """The n-th forward difference along `axis`, after joining `prepend` and
-    `append` to x there."""
+    """The `n`-th forward difference along `axis` (x[i+1] - x[i]; for bools, x[i+1] != x[i]).
+
+    x: an array. axis: the axis (-1 by default). n: how many times the difference is taken (1 by default).
+    prepend, append: values (scalars or arrays) joined to `x` along `axis` before differencing.
+    """
     x = ops.asarray(x)
     a = ops.normalize_axis("diff", axis, x.ndim)
     if n < 0:
@@ -178,7 +203,11 @@ def diff(x, axis=-1, n=1, prepend=None, append=None):
 
 
 def vecdot(x1, x2, axis=-1):
-    """The dot product of vectors along `axis` (broadcast over the others)."""
+    """The dot product sum(conj(x1) * x2) of vectors along `axis`, broadcast over the other axes.
+
+    x1, x2: arrays of at least one dimension, promoted to one dtype; the result keeps it (a uint8 product is
+    uint8, as in the standard). axis: the axis of the vectors (-1 by default).
+    """
     x1, x2 = ops.promote("vecdot", x1, x2)
     x1, x2 = ops.asarray(x1), ops.asarray(x2)
     if x1.ndim == 0 or x2.ndim == 0:
@@ -196,7 +225,10 @@ def vecdot(x1, x2, axis=-1):
 
 
 def matrix_transpose(x):
-    """x with its last two axes exchanged."""
+    """`x` with its last two axes exchanged.
+
+    x: an array of at least 2 dimensions.
+    """
     x = ops.asarray(x)
     if x.ndim < 2:
         raise ShapeError(f"matrix_transpose: expected an array of at least 2 dimensions, got shape {x.shape}")
@@ -204,6 +236,9 @@ def matrix_transpose(x):
 
 
 def count_nonzero(x, axis=None, keepdims=False):
-    """How many elements are nonzero, as the default integer dtype."""
+    """How many elements are nonzero, as int32 (the default integer dtype).
+
+    x: an array. axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size 1.
+    """
     x = ops.asarray(x)
     return ops.sum(ops.astype(ops.not_equal(x, x.dtype.type(0)), dt.default_int), axis, keepdims)

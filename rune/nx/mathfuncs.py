@@ -59,9 +59,28 @@ acosh, asinh, atanh, log2, log10 = (_unary(n) for n in FLOAT_UNARY)
 hypot, copysign, logaddexp, nextafter = (_binary(n) for n in FLOAT_BINARY)
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
 
+# Docstrings of the functions made by _unary and _binary (no `def` holds them).
+_X = "x: an array or scalar; integers and bools are computed in float32, complex numbers stay complex."
+_XY = ("x, y: real arrays or scalars, broadcast together and promoted by NEP 50 (Python scalars are weak); "
+       "integers and bools are computed in float32.")
+for _f, _summary, _args in (
+        (acosh, "The inverse hyperbolic cosine, elementwise (also named arccosh).", _X),
+        (asinh, "The inverse hyperbolic sine, elementwise (also named arcsinh).", _X),
+        (atanh, "The inverse hyperbolic tangent, elementwise (also named arctanh).", _X),
+        (log2, "The base-2 logarithm, elementwise.", _X),
+        (log10, "The base-10 logarithm, elementwise.", _X),
+        (hypot, "sqrt(x**2 + y**2), elementwise, without overflow for large operands.", _XY),
+        (copysign, "The magnitude of `x` with the sign of `y`, elementwise.", _XY),
+        (logaddexp, "log(exp(x) + exp(y)), elementwise, computed stably.", _XY),
+        (nextafter, "The next float after `x` in the direction of `y`, elementwise.", _XY)):
+    _f.__doc__ = f"{_summary}\n\n{_args}"
+
 
 def trunc(x):
-    """`x` rounded toward zero; integers keep their dtype (they are already whole)."""
+    """`x` rounded toward zero; integers keep their dtype (they are already whole).
+
+    x: a real array or scalar (complex numbers are refused).
+    """
     x = ops.asarray(x)
     if x.dtype.kind in "biu":
         return x
@@ -71,7 +90,10 @@ def trunc(x):
 
 
 def isinf(x):
-    """Whether each element is +inf or -inf (never for integers)."""
+    """Whether each element is +inf or -inf (never for integers; for complex numbers: either part).
+
+    x: an array or scalar.
+    """
     x = ops.asarray(x)
     if dt.is_complex(x.dtype):   # either part infinite (as NumPy and the standard)
         return ops.logical_or(isinf(ops.real(x)), isinf(ops.imag(x)))
@@ -81,8 +103,10 @@ def isinf(x):
 
 
 def signbit(x):
-    """Whether the sign bit is set: true for negative numbers and -0.0 (whose
-    reciprocal is -inf), and for NaNs with the sign bit, as NumPy's."""
+    """Whether the sign bit is set: true for negative numbers, -0.0 and NaNs with the sign bit, as NumPy's.
+
+    x: an array or scalar of any real dtype.
+    """
     x = ops.asarray(x)
     if x.dtype.kind in "bu":
         return ops.less(ops.astype(x, dt.int8 if x.dtype.kind == "b" else x.dtype), 0)
@@ -92,7 +116,10 @@ def signbit(x):
 
 
 def positive(x):
-    """`x` itself (unary +); refused for bool as the standard's numeric functions are."""
+    """`x` itself (unary +); refused for bool as the standard's numeric functions are.
+
+    x: a numeric array or scalar.
+    """
     x = ops.asarray(x)
     if x.dtype.kind == "b":
         raise DTypeError("positive: expected a numeric operand, got bool")

@@ -9,9 +9,12 @@ from . import ops
 
 
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
-    """Where each element of x2 would be inserted into the sorted 1-d x1 to keep
-    it sorted: before equal elements (side="left") or after them ("right").
-    sorter: positions that sort x1, if x1 itself is not sorted."""
+    """Where each element of `x2` would be inserted into the sorted 1-d `x1` to keep it sorted.
+
+    x1: a 1-d array, sorted ascending (or see sorter). x2: the values to place (any shape; the result has its
+    shape, int32). side: "left" puts a value before equal elements, "right" after them. sorter: positions that
+    sort x1, if x1 itself is not sorted.
+    """
     if side not in ("left", "right"):
         raise ArgumentError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     x1, x2 = (ops.asarray(v) for v in ops._operands((x1, x2)))

@@ -36,8 +36,12 @@ def _index_dtype(n):
 
 
 def argsort(x, axis=-1, descending=False, stable=True):
-    """The positions that sort x along `axis` (stable: ties keep their order,
-    also when descending). NaNs sort last ascending and first descending."""
+    """The positions that sort `x` along `axis`, as int32 (int64 for axes of 2**31 elements or more).
+
+    x: a real array of at least one dimension (complex numbers have no order). axis: the axis (-1 by default).
+    descending: sort from largest to smallest. stable: accepted for the standard; the sort is always stable
+    (ties keep their order, also when descending). NaNs sort last ascending and first descending.
+    """
     x = ops.asarray(x)
     if x.ndim == 0:
         raise ShapeError("argsort: expected an array of at least 1 dimension, got a 0-d array")
@@ -50,8 +54,11 @@ def argsort(x, axis=-1, descending=False, stable=True):
 
 
 def sort(x, axis=-1, descending=False, stable=True):
-    """x sorted along `axis` (stable; see argsort). Differentiable: each cotangent
-    flows back to the element that was sorted into its place."""
+    """`x` sorted along `axis`; differentiable (each cotangent flows back to the element sorted into its place).
+
+    x: a real array of at least one dimension. axis: the axis (-1 by default). descending: sort from largest to
+    smallest. stable: accepted for the standard; the sort is always stable (see argsort).
+    """
     x = ops.asarray(x)
     if x.ndim == 0:
         raise ShapeError("sort: expected an array of at least 1 dimension, got a 0-d array")
@@ -111,6 +118,12 @@ def _cumulative(name, combine, identity):
 
 cumulative_sum = _cumulative("cumulative_sum", ops.add, 0)
 cumulative_prod = _cumulative("cumulative_prod", ops.multiply, 1)
+_CUMULATIVE_ARGS = ("x: an array. axis: the axis; may be None only for arrays of at most one dimension. "
+                    "dtype: of the accumulator and the result (default: bools and narrow integers widen to int32, "
+                    "uint8/uint16 to uint32, as in sum). include_initial: start with the identity (the result is "
+                    "one longer along `axis`).")
+cumulative_sum.__doc__ = "The running sum along `axis`.\n\n" + _CUMULATIVE_ARGS
+cumulative_prod.__doc__ = "The running product along `axis`.\n\n" + _CUMULATIVE_ARGS
 
 
 def _numpy_cumulative(standard, name):
@@ -121,7 +134,9 @@ def _numpy_cumulative(standard, name):
             x, axis = ops.reshape(x, (-1,)), 0
         return standard(x, axis=axis, dtype=dtype)
     op.__name__ = name
-    op.__doc__ = f"NumPy's {name}: {standard.__name__} over the flattened array when axis is None."
+    op.__doc__ = (f"NumPy's {name}: {standard.__name__} along `axis` (the flattened array when axis is None)."
+                  "\n\nx: an array. axis: an int or None. dtype: of the accumulator and the result (default: "
+                  "bools and narrow integers widen as in sum). out: must be None (rune arrays are immutable).")
     return op
 
 
