@@ -125,3 +125,15 @@ def test_complex_solve_is_differentiable_and_cholesky_svd_qr_say_they_are_not():
     for factors in (nx.linalg.cholesky, lambda m: nx.linalg.svd(m)[0], lambda m: nx.linalg.qr(m)[1]):
         with pytest.raises(rune.NotDifferentiableError, match="complex matrices"):
             rune.grad(lambda m: nx.sum(nx.abs(factors(m))))(nx.asarray(a))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_cholesky_upper_is_the_conjugate_transpose_of_the_lower_factor(dtype):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 4, 4)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((2, 4, 4))
+    h = a @ np.conj(np.swapaxes(a, -1, -2)) + 4 * np.eye(4)
+    upper = np.asarray(nx.linalg.cholesky(nx.asarray(h), upper=True))
+    np.testing.assert_allclose(upper, np.linalg.cholesky(h, upper=True), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.conj(np.swapaxes(upper, -1, -2)) @ upper, h, rtol=1e-12, atol=1e-12)

@@ -53,11 +53,15 @@ def cholesky(x, /, *, upper=False):
     """The Cholesky factor of symmetric (Hermitian) positive-definite matrices, lower triangular.
 
     x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
-    Only the lower triangle is read. upper: return the lower factor transposed (upper triangular) instead.
+    Only the lower triangle is read. upper: return U = Lᴴ (upper triangular, x = Uᴴ U) instead: the lower
+    factor's conjugate transpose, as NumPy's upper=True.
     """
     x = _matrices("cholesky", x, square=True)
     out = bind(cholesky_p, x)
-    return matrix_transpose(out) if upper else out
+    if not upper:
+        return out
+    upper_factor = matrix_transpose(out)
+    return ops.conj(upper_factor) if dt.dtype(out.dtype).kind == "c" else upper_factor
 
 
 def solve(x1, x2, /):
