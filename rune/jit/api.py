@@ -216,7 +216,11 @@ class Jitted:
             key = (struct, avals, tuple((pos, _typed(v)) for pos, v in statics), alias, where)
             hash(key)
         except TypeError as e:
-            raise ArgumentError(f"jit({_name(self.f)}): static arguments must be hashable: {e}") from e
+            bad = [pos for pos, v in statics if not _hashable(v)]
+            named = ", ".join(f"args[{p}]" if isinstance(p, int) else p for p in bad) or "a static argument"
+            raise ArgumentError(f"jit({_name(self.f)}): static arguments must be hashable, and {named} is not "
+                                f"({e}); give its class __hash__ and __eq__, or register it as a pytree "
+                                f"(rune.tree.register) and pass it as a traced argument") from e
         return key, leaves
 
     def _leaf(self, x, committed=None):
@@ -436,3 +440,11 @@ def jit(f=None, static_argnums=(), static_argnames=(), donate_argnums=(), device
         return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, device=device)
     return Jitted(f, static_argnums, static_argnames, donate_argnums, device)
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
