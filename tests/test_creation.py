@@ -35,7 +35,12 @@ def _same(got, want):
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 def test_float_arange_matches_numpy(dtype):
     for start, stop, step in ARANGE:
-        _same(nx.arange(start, stop, step, dtype=dtype), np.arange(start, stop, step).astype(dtype))
+        _same(nx.arange(start, stop, step, dtype=dtype), _cast(np.arange(start, stop, step), dtype))
+
+
+def _cast(x, dtype):
+    """NumPy's cast, except float -> int32 saturating as rune converts (these values are finite)."""
+    return np.clip(x, -2 ** 31, 2 ** 31 - 1).astype(dtype) if np.dtype(dtype) == np.int32 else x.astype(dtype)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # float16 overflows, in NumPy as here

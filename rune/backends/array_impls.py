@@ -26,6 +26,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from . import float_semantics
 from .cpu import complexfuncs, conv, fft, linalg, mathfuncs, sorting, threefry
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
@@ -101,13 +102,14 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
 
     logistic, erf = in_special("expit"), in_special("erf")
 
-    def floordiv(x, y):
-        # With exactly one infinite float operand the result is x / y (inf // 2 is
-        # inf, 1 // -inf is -0), as the Array API says; NumPy gives nan and -1.
-        out = xp.floor_divide(x, y)
-        if out.dtype.kind != "f" and out.dtype.name != "bfloat16":
-            return out
-        return xp.where(xp.isinf(x) != xp.isinf(y), xp.true_divide(x, y), out).astype(out.dtype, copy=False)
+    def floor_division(want, integer):
+        # Floats follow rune's rule (float_semantics.floor_divmod), not the module's
+        # loop: CuPy's is floor(x / y), which gives 1.0 // 0.1 == 10.0.
+        def run(x, y):
+            if float_semantics.is_float(x.dtype):
+                return float_semantics.floor_divmod(xp, x, y, x.dtype, want=want)
+            return integer(x, y)
+        return run
 
     def stop_gradient(x):
         return x
@@ -116,10 +118,10 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return xp.asarray(xp.where(pred, on_true, on_false))
 
     def convert(x, *, dtype):
-        if dtype.kind in "iu" and x.dtype.kind == "f":
-            with quiet():  # nan/inf to int is undefined; do not warn
-                return xp.asarray(x).astype(dtype)
-        return xp.asarray(x).astype(dtype)
+        # rune's rules, not the module's cast (NaN and out-of-range floats to
+        # integers, double rounding into 16-bit floats differ between them)
+        with quiet():
+            return float_semantics.cast(xp, x, dtype)
 
     def reducer(fn):
         def run(x, *, axes):
@@ -271,7 +273,9 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return threefry.random_bits(xp.asarray(key, xp.uint32), shape, width, xp=xp)
 
     named = {name: getattr(xp, fn) for name, fn in {**UNARY, **BINARY}.items()}
-    named.update(rsqrt=rsqrt, erf=erf, logistic=logistic, floordiv=floordiv)
+    named.update(rsqrt=rsqrt, erf=erf, logistic=logistic,
+                 floordiv=floor_division("floordiv", xp.floor_divide),
+                 rem=floor_division("rem", xp.remainder))
     impls = {name: elementwise(name, fn) for name, fn in named.items()}
     impls.update({
         "stop_gradient": stop_gradient, "select": select, "convert": convert,
