@@ -15,7 +15,9 @@ from .aval import Aval
 
 class Array(ArrayLike):
     """A concrete array: a backend buffer, its device, and whether its dtype is weak."""
-    __slots__ = ("_raw", "device", "weak", "_aval")
+    # `_shared`, set only once the buffer is lent to or borrowed from foreign code
+    # (DLPack, __cuda_array_interface__), keeps it from being donated (jit/donation.py).
+    __slots__ = ("_raw", "device", "weak", "_aval", "_shared")
 
     def __init__(self, raw, device, weak=False):
         self._raw = raw
@@ -86,6 +88,7 @@ class Array(ArrayLike):
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version), ("dl_device", dl_device),
                                     ("copy", copy)) if v is not None}
+        self._shared = True
         return self._raw.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
@@ -95,7 +98,9 @@ class Array(ArrayLike):
     def __cuda_array_interface__(self):
         # GPU arrays only (an AttributeError hides it on the host), so that
         # cupy.asarray, Numba and PyTorch take the buffer without a copy.
-        return self._raw.__cuda_array_interface__
+        interface = self._raw.__cuda_array_interface__
+        self._shared = True
+        return interface
 
     def block_until_ready(self):
         backend_for(self.device).synchronize(self.device)

@@ -13,11 +13,11 @@ a `cuda` device is first used.
 """
 import contextlib
 import functools
-import os
 
 import cupy
 import numpy as np
 
+from ... import config
 from ..array_impls import make_impls
 from ..base import Backend
 from . import launch
@@ -93,7 +93,12 @@ class CudaBackend(Backend):
         stages it on the device side); never through the host."""
         with _gpu(src):
             raw = cupy.ascontiguousarray(raw)
+            ready = cupy.cuda.Event(disable_timing=True)
+            ready.record()  # on the source GPU's stream: after the work that writes raw
         with _gpu(dst):
+            # CuPy queues the copy on the destination's stream, which knows nothing of
+            # the source GPU's pending kernels: make it wait for them.
+            cupy.cuda.get_current_stream().wait_event(ready)
             return cupy.copy(raw)  # allocated on the current GPU, copied over from the other
 
     def from_foreign(self, obj, device):
@@ -143,7 +148,7 @@ class CudaBackend(Backend):
         """NVRTC's options: plans compile their CUDA stretches. None (op by op, as
         the host without a C compiler) with RUNE_CUDA_COMPILE=0, or where the
         cuda_fp16.h every unit includes is not installed (nvidia-cuda-runtime)."""
-        if os.environ.get("RUNE_CUDA_COMPILE", "1") == "0":
+        if not config.cuda_compile():
             return None
         from .nvrtc import NvrtcError
         try:
