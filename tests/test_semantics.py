@@ -496,3 +496,20 @@ def test_conversions_into_16_bit_floats_on_a_gpu():
         x = nx.asarray(_half_source(src, value), device="cuda")
         for got in (_to_half(x, dst), rune.jit(lambda a, dst=dst: _to_half(a, dst))(x)):
             assert _bits(got).tolist() == [bits], (src.name, value, dst.name, hex(bits))
+
+
+@pytest.mark.parametrize("make", ["asarray", "full", "full_array_fill", "full_under_jit"])
+def test_scalars_and_fills_made_with_an_integer_dtype_follow_the_rule(make):
+    values = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 2.7, -2.7, -0.5]
+    want = {np.int32: [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 0],
+            np.uint8: [0, 255, 0, 255, 0, 2, 0, 0]}
+    for dtype, expected in want.items():
+        if make == "asarray":
+            got = [int(nx.asarray(v, dtype=dtype)) for v in values]
+        elif make == "full":
+            got = [int(nx.full((2,), v, dtype=dtype)[1]) for v in values]
+        elif make == "full_array_fill":
+            got = np.asarray(nx.full((2, len(values)), np.array(values), dtype=dtype))[1].tolist()
+        else:
+            got = [int(rune.jit(lambda v=v: nx.full((3,), v, dtype=dtype))()[2]) for v in values]
+        assert got == expected, (make, dtype)

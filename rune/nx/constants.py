@@ -7,6 +7,7 @@ arithmetic). `device=None` means the default device, as for creation.
 """
 import numpy as np
 
+from ..backends import backend_for
 from ..core.prims import P
 from ..core.trace import bind
 from ..devices import current_default, get_device
@@ -17,9 +18,20 @@ def _device(device):
     return current_default() if device is None else get_device(device)
 
 
+def host_cast(value, dtype):
+    """Host data `value` as a NumPy array of `dtype`. Floats into integers follow rune's
+    conversion rule (the host backend's `convert`: NaN gives 0, out-of-range values
+    saturate), never NumPy's, which raises for some values and wraps others."""
+    dtype = dt.dtype(dtype)
+    host = np.asarray(value)
+    if host.dtype.kind in "fc" and dtype.kind in "iu":
+        return backend_for(get_device("cpu")).IMPLS["convert"](host, dtype=dtype)
+    return np.asarray(value, dtype)
+
+
 def _scalar(value, dtype):
-    """`value` as a NumPy scalar of `dtype`, converted as NumPy's `full` would."""
-    return np.full((), value, dt.dtype(dtype))[()]
+    """`value` as a NumPy scalar of `dtype` (`host_cast`'s conversion)."""
+    return host_cast(value, dtype)[()]
 
 
 def filled(shape, value, dtype, device=None):

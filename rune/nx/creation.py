@@ -17,7 +17,7 @@ from ..errors import ShapeError
 from . import dtypes as dt
 from . import ops
 from .array import Array, from_host
-from .constants import filled, iota
+from .constants import filled, host_cast, iota
 
 
 def _dtype(dtype, default=dt.float32):
@@ -59,7 +59,7 @@ def full(shape, fill_value, dtype=None, device=None):
     shape = normalize_shape("full", shape)
     if np.ndim(fill_value) == 0:
         return filled(shape, fill_value, dtype, device)
-    return from_host(np.full(shape, fill_value, dtype), device)  # a fill that broadcasts
+    return from_host(np.broadcast_to(host_cast(fill_value, dtype), shape).copy(), device)  # a fill that broadcasts
 
 
 def _like(x, dtype, device):

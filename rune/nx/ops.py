@@ -20,7 +20,7 @@ from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
 from .array import Array, from_host, move
-from .constants import iota
+from .constants import host_cast, iota
 
 _HOST0 = get_device("cpu")
 
@@ -48,7 +48,7 @@ def asarray(x, dtype=None, device=None):
         dtype = dt.dtype(dtype)
     if type(x) in _SCALARS:  # exact types: np.float64 subclasses float but keeps its dtype
         target = dtype or dt.weak_dtype_of(x)
-        host = np.asarray(_literal("asarray", x, target) if type(x) is int else x, target)
+        host = np.asarray(_literal("asarray", x, target), target) if type(x) is int else host_cast(x, target)
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
         host = np.asarray(host_backend().from_foreign(x, _HOST0))
         host = host if dtype is None else host.astype(dtype)
