@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rune.backends.cpu import threefry as tf
-from rune.errors import DTypeError, ShapeError
+from rune.errors import DTypeError, ScalarOverflowError, ShapeError
 
 M = 0xFFFFFFFF
 
@@ -170,3 +170,10 @@ def test_big_counter_high_word():
     i = 2**32 + 5
     y0, y1 = tf.threefry2x32(_u32(k0), _u32(k1), np.array([i >> 32], np.uint32), np.array([i & M], np.uint32))
     assert (int(y0[0]), int(y1[0])) == _ref_threefry(k0, k1, 1, 5)
+
+
+def test_key_refuses_seeds_beyond_64_bits():
+    np.testing.assert_array_equal(tf.key(-2**63), np.array([0x80000000, 0], np.uint32))
+    for seed in (2**64, -2**63 - 1, 10**25):
+        with pytest.raises(ScalarOverflowError, match=r"\[-2\*\*63, 2\*\*64\)"):
+            tf.key(seed)

@@ -23,6 +23,7 @@ from ..core.program import dce
 from ..core.staging import stage_pytree
 from ..devices import _default, default_device, get_device
 from ..errors import ArgumentError, DTypeError, RuneError, UsageError
+from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
@@ -448,3 +449,8 @@ def _hashable(value):
     except TypeError:
         return False
     return True
+
+
+# The exact math behind the random samplers runs compiled when called eagerly on
+# large arrays (rune/nx/exact_math.py): registered here, since nx sits below jit.
+_exact_math.use_compiler(jit)

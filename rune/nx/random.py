@@ -6,6 +6,11 @@ each element's position, so every device draws the same numbers.
 split(key, num): key j is words 2j and 2j+1 of random_bits(key, (num, 2), 32).
 fold_in(key, data): random_bits(key ^ (data ^ 0x5BD1E995, data * 0x9E3779B9 +
 0x7F4A7C15), (2,), 32); the constants keep its keys apart from split's.
+
+Samplers turn bits into values with integer ops and the correctly rounded float
+ops only (rune/nx/exact_math.py builds log, exp, the normal CDF and quantile and
+nextafter from them), so a sample has the same bits eager, compiled to C and on
+a GPU. Float samples of 16-bit dtypes are computed in float32 and rounded once.
 """
 import math
 
@@ -14,19 +19,27 @@ import numpy as np
 from ..core.aval import normalize_shape
 from ..core.prims import P
 from ..core.trace import Tracer, bind
-from ..errors import DTypeError, ShapeError, UsageError
+from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
-from . import ops
+from . import exact_math, ops
 from .array import Array, from_host
-from .indexing import getitem
+from .sorting import argsort
+
+__all__ = ["key", "split", "fold_in", "uniform", "normal", "truncated_normal", "exponential", "gumbel",
+           "bernoulli", "randint", "permutation", "choice", "categorical"]
 
 _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
 
 def key(seed, device=None):
-    """A key made from an integer seed: (high 32 bits, low 32 bits) of the seed
-    taken modulo 2**64, so any Python int is a seed (as in JAX). The seed may be
-    traced (a key per lane under vmap, a seed argument under jit)."""
+    """A key (a uint32 array of shape (2,)) made from an integer seed, as JAX's random.key.
+
+    seed: an int in [-2**63, 2**64) (an int64 or a uint64 value); the key is (high 32 bits, low 32 bits) of
+    its 64-bit pattern, so -1 and 2**64 - 1 are the same seed. Other seeds raise: a float, a bool or a
+    non-scalar array a UsageError, an int outside the range a ScalarOverflowError (an OverflowError, as JAX
+    gives). The seed may be traced (a key per lane under vmap, a seed argument under jit).
+    device: where the key is made (default: the default device).
+    """
     if isinstance(seed, (Array, Tracer)):
         if seed.dtype.kind not in "iu" or seed.shape != ():
             raise UsageError(f"random.key: the seed must be an integer scalar, got {seed.aval.describe()}")
@@ -35,9 +48,13 @@ def key(seed, device=None):
         low = ops.astype(ops.bitwise_and(wide, np.int64(0xFFFFFFFF)), dt.uint32)
         out = ops.stack([high, low])
         return out if device is None else ops.asarray(out, device=device)
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+    if isinstance(seed, np.ndarray) and seed.shape == () and seed.dtype.kind in "iu":
+        seed = seed[()]
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_)):
         raise UsageError(f"random.key: the seed must be an integer, got {type(seed).__name__} {seed!r}")
     seed = int(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ScalarOverflowError(f"random.key: the seed must fit in 64 bits, in [-2**63, 2**64), got {seed}")
     return from_host(np.array([(seed >> 32) & 0xFFFFFFFF, seed & 0xFFFFFFFF], np.uint32), device)
 
 
@@ -53,13 +70,21 @@ def _bits(k, shape, width):
 
 
 def split(key, num=2):
-    """`num` new independent keys, stacked into shape (num, 2)."""
+    """`num` new independent keys, stacked into shape (num, 2).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    num: how many keys (2 by default). Use each key once: pass one on and split it again.
+    """
     key = _check_key(key, "split")
     return _bits(key, _shape((num, 2), "split"), 32)
 
 
 def fold_in(key, data):
-    """A new key derived from `key` and the integer `data`."""
+    """A new key derived from `key` and the integer `data` (e.g. a step or rank number).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    data: an int or an integer scalar (taken modulo 2**32; may be traced).
+    """
     key = _check_key(key, "fold_in")
     data = ops.constant_like(data, key, dt.uint32) if not isinstance(data, int) else \
         ops.constant_like(np.uint32(data & 0xFFFFFFFF), key)
@@ -83,33 +108,145 @@ def _float_dtype(dtype, name):
     return dtype
 
 
+def _work_dtype(dtype):
+    """The dtype a sampler computes in: float32 for the 16-bit floats (rounded once at the end)."""
+    return dt.float64 if dtype == dt.float64 else dt.float32
+
+
+def _open_unit(key, shape, work):
+    """(p, lowest): floats p = (m + 1/2) 2**-b of `work` (m uniform below 2**b, b one bit
+    less than the mantissa), strictly inside (0, 1) and symmetric about 1/2, with
+    lowest = 2**-(b + 1) the smallest p. The inverse CDFs below never meet 0 or 1."""
+    width = 64 if work == dt.float64 else 32
+    b = _MANTISSA[work] - 1
+    m = ops.right_shift(_bits(key, shape, width), np.dtype(f"uint{width}").type(width - b))
+    p = ops.multiply(ops.add(ops.astype(m, work), work.type(0.5)), work.type(2.0 ** -b))
+    return p, 2.0 ** -(b + 1)
+
+
 def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
-    """Floats uniform in [minval, maxval)."""
+    """Floats uniform in [minval, maxval).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    shape: an int or a sequence of ints (() by default). dtype: float16, bfloat16, float32 (default) or float64.
+    minval, maxval: the bounds (scalars or arrays broadcast to `shape`). The unit floats lie on
+    the dtype's grid k 2**-mantissa, scaled and shifted in float32 (for 16-bit dtypes) or the dtype, rounded
+    once.
+    """
     key = _check_key(key, "uniform")
     dtype = _float_dtype(dtype, "uniform")
+    work = _work_dtype(dtype)
     width = 64 if dtype == dt.float64 else 32
     m = _MANTISSA[dtype]
     bits = ops.right_shift(_bits(key, _shape(shape, "uniform"), width), np.dtype(f"uint{width}").type(width - m))
-    unit = ops.multiply(ops.astype(bits, dtype), dtype.type(2.0 ** -m))
-    minval, maxval = ops.constant_like(minval, key, dtype), ops.constant_like(maxval, key, dtype)
-    return ops.add(ops.multiply(unit, ops.subtract(maxval, minval)), minval)
+    unit = ops.multiply(ops.astype(bits, work), work.type(2.0 ** -m))
+    below = ops.astype(_below(maxval, key, dtype), work)
+    minval = ops.astype(ops.constant_like(minval, key, dtype), work)
+    maxval = ops.astype(ops.constant_like(maxval, key, dtype), work)
+    drawn = ops.add(ops.multiply(unit, ops.subtract(maxval, minval)), minval)
+    # the product can round up to maxval (unit 1 - 2**-24 times 10, say): the value below instead
+    return ops.astype(ops.minimum(drawn, below), dtype)
+
+
+def _below(bound, key, dtype):
+    """The largest value of `dtype` below `bound`: on the host for a host bound (a
+    constant), else in exact ops; IEEE nextafter is exact, so both give the same bits."""
+    if isinstance(bound, (Array, Tracer)):
+        work = _work_dtype(dtype)
+        grid = None if dtype == work else dtype
+        return exact_math.nextafter(ops.astype(bound, work), work.type(-np.inf), grid)
+    return ops.constant_like(np.nextafter(np.asarray(bound, dtype), np.asarray(-np.inf, dtype)), key)
 
 
 def normal(key, shape=(), dtype=dt.float32):
-    """Standard normal floats (Box-Muller on two uniform draws)."""
+    """Standard normal floats (mean 0, standard deviation 1).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    shape: an int or a sequence of ints (() by default). dtype: float16, bfloat16, float32 (default) or float64.
+    Each is the normal quantile (exact_math.ndtri, computed in float32 for 16-bit dtypes) of a
+    uniform draw strictly inside (0, 1), so the samples are symmetric about 0 and reach about 5.3 (float32)
+    or 8.2 (float64).
+    """
     key = _check_key(key, "normal")
     dtype = _float_dtype(dtype, "normal")
-    shape = _shape(shape, "normal")
-    work = dt.float64 if dtype == dt.float64 else dt.float32
-    u = uniform(key, (2,) + shape, work)
-    u1 = ops.subtract(work.type(1.0), getitem(u, 0))  # in (0, 1]: log is finite
-    radius = ops.sqrt(ops.multiply(work.type(-2.0), ops.log(u1)))
-    angle = ops.multiply(work.type(2 * math.pi), getitem(u, 1))
-    return ops.astype(ops.multiply(radius, ops.cos(angle)), dtype)
+    p, lowest = _open_unit(key, _shape(shape, "normal"), _work_dtype(dtype))
+    return ops.astype(exact_math.ndtri(p, lowest=lowest), dtype)
+
+
+def truncated_normal(key, lower, upper, shape=None, dtype=dt.float32):
+    """Standard normal floats conditioned on lower < x < upper (JAX's argument order).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    lower, upper: the bounds (scalars or arrays). shape: the result's shape, to which the bounds broadcast
+    (default: the bounds' broadcast shape). dtype: float16, bfloat16, float32 (default) or float64.
+    Each is the quantile (ndtri) of a uniform draw between Phi(lower) and Phi(upper), on the side of 0 where Phi
+    is small (so a far tail keeps its precision), then held inside the open interval.
+    """
+    key = _check_key(key, "truncated_normal")
+    dtype = _float_dtype(dtype, "truncated_normal")
+    work = _work_dtype(dtype)
+    lower = ops.astype(ops.constant_like(lower, key, dtype), work)
+    upper = ops.astype(ops.constant_like(upper, key, dtype), work)
+    try:
+        bounds = np.broadcast_shapes(lower.shape, upper.shape)
+        shape = bounds if shape is None else _shape(shape, "truncated_normal")
+        fits = np.broadcast_shapes(bounds, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"random.truncated_normal: the bounds' shapes {lower.shape} and {upper.shape} "
+                         f"do not broadcast to shape {shape}")
+    flip = ops.greater(lower, work.type(0))                 # draw from (-upper, -lower), negated
+    lo = ops.where(flip, ops.negative(upper), lower)
+    hi = ops.where(flip, ops.negative(lower), upper)
+    a, b = exact_math.ndtr(lo), exact_math.ndtr(hi)
+    p, _ = _open_unit(key, shape, work)
+    z = exact_math.ndtri(ops.add(a, ops.multiply(p, ops.subtract(b, a))))
+    z = ops.where(flip, ops.negative(z), z)
+    # rounding may reach a bound: the nearest values of `dtype` inside instead
+    grid = None if dtype == work else dtype
+    inside_lower = exact_math.nextafter(lower, work.type(np.inf), grid)
+    inside_upper = exact_math.nextafter(upper, work.type(-np.inf), grid)
+    return ops.astype(ops.minimum(ops.maximum(z, inside_lower), inside_upper), dtype)
+
+
+def exponential(key, shape=(), dtype=dt.float32):
+    """Exponential floats with rate 1: -log of a uniform draw strictly inside (0, 1).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    shape: an int or a sequence of ints (() by default). dtype: float16, bfloat16, float32 (default) or float64.
+    """
+    key = _check_key(key, "exponential")
+    dtype = _float_dtype(dtype, "exponential")
+    p, lowest = _open_unit(key, _shape(shape, "exponential"), _work_dtype(dtype))
+    return ops.astype(ops.negative(exact_math.log(p, bounds=(lowest, 1.0))), dtype)
+
+
+def _gumbel(key, shape, work):
+    p, lowest = _open_unit(key, shape, work)
+    e = ops.negative(exact_math.log(p, bounds=(lowest, 1.0)))
+    # e lies in [-log(1 - lowest), -log(lowest)], within [lowest / 2, 0.75 log2(1 / lowest)]
+    return ops.negative(exact_math.log(e, bounds=(lowest / 2, -0.75 * math.log2(lowest))))
+
+
+def gumbel(key, shape=(), dtype=dt.float32):
+    """Standard Gumbel floats: -log(-log(p)) of a uniform draw p strictly inside (0, 1).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    shape: an int or a sequence of ints (() by default). dtype: float16, bfloat16, float32 (default) or float64.
+    """
+    key = _check_key(key, "gumbel")
+    dtype = _float_dtype(dtype, "gumbel")
+    return ops.astype(_gumbel(key, _shape(shape, "gumbel"), _work_dtype(dtype)), dtype)
 
 
 def bernoulli(key, p=0.5, shape=None):
-    """Booleans that are True with probability `p`."""
+    """Booleans that are True with probability `p`.
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    p: the probability, a scalar or an array (0.5 by default). shape: the result's shape (default: p's
+    shape); p broadcasts to it.
+    """
     key = _check_key(key, "bernoulli")
     if shape is None:
         shape = ops.asarray(p).shape if isinstance(p, (Array, Tracer, np.ndarray)) else ()
@@ -118,7 +255,12 @@ def bernoulli(key, p=0.5, shape=None):
 
 
 def randint(key, shape, minval, maxval, dtype=dt.int32):
-    """Integers uniform in [minval, maxval)."""
+    """Integers uniform in [minval, maxval) (minval where the range is empty, as in JAX).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    shape: an int or a sequence of ints. minval, maxval: the bounds (scalars or arrays broadcast to
+    `shape`). dtype: an integer dtype, int32 by default.
+    """
     key = _check_key(key, "randint")
     dtype = dt.dtype(dtype)
     if dtype.kind not in "iu":
@@ -138,9 +280,9 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
 def _ascending(keys):
     """`keys` (its last axis 2**k long) sorted along the last axis.
 
-    rune has no sort primitive, so this is a bitonic sorting network of
-    elementwise min/max on reshaped views: O(n log^2 n) work in O(log^2 n)
-    steps, and it runs under every transformation and on every backend.
+    A bitonic sorting network of elementwise min/max on reshaped views:
+    O(n log^2 n) work in O(log^2 n) steps that fuse into kernels, and it runs
+    under every transformation and on every backend.
     """
     lead, n = keys.shape[:-1], keys.shape[-1]
 
@@ -185,9 +327,12 @@ def _random_order(key, lead, n):
 
 
 def permutation(key, x, axis=0, independent=False):
-    """A random permutation of range(x) if `x` is an int, else of `x` along
-    `axis`: the same one for every slice, or with independent=True one per
-    1-D vector along `axis` (JAX's argument order and meaning)."""
+    """A random permutation of range(x) if `x` is an int, else of `x`'s elements along `axis`.
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    x: an int n, or an array. axis: the permuted axis (0 by default). independent: False permutes every
+    slice the same way; True permutes each 1-d vector along `axis` on its own (JAX's meaning).
+    """
     key = _check_key(key, "permutation")
     if np.ndim(x) == 0:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, Array, Tracer)):
@@ -212,11 +357,59 @@ def permutation(key, x, axis=0, independent=False):
     return ops.moveaxis(ops.reshape(out, lead + (n,)), -1, a)
 
 
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Random draws from `a` (JAX's argument order and meaning).
+
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    a: an int n (draws from range(n)) or an array (draws its slices along `axis`). shape: the draws' shape,
+    in the place of `axis` (() by default). replace: False draws no slice twice. p: one weight per slice
+    (1-d; default: all equal); slice i comes with probability p[i] / sum(p). axis: the axis of `a` (0).
+    Weighted draws are Gumbel-max: the largest log p[i] + Gumbel noise for each draw with replacement, the
+    prod(shape) largest of one noisy vector without.
+    """
+    key = _check_key(key, "choice")
+    shape = _shape(shape, "choice")
+    if np.ndim(a) == 0 and not isinstance(a, (Array, Tracer)):
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise UsageError(f"random.choice: a must be an int or an array, got {type(a).__name__}")
+        population, n = None, int(a)
+    else:
+        population = ops.asarray(a)
+        if population.ndim == 0:
+            raise ShapeError("random.choice: a must be an int or an array of at least one axis, got a 0-d array")
+        axis = ops.normalize_axis("random.choice", axis, population.ndim)
+        n = population.shape[axis]
+    size = math.prod(shape)
+    if n <= 0 and size:
+        raise ArgumentError(f"random.choice: cannot draw {size} values from an empty population (a = {n})")
+    if not replace and size > n:
+        raise ArgumentError(f"random.choice: cannot draw {size} values from {n} without replacement")
+    if p is None:
+        index = randint(key, shape, 0, max(n, 1)) if replace else \
+            ops.reshape(_random_order(key, (), n)[:size], shape)
+    else:
+        p = ops.asarray(p)
+        if p.shape != (n,):
+            raise ShapeError(f"random.choice: p must have one weight per choice, shape ({n},), "
+                             f"got {p.aval.describe()}")
+        work = dt.float64 if p.dtype == dt.float64 else dt.float32
+        log_p = exact_math.log(ops.astype(p, work))
+        if replace:
+            index = ops.argmax(ops.add(log_p, _gumbel(key, shape + (n,), work)), axis=len(shape))
+        else:
+            noisy = ops.add(log_p, _gumbel(key, (n,), work))
+            index = ops.reshape(argsort(noisy, descending=True)[:size], shape)
+    index = ops.astype(index, dt.int32 if n <= 2 ** 31 else dt.int64)
+    return index if population is None else ops.take(population, index, axis=axis)
+
+
 def categorical(key, logits, axis=-1, shape=None):
     """Indices drawn along `axis` with probabilities softmax(logits) (Gumbel-max).
 
-    shape is the result's shape: by default logits' shape without `axis`;
-    otherwise it ends with dims that broadcast with those (JAX's meaning).
+    key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
+    logits: unnormalized log-probabilities, at least one axis. axis: the axis of the categories (-1 by
+    default). shape: the result's shape: by default logits' shape without `axis`; otherwise it ends with dims
+    that broadcast with those (JAX's meaning).
     """
     key = _check_key(key, "categorical")
     logits = ops.asarray(logits)
@@ -230,9 +423,7 @@ def categorical(key, logits, axis=-1, shape=None):
         raise ShapeError(f"random.categorical: shape {shape} must end with dims that logits' other dims "
                          f"{batch} broadcast to")
     prefix = shape[:len(shape) - len(batch)]
-    dtype = logits.dtype if dt.is_float(logits.dtype) else dt.float32
-    work = dt.float32 if dtype in (dt.float16, dt.bfloat16) else dtype  # Gumbel noise needs the range
+    work = dt.float64 if logits.dtype == dt.float64 else dt.float32
     noise_shape = prefix + tail[:a] + (logits.shape[a],) + tail[a:]
-    u = uniform(key, noise_shape, work, minval=float(np.finfo(work).tiny), maxval=1.0)
-    gumbel = ops.negative(ops.log(ops.negative(ops.log(u))))
-    return ops.argmax(ops.add(ops.astype(logits, work), gumbel), axis=len(prefix) + a)
+    noisy = ops.add(ops.astype(logits, work), _gumbel(key, noise_shape, work))
+    return ops.argmax(noisy, axis=len(prefix) + a)

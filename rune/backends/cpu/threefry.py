@@ -19,8 +19,8 @@ Keys
 A key is a uint32 array of shape ``(2,)``: ``(k0, k1)``.
 
 * ``key(seed)``: ``(uint32((seed >> 32) & 0xffffffff), uint32(seed & 0xffffffff))``
-  for any Python int ``seed`` (negative seeds use two's complement; bits above
-  64 are ignored after the shift's mask).
+  for an int ``seed`` in ``[-2**63, 2**64)`` (negative seeds use two's
+  complement); others raise ScalarOverflowError.
 
 Splitting and folding in are built on ``random_bits`` by ``rune.nx.random``.
 
@@ -47,7 +47,7 @@ import operator
 
 import numpy as np
 
-from rune.errors import DTypeError, ShapeError
+from rune.errors import DTypeError, ScalarOverflowError, ShapeError
 
 __all__ = ["threefry2x32", "random_bits", "key"]
 
@@ -149,4 +149,6 @@ def random_bits(key, shape, width: int = 32, xp=np):
 def key(seed) -> np.ndarray:
     """A key from an int seed: (high 32 bits, low 32 bits) of the seed."""
     seed = operator.index(seed)
+    if not -2 ** 63 <= seed < 2 ** 64:
+        raise ScalarOverflowError(f"threefry key: the seed must fit in 64 bits, in [-2**63, 2**64), got {seed}")
     return np.array([(seed >> 32) & _MASK32, seed & _MASK32], dtype=np.uint32)
