@@ -46,7 +46,7 @@ def digits_batch():
 def rune_digits_step():
     digits = _example("train_digits")
     opt = optim.adam(1e-3)
-    params = digits.init_params(nx.random.key(0))
+    params = digits.DigitsCNN(nx.random.key(0))
     state = opt.init(params)
     step = digits.make_step(opt)
     x, y = (nx.asarray(a) for a in digits_batch())

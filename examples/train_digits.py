@@ -6,12 +6,14 @@
     mpiexec -n 2 python examples/train_digits.py    # data parallel over 2 processes
 
 The model: conv 3x3x16 - relu - conv 3x3x32 - relu - max pool 2 - dense 64 -
-relu - dense 10 (NHWC, `nx.conv` and `nn.max_pool`). One jitted function does
-a whole training step: the loss and its gradient (`rune.value_and_grad`) and
-the Adam update (`rune.optim.adam`). After every epoch the model is evaluated
-on the held-out digits and everything needed to resume (parameters,
-optimizer state, epoch) is saved with `rune.save`. On a GPU when rune lists
-one, on the host otherwise.
+relu - dense 10, an `nn.Module` made of `nn.Conv` (NHWC) and `nn.Linear`
+layers: a pytree, so the gradient is a model of the same shape and the
+optimizer, `rune.save` and the collectives take it as they take any tree. One
+jitted function does a whole training step: the loss and its gradient
+(`rune.value_and_grad`) and the Adam update (`rune.optim.adam`). After every
+epoch the model is evaluated on the held-out digits and everything needed to
+resume (model, optimizer state, epoch) is saved with `rune.save`. On a GPU
+when rune lists one, on the host otherwise.
 
 Launched by `mpiexec -n N` it trains data-parallel (`rune.distributed`): each
 process takes its shard of every epoch (`shard`), batches of --batch-size
@@ -50,48 +52,51 @@ def load_data(test_fraction=0.2, seed=0):
     return (images[train], labels[train]), (images[test], labels[test])
 
 
-def init_params(key):
-    k1, k2, k3, k4 = nx.random.split(key, 4)
-    return {
-        "conv1": {"w": nn.he_normal(k1, (3, 3, 1, 16)), "b": nx.zeros((16,))},
-        "conv2": {"w": nn.he_normal(k2, (3, 3, 16, 32)), "b": nx.zeros((32,))},
-        "dense1": {"w": nn.he_normal(k3, (4 * 4 * 32, 64)), "b": nx.zeros((64,))},
-        "dense2": {"w": nn.glorot_uniform(k4, (64, CLASSES)), "b": nx.zeros((CLASSES,))},
-    }
+class DigitsCNN(nn.Module):
+    conv1: nn.Conv
+    conv2: nn.Conv
+    dense1: nn.Linear
+    dense2: nn.Linear
+
+    def __init__(self, key):
+        k1, k2, k3, k4 = nx.random.split(key, 4)
+        # He initialisation for the relu layers, Glorot for the logits, zero biases
+        self.conv1 = nn.Conv(k1, 1, 16, (3, 3), weight_init=nn.he_normal, bias_init=nn.zeros)
+        self.conv2 = nn.Conv(k2, 16, 32, (3, 3), weight_init=nn.he_normal, bias_init=nn.zeros)
+        self.dense1 = nn.Linear(k3, 4 * 4 * 32, 64, weight_init=nn.he_normal, bias_init=nn.zeros)
+        self.dense2 = nn.Linear(k4, 64, CLASSES, weight_init=nn.glorot_uniform, bias_init=nn.zeros)
+
+    def __call__(self, images):
+        h = nn.relu(self.conv1(images))
+        h = nn.relu(self.conv2(h))
+        h = nn.max_pool(h, 2)                                    # (n, 4, 4, 32)
+        h = nn.relu(self.dense1(nx.reshape(h, (h.shape[0], -1))))
+        return self.dense2(h)
 
 
-def logits(params, images):
-    h = nn.relu(nx.conv(images, params["conv1"]["w"], padding="SAME") + params["conv1"]["b"])
-    h = nn.relu(nx.conv(h, params["conv2"]["w"], padding="SAME") + params["conv2"]["b"])
-    h = nn.max_pool(h, 2)                                    # (n, 4, 4, 32)
-    h = nx.reshape(h, (h.shape[0], -1))
-    h = nn.relu(h @ params["dense1"]["w"] + params["dense1"]["b"])
-    return h @ params["dense2"]["w"] + params["dense2"]["b"]
-
-
-def loss_fn(params, images, labels):
-    return nx.mean(nn.cross_entropy(logits(params, images), labels))
+def loss_fn(model, images, labels):
+    return nx.mean(nn.cross_entropy(model(images), labels))
 
 
 def make_step(optimizer, data_parallel=False):
     loss_and_grad = rune.value_and_grad(loss_fn)
 
-    def step(params, opt_state, images, labels):
-        loss, grads = loss_and_grad(params, images, labels)
+    def step(model, opt_state, images, labels):
+        loss, grads = loss_and_grad(model, images, labels)
         if data_parallel:  # one collective: the mean gradient and loss over every process's batch
             grads, loss = dist.all_reduce((grads, loss), "mean")
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, loss
+        updates, opt_state = optimizer.update(grads, opt_state, model)
+        return optim.apply_updates(model, updates), opt_state, loss
     return rune.jit(step)
 
 
 @rune.jit
-def correct(params, images, labels):
-    return nx.sum(nx.argmax(logits(params, images), axis=-1) == labels)
+def correct(model, images, labels):
+    return nx.sum(nx.argmax(model(images), axis=-1) == labels)
 
 
-def accuracy(params, images, labels, batch=512):
-    hits = sum(int(correct(params, images[i:i + batch], labels[i:i + batch]))
+def accuracy(model, images, labels, batch=512):
+    hits = sum(int(correct(model, images[i:i + batch], labels[i:i + batch]))
                for i in range(0, images.shape[0], batch))
     return hits / images.shape[0]
 
@@ -148,10 +153,10 @@ def train(args):
     x_test, y_test = nx.asarray(x_test, device=device), nx.asarray(y_test, device=device)
 
     optimizer = optim.adam(args.lr)
-    params = rune.place(init_params(nx.random.key(args.seed)), device)
+    model = rune.place(DigitsCNN(nx.random.key(args.seed)), device)
     if world > 1:   # the same key gives the same parameters; the broadcast makes sure of it
-        params = dist.broadcast(params, root=0)
-    state = {"params": params, "opt": optimizer.init(params), "epoch": 0}
+        model = dist.broadcast(model, root=0)
+    state = {"model": model, "opt": optimizer.init(model), "epoch": 0}
     if args.resume and os.path.exists(args.checkpoint):
         state = rune.load(args.checkpoint, device=device, like=state)
         say(f"resumed from {args.checkpoint} after epoch {state['epoch']}")
@@ -165,13 +170,13 @@ def train(args):
 
     shuffle = np.random.default_rng(args.seed + 1)
     start = time.perf_counter()
-    test_acc = accuracy(state["params"], x_test, y_test) if lead else None
+    test_acc = accuracy(state["model"], x_test, y_test) if lead else None
     for epoch in range(state["epoch"] + 1, args.epochs + 1):
         if world > 1:  # this process's part of the epoch: the same permutation on every process
             order = dist.shard(x_train.shape[0], epoch, args.seed + 1)
         else:
             order = shuffle.permutation(x_train.shape[0])
-        params, opt_state = state["params"], state["opt"]
+        model, opt_state = state["model"], state["opt"]
         # A bar only on a terminal: piped into a log or a CI job, its carriage returns are noise.
         bar = tqdm(range(batches), desc=f"epoch {epoch}/{args.epochs}", leave=False, unit="batch",
                    disable=args.no_progress or not lead or not sys.stderr.isatty())
@@ -180,16 +185,16 @@ def train(args):
             rows = order[b * args.batch_size:(b + 1) * args.batch_size]
             images = nx.asarray(x_train[rows], device=device)
             labels = nx.asarray(y_train[rows], device=device)
-            params, opt_state, loss = step(params, opt_state, images, labels)
+            model, opt_state, loss = step(model, opt_state, images, labels)
             total += float(loss)
             rate = (b + 1) * args.batch_size / (time.perf_counter() - tick)
             bar.set_postfix(loss=f"{total / (b + 1):.4f}", img_s=f"{rate:.0f}")
-        state = {"params": params, "opt": opt_state, "epoch": epoch}
+        state = {"model": model, "opt": opt_state, "epoch": epoch}
         if world > 1:
-            say(f"parameters identical on all {world} ranks: {check_replicas(params):016x}")
+            say(f"parameters identical on all {world} ranks: {check_replicas(model):016x}")
         if not lead:
             continue
-        test_acc = accuracy(params, x_test, y_test)
+        test_acc = accuracy(model, x_test, y_test)
         os.makedirs(os.path.dirname(os.path.abspath(args.checkpoint)), exist_ok=True)
         rune.save(args.checkpoint, state)
         tqdm.write(f"epoch {epoch:3d}  loss {total / max(batches, 1):.4f}  test accuracy {test_acc:.2%}  "

@@ -24,14 +24,14 @@ from .errors import (ArgumentError, AxisError, CallbackError, CompileError, Conc
                      RuneError, RuneWarning,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .jit.api import clear_caches, jit
-from . import distributed, nn, optim
+from . import data, distributed, metrics, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .profiler import profile
 from .stats import reset_stats, stats
 
 __all__ = [
-    "nx", "nn", "optim", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
+    "nx", "nn", "optim", "data", "metrics", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
     "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",

@@ -227,3 +227,10 @@ def normal(stddev=1e-2):
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return _normal(key, shape, nx.dtype(dtype), stddev)
     return init
+
+
+# ---------------------------------------------------------------- modules and mixed precision
+
+from .modules import (MLP, Conv, Dropout, Embedding, Lambda, LayerNorm, Linear, Module,  # noqa: E402
+                      MultiHeadAttention, RMSNorm, Sequential, combine, is_array, is_inexact_array, partition)
+from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree  # noqa: E402

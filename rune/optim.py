@@ -261,3 +261,46 @@ def adamw(learning_rate, b1=0.9, b2=0.999, eps=1e-8, weight_decay=1e-4, mu_dtype
 def apply_updates(params, updates):
     """params + updates, leaf by leaf, each result in its parameter's dtype."""
     return _map(lambda p, u: p + u.astype(p.dtype), params, updates)
+
+
+# ---------------------------------------------------------------- gradient accumulation
+
+class MultiStepsState(NamedTuple):
+    mini_step: Any        # gradients accumulated since the last inner update (int32)
+    gradient_step: Any    # inner updates made (int32)
+    inner_opt_state: Any
+    acc_grads: Any        # the mean of the gradients accumulated so far
+
+
+def MultiSteps(opt, every_k):  # noqa: N802  (optax's name)
+    """`opt` applied to the mean of every `every_k` consecutive gradients
+    (optax.MultiSteps with use_grad_mean): each call adds its gradients to the
+    running mean; every k-th call hands the mean to `opt` and returns its update,
+    the others return zero updates and leave `opt`'s state (so its step count
+    and schedules) untouched. The choice is made with `nx.where`, never a Python
+    branch on values, so a step with accumulation jits as one function."""
+    every_k = int(every_k)
+    if every_k < 1:
+        raise ArgumentError(f"MultiSteps: every_k must be a positive integer, got {every_k}")
+
+    def init(params):
+        count = _count_like(params)
+        return MultiStepsState(count, count, opt.init(params), _map(nx.zeros_like, params))
+
+    def update(updates, state, params=None):
+        k = state.mini_step
+
+        def mean(g, acc):
+            g, wide = _wide(g), _wide(acc)
+            steps = nx.astype(k, wide.dtype)
+            return nx.astype((g + steps * wide) / (steps + 1), acc.dtype)
+        acc = _map(mean, updates, state.acc_grads)
+        emit = k == every_k - 1
+        inner_updates, inner_state = opt.update(acc, state.inner_opt_state, params)
+        keep = lambda new, old: nx.where(emit, new, old)  # noqa: E731
+        return (_map(lambda u: nx.where(emit, u, nx.zeros_like(u)), inner_updates),
+                MultiStepsState(nx.where(emit, nx.zeros_like(k), k + 1),
+                                state.gradient_step + nx.astype(emit, k.dtype),
+                                _map(keep, inner_state, state.inner_opt_state),
+                                _map(lambda a: nx.where(emit, nx.zeros_like(a), a), acc)))
+    return GradientTransformation(init, update)

@@ -142,12 +142,15 @@ def _handler(cls):
     return handler
 
 
-def register(cls, flatten=None, unflatten=None):
+def register(cls, flatten=None, unflatten=None, keys=None):
     """Make instances of cls pytree containers; returns cls, so it decorates.
 
     With flatten and unflatten: flatten(obj) -> (children sequence, aux_data)
     and unflatten(aux_data, children) -> obj. aux_data must be hashable and
-    comparable: it is part of the structure. Without them cls must be a
+    comparable: it is part of the structure. keys(aux_data, n), if given, are
+    the path steps of the n children (".name" for an attribute; "[i]" by
+    default): they name leaves in errors and tensors in checkpoints. Without
+    flatten and unflatten cls must be a
     dataclass; its fields, in declaration order, are the children, except
     those marked static (see `register_dataclass`).
 
@@ -174,7 +177,7 @@ def register(cls, flatten=None, unflatten=None):
         def show(aux, parts):
             return cls.__name__ + ("" if aux is None else f"[{aux!r}]") + "(" + ", ".join(parts) + ")"
 
-        _HANDLERS[cls] = _Handler(cls, flatten, unflatten, _index_keys, show)
+        _HANDLERS[cls] = _Handler(cls, flatten, unflatten, keys or _index_keys, show)
     return cls
 
 

@@ -21,5 +21,14 @@ def shard(n, epoch=0, seed=0):
             raise ArgumentError(f"shard: {name} must be a non-negative int, got {value!r}")
     group = runtime.initialize()
     order = np.random.default_rng([int(seed), int(epoch)]).permutation(int(n))
-    per = int(n) // group.size
-    return order[group.rank * per:(group.rank + 1) * per]
+    return rank_share(order, group.rank, group.size)
+
+
+def rank_share(order, rank, size):
+    """Rank `rank`'s part of `order` (a sequence every rank holds alike) among `size` ranks.
+
+    The ranks take consecutive, disjoint parts of len(order) // size items each:
+    the last len(order) % size items go to no rank, so every rank gets as many.
+    """
+    per = len(order) // size
+    return order[rank * per:(rank + 1) * per]

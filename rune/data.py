@@ -1,0 +1,584 @@
+"""Batches for training: `rune.data.Loader`.
+
+A Loader cuts a data set into batches, shuffled by an explicit key, split
+among the ranks of a `rune.distributed` run, made on a background thread and
+placed on the device ahead of the step that uses them.
+
+Sources, told apart by their type:
+- an array (NumPy, rune, or any array-like with a shape), or a tuple, dict,
+  NamedTuple or registered pytree of them: columns sharing a leading axis of
+  examples; a batch takes rows of every column;
+- a list, or any object with `__len__` and `__getitem__` (a PyTorch-style
+  data set): `source[i]` is example i, a pytree of arrays or scalars; a
+  batch stacks examples leaf by leaf;
+- any other iterable of examples: read in order, never shuffled; each epoch
+  iterates it again (a generator therefore gives one epoch only).
+
+Epoch e's order is `nx.random.permutation(nx.random.fold_in(key, e), n)`:
+the same bits on every run, machine and device. With several ranks, each takes
+its consecutive part of that order (`rank_share`, as `distributed.shard`
+does), so every rank makes as many batches, hence as many collectives.
+
+On a GPU a batch goes through pinned host memory and an asynchronous copy on a
+side stream: the copy of the next batch overlaps the step computing on this one.
+"""
+import collections
+import itertools
+import queue
+import threading
+import warnings
+import weakref
+
+import numpy as np
+
+from . import distributed, nx, tree
+from .core.array import Array
+from .devices import current_default, get_device
+from .distributed.sharding import rank_share
+from .errors import ArgumentError, RuneError, RuneWarning, ShapeError, TreeError, UsageError
+from .nx import dtypes as dt
+from .stats import COUNTERS
+
+__all__ = ["Loader", "Batches"]
+
+JOIN_TIMEOUT_S = 10.0   # how long closing waits for the thread to leave the source's code
+_POLL_S = 0.05          # how often a waiting thread looks whether it was told to stop
+_THREAD_NAME = "rune.data.Loader"
+
+
+def _note(error, text):
+    """Say where an error of the source arose (PEP 678 notes, Python 3.11+)."""
+    if hasattr(error, "add_note"):
+        error.add_note(text)
+
+
+def _count(value, name, minimum=0):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ArgumentError(f"rune.data.Loader: {name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+# ---------------------------------------------------------------- sources
+
+def _is_array(x):
+    return isinstance(x, (np.ndarray, Array)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__getitem__"))
+
+
+class _Columns:
+    """Arrays sharing a leading axis of examples: a batch is the same rows of each."""
+    indexable = True
+
+    def __init__(self, source):
+        leaves, self.structure = tree.flatten(source)
+        paths = [path for path, _ in tree.flatten_with_paths(source)[0]]
+        if not leaves:
+            raise ArgumentError("rune.data.Loader: the source holds no arrays")
+        for path, leaf in zip(paths, leaves):
+            if not _is_array(leaf) or len(leaf.shape) == 0:
+                raise ArgumentError(
+                    f"rune.data.Loader: source{path} is {type(leaf).__name__} "
+                    f"{getattr(leaf, 'shape', '')}, expected an array with a leading axis of examples (a "
+                    f"tuple, dict or pytree of arrays is read as columns; pass a list for a sequence of examples)")
+        lengths = {path: leaf.shape[0] for path, leaf in zip(paths, leaves)}
+        if len(set(lengths.values())) > 1:
+            shown = ", ".join(f"source{p or ''}: {n}" for p, n in lengths.items())
+            raise ShapeError(f"rune.data.Loader: the arrays of the source must have the same number of "
+                             f"examples (leading axis), got {shown}")
+        self.leaves, self.n = leaves, leaves[0].shape[0]
+
+    def gather(self, indices, stop):
+        del stop  # one gather per column: nothing to stop between
+        return tree.unflatten(self.structure, [_rows(leaf, indices) for leaf in self.leaves])
+
+
+def _rows(leaf, indices):
+    if isinstance(leaf, np.ndarray):
+        return np.take(leaf, indices, axis=0)
+    if isinstance(leaf, Array):   # gathered where it lives: no round trip through the host
+        return nx.take(leaf, nx.asarray(indices, device=leaf.device), axis=0)
+    return np.asarray(leaf[indices])   # an array-like (h5py, zarr): its own indexing
+
+
+class _Examples:
+    """A sequence of examples (`len` and `[i]`): a batch stacks examples leaf by leaf."""
+    indexable = True
+
+    def __init__(self, source):
+        self.source, self.n = source, len(source)
+
+    def gather(self, indices, stop):
+        examples = []
+        for i in indices:
+            if stop.is_set():
+                return None
+            i = int(i)
+            try:
+                examples.append(self.source[i])
+            except Exception as e:
+                _note(e, f"(raised by the source of rune.data.Loader while reading example {i})")
+                raise
+        return _stack(examples, [int(i) for i in indices])
+
+
+class _Stream:
+    """An iterable of examples, read in order; every epoch iterates it anew."""
+    indexable = False
+
+    def __init__(self, source):
+        self.source = source
+
+
+def _stack(examples, where):
+    """One batch from examples (pytrees of one structure): each leaf stacked along a new axis 0.
+    `where[k]` names example k in errors."""
+    flat = [tree.flatten(example) for example in examples]
+    structure = flat[0][1]
+    for k, (_, other) in enumerate(flat):
+        if other != structure:
+            raise TreeError(f"rune.data.Loader: example {where[k]} has the structure {other}, but example "
+                            f"{where[0]} has {structure}; every example must have the same structure")
+    columns = []
+    for j, column in enumerate(zip(*(leaves for leaves, _ in flat))):
+        try:
+            if all(isinstance(v, (np.ndarray, np.generic)) for v in column):
+                columns.append(np.stack(column))
+            else:  # Python scalars take rune's dtypes (float32, int32), as nx.asarray gives them
+                columns.append(np.asarray(nx.asarray(list(column), device="cpu")))
+        except (ValueError, RuneError) as e:
+            path = [p for p, _ in tree.flatten_with_paths(examples[0])[0]][j]
+            shapes = sorted({str(np.shape(v)) for v in column})
+            raise ShapeError(f"rune.data.Loader: the leaf example{path} must have one shape in every example "
+                             f"of a batch, got shapes {', '.join(shapes)} among examples {where}") from e
+    return tree.unflatten(structure, columns)
+
+
+def _source(source):
+    if isinstance(source, Loader):
+        raise ArgumentError("rune.data.Loader: the source is itself a Loader; pass its data set")
+    if _is_array(source):
+        return _Columns(source)
+    if isinstance(source, list):
+        return _Examples(source)
+    if tree.structure(source) != tree.structure(0):   # a tuple, dict or registered pytree node
+        return _Columns(source)
+    if hasattr(source, "__len__") and hasattr(source, "__getitem__"):
+        return _Examples(source)
+    if hasattr(source, "__iter__"):
+        return _Stream(source)
+    raise ArgumentError(f"rune.data.Loader: expected arrays, a pytree of arrays, a sequence of examples "
+                        f"(len and [i]) or an iterable of examples, got {type(source).__name__}")
+
+
+# ---------------------------------------------------------------- placement
+
+def _host_dtype(leaf):
+    """A host batch leaf in a dtype rune holds (NumPy keeps its dtype, as nx.asarray does)."""
+    return leaf if leaf.dtype in dt.ALL else np.asarray(nx.asarray(leaf, device="cpu"))
+
+
+class _Placer:
+    """Host batches onto a device with `nx.place`; nothing to wait for."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __call__(self, batch):
+        return tree.map(lambda leaf: nx.place(leaf, self.device), batch), None
+
+    def wait(self, ready):
+        del ready
+
+
+class _PinnedCopier:
+    """Host batches onto one GPU through pinned host memory and an asynchronous copy
+    on a side stream, so the copy of a batch overlaps the step computing on the last.
+
+    Made in the consumer's thread: the consumer's current stream (where rune runs
+    its steps) is the one that must wait for each copy, and the one whose queued
+    work each copy waits for (its freed memory may be handed out to the batch).
+    """
+
+    def __init__(self, device):
+        import cupy
+        self.cupy, self.device = cupy, device
+        with cupy.cuda.Device(device.index):
+            self.compute = cupy.cuda.get_current_stream()
+            self.side = cupy.cuda.Stream(non_blocking=True)
+        self.in_flight = collections.deque()   # (copy done, pinned buffers kept alive until then)
+
+    def __call__(self, batch):
+        cupy = self.cupy
+        leaves, structure = tree.flatten(batch)
+        with cupy.cuda.Device(self.device.index):
+            while self.in_flight and self.in_flight[0][0].done:
+                self.in_flight.popleft()
+            queued = cupy.cuda.Event(disable_timing=True)
+            queued.record(self.compute)
+            self.side.wait_event(queued)
+            placed, pinned = [], []
+            for leaf in leaves:
+                if isinstance(leaf, Array) or leaf.dtype.kind not in "biufc" or leaf.nbytes == 0:
+                    placed.append(nx.place(leaf, self.device))   # not a plain NumPy buffer: rune's own copy
+                    continue
+                host = np.ascontiguousarray(_host_dtype(leaf))
+                memory = cupy.cuda.alloc_pinned_memory(host.nbytes)
+                staged = np.frombuffer(memory, host.dtype, host.size).reshape(host.shape)
+                staged[...] = host
+                with self.compute:   # allocated in the stream that will use and free it
+                    raw = cupy.empty(host.shape, host.dtype)
+                raw.set(staged, stream=self.side)
+                pinned.append(memory)
+                placed.append(Array(raw, self.device))
+                COUNTERS["transfers"] += 1
+                COUNTERS["host_to_device"] += 1
+                COUNTERS["bytes_moved"] += host.nbytes
+            done = cupy.cuda.Event(disable_timing=True)
+            done.record(self.side)
+            self.in_flight.append((done, pinned))
+        return tree.unflatten(structure, placed), done
+
+    def wait(self, ready):
+        """Make the consumer's stream wait for the copy (called in the consumer's thread)."""
+        if ready is not None:
+            with self.cupy.cuda.Device(self.device.index):
+                self.cupy.cuda.get_current_stream().wait_event(ready)
+
+
+def _placer_for(device):
+    return _PinnedCopier(device) if device.platform == "cuda" else _Placer(device)
+
+
+# ---------------------------------------------------------------- the background thread
+
+class _Producer:
+    """Runs `work` (an iterator of items) on a thread, `depth` items ahead of the consumer.
+
+    Holds no reference to the consumer's iterator, so dropping that iterator
+    finalizes it, which stops this thread.
+    """
+
+    def __init__(self, work, depth, stop):
+        self.queue, self.stop = queue.Queue(depth), stop
+        self.thread = threading.Thread(target=self._run, args=(work,), name=_THREAD_NAME, daemon=True)
+        self.thread.start()
+
+    def _run(self, work):
+        try:
+            for item in work:
+                if not self._put(("batch", item)):
+                    return
+            self._put(("end", None))
+        except BaseException as e:   # everything reaches the consumer, with its traceback
+            self._put(("error", e))
+        finally:
+            work.close()
+
+    def _put(self, item):
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def get(self):
+        while True:
+            try:
+                return self.queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self.thread.is_alive() and self.queue.empty():
+                    return "error", RuneError("rune.data.Loader: the background thread ended without a batch "
+                                              "or an error (it was stopped)")
+
+
+def _stop(producer):
+    producer.stop.set()
+    if threading.current_thread() is producer.thread:   # a garbage collection run by the thread itself
+        return
+    producer.thread.join(JOIN_TIMEOUT_S)
+    if producer.thread.is_alive():
+        warnings.warn(f"rune.data.Loader: the background thread is still inside the source after "
+                      f"{JOIN_TIMEOUT_S:.0f} s; it ends when that call returns", RuneWarning, stacklevel=2)
+    while not producer.queue.empty():   # drop the batches made ahead: their memory goes now
+        producer.queue.get_nowait()
+
+
+class Batches:
+    """An iterator over one epoch's batches from some step on (made by `Loader.epoch`).
+
+    Its thread stops when it is exhausted, closed (`close()`, or leaving a `with`
+    block) or dropped; an error of the source is raised at the next batch.
+    """
+
+    def __init__(self, loader, epoch, start, device):
+        self._loader, self.epoch = loader, epoch
+        self._placer = _placer_for(device)
+        stop = threading.Event()
+        work = loader._placed(epoch, start, self._placer, stop)
+        self._done = False
+        if loader.prefetch:
+            self._producer = _Producer(work, loader.prefetch, stop)
+            self._close = weakref.finalize(self, _stop, self._producer)
+        else:
+            self._producer, self._work = None, work
+            self._close = weakref.finalize(self, work.close)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        if self._producer is None:
+            try:
+                kind, item = "batch", next(self._work)
+            except StopIteration:
+                kind, item = "end", None
+            except BaseException:
+                self.close()
+                raise
+        else:
+            kind, item = self._producer.get()
+        if kind == "error":
+            self.close()
+            raise item
+        if kind == "end":
+            self.close()
+            self._loader._finished(self.epoch)
+            raise StopIteration
+        step, batch, ready = item
+        self._placer.wait(ready)
+        self._loader._delivered(self.epoch, step)
+        return batch
+
+    def close(self):
+        """Stop the thread and drop the batches made ahead (idempotent)."""
+        self._done = True
+        self._close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------- the loader
+
+class Loader:
+    """Batches of a data set, shuffled by key, split among ranks, prefetched and placed on a device.
+
+    source: arrays with a common leading axis of examples (or a tuple, dict or pytree
+        of them), a sequence of examples (`len` and `[i]`), or an iterable of examples
+        (see the module's docstring for how each is told apart).
+    batch_size: examples per batch on this rank (each rank makes batches of this size).
+    key: an `nx.random` key; epoch e is shuffled by `fold_in(key, e)`.
+    shuffle: whether to shuffle (default: when a key is given); True needs a key.
+    drop_last: drop each epoch's last, partial batch (keeps one compiled shape).
+    device: where batches are placed (default: the default device when iteration starts).
+    prefetch: how many batches the background thread makes ahead; 0 makes them in the
+        consumer's thread when asked.
+    shard: "auto" splits every epoch among the ranks of `rune.distributed` (a run of one
+        process takes all), None gives every rank everything, (rank, size) names a split.
+
+    `for batch in loader` runs the epoch and step where the loader stands (`state()`);
+    `loader.epoch(e, start=s)` runs epoch e from step s.
+    """
+
+    def __init__(self, source, batch_size, *, key=None, shuffle=None, drop_last=False, device=None,
+                 prefetch=2, shard="auto"):
+        self._source = _source(source)
+        self.batch_size = _count(batch_size, "batch_size", 1)
+        self.prefetch = _count(prefetch, "prefetch")
+        self.drop_last = bool(drop_last)
+        self.shuffle = key is not None if shuffle is None else bool(shuffle)
+        if self.shuffle and key is None:
+            raise ArgumentError("rune.data.Loader: shuffle=True needs a key (key=nx.random.key(seed)); "
+                                "epoch e is shuffled by nx.random.fold_in(key, e)")
+        if self.shuffle and not self._source.indexable:
+            raise ArgumentError(f"rune.data.Loader: an iterable of examples "
+                                f"({type(self._source.source).__name__}) is read in order and cannot be "
+                                f"shuffled; pass shuffle=False (or no key), or a sequence with len and [i]")
+        self._key = None
+        if key is not None:
+            key = nx.asarray(key)
+            if key.shape != (2,) or key.dtype != nx.uint32:
+                raise ArgumentError(f"rune.data.Loader: key must be an nx.random key (uint32, shape (2,)), "
+                                    f"got {key.dtype} {key.shape}")
+            self._key = nx.place(key, "cpu")   # orders are drawn on the host
+        self.device = None if device is None else get_device(device)
+        self.rank, self.size = _split(shard)
+        self._position = (0, 0)
+        self._order = None   # (epoch, this rank's indices): the last one drawn
+        self._lock = threading.Lock()
+
+    # -- what an epoch holds
+
+    def __len__(self):
+        """Batches per epoch on this rank (a source that is an iterable has no length)."""
+        if not self._source.indexable:
+            raise UsageError("rune.data.Loader: an iterable of examples has no length; "
+                             "pass a sequence (len and [i]) to know the batches per epoch")
+        per = self._source.n // self.size
+        return per // self.batch_size if self.drop_last else -(-per // self.batch_size)
+
+    def indices(self, epoch):
+        """This rank's example indices for `epoch`, in the order its batches take them.
+
+        epoch: a non-negative int; the order is the same on every run and machine.
+        """
+        epoch = _count(epoch, "epoch")
+        if not self._source.indexable:
+            raise UsageError("rune.data.Loader: an iterable of examples is read in order; it has no indices")
+        with self._lock:
+            if self._order is not None and self._order[0] == epoch:
+                return self._order[1]
+        n = self._source.n
+        if self.shuffle and n:
+            order = np.asarray(nx.random.permutation(nx.random.fold_in(self._key, epoch), n))
+        else:
+            order = np.arange(n)
+        mine = rank_share(order, self.rank, self.size)
+        with self._lock:
+            self._order = (epoch, mine)
+        return mine
+
+    # -- iteration
+
+    def epoch(self, epoch, start=0):
+        """An iterator (`Batches`) over `epoch`'s batches from step `start` on.
+
+        epoch: a non-negative int. start: the first step (batch index in the epoch), to
+        resume where a run stopped; 0 by default.
+        """
+        epoch, start = _count(epoch, "epoch"), _count(start, "start")
+        if self._source.indexable and start > len(self):
+            raise ArgumentError(f"rune.data.Loader: start={start} is past the end of an epoch of "
+                                f"{len(self)} batches")
+        device = self.device if self.device is not None else current_default()
+        return Batches(self, epoch, start, device)
+
+    def __iter__(self):
+        return self.epoch(*self._position)
+
+    def state(self):
+        """Where the loader stands: {"epoch": e, "step": s}, the next batch to deliver.
+
+        A dict of ints, to save with `rune.save` beside the parameters and give back
+        to `restore` (then `for batch in loader` goes on from there).
+        """
+        epoch, step = self._position
+        return {"epoch": epoch, "step": step}
+
+    def restore(self, state):
+        """Go back to a position that `state()` returned: the next iteration starts there.
+
+        state: {"epoch": e, "step": s} (ints, or 0-d arrays as `rune.load` may give).
+        """
+        if not isinstance(state, dict) or set(state) != {"epoch", "step"}:
+            raise ArgumentError(f"rune.data.Loader.restore: expected {{'epoch': e, 'step': s}} as state() "
+                                f"returns, got {state!r}")
+        epoch, step = (_count(_as_int(state[k]), k) for k in ("epoch", "step"))
+        if self._source.indexable and step > len(self):
+            raise ArgumentError(f"rune.data.Loader.restore: step {step} is past the end of an epoch of "
+                                f"{len(self)} batches")
+        self._position = (epoch, step)
+
+    def _delivered(self, epoch, step):
+        last = self._source.indexable and step + 1 == len(self)
+        self._position = (epoch + 1, 0) if last else (epoch, step + 1)
+
+    def _finished(self, epoch):
+        if self._position[0] == epoch:
+            self._position = (epoch + 1, 0)
+
+    # -- what the background thread runs
+
+    def _placed(self, epoch, start, placer, stop):
+        """(step, placed batch, copy event) for each batch of `epoch` from `start`."""
+        for step, batch in self._host_batches(epoch, start, stop):
+            if stop.is_set():
+                return
+            yield (step,) + placer(batch)
+
+    def _host_batches(self, epoch, start, stop):
+        if not self._source.indexable:
+            yield from self._stream_batches(epoch, start, stop)
+            return
+        mine, size = self.indices(epoch), self.batch_size
+        for step in range(start, len(self)):
+            rows = mine[step * size:(step + 1) * size]
+            try:
+                batch = self._source.gather(rows, stop)
+            except Exception as e:
+                _note(e, f"(making batch {step} of epoch {epoch} in the background thread of rune.data.Loader)")
+                raise
+            if batch is None:   # told to stop midway
+                return
+            yield step, batch
+
+    def _stream_batches(self, epoch, start, stop):
+        # Every rank reads the whole stream in groups of size * batch_size examples and takes
+        # its equal part of each, so all ranks make the same number of batches.
+        examples = _Counted(self._source.source)
+        for step in itertools.count():
+            group = list(itertools.islice(examples, self.size * self.batch_size))
+            per = len(group) // self.size
+            if per == 0 or (per < self.batch_size and self.drop_last) or stop.is_set():
+                return
+            if step >= start:
+                first = examples.read - len(group) + self.rank * per
+                try:
+                    yield step, _stack(rank_share(group, self.rank, self.size), list(range(first, first + per)))
+                except Exception as e:
+                    _note(e, f"(making batch {step} of epoch {epoch} in the background thread of "
+                             f"rune.data.Loader)")
+                    raise
+            if per < self.batch_size:
+                return
+
+
+class _Counted:
+    """An iterator over `source` that counts the examples read, to name them in errors."""
+
+    def __init__(self, source):
+        self.iterator, self.read = iter(source), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            example = next(self.iterator)
+        except StopIteration:
+            raise
+        except Exception as e:
+            _note(e, f"(raised by the iterable of rune.data.Loader while reading example {self.read})")
+            raise
+        self.read += 1
+        return example
+
+
+def _as_int(value):
+    """An integer 0-d array (as a loaded checkpoint may hold) as an int; anything else unchanged."""
+    if isinstance(value, (Array, np.ndarray, np.generic)) and np.ndim(value) == 0 \
+            and np.asarray(value).dtype.kind in "iu":
+        return int(value)
+    return value
+
+
+def _split(shard):
+    """(rank, size) of the split `shard` asks for."""
+    if shard is None:
+        return 0, 1
+    if isinstance(shard, str) and shard == "auto":
+        return distributed.rank(), distributed.size()
+    if (isinstance(shard, tuple) and len(shard) == 2 and all(isinstance(v, (int, np.integer))
+                                                            and not isinstance(v, bool) for v in shard)
+            and 0 <= shard[0] < shard[1]):
+        return int(shard[0]), int(shard[1])
+    raise ArgumentError(f"rune.data.Loader: shard must be 'auto', None or (rank, size) with "
+                        f"0 <= rank < size, got {shard!r}")
+

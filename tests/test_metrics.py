@@ -1,0 +1,127 @@
+"""rune.metrics (a JSON-lines log) and `python -m rune.plot` (its curves as a PNG)."""
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rune
+from rune import metrics, nx
+
+
+def _write(path, steps=12, loss_at=None):
+    losses = [1.0 / (s + 1) for s in range(steps)]
+    with metrics.Logger(path) as log:
+        for s in range(steps):
+            values = {"loss": nx.asarray(losses[s], nx.float32), "lr": 0.1 * 0.9 ** s}
+            if s % 4 == 3:
+                values["accuracy"] = np.float64(s / steps)
+            log.log(s, **values)
+    return losses
+
+
+def test_a_log_round_trips_through_read(tmp_path):
+    path = tmp_path / "run.jsonl"
+    losses = _write(path)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 12 and all(isinstance(json.loads(line), dict) for line in lines)
+    table = metrics.read(path)
+    assert table["step"] == list(range(12))
+    np.testing.assert_allclose(table["loss"], np.float32(losses))      # float32 read out exactly
+    assert table["lr"] == [0.1 * 0.9 ** s for s in range(12)]
+    assert table["accuracy"] == [s / 12 if s % 4 == 3 else None for s in range(12)]   # absent: None
+
+
+def test_non_finite_values_are_null_in_the_file_and_nan_when_read(tmp_path):
+    path = tmp_path / "run.jsonl"
+    with metrics.Logger(path) as log:
+        log.log(0, loss=float("nan"), grad_norm=nx.asarray(np.inf), scale=-math.inf, ok=True, phase="warmup")
+    line = path.read_text()
+    assert json.loads(line) == {"step": 0, "loss": None, "grad_norm": None, "scale": None, "ok": True,
+                                "phase": "warmup"}
+    assert "NaN" not in line and "Infinity" not in line          # strict JSON for every reader
+    table = metrics.read(path)
+    assert all(math.isnan(table[k][0]) for k in ("loss", "grad_norm", "scale"))
+
+
+def test_a_second_logger_appends_and_each_line_is_flushed_at_once(tmp_path):
+    path = tmp_path / "run.jsonl"
+    _write(path, steps=3)
+    log = metrics.Logger(path)
+    log.log(3, loss=0.2)
+    assert metrics.read(path)["step"] == [0, 1, 2, 3]   # readable before the logger closes
+    log.close()
+    with pytest.raises(rune.ArgumentError, match="closed"):
+        log.log(4, loss=0.1)
+
+
+def test_a_torn_last_line_is_skipped_and_bad_values_are_refused(tmp_path):
+    path = tmp_path / "run.jsonl"
+    _write(path, steps=2)
+    with open(path, "a") as f:
+        f.write('{"step": 2, "lo')
+    assert metrics.read(path)["step"] == [0, 1]
+    with metrics.Logger(tmp_path / "other.jsonl") as log:
+        with pytest.raises(rune.ArgumentError, match="loss must be a scalar, got an array of shape \\(2,\\)"):
+            log.log(0, loss=nx.asarray([1.0, 2.0]))
+        with pytest.raises(rune.ArgumentError, match="step must be an int"):
+            log.log(0.5, loss=1.0)
+
+
+def test_curves_are_the_logged_series(tmp_path):
+    from rune.plot import curves
+    path = tmp_path / "run.jsonl"
+    losses = _write(path)
+    series = curves(metrics.read(path))
+    assert list(series) == ["loss", "lr", "accuracy"]
+    steps, values = series["loss"]
+    assert steps == list(range(12))
+    np.testing.assert_allclose(values, np.float32(losses))
+    assert series["accuracy"] == ([3, 7, 11], [3 / 12, 7 / 12, 11 / 12])
+    assert list(curves(metrics.read(path), ["accuracy"])) == ["accuracy"]
+
+
+def test_the_figure_draws_each_log_s_series_in_its_metric_s_subplot(tmp_path):
+    pytest.importorskip("matplotlib")
+    from rune.plot import figure
+    _write(tmp_path / "a.jsonl")
+    _write(tmp_path / "b.jsonl", steps=8)
+    drawn = figure([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], size=(600, 400))
+    titled = {ax.get_title(): ax for ax in drawn.axes if ax.get_visible()}
+    assert sorted(titled) == ["accuracy", "loss", "lr"]
+    for name, ax in titled.items():
+        lines = {line.get_label(): line.get_xydata() for line in ax.get_lines()}
+        assert sorted(lines) == ["a.jsonl", "b.jsonl"]
+        for label, xy in lines.items():
+            table = metrics.read(tmp_path / label)
+            logged = [(s, v) for s, v in zip(table["step"], table[name]) if v is not None]
+            np.testing.assert_allclose(xy, np.array(logged, dtype=float))
+
+
+def test_python_m_rune_plot_writes_a_png_of_the_requested_size(tmp_path):
+    image = pytest.importorskip("matplotlib.image")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    _write(tmp_path / "a" / "run.jsonl")
+    _write(tmp_path / "b" / "run.jsonl", steps=8)
+    out = tmp_path / "curves.png"
+    done = subprocess.run([sys.executable, "-m", "rune.plot", str(tmp_path / "a" / "run.jsonl"),
+                           str(tmp_path / "b" / "run.jsonl"), "-o", str(out), "--size", "640x360"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    pixels = image.imread(out)
+    assert pixels.shape[:2] == (360, 640)
+    assert pixels[..., :3].std() > 0.05      # something is drawn, not a blank canvas
+
+
+def test_without_matplotlib_the_error_says_what_to_install(tmp_path, monkeypatch):
+    from rune import plot
+    path = tmp_path / "run.jsonl"
+    _write(path, steps=2)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)   # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'rune\[plot\]'"):
+        plot.plot(path, tmp_path / "out.png")
+    assert plot.main([str(path), "-o", str(tmp_path / "out.png")]) == 1
+    assert not (tmp_path / "out.png").exists()
