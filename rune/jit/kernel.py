@@ -34,6 +34,7 @@ index out of [0, n) drops the store instead of clamping: scatter).
 A `serial` kernel (scatter) runs its points in order on one thread, so
 repeated indices combine in NumPy's order.
 """
+import copy
 import math
 
 import numpy as np
@@ -109,9 +110,12 @@ def contiguous_strides(shape):
 
 
 class Kernel:
-    """Loops over `shape`; each point evaluates the DAG and writes the stores."""
+    """Loops over `shape`; each point evaluates the DAG and writes the stores.
 
-    target = None  # set by the renderer that gives the kernel its source
+    A renderer never writes into it: it returns `rendered` copies."""
+
+    target = None   # a rendered copy's target ("c", "cuda"); None for the IR itself
+    source = None   # a rendered copy's source
 
     def __init__(self, name, shape, reduce_shape=()):
         self.name = name
@@ -123,7 +127,6 @@ class Kernel:
         self.loads = []
         self.nodes = []
         self.stores = []
-        self.source = None
 
     @property
     def size(self):
@@ -197,6 +200,16 @@ class Kernel:
                 f" + {st}*{'drop' if hi is None else 'clamp'}({name(v)}, n={n})" for v, st, n, hi in s.dynamic) + "]"
             lines.append(f"  store b{s.buffer.index}{at} <- {name(s.value)}")
         return "\n".join(lines)
+
+
+def rendered(kernel, target, name, source, **extra):
+    """A copy of the IR `kernel` carrying what a renderer made of it: its `target`,
+    `name` (its entry function), `source` and any `extra` (a GPU kernel's launches)."""
+    out = copy.copy(kernel)
+    out.target, out.name, out.source = target, name, source
+    for k, v in extra.items():
+        setattr(out, k, v)
+    return out
 
 
 def describe_launched(kind, name, eqns, kernels, where):

@@ -15,14 +15,19 @@ run, which then stays op by op); its backend compiles it on first run.
 Compilation is deferred to a stretch's first run, or done for everything
 pending at once by `compile_pending()` (a test suite or a program building
 many plans pays one compiler run per batch instead of one per stretch).
+
+Threads may plan and run at once: rendering is a pure function of the
+kernels (the dialect holds no per-kernel state), the pending set has its
+lock, and one thread compiles at a time while a thread whose stretch is in
+that batch waits for it rather than compiling it again.
 """
 import ctypes
-import os
 import threading
 import weakref
 
 import numpy as np
 
+from .. import config
 from ..backends import backend_for
 from ..devices import get_device
 from ..stats import COUNTERS
@@ -33,23 +38,26 @@ from .target import TargetStretch, planning_target
 _DIALECT = CDialect()
 _HOST = backend_for(get_device("cpu"))
 _PENDING = weakref.WeakSet()
+_PENDING_LOCK = threading.Lock()   # guards _PENDING (a WeakSet is not safe to change while iterated)
+_COMPILE_LOCK = threading.Lock()   # one compile_pending at a time
 
 
 # A compiled call has a fixed cost of a few microseconds (the ctypes call, one
 # pointer read per array) that NumPy spends on about as many tiny ops, so a
-# stretch whose values are all small and that has few ops runs faster op by op
-# (a scan row of scalars, a cached `x + 1`). RUNE_COMPILE_MIN_SIZE is the
-# element count from which a stretch is always compiled; the tests set it to 0
+# stretch whose values (read or written) are all small and that has few ops runs
+# faster op by op (a scan row of scalars, a cached `x + 1`). RUNE_COMPILE_MIN_SIZE
+# is the element count from which a stretch is always compiled; the tests set it to 0
 # so that every pattern goes through the compiler.
 _MIN_SIZE = 4096
 _MIN_OPS = 16
 
 
 def _worth_compiling(ops):
-    min_size = int(os.environ.get("RUNE_COMPILE_MIN_SIZE", _MIN_SIZE))
+    min_size = config.compile_min_size(_MIN_SIZE)
     if len(ops) >= _MIN_OPS or min_size <= 0:
         return True
-    return max(v.aval.size for eqn, _, _ in ops for v in eqn.outputs) >= min_size
+    # the largest value read or written: a reduction of a large array to a scalar is large work
+    return max(v.aval.size for eqn, _, _ in ops for v in (*eqn.inputs, *eqn.outputs)) >= min_size
 
 
 def _host_builder(ops):
@@ -141,17 +149,20 @@ def _split_views(run):
 
 def compile_pending():
     """Compile every stretch built but not yet compiled, many to a compiler run."""
-    todo = [s for s in list(_PENDING) if s._fn is None]
-    by_compiler = {}
-    for s in todo:
-        by_compiler.setdefault(id(s.compiler), []).append(s)
-    for group in by_compiler.values():
-        fns = _HOST.compile(group[0].compiler, _DIALECT.prelude(),
-                            [(s.name, s.text, [k.name for k in s.kernels]) for s in group])
-        for s, fn in zip(group, fns):
-            s._fn = fn
-            _PENDING.discard(s)
-    return len(todo)
+    with _COMPILE_LOCK:
+        with _PENDING_LOCK:
+            todo = [s for s in _PENDING if s._fn is None]
+        by_compiler = {}
+        for s in todo:
+            by_compiler.setdefault(id(s.compiler), []).append(s)
+        for group in by_compiler.values():
+            fns = _HOST.compile(group[0].compiler, _DIALECT.prelude(),
+                                [(s.name, s.text, [k.name for k in s.kernels]) for s in group])
+            with _PENDING_LOCK:
+                for s, fn in zip(group, fns):
+                    s._fn = fn
+                    _PENDING.discard(s)
+        return len(todo)
 
 
 class ViewStep:
@@ -192,9 +203,8 @@ class CompiledStretch:
     def __init__(self, eqns, unit, compiler):
         self.eqns = eqns
         self.unit = unit
-        self.kernels = unit.kernels
         self.compiler = compiler
-        self.name, self.text = _DIALECT.unit(self.kernels)
+        self.name, self.text, self.kernels = _DIALECT.unit(unit.kernels)
         self.inputs = [(b.index, s) for b, s in unit.inputs]
         self.outputs = [(b.index, s, b.shape, b.dtype) for b, s in unit.outputs]
         self.ptrs = (ctypes.c_void_p * max(len(unit.buffers), 1))()
@@ -208,12 +218,13 @@ class CompiledStretch:
         # ctypes releases the GIL during the call: two threads running this stretch
         # at once would share its pointer array and intermediates.
         self._lock = threading.Lock()
-        _PENDING.add(self)
+        with _PENDING_LOCK:
+            _PENDING.add(self)
 
     def run(self, env):
         fn = self._fn
-        if fn is None:
-            compile_pending()
+        if fn is None:   # the first run: every stretch built by then compiles with it
+            compile_pending()   # (or waits for the thread compiling this one)
             fn = self._fn
         ptrs = self.ptrs
         keep = []

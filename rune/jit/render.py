@@ -3,7 +3,7 @@
 `CStyle` spells dtypes, constants and every primitive as C expressions (the
 rule tables below, keyed by primitive), with NumPy's semantics written out
 where C differs: NaN-propagating max/min, round half to even, float->int
-casts of NaN/inf/out-of-range values as the eager backend produces them,
+conversions as rune defines them (saturating, NaN -> 0; one rounding into 16-bit floats),
 integer division and remainder by zero, Python-signed floor division and
 remainder, shifts wider than the type, float16/bfloat16 computed in float32
 and rounded to their format after every operation (so a fused chain gives
@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from . import complexc
-from .kernel import Const, Load, Node, contiguous_strides
+from .kernel import Const, Load, Node, contiguous_strides, rendered
 
 BOOL = np.dtype(bool)
 
@@ -103,7 +103,8 @@ def _pow(r, node, a, dts):
 
 
 def _index(r, node, a, dts):
-    return f"((int64_t)({r.index_of(node)}))"
+    # its one "argument" is the point's linear index as the loop form spells it (`statements`)
+    return f"((int64_t)({a[0]}))"
 
 
 def _random_bits(r, node, a, dts):
@@ -228,31 +229,23 @@ def _convert(r, node, a, dts):
         return _float_to_int(r, src, dst, x)
     if kd in "iu":
         return f"(({r.ctype(dst)})({x}))"
-    # to a float type
-    if dst == np.dtype("float16") and src == np.dtype("float64"):
-        return r.f64_to_f16(x)               # NumPy rounds float64 -> float16 once
+    # to a float type: rounded once from the exact value (never twice, through float32)
+    if kd == "h" and (src == np.dtype("float64") or (ks in "iu" and src.itemsize == 4)):
+        if dst == np.dtype("float16"):
+            return r.f64_to_f16(f"(double)({x})")
+        return f"rn_bf16_from_f64((double)({x}))"
+    if kd == "h" and ks in "iu" and src.itemsize == 8:
+        # float16 overflows long before 24 bits, so only bfloat16 needs the care
+        return f"rn_bf16_from_i64_src{ks}((int64_t)({x}))" if dst.name == "bfloat16" else f"((float)({x}))"
     if kd == "h":
-        return f"((float)({x}))"             # via float32, as NumPy and ml_dtypes do
+        return f"((float)({x}))"             # exact in float32; `rounded` rounds it once
     return f"(({r.compute_type(dst)})({x}))"
 
 
 def _float_to_int(r, src, dst, x):
-    """Float -> integer as the eager backend's array casts give it (x86, NumPy 2):
-    truncation in range; otherwise the conversion instruction's 'indefinite'
-    integer (the minimum of int32/int64) run through the same steps NumPy's loops
-    take (via int32 for narrow types, a 2**31/2**63 split for unsigned ones)."""
-    t = r.ctype(dst)
-    bits = 8 * dst.itemsize
-    xd = f"(double)({x})"
-    if dst.kind == "i" and bits == 64:
-        return f"rn_cvt64({xd})"
-    if dst.kind == "i" or bits < 32:
-        return f"(({t})rn_cvt32({xd}))"
-    if bits == 32 and src == np.dtype("float16"):
-        return f"(({t})rn_cvt64({xd}))"
-    if bits == 32:
-        return f"rn_cvtu32({xd})"
-    return f"rn_cvtu64({xd})"
+    """Float -> integer as rune defines it (rune/backends/float_semantics.py): NaN -> 0,
+    saturating at the type's bounds, truncation toward zero inside."""
+    return f"rn_f2i_{dst.name}((double)({x}))"
 
 
 _REAL_RULES = {
@@ -349,6 +342,62 @@ REDUCERS = {
     "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
 }
 
+# Float and complex sums accumulate in blocks: a block of at most SUM_BLOCK elements
+# of a row sums in the compute type as any reduction (a few vector lanes, each a
+# short sequential run), and the block sums add into a wide accumulator (double,
+# complex128). A row's rounding error then stays that of one block, however long
+# the row (a plain float32 running sum of 2**24 elements is off by about 1%).
+# Exact reductions (integers, max/min) and products (whose rounding error does not
+# grow with the order of the factors) keep one accumulator.
+SUM_BLOCK = 512
+
+
+class WideSum:
+    """The wide accumulator of a blocked sum of `dtype`: its C type `ctype`, initial
+    value `init` and OpenMP reduction operator `clause`; `add(wide, part)` is the
+    statement adding a block's partial (of the compute type), `narrow(wide)` the
+    total back in the compute type."""
+
+    def __init__(self, r, dtype):
+        self.struct = complexc.struct(dtype) if _kind(dtype) == "c" else None
+        self.compute = r.compute_type(dtype)
+        if self.struct:
+            self.ctype, self.init, self.clause = "rn_c128", "rn_c128_make(0, 0)", "rn_c128_add"
+        else:
+            self.ctype, self.init, self.clause = "double", "0", "+"
+
+    def add(self, wide, part):
+        if self.struct is None:
+            return f"{wide} += (double){part};"
+        if self.struct != "rn_c128":
+            part = f"rn_c128_make({part}.re, {part}.im)"
+        return f"{wide} = rn_c128_add({wide}, {part});"
+
+    def narrow(self, wide):
+        if self.struct is None:
+            return f"(({self.compute}){wide})"
+        if self.struct != "rn_c128":
+            return f"{self.struct}_make((float){wide}.re, (float){wide}.im)"
+        return wide
+
+
+def wide_sum(r, op, dtype):
+    """The `WideSum` a reduction `op` of `dtype` accumulates its blocks into, or None
+    where it keeps one accumulator (every reduction but float and complex sums)."""
+    return WideSum(r, dtype) if op == "reduce_sum" and _kind(dtype) in "hfc" else None
+
+
+def sum_blocks(rshape, block=SUM_BLOCK):
+    """How a reduction's loops over `rshape` split into blocks of at most `block`
+    elements: (axis a, chunk c): the loops before `a` run around a loop over `a` in
+    chunks of `c`, each chunk with every axis after `a` one block. None when the
+    whole reduction fits one block."""
+    if math.prod(rshape) <= block:
+        return None
+    a = max(k for k in range(len(rshape)) if math.prod(rshape[k:]) > block)
+    return a, max(1, block // math.prod(rshape[a + 1:]))
+
+
 # Arg reductions: the comparison that makes a later value the new extreme. The
 # first extreme wins (strict comparison); a NaN beats everything but an earlier NaN.
 ARG_REDUCERS = {"argmax": ">", "argmin": "<"}
@@ -363,9 +412,6 @@ class CStyle:
     """What every C-like target shares: types, constants, expressions, the unit layout."""
 
     target = None
-    # id(index node) -> its C expression, filled by the dialect's loop form while
-    # one kernel renders (the index variables are the dialect's)
-    _index_exprs = {}
     _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
@@ -375,6 +421,10 @@ class CStyle:
     def ctype(self, dtype):
         """How values of `dtype` are stored."""
         return self._CTYPES[dtype.name]
+
+    def pointer_type(self, dtype):
+        """How a kernel's buffer of `dtype` is addressed (its elements' type)."""
+        return self.ctype(dtype)
 
     def compute_type(self, dtype):
         """How values of `dtype` are computed with (16-bit floats in float32)."""
@@ -444,10 +494,12 @@ class CStyle:
 
     # -------------------------------------------------------------- kernels
 
-    def statements(self, kernel, loads, nodes, names, index, guard=None):
+    def statements(self, kernel, loads, nodes, names, index, guard=None, index_of=None):
         """Lines computing `loads` then `nodes` (in order); `names` maps ids to C names
         (filled here); `index(load)` spells a load's element offset, `guard(load)` the
-        condition of a guarded load."""
+        condition of a guarded load, `index_of(node)` an `index` node's linear index
+        in the loop form's variables. Everything a kernel's rendering depends on is
+        passed in: a dialect object holds no per-kernel state, so threads share it."""
         lines = []
 
         def arg(a):
@@ -461,7 +513,14 @@ class CStyle:
             lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
         for n in nodes:
             names[id(n)] = f"v{len(names)}"
-            expr = self.expression(n, [arg(a) for a in n.args])
+            if n.op == "index":
+                if index_of is None:
+                    raise NotImplementedError(f"{type(self).__name__}: this loop form has no axis indices "
+                                              f"to spell an index node with")
+                args = [index_of(n)]
+            else:
+                args = [arg(a) for a in n.args]
+            expr = self.expression(n, args)
             lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
         return lines
 
@@ -494,10 +553,6 @@ class CStyle:
                 lines.append(f"{line}] = {self.stored(s.buffer.dtype, val)};")
         return lines
 
-    def index_of(self, node):
-        """The C expression of an `index` node's linear index (set while a kernel renders)."""
-        return self._index_exprs[id(node)]
-
     def phases(self, kernel):
         """(inner loads, inner nodes, reduce nodes, outer loads, outer nodes) in order."""
         live = kernel.live_nodes()
@@ -529,13 +584,13 @@ class CStyle:
             b = ld.buffer
             if b.index not in seen:
                 seen.add(b.index)
-                t = self.ctype(b.dtype)
+                t = self.pointer_type(b.dtype)
                 lines.append(f"const {t} *{self.restrict} p{b.index} = (const {t} *)b[{b.index}];")
         for s in kernel.stores:
             b = s.buffer
             if b.index not in seen:
                 seen.add(b.index)
-                t = self.ctype(b.dtype)
+                t = self.pointer_type(b.dtype)
                 lines.append(f"{t} *{self.restrict} p{b.index} = ({t} *)b[{b.index}];")
         return lines
 
@@ -544,7 +599,7 @@ class CStyle:
         reduced axes collapsed where every access walks them as one, their loop
         variables (`ov`, `rv`), `index(access, offset)` spelling a load's or index
         node's element offset, `guard(load)` a padded load's condition, and the
-        kernel's phases. Fills `_index_exprs` for its index nodes."""
+        kernel's phases."""
         no, nr = len(kernel.shape), len(kernel.reduce_shape)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = self.phases(kernel)
         inner_idx = [n for n in inner_nodes if n.op == "index"]
@@ -577,12 +632,41 @@ class CStyle:
             o, r = at[id(w)]
             return _offset(ov + rv, list(o) + list(r), offset)
 
-        self._index_exprs = {id(n): index(n) for n in inner_idx + outer_idx}
         return SimpleNamespace(phases=(inner_loads, inner_nodes, reduces, outer_loads, outer_nodes), no=no,
                                oshape=oshape, rshape=rshape, oacc=oacc, ov=ov, rv=rv, index=index, guard=guard)
 
+    def blocked_loops(self, idx, rv, rshape, blocks, body, block_accs, block_ends, clauses, outer_clauses):
+        """The reduced loops of a blocked sum (`sum_blocks`): the axes before `a`, then
+        axis `a` in chunks; each chunk declares `block_accs`, runs `body` over itself and
+        every later axis (vectorised with `clauses`, unless None: in order), then adds
+        its partials (`block_ends`). `outer_clauses`: the chunks run on the OpenMP
+        threads with these reductions (None: on one thread)."""
+        a, c = blocks
+        n = rshape[a]
+        outer = [None] * (a + 1)
+        if outer_clauses is not None:
+            coll = f" collapse({a + 1})" if a else ""
+            outer[0] = "#pragma omp parallel for" + coll + "".join(f" reduction({x})" for x in outer_clauses)
+        inner = []
+        if clauses is not None:
+            coll = f" collapse({len(rshape) - a})" if len(rshape) - a > 1 else ""
+            inner.append("#pragma omp simd" + coll + "".join(f" reduction({x})" for x in clauses))
+        inner.append(f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{")
+        inner += _nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), body, 1)
+        inner.append("}")
+        chunk = [f"const {idx} je = jb < {n - c} ? jb + {c} : {n};"] + block_accs + inner + block_ends
+        lines = _nest(idx, rv[:a], rshape[:a], outer, [], 1)
+        # the chunk loop sits innermost of the outer axes (its step is not 1: written out here)
+        depth = a + 1
+        pad = "  " * depth
+        chunk_loop = ([pad + outer[a]] if outer[a] else []) + [pad + f"for ({idx} jb = 0; jb < {n}; jb += {c}) {{"]
+        chunk_loop += [pad + "  " + x for x in chunk] + [pad + "}"]
+        return lines[:len(lines) - a] + chunk_loop + lines[len(lines) - a:]
+
     def unit(self, kernels):
-        """The source of one stretch: its kernels and a driver running them in order.
+        """(unit name, source, [rendered kernels]): one stretch's kernels and a driver
+        running them in order. The IR `kernels` are left untouched; each rendered one
+        is a copy carrying its `name`, `source` and `target` (kernel.rendered).
 
         Symbols are named by a hash of the unit's text, so identical stretches
         share one compiled function and many units fit one translation unit."""
@@ -590,11 +674,9 @@ class CStyle:
         driver = self.driver([f"@U@_k{j}" for j in range(len(kernels))])
         text = "\n\n".join(texts + [driver])
         name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        for j, k in enumerate(kernels):
-            k.name = f"{name}_k{j}"
-            k.source = texts[j].replace("@U@", name)
-            k.target = self.target
-        return name, text.replace("@U@", name)
+        out = [rendered(k, self.target, f"{name}_k{j}", texts[j].replace("@U@", name))
+               for j, k in enumerate(kernels)]
+        return name, text.replace("@U@", name), out
 
 
 def _offset(ivars, strides, offset):
@@ -685,6 +767,12 @@ class CDialect(CStyle):
     # float64 transcendentals (and float32 tan, erf, ...) match eager bit for bit.
     _SIMD_MATH = ("sinf", "cosf", "expf", "logf", "tanhf")
 
+    def pointer_type(self, dtype):
+        # Bool buffers are read and written as bytes (NumPy's bools are 0 or 1): gcc
+        # vectorises no loop that loads a _Bool beside a wider type (a relu's mask
+        # selecting floats), and a scalar select on a random mask mispredicts.
+        return "unsigned char" if dtype.name == "bool" else self.ctype(dtype)
+
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
         return (_C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + complexc.helpers()
@@ -703,12 +791,12 @@ class CDialect(CStyle):
                                      [s.strides or out for s in kernel.stores], pinned)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
-        self._index_exprs = {id(n): _offset(ivars, at[id(n)], 0) for n in indices}
         names = {}
         body = self.statements(kernel, loads, nodes, names,
                                lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None for m in amap],
-                                                     kernel.shape))
+                                                     kernel.shape),
+                               lambda n: _offset(ivars, at[id(n)], 0))
         body += self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
         par = kernel.size >= self.parallel_threshold
         pragmas = [None] * len(shape)
@@ -727,18 +815,25 @@ class CDialect(CStyle):
 
     def reduction_kernel(self, kernel, name):
         """Outer loops over the output, accumulators, an inner loop over the reduced
-        axes (the prologue), then the epilogue and stores per output point."""
+        axes (the prologue), then the epilogue and stores per output point. A float
+        sum over more than SUM_BLOCK elements runs its inner loop in blocks (`sum_blocks`),
+        each block's partial added into a wide accumulator (`WideSum`)."""
         lay = self.reduction_layout(kernel)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
         oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
+        blocks = sum_blocks(rshape)
         names = {}
-        accs, updates, clauses, finals = [], [], [], []
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        # per output point: accumulators, those reset per block, the wide ones
+        accs, block_accs, block_ends, updates, finals = [], [], [], [], []
+        clauses, outer_clauses = [], []   # reduction clauses of the inner loop, of the block loop
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
+                                   guard, index)
         position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
         for k, r in enumerate(reduces):
             acc = f"acc{k}"
             v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
             vt = r.args[0].dtype
+            names[id(r)] = f"r{k}"
             if r.op in ARG_REDUCERS:
                 cmp = ARG_REDUCERS[r.op]
                 init, _, _, _ = REDUCERS["reduce_max" if cmp == ">" else "reduce_min"](self, vt, acc, v)
@@ -746,41 +841,55 @@ class CDialect(CStyle):
                 beats = f"{v} {cmp} {acc}" + (f" || ({v} != {v} && {acc} == {acc})" if _is_float(vt) else "")
                 updates.append(f"if ({beats}) {{ {acc} = {v}; arg{k} = {position}; }}")
                 clauses.append(None)   # two accumulators: the inner loop runs in order
-                names[id(r)] = f"r{k}"
                 finals.append(f"const {self.ctype(r.dtype)} r{k} = ({self.ctype(r.dtype)})arg{k};")
                 continue
             init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
-            accs.append(f"{self.compute_type(r.dtype)} {acc} = {init};")
+            wide = wide_sum(self, r.op, r.dtype) if blocks else None
+            declare = f"{self.compute_type(r.dtype)} {acc} = {init};"
             updates.append(f"{acc} = {update};")
             clauses.append(f"{clause}:{acc}")
             result = acc
+            if wide:
+                accs.append(f"{wide.ctype} wide{k} = {wide.init};")
+                block_accs.append(declare)
+                block_ends.append(wide.add(f"wide{k}", acc))
+                outer_clauses.append(f"{wide.clause}:wide{k}")
+                result = wide.narrow(f"wide{k}")
+            else:
+                accs.append(declare)
+                outer_clauses.append(f"{clause}:{acc}")
             if nan:
                 accs.append(f"int nan{k} = 0;")
                 updates.append(f"nan{k} |= ({v} != {v});")
                 clauses.append(f"|:nan{k}")
-                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {acc})"
-            names[id(r)] = f"r{k}"
+                outer_clauses.append(f"|:nan{k}")
+                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {result})"
             finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
+                                   guard, index)
         epilogue += self.stores(kernel, names, lambda s: _offset(ov, oacc[-1], s.offset))
 
         ordered = None in clauses
         total = kernel.size * math.prod(kernel.reduce_shape)
         big = total >= self.parallel_threshold
-        red = "".join(f" reduction({c})" for c in clauses)
         inner_par = big and (oshape == [] or kernel.size < 8) and not ordered
-        rp = [None] * len(rshape)
-        if rshape and not ordered:
-            coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
-            rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
-        point = ["  " + x for x in accs]
-        point += _nest(self.index_type(kernel), rv, rshape, rp, prologue + updates, 1)
-        point += ["  " + x for x in finals + epilogue]
+        idx = self.index_type(kernel)
+        if not block_ends:
+            rp = [None] * len(rshape)
+            if rshape and not ordered:
+                coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
+                red = "".join(f" reduction({c})" for c in clauses)
+                rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
+            loops = _nest(idx, rv, rshape, rp, prologue + updates, 1)
+        else:
+            loops = self.blocked_loops(idx, rv, rshape, blocks, prologue + updates, block_accs, block_ends,
+                                       None if ordered else clauses, outer_clauses if inner_par else None)
+        point = ["  " + x for x in accs] + loops + ["  " + x for x in finals + epilogue]
         op = [None] * len(oshape)
         if oshape and big and not inner_par:
             op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
         lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        lines += _nest(self.index_type(kernel), ov, oshape, op, ["{"] + point + ["}"], 1)
+        lines += _nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1)
         return "\n".join(lines + ["}"])
 
     def driver(self, names):
@@ -811,17 +920,13 @@ RN_FN float rn_bf16(float f) {
   memcpy(&f, &u, 4); return f;
 }
 RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
-/* cvttsd2si: NaN and out-of-range give the 'integer indefinite' (the minimum) */
-RN_FN int32_t rn_cvt32(double x) { return (x > -2147483649.0 && x < 2147483648.0) ? (int32_t)x : INT32_MIN; }
-RN_FN int64_t rn_cvt64(double x) { return (x >= -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)x : INT64_MIN; }
-RN_FN uint32_t rn_cvtu32(double x) { return x >= 2147483648.0 ? ((uint32_t)rn_cvt32(x - 2147483648.0) ^ 0x80000000u) : (uint32_t)rn_cvt32(x); }
-RN_FN uint64_t rn_cvtu64(double x) { return x >= 9223372036854775808.0 ? ((uint64_t)rn_cvt64(x - 9223372036854775808.0) ^ 0x8000000000000000ull) : (uint64_t)rn_cvt64(x); }
 """]
+    parts.append(_conversion_helpers())
     for t, s in (("float", "f"), ("double", "")):
         parts.append(f"""
 /* NumPy's npy_divmod: Python-signed floor division and remainder */
 RN_FN {t} rn_floordiv_{t}({t} a, {t} b) {{
-  if (!b || isinf(a) != isinf(b)) return a / b;  /* one infinite operand: a / b (the Array API) */
+  if (!b) return a / b;
   {t} mod = fmod{s}(a, b), div = (a - mod) / b, fl;
   if (mod) {{ if ((b < 0) != (mod < 0)) div -= 1; }}
   if (div) {{ fl = floor{s}(div); if (div - fl > 0.5{s}) fl += 1; }}
@@ -854,6 +959,44 @@ RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
 }}
 RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
 RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
+    return "\n".join(parts) + "\n"
+
+
+def _conversion_helpers():
+    """Conversions as rune defines them (rune/backends/float_semantics.py), shared by the
+    C and CUDA dialects: float -> integer saturating (NaN -> 0, truncation inside the
+    range: CUDA's cvt.rzi.sat), and float64 or wide integers -> bfloat16 rounded once,
+    through a float32 rounded to odd (a second rounding to 8 bits is then exact)."""
+    parts = []
+    for dtype in (np.dtype(f"{k}int{b}") for k in ("", "u") for b in (8, 16, 32, 64)):
+        info, t = np.iinfo(dtype), f"{dtype.name}_t"
+        bits = 8 * dtype.itemsize
+        # the exclusive upper bound and the minimum are powers of two (or 0), exact in double
+        above = float(2 ** (bits - 1) if info.min else 2 ** bits)
+        lowest = f"(({t})({info.min + 1}LL - 1))" if info.min else "0"
+        parts.append(f"RN_FN {t} rn_f2i_{dtype.name}(double x) {{ return x != x ? 0 : x >= {above!r} ? "
+                     f"({t}){info.max}{'ULL' if dtype.kind == 'u' else 'LL'} : x <= {float(info.min)!r} ? "
+                     f"{lowest} : ({t})x; }}")
+    parts.append(r"""
+/* float64 -> float32 rounded to odd: truncated, the last bit set when inexact */
+RN_FN float rn_f32_odd(double x) {
+  float f = (float)x; uint32_t u; memcpy(&u, &f, 4);
+  if ((double)f != x && x == x && !(u & 1u)) u += fabs((double)f) > fabs(x) ? 0xffffffffu : 1u;
+  memcpy(&f, &u, 4); return f;
+}
+RN_FN float rn_bf16_from_f64(double x) { return rn_bf16(rn_f32_odd(x)); }
+/* a 64-bit integer's magnitude kept to 24 bits, rounded to odd, then to bfloat16 */
+RN_FN float rn_bf16_from_magnitude(uint64_t m, int negative) {
+  int shift = 0;
+  while ((m >> shift) >= (1ull << 24)) shift++;
+  uint64_t kept = m >> shift;
+  kept |= (kept << shift) != m;
+  float f = ldexpf((float)kept, shift);
+  return rn_bf16(negative ? -f : f);
+}
+RN_FN float rn_bf16_from_i64_srci(int64_t v) { return rn_bf16_from_magnitude(v < 0 ? 0ull - (uint64_t)v : (uint64_t)v, v < 0); }
+RN_FN float rn_bf16_from_i64_srcu(int64_t v) { return rn_bf16_from_magnitude((uint64_t)v, 0); }
+""")
     return "\n".join(parts) + "\n"
 
 

@@ -38,7 +38,7 @@ reads only what earlier kernels stored, and the two launches of a split
 reduction must run in order too.
 
 Indexed IR: `index` nodes are the point's linear index, spelled from the
-grid-stride loop's axis indices (`_index_exprs`, as the C loop nest's);
+grid-stride loop's axis indices (`statements`' `index_of`, as the C loop nest's);
 `random_bits` calls the shared inline Threefry (`_index_helpers`, in the
 prelude); loads and stores add their runtime index terms (clamped, or a dropped
 store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
@@ -57,13 +57,16 @@ block and runs the epilogue). Float max/min carry a NaN flag, so NaN
 propagates as in NumPy. argmax/argmin keep a (value, index) pair whose
 partials combine NaN first, then the extreme, then the smaller index, so every
 tree gives NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
+A float (or complex) sum adds at most `sum_run` elements in a row per thread: each
+run's partial goes into the thread's double (complex128) accumulator (render.py's
+`WideSum`, as the C blocks), which is narrowed back before the trees, so a long row
+costs no more rounding error than a short one.
 
 Launch shapes come from `DeviceProps` (SM count, threads per block); the
 defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
 limit and `reduce_strategy` are parameters so small inputs can be made to
 cross blocks (the emulation tests do).
 """
-import copy
 import hashlib
 import math
 
@@ -71,9 +74,9 @@ import numpy as np
 
 from ...errors import ArgumentError
 from ...jit import complexc
-from ...jit.kernel import Const, Load, Node, contiguous_strides
+from ...jit.kernel import Const, Load, Node, contiguous_strides, rendered as rendered_kernel
 from ...jit.render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
-                           _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset)
+                           _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset, sum_blocks, wide_sum)
 
 
 class DeviceProps:
@@ -165,7 +168,7 @@ class CudaDialect(CStyle):
     _CTYPES = {**CStyle._CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
-                 items_per_thread=8, reduce_strategy=None, vector_bytes=16):
+                 items_per_thread=8, reduce_strategy=None, vector_bytes=16, sum_run=32):
         if block % 32 or not 32 <= block <= device.max_threads_per_block:
             raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
                                 f"and {device.max_threads_per_block}, got {block}")
@@ -176,6 +179,7 @@ class CudaDialect(CStyle):
         self.serial_reduce_limit, self.items_per_thread = serial_reduce_limit, items_per_thread
         self.reduce_strategy = reduce_strategy
         self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
+        self.sum_run = sum_run   # float sum elements a thread adds in a row before widening
 
     # -------------------------------------------------------------- values
 
@@ -221,15 +225,12 @@ class CudaDialect(CStyle):
         name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
         out = []
         for j, (src, launches, scratch, strategy) in enumerate(rendered):
-            k = copy.copy(kernels[j])
-            k.target = self.target
-            k.source = src.replace("@U@", name)
-            for ln in launches:
+            for ln in launches:   # made by this call: renamed in place
                 ln.name = ln.name.replace("@U@", name)
-            k.name = launches[0].name
-            k.launches, k.scratch, k.strategy = launches, scratch, strategy
-            k.args = [("buffer", i) for i in self.buffers(k)] + [("scratch", s) for s in range(len(scratch))]
-            out.append(k)
+            args = ([("buffer", i) for i in self.buffers(kernels[j])]
+                    + [("scratch", s) for s in range(len(scratch))])
+            out.append(rendered_kernel(kernels[j], self.target, launches[0].name, src.replace("@U@", name),
+                                       launches=launches, scratch=scratch, strategy=strategy, args=args))
         return name, text.replace("@U@", name), out
 
     def render(self, kernel, name):
@@ -282,13 +283,13 @@ class CudaDialect(CStyle):
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
-        self._index_exprs = {id(n): _offset(ivars, at[id(n)], 0) for n in indices}
         names = {}
         body = _decompose("t", shape, ivars, idx)
         body += self.statements(kernel, loads, nodes, names,
                                 lambda ld: _offset(ivars, at[id(ld)], ld.offset),
                                 lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
-                                                                 for m in amap], kernel.shape))
+                                                                 for m in amap], kernel.shape),
+                                lambda n: _offset(ivars, at[id(n)], 0))
 
         def position(s):
             return _offset(ivars, at[id(s)], s.offset)
@@ -420,7 +421,8 @@ class CudaDialect(CStyle):
                                                           lay.index, lay.guard)
         idx = self.index_type(kernel)
         names = {}
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
+                                   guard, index)
         position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
         accs = []
         for k, r in enumerate(reduces):
@@ -433,7 +435,8 @@ class CudaDialect(CStyle):
             names[id(r)] = f"r{k}"
         updates = [line for a in accs for line in a.update_lines()]
         finals = [a.final() for a in accs]
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset), guard)
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
+                                   guard, index)
         epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
         inits = [line for a in accs for line in a.init_lines()]
 
@@ -446,9 +449,18 @@ class CudaDialect(CStyle):
         return getattr(self, f"_reduce_{how}")(kernel, ctx) + (how,)
 
     def _reduce_thread(self, kernel, c):
-        """Each thread reduces whole rows, sequentially (as the C loop nest)."""
-        point = c["inits"] + _nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]),
-                                   c["prologue"] + c["updates"], 0) + c["finals"] + c["epilogue"]
+        """Each thread reduces whole rows, sequentially (as the C loop nest, in blocks of
+        `sum_run` elements where a float sum is longer)."""
+        body, blocks, wide = c["prologue"] + c["updates"], sum_blocks(c["rshape"], self.sum_run), _wide(c["accs"])
+        if blocks and wide:
+            loops = [x for a in wide for x in a.wide_lines()]
+            loops += [x[2:] for x in self.blocked_loops(c["idx"], c["rv"], c["rshape"], blocks, body,
+                                                         [x for a in wide for x in a.reset_lines()],
+                                                         [x for a in wide for x in a.widen_lines()], None, None)]
+            loops += [x for a in wide for x in a.narrow_lines()]
+        else:
+            loops = _nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]), body, 0)
+        point = c["inits"] + loops + c["finals"] + c["epilogue"]
         body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + point
         params = self.params(kernel, [])
         lines = [self.signature(c["name"], params) + " {"]
@@ -463,7 +475,8 @@ class CudaDialect(CStyle):
         warp-shuffle and shared-memory tree; thread 0 runs the epilogue."""
         inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
         body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
-        body += _grid_stride("j", c["len_t"], str(c["length"]), "threadIdx.x", "blockDim.x", inner, 0)
+        body += self.thread_sums(c, "j", str(c["length"]), "threadIdx.x", "blockDim.x", inner,
+                                 -(-c["length"] // self.block))
         body += self.block_tree(c["accs"])
         body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in c["finals"] + c["epilogue"]] + ["}"]
         body += ["__syncthreads();  // the tree's shared memory is reused by the next row"]
@@ -491,8 +504,8 @@ class CudaDialect(CStyle):
         inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
         body = [f"const {part_t} row = part / {chunks}, chunk = part % {chunks};"]
         body += _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
-        body += _grid_stride("j", c["len_t"], str(length), f"chunk * ({c['len_t']})blockDim.x + threadIdx.x",
-                             f"({c['len_t']}){chunks} * blockDim.x", inner, 0)
+        body += self.thread_sums(c, "j", str(length), f"chunk * ({c['len_t']})blockDim.x + threadIdx.x",
+                                 f"({c['len_t']}){chunks} * blockDim.x", inner, -(-length // (chunks * self.block)))
         body += self.block_tree(accs)
         body += ["if (threadIdx.x == 0) {"] + ["  " + x for a in accs for x in a.spill("part")] + ["}"]
         body += ["__syncthreads();"]
@@ -513,6 +526,24 @@ class CudaDialect(CStyle):
         launches = [Launch(c["name"], self.grid(parts), self.block, 0, params),
                     Launch(finish, self.grid(rows), self.block, 0, params)]
         return text, launches, scratch
+
+    def thread_sums(self, c, var, n, start, step, body, per_thread):
+        """A thread's grid-stride loop of `var` over the reduced elements. Where a float
+        sum would add more than `sum_run` of them in a row (`per_thread`), the loop
+        runs in runs of `sum_run` iterations, each run's partial added into the
+        thread's wide accumulator (`WideSum`, as the C blocks), so a thread's
+        rounding error stays that of one run however long the row."""
+        wide, t = _wide(c["accs"]), c["len_t"]
+        if not wide or per_thread <= self.sum_run:
+            return _grid_stride(var, t, n, start, step, body, 0)
+        span = f"({t})({self.sum_run} * ({step}))"
+        run = [f"const {t} {var}_end = {n} - {var}_run > {span} ? {var}_run + {span} : {n};"]
+        run += [x for a in wide for x in a.reset_lines()]
+        run += _grid_stride(var, t, f"{var}_end", f"{var}_run", step, body, 0)
+        run += [x for a in wide for x in a.widen_lines()]
+        lines = [x for a in wide for x in a.wide_lines()]
+        lines += _grid_stride(f"{var}_run", t, n, start, span, run, 0)
+        return lines + [x for a in wide for x in a.narrow_lines()]
 
     def shared(self, accs):
         """One slot per warp for each accumulator (and NaN flag or index) of the block tree."""
@@ -547,7 +578,20 @@ class _Accumulator:
         self.ctype = r.compute_type(node.dtype)
         self.compute_dtype = _compute_dtype(node.dtype)
         self.wire = _SHUFFLE[node.dtype.name]
+        self.wide = wide_sum(r, node.op, node.dtype)   # a float sum adds runs into it
         self.slot = None
+
+    def wide_lines(self):
+        return [f"{self.wide.ctype} wide{self.k} = {self.wide.init};"]
+
+    def reset_lines(self):
+        return [f"{self.acc} = {self.init};"]
+
+    def widen_lines(self):
+        return [self.wide.add(f"wide{self.k}", self.acc)]
+
+    def narrow_lines(self):
+        return [f"{self.acc} = {self.wide.narrow(f'wide{self.k}')};"]
 
     def combine(self, other):
         return REDUCERS[self.node.op](self.r, self.node.dtype, self.acc, other)[1]
@@ -622,6 +666,7 @@ class _ArgAccumulator:
         self.init = extreme(r, vt, self.acc, value)[0]
         self.ctype, self.compute_dtype = r.compute_type(vt), _compute_dtype(vt)
         self.wire, self.float = _SHUFFLE[vt.name], _is_float(vt)
+        self.wide = None
         self.slot = None
 
     def combine(self, value, index):
@@ -670,6 +715,11 @@ class _ArgAccumulator:
 
 # How each reduction's partial results are kept and combined.
 _ACCUMULATORS = {**dict.fromkeys(_TREE_REDUCTIONS, _Accumulator), **dict.fromkeys(ARG_REDUCERS, _ArgAccumulator)}
+
+
+def _wide(accs):
+    """The accumulators that add runs of partials into a wide one (float sums)."""
+    return [a for a in accs if a.wide is not None]
 
 
 def _loop_type(n, idx):

@@ -30,6 +30,9 @@ from .dialect import CudaDialect
 
 
 _PENDING = weakref.WeakSet()
+_PENDING_LOCK = threading.Lock()   # guards _PENDING (a WeakSet is not safe to change while iterated)
+_COMPILE_LOCK = threading.Lock()   # one compile at a time: a thread whose stretch another thread
+                                   # is compiling waits for it instead of compiling it again
 BATCH = 200  # units per NVRTC program in compile_pending
 
 
@@ -38,25 +41,28 @@ def compile_pending(batch=BATCH):
     NVRTC program; returns how many were compiled. A batch NVRTC rejects is left
     pending: each of its stretches then compiles alone on its first run, and the
     one that fails says so."""
-    groups = {}
-    for s in list(_PENDING):
-        if s._launch is None:
-            groups.setdefault((s.index, s.prelude), []).append(s)
-    done = 0
-    for (index, prelude), todo in groups.items():
-        for k in range(0, len(todo), batch):
-            part = todo[k:k + batch]
-            try:
-                with cupy.cuda.Device(index):
-                    runs = part[0]._compile_units(prelude, [s.source_unit for s in part])
-            except launch.KernelCompileError:
-                continue
-            COUNTERS["kernels_compiled"] += 1
-            for s, run in zip(part, runs):
-                s._launch = run
-                _PENDING.discard(s)
-            done += len(part)
-    return done
+    with _COMPILE_LOCK:
+        groups = {}
+        with _PENDING_LOCK:
+            for s in _PENDING:
+                if s._launch is None:
+                    groups.setdefault((s.index, s.prelude), []).append(s)
+        done = 0
+        for (index, prelude), todo in groups.items():
+            for k in range(0, len(todo), batch):
+                part = todo[k:k + batch]
+                try:
+                    with cupy.cuda.Device(index):
+                        runs = part[0]._compile_units(prelude, [s.source_unit for s in part])
+                except launch.KernelCompileError:
+                    continue
+                COUNTERS["kernels_compiled"] += 1
+                with _PENDING_LOCK:
+                    for s, run in zip(part, runs):
+                        s._launch = run
+                        _PENDING.discard(s)
+                done += len(part)
+        return done
 
 
 class CudaCompiledStretch:
@@ -76,8 +82,8 @@ class CudaCompiledStretch:
         self._launch = None
         self._kept = None                   # the intermediates, allocated on the first run
         self._constants = {}                # slot -> (host constant, its copy on the GPU)
-        self._lock = threading.Lock()
-        _PENDING.add(self)
+        with _PENDING_LOCK:
+            _PENDING.add(self)
 
     @property
     def source_unit(self):
@@ -90,12 +96,14 @@ class CudaCompiledStretch:
 
     def compile(self):
         """Compile and load the unit (once); a failure names the kernels with NVRTC's log."""
-        with self._lock:
+        with _COMPILE_LOCK:
             if self._launch is None:
                 with cupy.cuda.Device(self.index):
-                    self._launch = self._compile_units(self.prelude, [self.source_unit])[0]
+                    launched = self._compile_units(self.prelude, [self.source_unit])[0]
                 COUNTERS["kernels_compiled"] += 1
-                _PENDING.discard(self)
+                with _PENDING_LOCK:
+                    self._launch = launched
+                    _PENDING.discard(self)
         return self._launch
 
     def run(self, env):
