@@ -92,3 +92,15 @@ print(e.name, e.bytes, e.device)
                          env=dict(os.environ, RUNE_HOST_DEVICES="2"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["cpu:0", "->", "cpu:1", "1024", "cpu:1"]
+
+
+def test_kernel_compiles_are_recorded(monkeypatch):
+    monkeypatch.setenv("RUNE_CACHE", "0")   # a compiler run, not a disk cache hit
+    f = rune.jit(lambda x: nx.cos(x) * 3.0 - 0.25)
+    x = nx.asarray(np.ones(5000, np.float32))
+    with rune.profile() as prof:
+        f(x)
+    compiles = [e for e in prof.events if e.kind == "compile"]
+    assert len(compiles) == 1 and compiles[0].name.startswith("1 C stretch") and compiles[0].seconds > 0
+    kernel = [e for e in prof.events if e.kind == "kernel"]
+    assert len(kernel) == 1 and kernel[0].seconds >= compiles[0].seconds   # compiled on its first run

@@ -27,7 +27,7 @@ import weakref
 
 import numpy as np
 
-from .. import config
+from .. import config, profiler
 from ..backends import backend_for
 from ..devices import get_device
 from ..stats import COUNTERS
@@ -156,8 +156,10 @@ def compile_pending():
         for s in todo:
             by_compiler.setdefault(id(s.compiler), []).append(s)
         for group in by_compiler.values():
-            fns = _HOST.compile(group[0].compiler, _DIALECT.prelude(),
-                                [(s.name, s.text, [k.name for k in s.kernels]) for s in group])
+            with profiler.span("compile", f"{len(group)} C stretch(es), "
+                               f"{sum(len(s.kernels) for s in group)} kernels", "cpu"):
+                fns = _HOST.compile(group[0].compiler, _DIALECT.prelude(),
+                                    [(s.name, s.text, [k.name for k in s.kernels]) for s in group])
             with _PENDING_LOCK:
                 for s, fn in zip(group, fns):
                     s._fn = fn

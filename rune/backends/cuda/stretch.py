@@ -24,6 +24,7 @@ import cupy
 
 from ...jit import donation
 from ...jit.kernel import contiguous_strides, describe_launched
+from ... import profiler
 from ...stats import COUNTERS
 from . import launch
 from .dialect import CudaDialect
@@ -52,7 +53,8 @@ def compile_pending(batch=BATCH):
             for k in range(0, len(todo), batch):
                 part = todo[k:k + batch]
                 try:
-                    with cupy.cuda.Device(index):
+                    with cupy.cuda.Device(index), profiler.span("compile", f"{len(part)} CUDA stretch(es)",
+                                                                f"cuda:{index}"):
                         runs = part[0]._compile_units(prelude, [s.source_unit for s in part])
                 except launch.KernelCompileError:
                     continue
