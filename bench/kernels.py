@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 import rune
-from rune import nx
+from rune import nx, threads
 from rune.backends.cpu import compiler as cc
 
 from . import models
@@ -71,7 +71,7 @@ def _hand_library():
     with open(src, "w") as f:
         f.write(HAND_C)
     subprocess.run([comp.path, *cc.FLAGS, "-o", lib, src, *cc.LIBS], check=True)
-    return ctypes.CDLL(lib)
+    return threads.load_kernel_library(lib)   # with the OpenMP settings rune's own kernels get
 
 
 def _w1(np_like, x):

@@ -103,6 +103,11 @@ def jit_cache_size():
     return _integer("RUNE_JIT_CACHE_SIZE", 4096, 1)
 
 
+def num_threads(default):
+    """RUNE_NUM_THREADS: the most threads rune's kernels and BLAS calls use."""
+    return _integer("RUNE_NUM_THREADS", default, 1)
+
+
 def host_devices():
     """RUNE_HOST_DEVICES: how many distinct host devices the host shows as (default 1)."""
     return _integer("RUNE_HOST_DEVICES", 1, 1)

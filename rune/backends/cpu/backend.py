@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from ... import threads
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
 from . import compiler as c_compiler
@@ -101,5 +102,5 @@ def _is_host_dlpack(obj):
 
 
 BACKEND = CpuBackend()
-IMPLS = CpuBackend.IMPLS = make_impls(np, BACKEND, special=_special, quiet=numpy_quiet)
+IMPLS = CpuBackend.IMPLS = threads.blas_bound(make_impls(np, BACKEND, special=_special, quiet=numpy_quiet))
 CpuBackend.library = {name: IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}

@@ -9,7 +9,9 @@ Each unit's entry point is `<name>_run(void **buffers)`.
 What the compiler writes is checked: no library, or one that does not load or
 lacks an entry point, is a CompileError with the compiler's output. A library
 is loaded from the disk cache, or, where that folder will not load libraries
-(mounted noexec) or is not written, from a private copy.
+(mounted noexec) or is not written, from a private copy. Libraries load through
+rune.threads (which sets how the OpenMP runtime waits), and an entry point with
+parallel loops runs on the threads rune.threads gives it.
 """
 import ctypes
 import functools
@@ -18,7 +20,7 @@ import os
 import shutil
 import sys
 
-from ... import config
+from ... import config, threads
 from ...errors import CompileError
 from .. import disk_cache as cache
 from ...stats import COUNTERS
@@ -125,7 +127,7 @@ def _entry(lib, symbol):
 def _open(path):
     lib = _LIBS.get(path)
     if lib is None:
-        lib = _LIBS[path] = ctypes.CDLL(path)
+        lib = _LIBS[path] = threads.load_kernel_library(path)
     return lib
 
 
@@ -142,7 +144,7 @@ def _open_private(data):
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            return ctypes.CDLL(path)   # the mapping stays valid after unlinking
+            return threads.load_kernel_library(path)   # the mapping stays valid after unlinking
         except OSError as e:
             error = e
         finally:
@@ -156,7 +158,7 @@ def _open_private(data):
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
-        lib = ctypes.CDLL(f"/proc/self/fd/{fd}")
+        lib = threads.load_kernel_library(f"/proc/self/fd/{fd}")
     except OSError:
         os.close(fd)
         raise error from None   # the first failure says more (a bad library, say)
@@ -230,7 +232,8 @@ def build(compiler, prelude, units):
             _compile_batch(compiler, prelude, units, keys, b, failed)
     for i in missing:
         fns[i] = _LOADED.get(keys[i]) or _failing(failed[keys[i]])
-    return fns
+    # a unit with parallel loops runs on the threads rune's policy gives it
+    return [threads.parallel_kernel(fn) if "omp parallel" in text else fn for fn, (_, text, _) in zip(fns, units)]
 
 
 def _failing(message):

@@ -1,0 +1,277 @@
+"""How many threads rune's parallel work runs on: one policy for the compiled
+kernels (OpenMP) and the BLAS library calls (OpenBLAS through NumPy).
+
+Each of the two keeps its own pool of threads, and left to their defaults both
+keep idle threads spinning on a core after a parallel region (libgomp for a
+while, OpenBLAS for about 2**28 cycles). A plan runs its steps one after the
+other, so a pool that spins steals the cores the next step needs, and a
+parallel loop whose threads wait for a core (another pool's spinner, another
+process) holds every other thread at its end: on a busy machine threads made
+a step 2 to 20 times slower than one thread. So:
+
+- idle kernel threads sleep: the kernels' OpenMP runtime is loaded with
+  OMP_WAIT_POLICY=PASSIVE unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set
+  (the runtime reads them once, when it loads; rune sets it for that load
+  only, so child processes and other libraries keep the environment as it was;
+  a runtime something else loaded first keeps its own). Waking sleeping threads
+  costs tens of microseconds per parallel loop: small beside a loop over the
+  renderer's parallel threshold (2**20 elements);
+- work too small to pay for waking threads runs on one: a kernel below the
+  renderer's parallel threshold has no parallel loop, and a BLAS call of fewer
+  than BLAS_MIN_WORK multiply-adds runs on one BLAS thread;
+- larger work runs on at most RUNE_NUM_THREADS threads (default: the CPUs this
+  process may use: its affinity, within its cgroup's CPU quota), never more
+  than the library is set to (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
+  threadpoolctl's limits) and never more than the CPUs the machine's other
+  running tasks leave free (read from /proc/loadavg every SAMPLE_PERIOD
+  seconds), since a thread that waits for a core costs more than it brings.
+
+Limits are set for the one call and put back after it, so the settings the
+process sees between calls stay its own. The thread count of the OpenMP
+runtime is per thread, that of BLAS process-wide (guarded by a lock).
+"""
+import ctypes
+import functools
+import math
+import os
+import threading
+import time
+
+from . import config
+
+BLAS_MIN_WORK = 1 << 24      # multiply-adds (a 256x256x256 matmul: ~0.3 ms on one core)
+BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
+SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
+_KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+_KERNEL_ENV_SET_BY_USER = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+@functools.lru_cache(maxsize=1)
+def usable_cpus():
+    """The CPUs this process may run on: its affinity, within its cgroup's CPU quota."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    return max(1, min(cpus, quota) if quota else cpus)
+
+
+def _cgroup_quota():
+    """CPUs' worth of time the cgroup (v2 `cpu.max`) allows per period, rounded up; None for no limit."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            path = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), None)
+        if path is None:
+            return None
+        with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cpu.max")) as f:
+            quota, period = f.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return math.ceil(int(quota) / int(period))
+
+
+def num_threads():
+    """RUNE_NUM_THREADS, by default the usable CPUs: the most threads any parallel work gets."""
+    return config.num_threads(usable_cpus())
+
+
+_sample = [-math.inf, 1]   # when the machine was last looked at, and the CPUs it had free
+
+
+def free_cpus():
+    """The CPUs the machine's other running tasks leave free for this thread's work (at least 1)."""
+    now = time.monotonic()
+    if now - _sample[0] > SAMPLE_PERIOD:
+        _sample[:] = [now, _read_free_cpus()]
+    return _sample[1]
+
+
+def _read_free_cpus():
+    try:
+        with open("/proc/loadavg") as f:
+            return free_cpus_of(f.read(), os.cpu_count() or 1)
+    except OSError:
+        return os.cpu_count() or 1   # nothing to tell: num_threads alone decides
+
+
+def free_cpus_of(loadavg, cpus):
+    """The CPUs free by a reading of /proc/loadavg, whose 4th field is running/total
+    tasks (the running ones include the thread reading it)."""
+    try:
+        running = int(loadavg.split()[3].split("/")[0])
+    except (ValueError, IndexError):
+        return cpus
+    return max(1, min(cpus, cpus - (running - 1)))
+
+
+def parallel_threads():
+    """The threads parallel work runs on now."""
+    return max(1, min(num_threads(), free_cpus()))
+
+
+def blas_threads(work):
+    """The BLAS threads for a call of `work` multiply-adds."""
+    return 1 if work < BLAS_MIN_WORK else parallel_threads()
+
+
+# ---- the kernels' OpenMP runtime
+
+class _OpenMP:
+    """The OpenMP runtime the kernels link, reached through a kernel library."""
+
+    def __init__(self, lib):
+        self.get = lib.omp_get_max_threads
+        self.get.argtypes, self.get.restype = [], ctypes.c_int
+        self.set = lib.omp_set_num_threads
+        self.set.argtypes, self.set.restype = [ctypes.c_int], None
+
+
+_openmp = None
+_load_lock = threading.Lock()
+
+
+def load_kernel_library(path):
+    """ctypes.CDLL(path) for a library of kernels: until the OpenMP runtime it links
+    is found, it is loaded with idle threads that sleep (see the module's doc)."""
+    global _openmp
+    if _openmp is not None:
+        return ctypes.CDLL(path)
+    with _load_lock:
+        if _openmp is not None:
+            return ctypes.CDLL(path)
+        user_set = any(os.environ.get(name) for name in _KERNEL_ENV_SET_BY_USER)
+        saved = {name: os.environ.get(name) for name in _KERNEL_ENV}
+        if not user_set:
+            os.environ.update(_KERNEL_ENV)
+        try:
+            lib = ctypes.CDLL(path)
+        finally:
+            if not user_set:
+                for name, value in saved.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+        try:
+            _openmp = _OpenMP(lib)
+        except AttributeError:   # it links no OpenMP runtime: the next library may
+            pass
+        return lib
+
+
+def parallel_kernel(fn):
+    """The entry point `fn` of a compiled unit with parallel loops, run on
+    parallel_threads() OpenMP threads (no more than the calling thread's OpenMP
+    setting, which is put back after the call)."""
+    omp = _openmp
+    if omp is None:   # no runtime found: its loops run as the runtime decides
+        return fn
+
+    def run(buffers):
+        n, have = parallel_threads(), omp.get()
+        if n >= have:
+            return fn(buffers)
+        omp.set(n)
+        try:
+            return fn(buffers)
+        finally:
+            omp.set(have)
+    run.__wrapped__ = fn
+    return run
+
+
+# ---- BLAS
+
+class _OpenBLAS:
+    """OpenBLAS's thread count, under the names its builds export (NumPy's wheels: scipy_openblas, 64-bit)."""
+    _PREFIXES = (("openblas_", ""), ("scipy_openblas_", "64_"), ("openblas_", "64_"), ("scipy_openblas_", ""))
+
+    def __init__(self, lib):
+        for prefix, suffix in self._PREFIXES:
+            try:
+                self.get = getattr(lib, f"{prefix}get_num_threads{suffix}")
+                self.set = getattr(lib, f"{prefix}set_num_threads{suffix}")
+                break
+            except AttributeError:
+                continue
+        else:
+            raise AttributeError("no openblas_get_num_threads / openblas_set_num_threads")
+        self.get.argtypes, self.get.restype = [], ctypes.c_int
+        self.set.argtypes, self.set.restype = [ctypes.c_int], None
+
+
+@functools.lru_cache(maxsize=1)
+def _blas():
+    """NumPy's OpenBLAS as loaded in this process, or None (another BLAS, or no
+    /proc/self/maps to find it by): its calls then run as the library decides."""
+    import numpy  # noqa: F401  (loads the BLAS NumPy links)
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "openblas" in line}
+    except OSError:
+        return None
+    for path in sorted(p for p in paths if os.path.basename(p).startswith("lib") and ".so" in p):
+        try:
+            return _OpenBLAS(ctypes.CDLL(path))
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+_blas_lock = threading.Lock()
+
+
+def blas_call(work, fn, *args, **kwargs):
+    """fn(*args, **kwargs), a call into BLAS of `work` multiply-adds, on
+    blas_threads(work) BLAS threads (no more than BLAS is set to, which is put
+    back after the call)."""
+    blas = _blas()
+    if blas is None:
+        return fn(*args, **kwargs)
+    n = blas_threads(work)
+    with _blas_lock:
+        have = blas.get()
+        if n < have:
+            blas.set(n)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        if n < have:
+            with _blas_lock:
+                blas.set(have)
+        if min(n, have) > 1:   # its idle threads now spin a while: look again before the next parallel work
+            _sample[0] = -math.inf
+
+
+def _dot_general_work(x, y, *, dims):
+    (contracting, _), (batch, _) = dims
+    shape, bk = x.shape, 1
+    for i in (*contracting, *batch):   # (a loop: this runs on every eager matmul)
+        bk *= shape[i]
+    return x.size * y.size // bk if bk else 0     # batch * m * n * k
+
+
+def _conv_work(x, w, *, strides, lhs_dilation, **_):
+    # x (G, N, *spatial, C), w (G, *window, C, O): each output (about spatial * dilation
+    # / strides of them per image and feature) sums over a window of C channels
+    return x.size * w.size * math.prod(lhs_dilation) // (w.shape[0] * x.shape[-1] * math.prod(strides) or 1)
+
+
+_BLAS_WORK = {"dot_general": _dot_general_work, "conv": _conv_work}
+
+
+def blas_bound(impls):
+    """`impls` (a host backend's primitive table) with its BLAS calls run on the
+    threads their work pays for (blas_call)."""
+    def bound(fn, work):
+        @functools.wraps(fn)
+        def call(*args, **params):
+            w = work(*args, **params)
+            if w <= BLAS_SERIAL_WORK:   # nothing to set: keep tiny calls at their cost
+                return fn(*args, **params)
+            return blas_call(w, fn, *args, **params)
+        return call
+    return {**impls, **{name: bound(impls[name], work) for name, work in _BLAS_WORK.items() if name in impls}}

@@ -1,0 +1,203 @@
+"""rune's thread policy (rune/threads.py): RUNE_NUM_THREADS, the threads a
+compiled kernel's parallel loops and a BLAS call actually run on, and the
+OpenMP runtime loaded with idle threads that sleep."""
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rune
+from rune import config, nx, threads
+from rune.backends.cpu import compiler as cc
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROBE = r"""
+int omp_get_num_threads(void);
+void probe_run(void **buffers) {
+  int *out = (int *)buffers[0];
+  #pragma omp parallel
+  {
+    #pragma omp master
+    out[0] = omp_get_num_threads();
+  }
+}
+"""
+
+
+def _raises_naming(value, call):
+    with pytest.raises(rune.ArgumentError) as info:
+        call()
+    message = str(info.value)
+    assert "RUNE_NUM_THREADS" in message and repr(value) in message and "positive integer" in message, message
+
+
+def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_count(monkeypatch):
+    monkeypatch.delenv("RUNE_NUM_THREADS", raising=False)
+    assert threads.num_threads() == threads.usable_cpus()
+    assert 1 <= threads.usable_cpus() <= len(os.sched_getaffinity(0))
+    monkeypatch.setenv("RUNE_NUM_THREADS", " 3 ")
+    assert threads.num_threads() == config.num_threads(1) == 3
+    for bad in ("0", "-2", "many", "1.5", "2 threads"):
+        monkeypatch.setenv("RUNE_NUM_THREADS", bad)
+        _raises_naming(bad, threads.num_threads)
+
+
+def test_a_bad_rune_num_threads_fails_the_call_that_reads_it(monkeypatch):
+    if threads._blas() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find: no BLAS call reads it")
+    monkeypatch.setenv("RUNE_NUM_THREADS", "lots")
+    a = nx.ones((512, 512))
+    _raises_naming("lots", lambda: a @ a)
+
+
+@pytest.mark.parametrize("running, free", [(1, 4), (2, 3), (4, 1), (40, 1)])
+def test_free_cpus_count_the_other_running_tasks(running, free):
+    assert threads.free_cpus_of(f"3.10 2.05 1.00 {running}/321 4567\n", 4) == free
+    assert threads.free_cpus_of("garbled", 4) == 4
+
+
+@pytest.fixture
+def roomy(monkeypatch):
+    """A policy of two threads on a machine that has them free."""
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+
+
+def _blas_threads():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+
+@pytest.fixture
+def blas_seen(monkeypatch):
+    """The BLAS threads threadpoolctl sees inside each np.matmul rune makes."""
+    if threads._blas() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find")
+    seen, matmul = [], np.matmul
+
+    def recording(*args, **kwargs):
+        seen.append(_blas_threads())
+        return matmul(*args, **kwargs)
+    monkeypatch.setattr(np, "matmul", recording)
+    return seen
+
+
+@pytest.mark.parametrize("call", ["eager", "jit"])
+def test_a_blas_call_gets_threads_only_for_work_that_pays(roomy, blas_seen, call):
+    matmul = (lambda a, b: a @ b) if call == "eager" else rune.jit(lambda a, b: a @ b)
+    small, large = nx.ones((128, 128)), nx.ones((512, 512))   # 2**21 and 2**27 multiply-adds
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        outside = _blas_threads()
+        np.asarray(matmul(small, small))
+        np.asarray(matmul(large, large))
+        assert _blas_threads() == outside   # put back after each call
+    assert outside == [2]
+    assert blas_seen == [[1], [2]]
+
+
+def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, blas_seen, monkeypatch):
+    large = nx.ones((512, 512))
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):   # never raised above the process's limit
+        np.asarray(large @ large)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        monkeypatch.setattr(threads, "free_cpus", lambda: 1)    # the other running tasks fill the machine
+        np.asarray(large @ large)
+        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        monkeypatch.setenv("RUNE_NUM_THREADS", "1")
+        np.asarray(large @ large)
+        assert _blas_threads() == [2]
+    assert blas_seen == [[1], [1], [1]]
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """A compiled unit with a parallel region that writes how many threads ran it."""
+    compiler = cc.find()
+    if compiler is None:
+        pytest.skip("no C compiler")
+    [fn] = cc.build(compiler, "", [("probe", PROBE, ["probe"])])
+    if threads._openmp is None:
+        pytest.skip("the kernels link no OpenMP runtime rune can find")
+
+    def run():
+        out = np.zeros(1, np.int32)
+        fn((ctypes.c_void_p * 1)(out.ctypes.data))
+        return int(out[0])
+    return run
+
+
+def _openmp_threads():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "openmp"]
+
+
+def test_a_parallel_kernel_runs_on_the_policys_threads(roomy, probe, monkeypatch):
+    with threadpoolctl.threadpool_limits(2, user_api="openmp"):
+        outside = _openmp_threads()
+        assert probe() == 2
+        monkeypatch.setenv("RUNE_NUM_THREADS", "1")
+        assert probe() == 1
+        monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+        monkeypatch.setattr(threads, "free_cpus", lambda: 1)
+        assert probe() == 1
+        assert _openmp_threads() == outside   # the thread's OpenMP setting is put back
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):   # never raised above the process's limit
+        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        assert probe() == 1
+
+
+def test_the_renderers_parallel_loops_reach_the_policy(monkeypatch):
+    """A jit stretch over 2**21 elements has a parallel loop, and its entry point is the policy's."""
+    f = rune.jit(lambda v: nx.exp(v) + 1.0)
+    np.asarray(f(nx.ones(1 << 21, dtype="float32")))
+    if threads._openmp is None:
+        pytest.skip("no compiled kernels here")
+    calls = []
+    monkeypatch.setattr(threads, "parallel_threads", lambda: calls.append(1) or 1)
+    g = rune.jit(lambda v: nx.exp(v) * 3.0)
+    np.asarray(g(nx.ones(1 << 21, dtype="float32")))
+    assert calls
+
+
+SHOW_ENV = """
+import ctypes, os, sys
+import numpy as np
+import rune
+from rune import nx, threads
+np.asarray(rune.jit(lambda v: nx.exp(v) + 2.0)(nx.ones(1 << 21, dtype="float32")))
+if threads._openmp is None:
+    print("no-openmp"); sys.exit(0)
+try:
+    gomp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+    gomp.omp_display_env(1)   # verbose: with the spin count idle threads wait for
+except (OSError, AttributeError):
+    print("no-libgomp"); sys.exit(0)
+print("environ:", os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+def _kernel_runtime_env(tmp_path, **env):
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    clean.update(env, RUNE_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-c", SHOW_ENV], env=clean, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    if "no-openmp" in p.stdout or "no-libgomp" in p.stdout:
+        pytest.skip("the kernels' OpenMP runtime is not libgomp")
+    return p.stdout, p.stderr
+
+
+def test_the_kernels_openmp_runtime_lets_idle_threads_sleep(tmp_path):
+    out, shown = _kernel_runtime_env(tmp_path)
+    assert "GOMP_SPINCOUNT = '0'" in shown, shown   # libgomp's own default spins 300000 times
+    assert "environ: None" in out   # set for the runtime's load only
+
+
+@pytest.mark.parametrize("name, value, spins", [("OMP_WAIT_POLICY", "active", "30000000000"),
+                                                ("GOMP_SPINCOUNT", "12345", "12345")])
+def test_a_wait_policy_the_user_set_is_kept(tmp_path, name, value, spins):
+    _, shown = _kernel_runtime_env(tmp_path, **{name: value})
+    assert f"GOMP_SPINCOUNT = '{spins}'" in shown, shown
