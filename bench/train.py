@@ -112,19 +112,13 @@ def jax_digits_step():
 
 def rune_charlm_step():
     lm = _example("train_charlm")
-    vocab, seq, heads = 100, 64, 4
-    params = lm.init_params(nx.random.key(0), vocab, seq, 64, 2, 256)
+    vocab, seq = 100, 64
+    model = lm.CharTransformer(nx.random.key(0), vocab, seq, d_model=64, heads=4, layers=2, hidden=256)
     opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-3, weight_decay=0.01))
-    state = opt.init(params)
-
-    @rune.jit
-    def step(params, state, tokens):
-        loss, grads = rune.value_and_grad(lm.loss_fn)(params, tokens, heads)
-        updates, state = opt.update(grads, state, params)
-        return optim.apply_updates(params, updates), state, loss
-
+    state = opt.init(model)
+    step = lm.make_step(opt)
     tokens = nx.asarray(np.random.default_rng(0).integers(0, vocab, (BATCH, seq + 1)).astype(np.int32))
-    return _carried(lambda p, s: step(p, s, tokens), params, state)
+    return _carried(lambda m, s: step(m, s, tokens), model, state)
 
 
 def torch_charlm_step():

@@ -1,21 +1,32 @@
 """Train a small character-level transformer on Python's own standard library source.
 
     python examples/train_charlm.py                   # a few hundred steps, then samples
+    python examples/train_charlm.py --compute-dtype bfloat16
     python examples/train_charlm.py --steps 2000 --device cuda
+    python -m rune.plot checkpoints/charlm.jsonl -o curves.png
 
 Every Python installation carries its standard library as source, so the text
 needs no download: the .py files next to `os.py`, in sorted order, up to
 --max-chars characters (the last tenth held out for validation).
 
-The model: token and position embeddings, --layers pre-norm blocks of causal
-multi-head self-attention and a GELU MLP (layer norm before each), a final
-layer norm and a linear read-out. AdamW with a warm-up then cosine-decaying
-learning rate and global-norm clipping (`rune.optim`); one jitted function per
-training step. The loss is compared with the unigram entropy of the text (what
-a model that ignores context achieves) and a few lines are sampled at the end.
+The model, made of `rune.nn` modules: token and position embeddings
+(`nn.Embedding`), --layers pre-norm blocks (`Block`: `nn.LayerNorm`, causal
+`nn.MultiHeadAttention`, `nn.LayerNorm`, a GELU MLP of two `nn.Linear`), a final layer norm
+and a linear read-out. AdamW with a warm-up then cosine-decaying learning rate
+and global-norm clipping (`rune.optim`); one jitted function per training
+step. `--compute-dtype bfloat16` runs the passes in bfloat16 under
+`nn.Policy(param="float32", compute="bfloat16", output="float32")`.
+
+The batches come from `rune.data.Loader` over every window of seq-len + 1
+characters of the text (a strided view, no copy), shuffled by key, a new order
+each epoch. Every step appends a line to a JSON-lines log (`rune.metrics.Logger`,
+--log): loss, learning rate, step time, characters/s; the validation loss
+closes it. The loss is compared with the unigram entropy of the text (what a
+model that ignores context achieves) and a few lines are sampled at the end.
 """
 import argparse
 import glob
+import itertools
 import math
 import os
 import time
@@ -23,7 +34,8 @@ import time
 import numpy as np
 
 import rune
-from rune import nn, nx, optim
+from rune import metrics, nn, nx, optim
+from rune.data import Loader
 
 
 def load_text(max_chars):
@@ -48,68 +60,120 @@ def unigram_entropy(tokens, vocab):
     return float(-(p * np.log(p)).sum())
 
 
-def init_params(key, vocab, seq_len, d_model, layers, hidden):
-    keys = iter(nx.random.split(key, 4 + 4 * layers))
-    normal = nn.normal(0.02)
-    blocks = []
-    for _ in range(layers):
-        blocks.append({
-            "ln1": {"gamma": nx.ones((d_model,)), "beta": nx.zeros((d_model,))},
-            "qkv": nn.glorot_uniform(next(keys), (d_model, 3 * d_model)),
-            "out": nn.glorot_uniform(next(keys), (d_model, d_model)) / math.sqrt(2 * layers),
-            "ln2": {"gamma": nx.ones((d_model,)), "beta": nx.zeros((d_model,))},
-            "up": {"w": nn.he_normal(next(keys), (d_model, hidden)), "b": nx.zeros((hidden,))},
-            "down": {"w": nn.glorot_uniform(next(keys), (hidden, d_model)) / math.sqrt(2 * layers),
-                     "b": nx.zeros((d_model,))},
-        })
-    return {"embed": normal(next(keys), (vocab, d_model)), "position": normal(next(keys), (seq_len, d_model)),
-            "blocks": blocks, "ln_f": {"gamma": nx.ones((d_model,)), "beta": nx.zeros((d_model,))},
-            "readout": nn.glorot_uniform(next(keys), (d_model, vocab))}
+def windows(tokens, seq_len):
+    """Every window of seq_len + 1 consecutive tokens, (n, seq_len + 1): a read-only
+    view of `tokens`, so a batch copies only its own rows. A window is the input
+    (its first seq_len tokens) and the target (its last seq_len)."""
+    return np.lib.stride_tricks.sliding_window_view(tokens, seq_len + 1)
 
 
-def attention(block, x, heads):
-    """Causal multi-head self-attention of x (B, T, D)."""
-    b, t, d = x.shape
-    qkv = nx.reshape(x @ block["qkv"], (b, t, 3, heads, d // heads))
-    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]                     # (B, T, H, Dh)
-    scores = nx.einsum("bthd,bshd->bhts", q, k) / math.sqrt(d // heads)
-    causal = nx.arange(t)[:, None] >= nx.arange(t)[None, :]                # s <= t
-    weights = nn.softmax(nx.where(causal, scores, -1e9), axis=-1)
-    mixed = nx.einsum("bhts,bshd->bthd", weights, v)
-    return nx.reshape(mixed, (b, t, d)) @ block["out"]
+def _scaled(init, factor):
+    """An initialiser: `init`'s draw times `factor`."""
+    return lambda key, shape, dtype=nx.float32: init(key, shape, dtype) * factor
 
 
-def logits(params, tokens, heads):
-    t = tokens.shape[1]
-    x = params["embed"][tokens] + params["position"][:t]
-    for block in params["blocks"]:
-        x = x + attention(block, nn.layer_norm(x, **block["ln1"]), heads)
-        h = nn.layer_norm(x, **block["ln2"])
-        h = nn.gelu(h @ block["up"]["w"] + block["up"]["b"])
-        x = x + h @ block["down"]["w"] + block["down"]["b"]
-    return nn.layer_norm(x, **params["ln_f"]) @ params["readout"]
+def causal_attention(key, heads, d_model, residual_scale):
+    """Self-attention without biases, initialised as GPT-2: the query, key and value
+    projections drawn as one (d, 3d) Glorot matrix, the output projection (into the
+    residual stream) Glorot scaled by residual_scale."""
+    k_qkv, k_out = nx.random.split(key)
+    attention = nn.MultiHeadAttention(key, heads, d_model, use_bias=False)
+    q, k, v = nx.split(nn.glorot_uniform(k_qkv, (d_model, 3 * d_model)), 3, axis=1)
+    out = _scaled(nn.glorot_uniform, residual_scale)(k_out, (d_model, d_model))
+    return attention.replace(q_proj=attention.q_proj.replace(weight=q), k_proj=attention.k_proj.replace(weight=k),
+                             v_proj=attention.v_proj.replace(weight=v), out_proj=attention.out_proj.replace(weight=out))
 
 
-def loss_fn(params, tokens, heads):
+class Block(nn.Module):
+    """A pre-norm transformer block: x + attention(norm(x)), then + a GELU MLP of norm(x)."""
+    ln1: nn.LayerNorm
+    attention: nn.MultiHeadAttention
+    ln2: nn.LayerNorm
+    up: nn.Linear
+    down: nn.Linear
+
+    def __init__(self, key, d_model, heads, hidden, residual_scale):
+        k_attention, k_up, k_down = nx.random.split(key, 3)
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attention = causal_attention(k_attention, heads, d_model, residual_scale)
+        self.ln2 = nn.LayerNorm(d_model)
+        # He for the GELU layer, Glorot scaled by residual_scale for the one into the residual stream
+        self.up = nn.Linear(k_up, d_model, hidden, weight_init=nn.he_normal, bias_init=nn.zeros)
+        self.down = nn.Linear(k_down, hidden, d_model, weight_init=_scaled(nn.glorot_uniform, residual_scale),
+                              bias_init=nn.zeros)
+
+    def __call__(self, x):
+        x = x + self.attention(self.ln1(x), causal=True)
+        return x + self.down(nn.gelu(self.up(self.ln2(x))))
+
+
+class CharTransformer(nn.Module):
+    """Next-character logits (B, T, vocab) of token ids (B, T), T <= seq_len."""
+    embed: nn.Embedding
+    position: nn.Embedding
+    blocks: tuple
+    ln_f: nn.LayerNorm
+    readout: nn.Linear
+
+    def __init__(self, key, vocab, seq_len, d_model=64, heads=4, layers=2, hidden=None):
+        hidden = 4 * d_model if hidden is None else hidden
+        k_embed, k_position, k_readout, *k_blocks = nx.random.split(key, 3 + layers)
+        # Small embeddings (GPT-2's N(0, 0.02)); the blocks' residual projections are
+        # scaled by 1/sqrt(2 * layers) so the residual stream's variance stays put with depth.
+        self.embed = nn.Embedding(k_embed, vocab, d_model, weight_init=nn.normal(0.02))
+        self.position = nn.Embedding(k_position, seq_len, d_model, weight_init=nn.normal(0.02))
+        self.blocks = tuple(Block(k, d_model, heads, hidden, 1 / math.sqrt(2 * layers)) for k in k_blocks)
+        self.ln_f = nn.LayerNorm(d_model)
+        self.readout = nn.Linear(k_readout, d_model, vocab, use_bias=False, weight_init=nn.glorot_uniform)
+
+    def __call__(self, tokens):
+        x = self.embed(tokens) + self.position(nx.arange(tokens.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.readout(self.ln_f(x))
+
+
+def loss_fn(model, windows):
     """Mean next-character cross-entropy (nats) of a batch of windows (B, T + 1)."""
-    return nx.mean(nn.cross_entropy(logits(params, tokens[:, :-1], heads), tokens[:, 1:]))
+    return nx.mean(nn.cross_entropy(model(windows[:, :-1]), windows[:, 1:]))
 
 
-def batches(data, batch, seq_len, rng):
+def make_optimizer(lr, steps, weight_decay):
+    """AdamW after global-norm clipping, its rate warming up over the first tenth of
+    the steps then decaying (cosine) to lr / 10; (optimizer, schedule)."""
+    warmup = max(steps // 10, 1)
+    schedule = optim.warmup_cosine(0.0, lr, warmup, max(steps, warmup + 1), end_value=lr / 10)
+    return optim.chain(optim.clip_by_global_norm(1.0),
+                       optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay)), schedule
+
+
+def make_step(optimizer):
+    """One jitted training step: (model, opt_state, windows) -> (model, opt_state, loss)."""
+    loss_and_grad = rune.value_and_grad(loss_fn)
+
+    @rune.jit
+    def step(model, opt_state, windows):
+        loss, grads = loss_and_grad(model, windows)
+        updates, opt_state = optimizer.update(grads, opt_state, model)
+        return optim.apply_updates(model, updates), opt_state, loss
+    return step
+
+
+def forever(loader):
+    """The loader's batches, epoch after epoch."""
     while True:
-        starts = rng.integers(0, len(data) - seq_len - 1, batch)
-        yield np.stack([data[s:s + seq_len + 1] for s in starts])
+        yield from loader
 
 
-def sample(params, prompt, chars, lookup, index, seq_len, heads, device, rng, temperature=0.8):
+def sample(model, prompt, chars, lookup, index, seq_len, device, rng, temperature=0.8):
     """Characters drawn one at a time from the model's softmax, conditioned on the
     last seq_len characters (a fixed window, so one compiled signature)."""
-    next_logits = rune.jit(lambda p, w: logits(p, w, heads)[0, -1], static_argnums=())
+    next_logits = rune.jit(lambda m, w: m(w)[0, -1])
     pad = index.get("\n", 0)
     text = [index.get(c, pad) for c in prompt]
     for _ in range(chars):
         window = ([pad] * seq_len + text)[-seq_len:]
-        z = np.asarray(next_logits(params, nx.asarray(np.array([window], np.int32), device=device)), np.float64)
+        z = np.asarray(next_logits(model, nx.asarray(np.array([window], np.int32), device=device)), np.float64)
         p = np.exp((z - z.max()) / temperature)
         text.append(int(rng.choice(len(p), p=p / p.sum())))
     return "".join(lookup[i] for i in text)
@@ -125,11 +189,15 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="the dtype of the forward and backward passes (parameters stay float32)")
     parser.add_argument("--max-chars", type=int, default=2_000_000)
     parser.add_argument("--sample-chars", type=int, default=300)
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: a GPU if listed)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--log-every", type=int, default=50, help="print the mean loss every this many steps")
+    parser.add_argument("--log", default=os.path.join("checkpoints", "charlm.jsonl"),
+                        help="the JSON-lines metrics log, one line per step (started afresh)")
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="host BLAS threads (default 1: small matrices, often a busy machine)")
     args = parser.parse_args(argv)
@@ -151,45 +219,49 @@ def train(args):
     train_data, valid_data = data[:split], data[split:]
     floor = unigram_entropy(train_data, len(lookup))
     print(f"device {device}: {len(text):,} characters of the standard library, {len(lookup)} distinct; "
-          f"unigram entropy {floor:.3f} nats")
+          f"unigram entropy {floor:.3f} nats; compute {args.compute_dtype}")
 
-    params = rune.place(init_params(nx.random.key(args.seed), len(lookup), args.seq_len, args.d_model,
-                                    args.layers, 4 * args.d_model), device)
-    warmup = max(args.steps // 10, 1)
-    schedule = optim.warmup_cosine(0.0, args.lr, warmup, max(args.steps, warmup + 1), end_value=args.lr / 10)
-    optimizer = optim.chain(optim.clip_by_global_norm(1.0),
-                            optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=args.weight_decay))
-    opt_state = optimizer.init(params)
-    loss_and_grad = rune.value_and_grad(loss_fn)
+    policy = nn.Policy(param="float32", compute=args.compute_dtype, output="float32")
+    model = CharTransformer(nx.random.key(args.seed), len(lookup), args.seq_len, args.d_model, args.heads,
+                            args.layers)
+    model = rune.place(policy.apply(model), device)
+    optimizer, schedule = make_optimizer(args.lr, args.steps, args.weight_decay)
+    opt_state = optimizer.init(model)
+    step = make_step(optimizer)
+    evaluate = rune.jit(loss_fn)
+    batches = forever(Loader(windows(train_data, args.seq_len), args.batch_size, key=nx.random.key(args.seed),
+                             drop_last=True, device=device))
 
-    @rune.jit
-    def step(params, opt_state, tokens):
-        loss, grads = loss_and_grad(params, tokens, args.heads)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, loss
-
-    evaluate = rune.jit(lambda p, tokens: loss_fn(p, tokens, args.heads))
-    rng = np.random.default_rng(args.seed)
-    stream = batches(train_data, args.batch_size, args.seq_len, rng)
-    start, first, recent = time.perf_counter(), None, []
-    for i in range(1, args.steps + 1):
-        tokens = nx.asarray(next(stream), device=device)
-        params, opt_state, loss = step(params, opt_state, tokens)
-        loss = float(loss)
-        first = loss if first is None else first
-        recent = (recent + [loss])[-args.log_every:]
-        if i % args.log_every == 0 or i == args.steps:
-            rate = i * args.batch_size * args.seq_len / (time.perf_counter() - start)
-            print(f"step {i:5d}  loss {sum(recent) / len(recent):.3f}  ({rate:,.0f} chars/s)")
-    valid = batches(valid_data, args.batch_size, args.seq_len, np.random.default_rng(1))
-    valid_loss = float(np.mean([float(evaluate(params, nx.asarray(next(valid), device=device)))
-                                for _ in range(4)]))
+    os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
+    if os.path.exists(args.log):
+        os.remove(args.log)
+    chars = args.batch_size * args.seq_len
+    with metrics.Logger(args.log) as log:
+        start, first, recent = time.perf_counter(), None, []
+        tick = start
+        for i in range(1, args.steps + 1):
+            model, opt_state, loss = step(model, opt_state, next(batches))
+            loss = float(loss)
+            now = time.perf_counter()
+            seconds, tick = now - tick, now
+            log.log(i, loss=loss, lr=float(schedule(i - 1)), step_time=seconds, chars_per_s=chars / seconds)
+            first = loss if first is None else first
+            recent = (recent + [loss])[-args.log_every:]
+            if i % args.log_every == 0 or i == args.steps:
+                rate = i * chars / (now - start)
+                print(f"step {i:5d}  loss {sum(recent) / len(recent):.3f}  ({rate:,.0f} chars/s)")
+        batches.close()   # stops the loader's thread and drops the batches it made ahead
+        valid = Loader(windows(valid_data, args.seq_len), args.batch_size, key=nx.random.key(1), drop_last=True,
+                       device=device, prefetch=0)
+        with valid.epoch(0) as held_out:
+            valid_loss = float(np.mean([float(evaluate(model, tokens)) for tokens in itertools.islice(held_out, 4)]))
+        log.log(args.steps, validation_loss=valid_loss)
     final = sum(recent) / len(recent)
     print(f"loss: first step {first:.3f}, last {len(recent)} steps {final:.3f}, validation {valid_loss:.3f}; "
           f"unigram entropy {floor:.3f} nats ({time.perf_counter() - start:.1f} s)")
     if args.sample_chars:
         print("--- sample ---")
-        print(sample(params, "def ", args.sample_chars, lookup, index, args.seq_len, args.heads, device,
+        print(sample(model, "def ", args.sample_chars, lookup, index, args.seq_len, device,
                      np.random.default_rng(args.seed)))
     return first, final, valid_loss, floor
 
