@@ -190,11 +190,12 @@ def _where(values):
 
 
 def _settle(env):
+    """Wait for every GPU holding a value of the plan (a step may write on several)."""
+    waited = set()
     for v in env:
-        sync = getattr(getattr(v, "device", None), "synchronize", None)
-        if callable(sync) and type(v).__module__.startswith("cupy"):
-            sync()
-            return
+        if type(v).__module__.startswith("cupy") and v.device.id not in waited:
+            waited.add(v.device.id)
+            v.device.synchronize()
 
 
 # Step classes by what they are to a user; a class not listed is named by itself.
