@@ -7,11 +7,14 @@ the rest of the suite checks against its own oracles). The others run
 everywhere: what the table does on NumPy for the GPU's sake, and how rune
 behaves without a GPU.
 """
+import contextlib
 import itertools
 import os
 import shutil
 import subprocess
 import sys
+import types
+import weakref
 
 import numpy as np
 import pytest
@@ -230,6 +233,67 @@ def test_cuda_stretch_kernels_run_under_the_emulation_as_on_the_host():
         for g, w, e in zip(got, want, eager):
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6, err_msg=f"{pid} against the C kernels")
             np.testing.assert_allclose(g, e, rtol=2e-5, atol=1e-6, err_msg=f"{pid} against NumPy")
+
+
+class _RecordingFunction:
+    """A loaded kernel function that launches nothing: it keeps weak references to the
+    device buffers (here NumPy arrays) each launch is passed."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        self.seen.extend(weakref.ref(a) for a in args)
+
+
+def _device_arrays_held(obj, depth=3):
+    """The arrays reachable from `obj`'s attributes (lists, tuples, dicts included)."""
+    if isinstance(obj, np.ndarray):
+        return [obj]
+    if depth == 0:
+        return []
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        items = list(vars(obj).values())
+    else:
+        return []
+    return [a for item in items for a in _device_arrays_held(item, depth - 1)]
+
+
+def test_a_cuda_stretch_holds_no_intermediates_or_scratch_between_runs(monkeypatch):
+    """A plan's stretches take their intermediates and their kernels' scratch for the run
+    and keep none after it (a jitted function caches thousands of plans): run with CuPy
+    stood in for by NumPy, every buffer the kernels were passed other than the inputs
+    and outputs is gone when the run returns, and no stretch or kernel holds an array."""
+    from rune.backends.cuda import launch, stretch
+    standin = types.SimpleNamespace(empty=np.empty, ndarray=np.ndarray, asarray=np.asarray,
+                                    ascontiguousarray=np.ascontiguousarray,
+                                    cuda=types.SimpleNamespace(Device=lambda index: contextlib.nullcontext()))
+    monkeypatch.setattr(stretch, "cupy", standin)
+    monkeypatch.setattr(launch, "cupy", standin)
+    host = _RNG.standard_normal((3, 5000)).astype(np.float32)
+    fn = lambda x: (_softmax(x), nx.sum(x * x))   # noqa: E731  (intermediates; a split reduction's scratch)
+    plan, built = _compiled_stretches(fn, (host,), _props())
+    seen = []
+    module = types.SimpleNamespace(get_function=lambda name: _RecordingFunction(seen))
+    for s in built.values():
+        s._launch = launch._launcher(s.name, [launch._Kernel(module, k) for k in s.kernels])
+    assert any(s.temps for s in built.values()) and any(k.scratch for s in built.values() for k in s.kernels)
+    for _ in range(2):
+        env = list(plan.template)
+        env[plan.in_slots[0]] = host
+        seen.clear()
+        for step in plan.steps:
+            built[id(step)].run(env) if id(step) in built else step.run(env)
+        live = {id(a()) for a in seen if a() is not None}
+        kept = {id(a) for a in env if isinstance(a, np.ndarray)}
+        assert seen and live <= kept, "a buffer outlived its run"
+        assert len(seen) > len(live)   # intermediates and scratch were passed, and are gone
+        for s in built.values():
+            assert not _device_arrays_held(s) and not _device_arrays_held(s._launch.__closure__[0].cell_contents)
 
 
 def _gpu_plan(fn, args):
@@ -736,7 +800,7 @@ def test_jit_on_cuda_runs_compiled_kernels_and_matches_the_host(pid, fn, args):
 
 
 @cuda
-def test_compiled_stretches_keep_intermediates_and_allocate_fresh_outputs():
+def test_compiled_stretches_allocate_fresh_outputs():
     x = nx.asarray(np.arange(4096, dtype=np.float32), device="cuda:0")
     f = rune.jit(lambda x: (_softmax(x.reshape(64, 64)), nx.exp(x) * 2.0))
     a, b = f(x)
@@ -747,6 +811,42 @@ def test_compiled_stretches_keep_intermediates_and_allocate_fresh_outputs():
     rune.reset_stats()
     f(x)
     assert rune.stats()["kernels_compiled"] == 0  # compiled once, on the first call
+
+
+@cuda
+def test_a_run_gives_its_intermediates_and_scratch_back_to_the_pool():
+    """After a call, CuPy's pool holds what it held before plus the outputs: the
+    stretches' intermediates and split-reduction scratch went back when the run ended."""
+    import cupy
+    pool = cupy.get_default_memory_pool()
+    x = nx.asarray(_RNG.standard_normal((3, 50000)).astype(np.float32), device="cuda:0")
+    f = rune.jit(lambda x: (_softmax(x), nx.sum(x * x)))
+    f(x)   # compiles, and uploads any plan constants
+    cupy.cuda.Device(0).synchronize()
+    before = pool.used_bytes()
+    outs = f(x)
+    cupy.cuda.Device(0).synchronize()
+    rounded = sum(-(-o._raw.nbytes // 512) * 512 for o in outs)   # the pool's allocation unit
+    assert pool.used_bytes() - before == rounded
+    del outs
+    assert pool.used_bytes() == before
+
+
+@cuda
+def test_a_float_scatter_on_a_gpu_combines_duplicates_in_numpys_order():
+    """An embedding-gradient-like scatter-add (many repeated rows, order-sensitive
+    float32 sums) and a set with duplicates, bit for bit NumPy's sequential result."""
+    rng = np.random.default_rng(12)
+    idx = rng.integers(0, 50, 1024).astype(np.int32)
+    u = (rng.standard_normal((1024, 64)) * 10.0 ** rng.integers(-3, 7, (1024, 64))).astype(np.float32)
+    g = np.zeros((50, 64), np.float32)
+    add, put = g.copy(), g.copy()
+    np.add.at(add, idx, u)
+    put[idx] = u
+    f = rune.jit(lambda g, i, u: (g.at[i].add(u), g.at[i].set(u)))
+    got = f(*[nx.asarray(a, device="cuda:0") for a in (g, idx, u)])
+    np.testing.assert_array_equal(np.asarray(got[0]), add)
+    np.testing.assert_array_equal(np.asarray(got[1]), put)
 
 
 @cuda

@@ -20,6 +20,7 @@ import io
 import os
 import pathlib
 import runpy
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -116,8 +117,12 @@ def test_flat_contiguous_kernels_use_aligned_vector_accesses():
 
     src, grid = source(lambda x, y: x[4:] * y + 1, ((4100,), "float32"), ((4096,), "float32"))
     assert "rn_vec<float, 4>" in src and "(p0 + base + 4)" in src and grid == 4   # 1024 vectors of 4
+    # only where every vector-accessed pointer is aligned to its vector; else the scalar loop does all
+    assert "const bool vectors = (((unsigned long long)p0 | (unsigned long long)p1 | (unsigned long long)p2) " \
+           "& 15) == 0;" in src and "(vectors ? 4096 : 0) + " in src
     src, _ = source(lambda x: x.astype(nx.float64) * 2, ((4096,), "float32"))
     assert "rn_vec<double, 2>" in src and "rn_vec<float, 2>" in src   # the widest element sets the width
+    assert "(((unsigned long long)p0) & 7) == 0 && (((unsigned long long)p1) & 15) == 0" in src
     for f, spec in ((lambda x: x[1:] * 2, ((4097,), "float32")),        # a misaligned offset
                     (lambda x: x.T * 2, ((64, 64), "float32")),          # not contiguous
                     (lambda x: x * 2, ((100,), "float32"))):             # too little work
@@ -606,19 +611,27 @@ def test_emulated_indexed_kernels_take_the_intended_paths(emulated):
     update = [k for k in ks if not k.serial and "rn_clamp_index" in k.source]
     assert len(update) == 1 and update[0].launches[0].grid > 1
     plan, ks = _kernels(built, "scatter_every_mode", "default")
-    serial = [k for k in ks if k.serial]   # float32: sums depend on the order
-    assert len(serial) == 5 and all((ln.grid, ln.block) == (1, 1) for k in serial for ln in k.launches)
+    serial = [k for k in ks if k.serial]   # float32: sums depend on the order, so each target's chain in order
+    assert len(serial) == 5 and all(_chained(k) for k in serial)
     _, ks = _kernels(built, "scatter_ints", "default")
-    one_thread = [k for k in ks if k.serial and k.launches[0].grid == 1]
-    atomic = [k for k in ks if k.serial and k.launches[0].grid > 1]
-    assert len(one_thread) == 3 and not any("atomic" in k.source for k in one_thread)   # set, mul, int16 add
+    chained = [k for k in ks if k.serial and _chained(k)]
+    atomic = [k for k in ks if k.serial and not _chained(k)]
+    assert len(chained) == 3 and not any("atomic" in k.source for k in chained)   # set, mul, int16 add
+    assert all(len(k.launches) == 1 and k.launches[0].grid > 1 for k in atomic)
     assert sorted(k.source.count("atomic") for k in atomic) == [1] * 4   # 32/64-bit add, min, max
+
+
+def _chained(kernel):
+    """Whether a scatter kernel runs its targets' chains in parallel: three launches
+    (targets, links, chains), each over several blocks."""
+    return ([ln.name for ln in kernel.launches] == [kernel.name, kernel.name + "_links", kernel.name + "_chains"]
+            and all(ln.grid > 1 and ln.block > 1 for ln in kernel.launches))
 
 
 @needs_gxx
 def test_emulated_serial_scatter_is_order_exact_under_any_launch_shape(emulated):
-    """A serial kernel launched on many threads still runs its points once, in order
-    (only the first thread works): duplicates combine as NumPy's loop."""
+    """A scatter's launches on other grids still combine each target's duplicates
+    once each, in NumPy's order."""
     library, built = emulated
     pid, fn, args, _ = next(p for p in PROGRAMS if p[0] == "scatter_every_mode")
     plan, rendered = built[pid, "default"]
@@ -654,3 +667,189 @@ def test_cuda_headers_are_found_through_cuda_pathfinder_then_the_wheels(tmp_path
                 nvrtc.include_dir()
     finally:
         nvrtc.include_dir.cache_clear()
+
+
+# ---------------------------------------------------------------- compiling pending stretches
+
+_SMALL_PROGRAMS = [lambda x: nx.tanh(x) * 2.0, lambda x: nx.sum(x * x, axis=0), lambda x: x.T + 1.0,
+                   lambda x: nx.exp(x) - x, lambda x: nx.max(x, axis=1), lambda x: nx.sqrt(nx.abs(x)) / 3.0]
+
+
+def _pending_stretches(monkeypatch, compile_units):
+    """CUDA stretches of small programs, built (no GPU needed) with `compile_units`,
+    as the only pending ones; the GPU selection each compile makes is a stand-in."""
+    from rune.backends.cuda import stretch
+    import weakref
+    monkeypatch.setattr(stretch, "_PENDING", weakref.WeakSet())
+    monkeypatch.setattr(stretch.cupy.cuda, "Device", lambda index: contextlib.nullcontext())
+    spec = rune.Spec((16, 33), "float32")
+    built = []
+    for f in _SMALL_PROGRAMS:
+        (step,) = target_stretches(rune.jit(f).plan(spec, target="cuda"))
+        built.append(stretch.CudaCompiledStretch(step.eqns, step.unit, None, DeviceProps(), compile_units))
+    return stretch, built
+
+
+def _nvrtc_units(before=None):
+    """A stand-in for the backend's compile: the units to one cubin with real NVRTC;
+    each unit's "launcher" is what came out: its name, and which of its kernels' functions
+    the cubin holds."""
+    def compile_units(prelude, units):
+        if before is not None:
+            before(units)
+        cubin = nvrtc.compile_unit(prelude + "\n" + "\n\n".join(text for _, text, _ in units))
+        return [(name, tuple((ln.name, ln.name.encode() in cubin) for k in kernels for ln in k.launches))
+                for name, _, kernels in units]
+    return compile_units
+
+
+@needs_nvrtc
+def test_pending_stretches_compile_their_batches_at_once_and_the_same_either_way(monkeypatch):
+    """Three NVRTC programs of two units: on one thread, and on three threads at once
+    (each program waits until all three are compiling, which a one-after-another
+    compile never reaches); every stretch gets the same functions either way."""
+    stretch, serial = _pending_stretches(monkeypatch, _nvrtc_units())
+    assert stretch.compile_pending(batch=2, threads=1) == 6
+    want = {s.name: s._launch for s in serial}
+    assert all(fn and all(found for _, found in fn[1]) for fn in want.values())
+    together = threading.Barrier(3, timeout=30)
+    threads = set()
+
+    def meet(units):
+        threads.add(threading.get_ident())
+        together.wait()
+
+    _, pooled = _pending_stretches(monkeypatch, _nvrtc_units(meet))
+    rune.reset_stats()
+    assert stretch.compile_pending(batch=2, threads=4) == 6
+    assert len(threads) == 3 and threading.get_ident() not in threads
+    assert rune.stats()["kernels_compiled"] == 3   # one per NVRTC program
+    assert {s.name: s._launch for s in pooled} == want
+    assert not stretch._PENDING
+
+
+def test_a_rejected_batch_stays_pending_while_the_others_compile_on_the_pool(monkeypatch):
+    from rune.backends.cuda import launch
+    rejected = _SMALL_PROGRAMS[2]
+
+    def compile_units(prelude, units):
+        if bad in [name for name, _, _ in units]:
+            raise launch.KernelCompileError(f"NVRTC rejected unit {bad}")
+        return [name for name, _, _ in units]
+
+    stretch, built = _pending_stretches(monkeypatch, compile_units)
+    bad = built[_SMALL_PROGRAMS.index(rejected)].name
+    assert stretch.compile_pending(batch=2, threads=3) == 4
+    left = [s for s in built if s._launch is None]
+    assert len(left) == 2 and bad in [s.name for s in left] and set(stretch._PENDING) == set(left)
+    assert all(s._launch == s.name for s in built if s not in left)
+
+
+# ---------------------------------------------------------------- scatter in parallel, in order
+
+def _order_sensitive_scatter_case():
+    """Updates whose sums depend on the order they are added in (magnitudes from 1e-3
+    to 1e7, both signs), many repeats of few targets, indices counted from the end
+    and out of range (dropped)."""
+    rng = _rng(60)
+    idx = rng.integers(-45, 45, 400).astype(np.int32)
+    scale = 10.0 ** rng.integers(-3, 8, (400, 24))
+    u = (rng.standard_normal((400, 24)) * scale).astype(np.float32)
+    near_one = (1 + rng.standard_normal((400, 24)) * 0.05).astype(np.float32)
+    return _floats(61, (40, 24)), idx, u, near_one
+
+
+def _numpy_scatters(x, idx, u, near_one):
+    """NumPy's one-update-at-a-time results: add.at and multiply.at in update order;
+    set by fancy assignment, the last duplicate winning."""
+    keep = (idx >= -40) & (idx < 40)
+    i = np.where(idx[keep] < 0, idx[keep] + 40, idx[keep])
+    add, mul, put = x.copy(), x.copy(), x.copy()
+    np.add.at(add, i, u[keep])
+    np.multiply.at(mul, i, near_one[keep])
+    put[i] = u[keep]
+    add_t, mul_t, put_t = x.T.copy(), x.T.copy(), x.T.copy()
+    np.add.at(add_t, (slice(None), i), u[keep].T)
+    np.multiply.at(mul_t, (slice(None), i), near_one[keep].T)
+    put_t[:, i] = u[keep].T
+    return [add, mul, put, add_t, mul_t, put_t]
+
+
+def _scatters(x, i, u, w):
+    return (bind(P["scatter"], x, i, u, axis=0, mode="add"), bind(P["scatter"], x, i, w, axis=0, mode="mul"),
+            bind(P["scatter"], x, i, u, axis=0, mode="set"),
+            bind(P["scatter"], x.T, i, u.T, axis=1, mode="add"), bind(P["scatter"], x.T, i, w.T, axis=1, mode="mul"),
+            bind(P["scatter"], x.T, i, u.T, axis=1, mode="set"))
+
+
+@needs_gxx
+def test_emulated_float_scatter_runs_in_parallel_in_numpys_order():
+    """Float add, mul and set with many duplicates, on several blocks of threads: each
+    target's updates combine on one thread in update order, bit for bit NumPy's
+    sequential result; the same with the chains off (one thread does everything)."""
+    args = _order_sensitive_scatter_case()
+    want = _numpy_scatters(*args)
+    x, idx, u, _ = args
+    keep = (idx >= -40) & (idx < 40)
+    i = np.where(idx[keep] < 0, idx[keep] + 40, idx[keep])
+    backwards = x.copy()
+    np.add.at(backwards, i[::-1], u[keep][::-1])
+    assert not np.array_equal(backwards, want[0])   # the order shows in the sums
+    plan = rune.jit(_scatters).plan(*args, target="cuda")
+    one_thread = CudaDialect(**EMU, scatter_chain_limit=16)
+    rendered = {"chains": cuda_emu.rerender(plan, DEFAULT_DIALECT), "one thread": cuda_emu.rerender(plan, one_thread)}
+    library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), [u for r in rendered.values() for u in r.values()])
+    serial = {how: [k for _, ks in r.values() for k in ks if k.serial] for how, r in rendered.items()}
+    assert len(serial["chains"]) == 6 and all(_chained(k) for k in serial["chains"])
+    assert all([(ln.grid, ln.block) for ln in k.launches] == [(1, 1)] for k in serial["one thread"])
+    for how, r in rendered.items():
+        got = cuda_emu.run_plan(plan, list(args), library, r)
+        for k, (g, w) in enumerate(zip(got, want)):
+            _assert_same(g, w, 0, f"scatter {k} ({how}) against NumPy's order")
+
+
+# ---------------------------------------------------------------- loop and branch bodies
+
+class _CountingLibrary(cuda_emu.Library):
+    """The emulation, counting the launches of each function."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.launched = {}
+
+    def launch(self, launch, grid, block, buffers):
+        self.launched[launch.name] = self.launched.get(launch.name, 0) + 1
+        super().launch(launch, grid, block, buffers)
+
+
+def _loops(c, xs, k):
+    c2, ys = rune.scan(lambda c, x: (c + nx.sin(x) * 2, c * 3 + x), c, xs)
+    w = rune.while_loop(lambda v: nx.sum(v) < 1e4, lambda v: v * 1.5 + 1.0, nx.abs(c2))
+    z = rune.cond(k > 0, lambda v: nx.exp(v * 1e-3) * 0.5, lambda v: v - 1.0, w)
+    return c2, ys, w, z
+
+
+@needs_gxx
+@pytest.mark.parametrize("k", [1, -1])
+def test_emulated_scan_while_and_cond_bodies_run_their_cuda_kernels(k):
+    """A scan (rows passed as views), a while loop and a cond whose bodies are CUDA
+    stretches: every body's kernels run under the emulation, once per row or
+    iteration, and the results are the host's."""
+    c, xs = _floats(62, 700), _floats(63, (4, 700))
+    args = (c, xs, np.int32(k))
+    plan = rune.jit(_loops).plan(*args, target="cuda")
+    rendered = cuda_emu.rerender(plan, DEFAULT_DIALECT)
+    top = [s for s in plan.steps if type(s) is TargetStretch]
+    bodies = [s for s in cuda_emu.stretches(plan) if s not in top]
+    assert len(bodies) >= 5   # scan body, while cond and body, two branches
+    library = _CountingLibrary(DEFAULT_DIALECT.prelude(), list(rendered.values()))
+    got = cuda_emu.run_plan(plan, list(args), library, rendered)
+    want = [np.asarray(w) for w in rune.tree.leaves(rune.jit(_loops)(*args))]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
+    scan_body = next(s for step in plan.steps for sub in _nested_plans(step) for s in sub.steps
+                     if type(s) is TargetStretch and "sinf(" in s.text)
+    assert library.launched[rendered[id(scan_body)][1][0].name] == 4   # once per row
+    ran = {id(s) for s in bodies if all(ln.name in library.launched for kk in rendered[id(s)][1]
+                                         for ln in kk.launches)}
+    assert len(ran) == len(bodies) - 1   # all but the branch not taken

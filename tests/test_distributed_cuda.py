@@ -1,7 +1,7 @@
 """The NCCL path on one GPU: a communicator of one rank, every collective on CuPy
-arrays against NumPy (for the GPU check; skipped without a GPU and CuPy). bfloat16
-is left out: CuPy has no such dtype, so how rune's CUDA backend will hold it decides
-how it reaches NCCL."""
+arrays against NumPy (for the GPU check; skipped without a GPU and CuPy), bfloat16
+included (CuPy 14 holds ml_dtypes' bfloat16 arrays)."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -21,7 +21,7 @@ def cupy():
 def _leaves(cp):
     host = [np.arange(6, dtype=np.float32).reshape(2, 3), np.arange(4.0), np.arange(5, dtype=np.int32),
             np.ones((2, 2), np.float16), np.zeros((0, 3), np.float32),
-            np.float32(2.5).reshape(())]
+            np.float32(2.5).reshape(()), np.array([1.5, -2.0, 3.25, 2.0 ** -7], ml_dtypes.bfloat16)]
     return host, [cp.asarray(h) for h in host]
 
 

@@ -6,6 +6,8 @@
 // std::atomic_ref. Only what rune's kernels use, plus the common intrinsics.
 #pragma once
 #include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -130,9 +132,44 @@ inline T atomicMin(T *p, T v) {
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
 
+// The library is compiled with UBSan's alignment check (-fsanitize=alignment,
+// not recoverable) and linked without UBSan's runtime: these handlers are its.
+// A load or store at an address its type's alignment forbids (on a GPU, a
+// misaligned vector access: a sticky error) records what and where, and ends
+// the emulated thread (kernels hold no objects to destroy); the launch then
+// reports it (rn_emu_fault) and the Python side raises.
+namespace rn_emu {
+struct TypeMismatch {  // UBSan's TypeMismatchData
+  const char *file;
+  uint32_t line, column;
+  const void *type;
+  unsigned char log_alignment, kind;
+};
+inline thread_local jmp_buf escape;
+inline std::atomic<bool> faulted{false};
+inline char fault[512];
+}  // namespace rn_emu
+
+extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(rn_emu::TypeMismatch *data, uintptr_t ptr) {
+  bool first = false;
+  if (rn_emu::faulted.compare_exchange_strong(first, true))
+    snprintf(rn_emu::fault, sizeof rn_emu::fault,
+             "misaligned access at %p (%u bytes past a %u-byte boundary the type needs), line %u of the unit, "
+             "thread %u of block %u", (void *)ptr, (unsigned)(ptr % (1u << data->log_alignment)),
+             1u << data->log_alignment, data->line, threadIdx.x, blockIdx.x);
+  longjmp(rn_emu::escape, 1);
+}
+extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1(rn_emu::TypeMismatch *data, uintptr_t ptr) {
+  __ubsan_handle_type_mismatch_v1_abort(data, ptr);
+}
+
+// The first misaligned access of the last launch ("" if none).
+extern "C" const char *rn_emu_fault() { return rn_emu::faulted ? rn_emu::fault : ""; }
+
 // Run `body(args)` (a kernel launched with its arguments) over grid x block. Not a
 // template: one instantiation of the thread machinery serves every kernel.
 inline void rn_emu_launch(unsigned grid, unsigned block, void (*body)(void **), void **args) {
+  rn_emu::faulted = false;
   gridDim = dim3{grid, 1, 1};
   blockDim = dim3{block, 1, 1};
   for (unsigned b = 0; b < grid; ++b) {
@@ -148,7 +185,7 @@ inline void rn_emu_launch(unsigned grid, unsigned block, void (*body)(void **), 
       threads.emplace_back([body, args, b, t] {
         threadIdx = dim3{t, 1, 1};
         blockIdx = dim3{b, 1, 1};
-        body(args);
+        if (!setjmp(rn_emu::escape)) body(args);
       });
     for (auto &th : threads) th.join();
     rn_emu::block = nullptr;

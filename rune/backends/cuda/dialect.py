@@ -17,8 +17,8 @@ includes cuda_fp16.h and cuda_bf16.h, so pass their folder with -I). Each
 rendered into) has
 
 - `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
-- `launches`: the `Launch`es to run in order (one, or two for a reduction split
-  across blocks). Each `Launch` names an `extern "C" __global__` function
+- `launches`: the `Launch`es to run in order (one, two for a reduction split
+  across blocks, three for a scatter whose duplicates combine in order). Each `Launch` names an `extern "C" __global__` function
   (`name`), its 1-d `grid` and `block` (blockDim.x; a multiple of 32, except a
   serial kernel's one thread: grid 1, block 1),
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
@@ -30,10 +30,13 @@ rendered into) has
 - `scratch`: [(NumPy dtype, element count)] device buffers the launcher
   allocates (and may keep between calls; they need no initial value).
 
-Every argument is a device pointer, aligned to 16 bytes (flat contiguous
-kernels read and write `rn_vec`s of up to 16 bytes; CuPy's allocations are
-256-byte aligned); there are no scalar arguments (shapes and strides are
-compiled in). Kernels of a unit run in list order on one stream: a kernel
+Every argument is a device pointer aligned to its element type; there are no
+scalar arguments (shapes and strides are compiled in). A buffer may be a view
+starting anywhere in an allocation (a slice, a scan's row, a foreign or donated
+array): flat contiguous kernels read and write `rn_vec`s of up to 16 bytes only
+after a runtime test that every pointer they vector-access is aligned to its
+vector, and otherwise run the scalar loop (a misaligned vector access is a
+sticky CUDA error). Kernels of a unit run in list order on one stream: a kernel
 reads only what earlier kernels stored, and the two launches of a split
 reduction must run in order too.
 
@@ -42,10 +45,12 @@ grid-stride loop's axis indices (`statements`' `index_of`, as the C loop nest's)
 `random_bits` calls the shared inline Threefry (`_index_helpers`, in the
 prelude); loads and stores add their runtime index terms (clamped, or a dropped
 store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
-in NumPy's order) is launched as one thread, and only thread 0 of block 0 works
-whatever the launch, so it stays exact; one whose combination is an integer
-add/min/max (the same result in any order) runs over the whole grid with atomics
-instead (`atomic_combines`). dynamic_update_slice writes distinct
+in NumPy's order) whose combination is an integer add/min/max (the same result in
+any order) runs over the whole grid with atomics (`atomic_combines`); any other
+(float add/mul, set, ...) runs the updates of each target element in order on one
+thread and different elements in parallel (`scatter_chains`: three launches, bit
+for bit NumPy's order); a form neither fits is launched as one thread, and only
+thread 0 of block 0 works whatever the launch, so it stays exact. dynamic_update_slice writes distinct
 positions and runs over the whole grid. Its copy kernel runs before it, in list order.
 
 Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
@@ -168,7 +173,8 @@ class CudaDialect(CStyle):
     _CTYPES = {**CStyle._CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
-                 items_per_thread=8, reduce_strategy=None, vector_bytes=16, sum_run=32):
+                 items_per_thread=8, reduce_strategy=None, vector_bytes=16, sum_run=32,
+                 scatter_chain_limit=1 << 16):
         if block % 32 or not 32 <= block <= device.max_threads_per_block:
             raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
                                 f"and {device.max_threads_per_block}, got {block}")
@@ -180,6 +186,7 @@ class CudaDialect(CStyle):
         self.reduce_strategy = reduce_strategy
         self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
         self.sum_run = sum_run   # float sum elements a thread adds in a row before widening
+        self.scatter_chain_limit = scatter_chain_limit   # most index points of a parallel ordered scatter
 
     # -------------------------------------------------------------- values
 
@@ -283,16 +290,19 @@ class CudaDialect(CStyle):
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
-        names = {}
-        body = _decompose("t", shape, ivars, idx)
-        body += self.statements(kernel, loads, nodes, names,
-                                lambda ld: _offset(ivars, at[id(ld)], ld.offset),
-                                lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
-                                                                 for m in amap], kernel.shape),
-                                lambda n: _offset(ivars, at[id(n)], 0))
-
         def position(s):
             return _offset(ivars, at[id(s)], s.offset)
+
+        def body_parts(names):
+            """The lines computing a point's values, in the axis variables `ivars`."""
+            return self.statements(kernel, loads, nodes, names,
+                                   lambda ld: _offset(ivars, at[id(ld)], ld.offset),
+                                   lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
+                                                                    for m in amap], kernel.shape),
+                                   lambda n: _offset(ivars, at[id(n)], 0))
+
+        names = {}
+        body = _decompose("t", shape, ivars, idx) + body_parts(names)
 
         atomic = self.atomic_combines(kernel)
         if atomic:
@@ -303,19 +313,111 @@ class CudaDialect(CStyle):
         params = self.params(kernel, [])
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
-        if kernel.serial and not atomic:   # correct under any launch shape: only the first thread works
+        if kernel.serial and not atomic:
+            chained = self.scatter_chains(kernel, name, shape, at, loads, nodes, indices, body_parts)
+            if chained is not None:
+                return chained
+            # correct under any launch shape: only the first thread works
             lines += ["  if (blockIdx.x != 0 || threadIdx.x != 0) return;"]
             lines += _grid_stride("t", lt, str(n), "0", "1", body, 1)
             return "\n".join(lines + ["}"]), [Launch(name, 1, 1, 0, params)], [], None
         start, step = f"({lt})blockIdx.x * blockDim.x + threadIdx.x", f"({lt})blockDim.x * gridDim.x"
         # the vector body has no axis indices to spell an index node with
         width = self.vector_width(kernel, shape, loads, acc) if not indices else 1
-        if width > 1:
-            lines += self.vectorised(kernel, loads, nodes, at, lt, start, step, width)
-            start = f"{n - n % width} + {start}"   # the scalar tail
+        if width > 1:   # whole vectors where every vector-accessed pointer allows them
+            lines += [f"  const bool vectors = {self.vectors_aligned(kernel, loads, at, width)};",
+                      "  if (vectors) {"]
+            lines += ["  " + x for x in self.vectorised(kernel, loads, nodes, at, lt, start, step, width)]
+            lines += ["  }"]
+            start = f"(vectors ? {n - n % width} : 0) + {start}"   # the scalar tail, or every point
         lines += _grid_stride("t", lt, str(n), start, step, body, 1)
         grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
+
+    def scatter_chains(self, kernel, name, shape, at, loads, nodes, indices, body_parts):
+        """A scatter whose repeated targets combine in NumPy's order, in parallel: the
+        updates to one element run in order on one thread, different elements on
+        different threads (the order the eager GPU scatter's rounds keep, without a
+        barrier between rounds). The kernel's (collapsed) axes split into the columns,
+        where the store moves, and the index axes, where it does not and the runtime
+        index varies; the target may depend on the index axes only. Three launches:
+        each index point's target (s0, -1 where the update is dropped); for each
+        point, whether it is its target's first (s2) and the next point with the same
+        target (s1, M if none); then one thread per (column, first point) walks its
+        chain. (source, launches, scratch, None), or None where the kernel has another
+        form (then it stays serial): several stores, a load of the stored buffer away
+        from the stored element, a target depending on a column, or more than
+        `scatter_chain_limit` index points (finding the chains costs M^2)."""
+        if len(kernel.stores) != 1:
+            return None
+        store = kernel.stores[0]
+        if len(store.dynamic) != 1 or store.dynamic[0][3] is not None:
+            return None
+        target, stride, n, _ = store.dynamic[0]
+        sacc = at[id(store)]
+        columns = [a for a in range(len(shape)) if sacc[a] != 0]
+        points = [a for a in range(len(shape)) if sacc[a] == 0]
+        m = math.prod(shape[a] for a in points)
+        if not points or not 1 < m <= self.scatter_chain_limit:
+            return None
+        for ld in loads:   # the stored buffer is read only at the element stored (the combination)
+            if ld.buffer is store.buffer and (at[id(ld)] != sacc or ld.offset != store.offset or ld.guard
+                                              or [d[:3] for d in ld.dynamic] != [d[:3] for d in store.dynamic]):
+                return None
+        seen, stack = set(), [target]
+        while stack:   # what the target is computed from: loads that stay put along the columns
+            a = stack.pop()
+            if id(a) in seen or type(a) is Const:
+                continue
+            seen.add(id(a))
+            if type(a) is Load:
+                if a.guard or any(at[id(a)][c] for c in columns):
+                    return None
+                stack.extend(d[0] for d in a.dynamic)
+            elif a.op == "index" or a in indices:
+                return None
+            else:
+                stack.extend(a.args)
+        idx = self.index_type(kernel)
+        mt = _loop_type(m, idx)
+        cols = kernel.size // m
+        ut = _loop_type(cols * m, idx)
+        ivars = [f"i{a}" for a in range(len(shape))]
+        scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64 if mt == "int64_t" else np.int32), m),
+                   (np.dtype(np.int32), m)]
+        params = self.params(kernel, scratch)
+        point_axes = _decompose("j", [shape[a] for a in points], [ivars[a] for a in points], idx)
+        start, step = f"({mt})blockIdx.x * blockDim.x + threadIdx.x", f"({mt})blockDim.x * gridDim.x"
+
+        names = {}
+        body = point_axes + [f"const {idx} {ivars[a]} = 0;" for a in columns] + body_parts(names)
+        t = names[id(target)] if type(target) is not Const else self.const(target, target.dtype)
+        body += [f"const int64_t at = rn_from_end((int64_t)({t}), {n});",
+                 f"s0[j] = (uint64_t)at < {n}u ? at : -1;"]
+        first = [self.signature(name, params) + " {"]
+        first += _grid_stride("j", mt, str(m), start, step, body, 1) + ["}"]
+
+        body = ["const int64_t tj = s0[j];", f"{mt} next = {m};", "int head = tj >= 0;", "if (tj >= 0) {",
+                f"  for ({mt} q = 0; q < j; ++q) if (s0[q] == tj) {{ head = 0; break; }}",
+                f"  for ({mt} q = j + 1; q < {m}; ++q) if (s0[q] == tj) {{ next = q; break; }}",
+                "}", "s1[j] = next;", "s2[j] = head;"]
+        second = [self.signature(f"{name}_links", params) + " {"]
+        second += _grid_stride("j", mt, str(m), start, step, body, 1) + ["}"]
+
+        names = {}
+        walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
+        body = [f"{mt} j = ({mt})(u % {m});", "if (!s2[j]) continue;", f"const {ut} c = u / {m};"]
+        body += _decompose("c", [shape[a] for a in columns], [ivars[a] for a in columns], idx) if columns else []
+        body += [f"for (; j < {m}; j = s1[j]) {{"] + ["  " + x for x in walk] + ["}"]
+        third = [self.signature(f"{name}_chains", params) + " {"]
+        third += _grid_stride("u", ut, str(cols * m), f"({ut})blockIdx.x * blockDim.x + threadIdx.x",
+                              f"({ut})blockDim.x * gridDim.x", body, 1) + ["}"]
+        text = "\n".join(first) + "\n\n" + "\n".join(second) + "\n\n" + "\n".join(third)
+        over_points = self.grid(-(-m // self.block))
+        launches = [Launch(name, over_points, self.block, 0, params),
+                    Launch(f"{name}_links", over_points, self.block, 0, params),
+                    Launch(f"{name}_chains", self.grid(-(-cols * m // self.block)), self.block, 0, params)]
+        return text, launches, scratch, None
 
     def atomic_combines(self, kernel):
         """{id(store): (atomic function, its C type, operand)} when every store of a scatter
@@ -377,10 +479,22 @@ class CudaDialect(CStyle):
                 return 1
         return width
 
+    def vectors_aligned(self, kernel, loads, at, width):
+        """The runtime test that every buffer the vector body reads or writes as `rn_vec`s
+        starts on its vector's alignment. Views with an element offset (a slice, a scan's
+        row, a foreign or donated buffer) reach kernels as they are, so the test decides
+        between the vector loop and the scalar one; it is the same for every thread."""
+        sizes = {ld.buffer.index: ld.buffer.dtype.itemsize for ld in loads if at[id(ld)][0] == 1}
+        sizes.update({st.buffer.index: st.buffer.dtype.itemsize for st in kernel.stores})
+        by_bytes = {}
+        for b in sorted(sizes):
+            by_bytes.setdefault(sizes[b] * width, []).append(f"(unsigned long long)p{b}")
+        return " && ".join(f"(({' | '.join(ps)}) & {n - 1}) == 0" for n, ps in sorted(by_bytes.items()))
+
     def vectorised(self, kernel, loads, nodes, at, lt, start, step, width):
         """The body over whole vectors of `width` elements: each stride-1 buffer read and
         written as one aligned `rn_vec`, the element loop over it unrolled (its pointers
-        shadowed by the vector's elements). Buffers must be aligned to 16 bytes."""
+        shadowed by the vector's elements). It runs only where `vectors_aligned` holds."""
         wide = {ld.buffer.index: ld for ld in loads if at[id(ld)][0] == 1}
         pre, alias, post = [], [], []
         for b, ld in wide.items():

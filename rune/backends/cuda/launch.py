@@ -9,8 +9,10 @@ in run order, its kernels. A kernel has
 - `args`, the same for every launch: `("buffer", i)` for the unit's buffer i,
   `("scratch", k)` for the kernel's scratch buffer k, `("scalar", value,
   C type)` for a value passed by copy;
-- `scratch`: [(dtype, element count)] device buffers the launcher allocates
-  once per GPU and keeps (they need no initial value).
+- `scratch`: [(dtype, element count)] device buffers the launcher takes from
+  CuPy's memory pool for each run and gives back after it (they need no initial
+  value; the pool is ordered by the stream, so a later run reusing the memory
+  runs after this one's kernels).
 
 Scalars are passed as NumPy scalars of exactly their parameter's C type: CuPy
 copies a scalar's bytes into the argument buffer, so a Python int where the
@@ -67,14 +69,10 @@ class _Kernel:
         self.launches = [(module.get_function(l.name), (int(l.grid),), (int(l.block),), int(l.shared))
                          for l in kernel.launches]
         self.scratch_shapes = [(np.dtype(dtype), int(count)) for dtype, count in kernel.scratch]
-        self.scratch = {}  # GPU index -> the kernel's scratch buffers there
         self.plan = arguments(kernel)
 
     def run(self, buffers):
-        gpu = cupy.cuda.runtime.getDevice()
-        scratch = self.scratch.get(gpu)
-        if scratch is None:
-            scratch = self.scratch[gpu] = [cupy.empty(n, dtype) for dtype, n in self.scratch_shapes]
+        scratch = [cupy.empty(n, dtype) for dtype, n in self.scratch_shapes]   # on the current GPU
         args = tuple(buffers[v] if kind == "buffer" else scratch[v] if kind == "scratch" else v
                      for kind, v in self.plan)
         for fn, grid, block, shared in self.launches:

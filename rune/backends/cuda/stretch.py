@@ -6,17 +6,23 @@ the unit with the CUDA dialect for the GPU's properties (SM count, threads per
 block, architecture), and on its first run compiles it once with NVRTC
 (`CudaBackend.compile`, one `cupy.RawModule`). Each run then launches the
 kernels in order on the current stream of its GPU: inputs are the plan's
-device arrays (made contiguous where they are views), intermediates are
-allocated once per GPU and kept, outputs are fresh `cupy.empty` arrays, or a
-donated argument's buffer (rune/jit/donation.py). Building one needs no GPU:
-the launch shapes and argument lists are fixed at construction.
+device arrays (made contiguous where they are strided views; a contiguous view
+is passed as it is, whatever its alignment), outputs are fresh `cupy.empty`
+arrays, or a donated argument's buffer (rune/jit/donation.py). Intermediates
+and scratch are taken from CuPy's memory pool for the run and given back when
+it ends (cheap after the first run; the pool is ordered by the stream), so a
+function holding many cached plans holds no device memory for them. Building
+one needs no GPU: the launch shapes and argument lists are fixed at
+construction.
 
 Compilation waits for a stretch's first run, which compiles every stretch
 built by then (a plan's stretches, its loop bodies') with it, or for
 `compile_pending()`: many units to an NVRTC program, whose fixed cost is paid
 per program, so a program planning many functions before running them pays it
-once per batch.
+once per batch; the batches compile on a pool of threads (NVRTC releases the GIL).
 """
+import concurrent.futures
+import os
 import threading
 import weakref
 
@@ -35,36 +41,64 @@ _PENDING_LOCK = threading.Lock()   # guards _PENDING (a WeakSet is not safe to c
 _COMPILE_LOCK = threading.Lock()   # one compile at a time: a thread whose stretch another thread
                                    # is compiling waits for it instead of compiling it again
 BATCH = 200  # units per NVRTC program in compile_pending
+MAX_COMPILE_THREADS = 16
 
 
-def compile_pending(batch=BATCH):
+def compile_threads():
+    """How many NVRTC programs compile at once: one per CPU this process may use, at
+    most MAX_COMPILE_THREADS (NVRTC releases the GIL while it compiles)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:   # no affinity on this platform
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_COMPILE_THREADS))
+
+
+def compile_pending(batch=BATCH, threads=None):
     """Compile every CUDA stretch built but not yet compiled, `batch` units to an
-    NVRTC program; returns how many were compiled. A batch NVRTC rejects is left
-    pending: each of its stretches then compiles alone on its first run, and the
-    one that fails says so."""
+    NVRTC program, the programs on `threads` threads at once (None: `compile_threads()`);
+    returns how many were compiled. A batch NVRTC rejects is left pending: each of its
+    stretches then compiles alone on its first run, and the one that fails says so."""
     with _COMPILE_LOCK:
         groups = {}
         with _PENDING_LOCK:
             for s in _PENDING:
                 if s._launch is None:
                     groups.setdefault((s.index, s.prelude), []).append(s)
+        parts = [(index, prelude, todo[k:k + batch]) for (index, prelude), todo in groups.items()
+                 for k in range(0, len(todo), batch)]
+        if not parts:
+            return 0
+        workers = min(len(parts), threads or compile_threads())
+        devices = ", ".join(sorted({f"cuda:{index}" for index, _, _ in parts}))
+        with profiler.span("compile", f"{sum(len(p) for _, _, p in parts)} CUDA stretch(es), "
+                                      f"{len(parts)} NVRTC program(s)", devices):
+            if workers == 1:
+                results = [_compile_batch(*p) for p in parts]
+            else:
+                with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rune-nvrtc") as pool:
+                    results = list(pool.map(lambda p: _compile_batch(*p), parts))
         done = 0
-        for (index, prelude), todo in groups.items():
-            for k in range(0, len(todo), batch):
-                part = todo[k:k + batch]
-                try:
-                    with cupy.cuda.Device(index), profiler.span("compile", f"{len(part)} CUDA stretch(es)",
-                                                                f"cuda:{index}"):
-                        runs = part[0]._compile_units(prelude, [s.source_unit for s in part])
-                except launch.KernelCompileError:
-                    continue
-                COUNTERS["kernels_compiled"] += 1
-                with _PENDING_LOCK:
-                    for s, run in zip(part, runs):
-                        s._launch = run
-                        _PENDING.discard(s)
-                done += len(part)
+        for (_, _, part), runs in zip(parts, results):
+            if runs is None:
+                continue
+            COUNTERS["kernels_compiled"] += 1
+            with _PENDING_LOCK:
+                for s, run in zip(part, runs):
+                    s._launch = run
+                    _PENDING.discard(s)
+            done += len(part)
         return done
+
+
+def _compile_batch(index, prelude, part):
+    """One NVRTC program of `part`'s units for GPU `index` (the current device is per
+    thread, so each worker selects it): their launchers, or None where NVRTC rejects it."""
+    try:
+        with cupy.cuda.Device(index):
+            return part[0]._compile_units(prelude, [s.source_unit for s in part])
+    except launch.KernelCompileError:
+        return None
 
 
 class CudaCompiledStretch:
@@ -82,7 +116,6 @@ class CudaCompiledStretch:
         self.temps = [(b.index, b.shape, b.dtype) for b in unit.buffers if b.role == "tmp"]
         self._compile_units = compile_units   # (prelude, units) -> [run(buffers)]
         self._launch = None
-        self._kept = None                   # the intermediates, allocated on the first run
         self._constants = {}                # slot -> (host constant, its copy on the GPU)
         with _PENDING_LOCK:
             _PENDING.add(self)
@@ -115,10 +148,8 @@ class CudaCompiledStretch:
             run = self._launch or self.compile()
         with cupy.cuda.Device(self.index):
             buffers = [None] * len(self.unit.buffers)
-            if self._kept is None:
-                self._kept = [(b, cupy.empty(shape, dtype)) for b, shape, dtype in self.temps]
-            for b, t in self._kept:
-                buffers[b] = t
+            for b, shape, dtype in self.temps:   # back to CuPy's pool when the run ends
+                buffers[b] = cupy.empty(shape, dtype)
             for b, s in self.inputs:
                 a = env[s]
                 if type(a) is not cupy.ndarray:
