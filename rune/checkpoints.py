@@ -28,7 +28,9 @@ import collections
 import dataclasses
 import json
 import os
+import stat
 import tempfile
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -265,12 +267,43 @@ def save(path, tree):
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        # mkstemp makes the file 0600, and the rename keeps that: give it the mode of the
+        # file it replaces, or of a file opened anew, so a save never narrows who can read it
+        os.chmod(temp, _file_mode(path))
         os.replace(temp, path)
     except BaseException:
         if os.path.exists(temp):
             os.unlink(temp)
         raise
     _sync_folder(folder)
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask():
+    """The process's umask, read without changing it where /proc shows it (os.umask
+    can only read it by setting it, which another thread could see: hence the lock)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0)
+        os.umask(mask)
+    return mask
+
+
+def _file_mode(path):
+    """The permission bits a save gives `path`: those of the file it replaces, else
+    those open() would give a new file (0o666 less the umask)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
 
 
 def _sync_folder(folder):
@@ -345,14 +378,16 @@ def _check_description(path, desc):
 
         if depth > MAX_DEPTH:
             raise bad(f"nested more than {MAX_DEPTH} containers deep")
-        if not isinstance(node, dict) or node.get("t") not in _FIELDS:
+        # type checks before each membership test: a list or dict there is unhashable
+        if not isinstance(node, dict) or not isinstance(node.get("t"), str) or node["t"] not in _FIELDS:
             raise bad(f"expected a node {{'t': one of {sorted(_FIELDS)}, ...}}, got {str(node)[:80]}")
         kind = node["t"]
         extra = set(node) - _FIELDS[kind]
         if extra:
             raise bad(f"a {kind} node has unknown entries {sorted(extra)}")
         if kind == "leaf":
-            if node.get("py", "int") not in _PY_TYPES or node.get("dtype", "complex64") not in _COMPLEX:
+            py, dtype = node.get("py", "int"), node.get("dtype", "complex64")
+            if not (isinstance(py, str) and py in _PY_TYPES and isinstance(dtype, str) and dtype in _COMPLEX):
                 raise bad(f"unknown leaf tags {node}")
             continue
         if kind == "none":
@@ -429,7 +464,8 @@ def _allowed_classes(classes):
         allowed[_class_name(cls)] = cls
         by_qualname.setdefault(cls.__qualname__, []).append(cls)
     # A class saved from a script (module __main__) is found by its qualified name alone,
-    # when the caller allowed exactly one class of that name.
+    # when the caller allowed exactly one class of that name (_construct uses these
+    # entries only for names saved from __main__).
     for qualname, found in by_qualname.items():
         if len(found) == 1:
             allowed.setdefault(qualname, found[0])
@@ -439,8 +475,11 @@ def _allowed_classes(classes):
 def _construct(path, where, desc, children, allowed):
     """The container a named node describes, built only from a class the caller allowed."""
     name = desc["name"]
-    qualname = name.rpartition(":")[2]
-    cls = allowed.get(name) or allowed.get(qualname)
+    module, _, qualname = name.rpartition(":")
+    # a script's classes are __main__'s when it saves and its importer's when a module
+    # loads: only for them is the qualified name alone enough; any other class must
+    # match by module too, so a same-named class of another library is never rebuilt
+    cls = allowed.get(name) or (allowed.get(qualname) if module == "__main__" else None)
     if cls is None:
         raise TreeError(f"load: {path}: at {_where(where)} the file holds a {qualname} ({name}); rune.load never "
                         f"imports or calls a class a file names: pass like= (a tree with the types to rebuild) "
@@ -484,8 +523,10 @@ def load(path, like=None, device=None, *, classes=()):
     registered classes), and the file must hold the same structure, shapes and
     dtypes; a mismatch is an error naming the first path that differs.
     classes: NamedTuple and dataclass types the file's tree may name (matched by
-    module and qualified name); without like= or these, a file naming a class
-    is an error. Loading never imports a module or calls a class a file names.
+    module and qualified name; a class saved from a script, module `__main__`,
+    matches by qualified name alone when exactly one allowed class has it, since
+    importing the script gives it another module); without like= or these, a file
+    naming a class is an error. Loading never imports a module or calls a class a file names.
     """
     path = os.fspath(path)
     allowed = _allowed_classes(classes)

@@ -97,7 +97,10 @@ def _rows(leaf, indices):
         return np.take(leaf, indices, axis=0)
     if isinstance(leaf, Array):   # gathered where it lives: no round trip through the host
         return nx.take(leaf, nx.asarray(indices, device=leaf.device), axis=0)
-    return np.asarray(leaf[indices])   # an array-like (h5py, zarr): its own indexing
+    # an array-like (h5py, zarr): its own indexing, which h5py allows only with increasing
+    # indices, so it reads each row once in order and NumPy puts them in the batch's order
+    ordered, inverse = np.unique(np.asarray(indices), return_inverse=True)
+    return np.asarray(leaf[ordered])[inverse.reshape(-1)]
 
 
 class _Examples:
@@ -139,17 +142,20 @@ def _stack(examples, where):
             raise TreeError(f"rune.data.Loader: example {where[k]} has the structure {other}, but example "
                             f"{where[0]} has {structure}; every example must have the same structure")
     columns = []
+    paths = [p for p, _ in tree.flatten_with_paths(examples[0])[0]]
     for j, column in enumerate(zip(*(leaves for leaves, _ in flat))):
+        shapes = sorted({str(np.shape(v)) for v in column})
+        if len(shapes) > 1:
+            raise ShapeError(f"rune.data.Loader: the leaf example{paths[j]} must have one shape in every example "
+                             f"of a batch, got shapes {', '.join(shapes)} among examples {where}")
         try:
             if all(isinstance(v, (np.ndarray, np.generic)) for v in column):
                 columns.append(np.stack(column))
             else:  # Python scalars take rune's dtypes (float32, int32), as nx.asarray gives them
                 columns.append(np.asarray(nx.asarray(list(column), device="cpu")))
-        except (ValueError, RuneError) as e:
-            path = [p for p, _ in tree.flatten_with_paths(examples[0])[0]][j]
-            shapes = sorted({str(np.shape(v)) for v in column})
-            raise ShapeError(f"rune.data.Loader: the leaf example{path} must have one shape in every example "
-                             f"of a batch, got shapes {', '.join(shapes)} among examples {where}") from e
+        except Exception as e:   # not a shape mismatch (those are refused above): a dtype, an overflow
+            _note(e, f"(raised by rune.data.Loader while stacking the leaf example{paths[j]} of examples {where})")
+            raise
     return tree.unflatten(structure, columns)
 
 

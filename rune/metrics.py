@@ -4,7 +4,10 @@ Each `log(step, **values)` call is one line, `{"step": 12, "loss": 0.31, ...}`,
 flushed at once, so a run that crashes keeps every line it logged and another
 process (`python -m rune.plot`, `tail -f`, pandas' `read_json(lines=True)`)
 can read the file while it grows. A file that exists is appended to: a resumed
-run continues its log.
+run continues its log. A run killed while writing a line leaves it without its
+newline; the next Logger ends that line first (a whole record is kept, a torn
+fragment, which no reader can parse, is cut off), so its records do not run on
+into the fragment.
 
 JSON has no NaN or infinity: a non-finite value (a diverged loss) is written
 as `null`, and `read` gives it back as `float("nan")`; the line stays valid
@@ -13,6 +16,7 @@ JSON for every reader.
 import json
 import math
 import numbers
+import os
 
 import numpy as np
 
@@ -40,6 +44,43 @@ def _plain(name, value):
                         f"one-element array, got {type(value).__name__}")
 
 
+def _end_last_line(path):
+    """Make the log at `path` (if any) end with a newline, as Logger needs to append:
+    a last line without one (a killed run) gets it when it is a whole JSON object,
+    and is cut off when it is a torn fragment (`read` would refuse it mid-file)."""
+    try:
+        f = open(path, "r+b")
+    except (FileNotFoundError, IsADirectoryError):
+        return   # open(path, "a") below creates it, or says why not
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+        start = 0   # of the last line: after the last newline, searched backwards in blocks
+        end = size
+        while end > 0:
+            block = max(0, end - 65536)
+            f.seek(block)
+            cut = f.read(end - block).rfind(b"\n")
+            if cut >= 0:
+                start = block + cut + 1
+                break
+            end = block
+        f.seek(start)
+        try:
+            whole = isinstance(json.loads(f.read()), dict)
+        except ValueError:   # JSONDecodeError and UnicodeDecodeError
+            whole = False
+        if whole:
+            f.seek(size)
+            f.write(b"\n")
+        else:
+            f.truncate(start)
+
+
 class Logger:
     """A JSON-lines log of scalars per step, appended to `path` (a context manager).
 
@@ -48,6 +89,7 @@ class Logger:
 
     def __init__(self, path):
         self.path = path
+        _end_last_line(path)
         self._file = open(path, "a", encoding="utf-8")
 
     def log(self, step, **values):

@@ -31,7 +31,7 @@ import dataclasses
 import numpy as np
 
 from . import nx, tree
-from .errors import ArgumentError, ShapeError, UsageError
+from .errors import ArgumentError, DTypeError, ShapeError, UsageError
 from .modules import Module, is_array, with_policy
 
 __all__ = ["Policy", "DynamicLossScale", "all_finite", "select_tree"]
@@ -99,7 +99,9 @@ def select_tree(pred, on_true, on_false):
     """`on_true` where the bool scalar `pred` holds, else `on_false`, leaf by leaf
     (no Python branch: it jits)."""
     pred = nx.asarray(pred)
-    if pred.shape != () or pred.dtype != nx.bool:
+    if pred.dtype != nx.bool:
+        raise DTypeError(f"select_tree: expected a bool scalar predicate, got {pred.dtype.name}{list(pred.shape)}")
+    if pred.shape != ():
         raise ShapeError(f"select_tree: expected a bool scalar predicate, got {pred.dtype.name}{list(pred.shape)}")
     return tree.map(lambda a, b: nx.where(pred, a, b), on_true, on_false)
 

@@ -66,6 +66,18 @@ def _holds_parameters(value):
     return False
 
 
+def _undecided(value):
+    """Whether a field's value says nothing about its kind: an empty list, tuple or
+    dict (or containers of only such) holds neither arrays nor hyperparameters.
+    It is a parameter slot when built, and `replace` decides such a field anew
+    by the value it is given."""
+    if isinstance(value, (list, tuple)):
+        return all(_undecided(v) for v in value)
+    if isinstance(value, dict):
+        return all(_undecided(v) for v in value.values())
+    return False
+
+
 def _holds_any_parameter(value):
     if is_array(value) or isinstance(value, Module):
         return True
@@ -181,7 +193,9 @@ class Module:
     def replace(self, **changes):
         """A copy with the given fields changed. A parameter slot stays a parameter
         slot whatever it is given (so filter trees keep the model's structure); a
-        static field stays static."""
+        static field stays static. A field holding only empty containers (`()`,
+        `[]`, `{}`) was neither: it is decided by the value it is given, as
+        construction decides (`replace(sizes=(3, 4))` makes it a hyperparameter)."""
         cls = type(self)
         unknown = [n for n in changes if n not in cls._module_fields]
         if unknown:
@@ -189,13 +203,19 @@ class Module:
         new = object.__new__(cls)
         new.__dict__.update(self.__dict__)
         new.__dict__.update(changes)
+        children = set(self._children)
         for name, value in changes.items():
-            if name in self._children:
+            if _undecided(self.__dict__[name]):
+                children.discard(name)
+                if _holds_parameters(value):
+                    children.add(name)
+            if name in children:
                 continue
             if _holds_any_parameter(value):
                 raise TreeError(f"{cls.__name__}.replace: {name} is a hyperparameter (it held "
                                 f"{_show(self.__dict__[name])} when built), it cannot take arrays or modules")
             _check_static(cls, name, value)
+        new.__dict__["_children"] = tuple(n for n in cls._module_fields if n in children)
         return new
 
     @property
@@ -376,7 +396,13 @@ class Conv(Module):
 
 
 class Embedding(Module):
-    """Rows of a (num_embeddings, features) table looked up by integer ids."""
+    """Rows of a (num_embeddings, features) table looked up by integer ids.
+
+    An id outside [0, num_embeddings) gives a row of NaN (for a floating or
+    complex table), eagerly and under jit/grad alike, as `nn.cross_entropy` gives a
+    NaN loss for an out-of-range label: a vocabulary that does not match the table
+    shows in the loss instead of training silently on a clamped row. (A table of
+    another dtype has no NaN: its out-of-range ids are clamped as by `nx.take`.)"""
     weight: object
     num_embeddings: int
     features: int
@@ -392,7 +418,15 @@ class Embedding(Module):
         if ids.dtype.kind not in "iu":
             raise DTypeError(f"Embedding(num_embeddings={self.num_embeddings}, features={self.features}): "
                              f"expected integer ids, got {ids.dtype.name} of shape {ids.shape}")
-        return nx.take(self.weight, ids, axis=0)
+        rows = nx.take(self.weight, ids, axis=0)
+        if not is_inexact_array(self.weight):
+            return rows
+        # a where, not a Python check, so the same rule holds for traced ids
+        valid = ids >= 0
+        if self.num_embeddings <= nx.iinfo(ids.dtype).max:   # else every id fits (uint8 ids, 300 rows)
+            valid = nx.logical_and(valid, ids < self.num_embeddings)
+        valid = valid[..., None]
+        return nx.where(valid, rows, nx.full_like(rows, float("nan")))
 
 
 def _normalised_axes(name, shape, x):
@@ -508,7 +542,10 @@ class MultiHeadAttention(Module):
             allowed = nx.arange(x.shape[-2])[:, None] >= nx.arange(context.shape[-2])[None, :]
         if mask is not None:
             mask = nx.asarray(mask)
-            if mask.ndim < 2 or mask.dtype != nx.bool:
+            if mask.dtype != nx.bool:
+                raise DTypeError(f"{where}: expected a bool mask (..., {x.shape[-2]}, {context.shape[-2]}), "
+                                 f"got {nx.dtype(mask.dtype).name}{list(mask.shape)}")
+            if mask.ndim < 2:
                 raise ShapeError(f"{where}: expected a bool mask (..., {x.shape[-2]}, {context.shape[-2]}), "
                                  f"got {nx.dtype(mask.dtype).name}{list(mask.shape)}")
             mask = mask[..., None, :, :]   # one mask for every head

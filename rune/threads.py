@@ -25,11 +25,18 @@ a step 2 to 20 times slower than one thread. So:
   threadpoolctl's limits) and never more than the CPUs the machine's other
   running tasks leave free (read from /proc/loadavg every SAMPLE_PERIOD
   seconds), since a thread that waits for a core costs more than it brings.
+  /proc/loadavg counts the whole host's tasks: it is read only when this
+  process may use every CPU of the machine; within a cpuset or a CPU quota
+  (a container on a shared node) the host's load says nothing of the CPUs
+  the process was given, and their number alone is the bound.
 
 Limits are set for the one call and put back after it, so the settings the
 process sees between calls stay its own. The thread count of the OpenMP
-runtime is per thread, that of BLAS process-wide (guarded by a lock).
+runtime is per thread. That of BLAS is process-wide: while limited calls run
+(from any Python threads) it is the smallest of their limits, and when the
+last of them ends it goes back to what it was before the first began.
 """
+import collections
 import ctypes
 import functools
 import math
@@ -89,12 +96,19 @@ def free_cpus():
     return _sample[1]
 
 
+_LOADAVG = "/proc/loadavg"
+
+
 def _read_free_cpus():
+    cpus = os.cpu_count() or 1
+    usable = usable_cpus()
+    if usable < cpus:   # a cpuset or quota: the host's load is not the load on our CPUs
+        return usable
     try:
-        with open("/proc/loadavg") as f:
-            return free_cpus_of(f.read(), os.cpu_count() or 1)
+        with open(_LOADAVG) as f:
+            return free_cpus_of(f.read(), cpus)
     except OSError:
-        return os.cpu_count() or 1   # nothing to tell: num_threads alone decides
+        return cpus   # nothing to tell: num_threads alone decides
 
 
 def free_cpus_of(loadavg, cpus):
@@ -221,27 +235,43 @@ def _blas():
     return None
 
 
+# BLAS's thread count is one for the process, while limited calls may overlap in
+# several Python threads: each saving and restoring the count it found would leave
+# the limit of whichever ended last. So the count the process had before the first
+# of them (the baseline) is kept once, the running calls' limits are counted, BLAS
+# is set to the smallest while any runs and back to the baseline after the last.
 _blas_lock = threading.Lock()
+_blas_limits = collections.Counter()   # the thread limit of each limited call running now
+_blas_baseline = [None]                # BLAS's own count, while _blas_limits is not empty
 
 
 def blas_call(work, fn, *args, **kwargs):
     """fn(*args, **kwargs), a call into BLAS of `work` multiply-adds, on
     blas_threads(work) BLAS threads (no more than BLAS is set to, which is put
-    back after the call)."""
+    back after the call: see the module's doc for calls from several threads)."""
     blas = _blas()
     if blas is None:
         return fn(*args, **kwargs)
     n = blas_threads(work)
     with _blas_lock:
-        have = blas.get()
-        if n < have:
-            blas.set(n)
+        have = _blas_baseline[0] if _blas_limits else blas.get()
+        limited = n < have
+        if limited:
+            if not _blas_limits:
+                _blas_baseline[0] = have
+            before = min(_blas_limits, default=have)
+            _blas_limits[n] += 1
+            if n < before:
+                blas.set(n)
     try:
         return fn(*args, **kwargs)
     finally:
-        if n < have:
+        if limited:
             with _blas_lock:
-                blas.set(have)
+                _blas_limits[n] -= 1
+                if not _blas_limits[n]:
+                    del _blas_limits[n]
+                blas.set(min(_blas_limits, default=_blas_baseline[0]))
         if min(n, have) > 1:   # its idle threads now spin a while: look again before the next parallel work
             _sample[0] = -math.inf
 

@@ -262,6 +262,46 @@ def test_rune_array_columns_are_gathered_where_they_live():
     np.testing.assert_array_equal(np.concatenate([np.asarray(b[0]) for b in batches]), x[_order(key, 0)])
 
 
+class _IncreasingOnly:
+    """An array-like indexed as an h5py dataset is: a list of indices must increase strictly."""
+
+    def __init__(self, array):
+        self.array, self.shape, self.dtype = array, array.shape, array.dtype
+        self.reads = 0
+
+    def __getitem__(self, index):
+        index = np.asarray(index)
+        if index.ndim != 1 or np.any(np.diff(index) <= 0):
+            raise TypeError(f"Indexing elements must be in increasing order, got {index.tolist()}")
+        self.reads += 1
+        return self.array[index]
+
+
+def test_shuffled_batches_of_an_array_like_that_takes_only_increasing_indices():
+    x, y = _data()
+    key = nx.random.key(13)
+    source = (_IncreasingOnly(x), y)
+    batches = _host(Loader(source, 5, key=key, shard=None, prefetch=0).epoch(0))
+    want = _numpy_batches((x, y), _order(key, 0), 5)
+    assert len(batches) == len(want) and source[0].reads == len(want)
+    for got, expected in zip(batches, want):
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+    # repeated indices too read each row once, in increasing order
+    np.testing.assert_array_equal(rune.data._rows(_IncreasingOnly(x), np.array([4, 1, 4, 0])), x[[4, 1, 4, 0]])
+
+
+def test_stacking_errors_other_than_shapes_name_the_leaf_and_keep_their_class():
+    with pytest.raises(rune.ShapeError, match=r"example\['x'\] must have one shape.*\(2,\), \(3,\)"):
+        list(Loader([{"x": np.ones(2)}, {"x": np.ones(3)}], 2, prefetch=0))
+    for examples, error in (([{"id": 2 ** 40}, {"id": 1}], OverflowError), ([{"s": "a"}, {"s": "b"}], TypeError)):
+        with pytest.raises(error) as caught:
+            list(Loader(examples, 2, prefetch=0))
+        assert not isinstance(caught.value, rune.ShapeError)
+        leaf = next(iter(examples[0]))
+        assert f"stacking the leaf example['{leaf}'] of examples [0, 1]" in " ".join(caught.value.__notes__)
+
+
 def test_sources_that_do_not_fit_are_clear_errors():
     x, y = _data()
     with pytest.raises(rune.ShapeError, match=r"same number of examples.*23.*22"):

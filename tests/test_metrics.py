@@ -70,6 +70,31 @@ def test_a_torn_last_line_is_skipped_and_bad_values_are_refused(tmp_path):
             log.log(0.5, loss=1.0)
 
 
+def test_a_logger_opened_after_a_killed_run_ends_its_last_line_first(tmp_path):
+    path = tmp_path / "run.jsonl"
+    _write(path, steps=2)
+    with open(path, "a") as f:
+        f.write('{"step": 2, "lo')   # killed mid-line
+    with metrics.Logger(path) as log:
+        log.log(2, loss=0.5)
+    assert metrics.read(path)["step"] == [0, 1, 2]
+    assert metrics.read(path)["loss"][-1] == 0.5
+    # a whole record that lost only its newline is kept
+    with open(path, "a") as f:
+        f.write('{"step": 3, "loss": 0.25}')
+    with metrics.Logger(path) as log:
+        log.log(4, loss=0.125)
+    assert metrics.read(path)["step"] == [0, 1, 2, 3, 4]
+    with open(path) as f:   # every line is JSON, for readers other than read()
+        assert [json.loads(line)["step"] for line in f] == [0, 1, 2, 3, 4]
+    # a log that is only a fragment
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text('{"st')
+    with metrics.Logger(torn) as log:
+        log.log(0, loss=1.0)
+    assert metrics.read(torn) == {"step": [0], "loss": [1.0]}
+
+
 def test_curves_are_the_logged_series(tmp_path):
     from rune.plot import curves
     path = tmp_path / "run.jsonl"

@@ -94,6 +94,10 @@ def test_unscale_all_finite_and_select_tree_skip_a_bad_step():
     new, old = {"p": nx.asarray([1.0])}, {"p": nx.asarray([0.0])}
     assert float(nn.select_tree(nn.all_finite(bad), new, old)["p"][0]) == 0.0
     assert float(nn.select_tree(nn.all_finite(grads), new, old)["p"][0]) == 1.0
+    with pytest.raises(rune.DTypeError, match=r"select_tree: expected a bool scalar.*float32\[\]"):
+        nn.select_tree(nx.asarray(1.0), new, old)
+    with pytest.raises(rune.ShapeError, match=r"select_tree: expected a bool scalar.*bool\[2\]"):
+        nn.select_tree(nx.asarray([True, False]), new, old)
 
 
 def _fp16_regression(loss_scale, steps):

@@ -237,6 +237,54 @@ def test_wrong_input_shapes_name_the_module_and_the_shapes():
         nn.Embedding(KEY, 5, 2)(nx.ones((3,)))
 
 
+def test_embedding_rows_of_out_of_range_ids_are_nan_eagerly_and_under_jit():
+    # the oracle: NumPy's table rows, NaN where the id is outside [0, rows), as
+    # cross_entropy gives NaN for an out-of-range label
+    emb = nn.Embedding(KEY, 5, 2)
+    ids = np.array([[7, -1], [0, 4]], np.int32)
+    table = np.asarray(emb.weight)
+    want = np.where(((ids >= 0) & (ids < 5))[..., None], table[np.clip(ids, 0, 4)], np.nan)
+    np.testing.assert_array_equal(np.asarray(emb(nx.asarray(ids))), want)
+    np.testing.assert_array_equal(np.asarray(rune.jit(lambda m, i: m(i))(emb, nx.asarray(ids))), want)
+    # the gradient reaches only the rows of in-range ids
+    g = rune.grad(lambda m: nx.sum(m(nx.asarray([1, 1, 3]))))(emb)
+    np.testing.assert_array_equal(np.asarray(g.weight), [[0, 0], [2, 2], [0, 0], [1, 1], [0, 0]])
+    # ids whose dtype cannot reach the row count are all in range
+    wide = nn.Embedding(KEY, 300, 2)
+    np.testing.assert_array_equal(np.asarray(wide(nx.asarray(np.array([255], np.uint8)))),
+                                  np.asarray(wide.weight)[[255]])
+
+
+def test_dtype_errors_of_attention_masks_are_dtype_errors():
+    mha = nn.MultiHeadAttention(KEY, 2, 8)
+    x = nx.ones((5, 8))
+    with pytest.raises(rune.DTypeError, match=r"MultiHeadAttention\(num_heads=2, features=8\).*bool mask.*float32"):
+        mha(x, mask=nx.ones((5, 5)))
+    with pytest.raises(rune.ShapeError, match=r"MultiHeadAttention.*bool mask.*bool\[5\]"):
+        mha(x, mask=nx.ones((5,), nx.bool))
+
+
+def test_replace_decides_a_field_built_empty_by_the_value_it_is_given():
+    class Stack(nn.Module):
+        w: object
+        sizes: tuple = ()
+
+    m = Stack(nx.ones((2,)))
+    sized = m.replace(sizes=(3, 4))
+    # ints are hyperparameters, as when built with them: not leaves, part of the structure
+    assert len(rune.tree.leaves(sized)) == 1
+    assert rune.tree.structure(sized) == rune.tree.structure(Stack(nx.ones((2,)), (3, 4)))
+    assert rune.tree.structure(sized) != rune.tree.structure(Stack(nx.ones((2,)), (3, 5)))
+    close(rune.jit(lambda m: m.w * m.sizes[0])(sized), [3.0, 3.0])
+    # arrays make it a parameter slot, again as when built with them
+    held = m.replace(sizes=(nx.ones((1,)),))
+    assert len(rune.tree.leaves(held)) == 2
+    assert rune.tree.structure(held) == rune.tree.structure(Stack(nx.ones((2,)), (nx.ones((1,)),)))
+    # a built parameter slot still stays one (filter trees keep the model's structure)
+    spec = rune.tree.map(lambda _: True, nn.Linear(KEY, 3, 2)).replace(bias=False)
+    assert rune.tree.structure(spec) == rune.tree.structure(rune.tree.map(lambda _: True, nn.Linear(KEY, 3, 2)))
+
+
 # ---------------------------------------------------------------- gradients and transformations
 
 def _functional_mlp(params, x):

@@ -249,6 +249,36 @@ def test_namedtuples_dataclasses_and_registered_nodes_come_back_through_like_or_
         rune.load(path, like={"p": Pair(nx.ones((2,)), Box(nx.arange(3), 4))})
 
 
+def test_only_classes_saved_from_a_script_match_by_qualified_name_alone(tmp_path):
+    x = {"a": np.ones(2, np.float32), "b": np.zeros(1, np.float32)}
+
+    def named(module):
+        return _raw(tmp_path / "p.safetensors", {"version": 2, "tree": {
+            "t": "tuple", "name": f"{module}:Pair", "f": ["a", "b"], "c": [{"t": "leaf"}, {"t": "leaf"}]}}, x)
+
+    # a script's Pair was __main__'s when saved, and is this module's when imported
+    back = rune.load(named("__main__"), classes=(Pair,))
+    assert type(back) is Pair and back.a.tolist() == [1.0, 1.0]
+    assert type(rune.load(named(Pair.__module__), classes=(Pair,))) is Pair
+    # another library's Pair is not ours
+    with pytest.raises(rune.TreeError, match=r"p.safetensors: at the root the file holds a Pair \(other_lib:Pair\)"):
+        rune.load(named("other_lib"), classes=(Pair,))
+
+
+def test_a_save_keeps_the_mode_of_the_file_it_replaces_or_takes_the_umasks(tmp_path):
+    path = tmp_path / "c.safetensors"
+    old_mask = os.umask(0o027)
+    try:
+        rune.save(path, {"w": nx.ones(2)})
+    finally:
+        os.umask(old_mask)
+    assert os.stat(path).st_mode & 0o7777 == 0o640   # as open() makes a new file: 0o666 & ~umask
+    os.chmod(path, 0o644)
+    rune.save(path, {"w": nx.zeros(2)})
+    assert os.stat(path).st_mode & 0o7777 == 0o644
+    assert rune.load(path)["w"].tolist() == [0.0, 0.0]
+
+
 def test_load_signature_follows_the_design():
     params = list(inspect.signature(rune.load).parameters.values())
     assert [p.name for p in params] == ["path", "like", "device", "classes"]
@@ -307,6 +337,13 @@ DAMAGED = {
                             r"does not place: \['w'\]"),
     "Python int stored as a vector": (lambda p: _raw(p / "f.safetensors", {"version": 2, "tree": {
         "t": "dict", "k": ["w"], "c": [{"t": "leaf", "py": "int"}]}}, W), "Python int at w"),
+    # lists and dicts where names belong: unhashable, so a membership test alone raised TypeError
+    "node kind a list": (lambda p: _raw(p / "f.safetensors", {"version": 2, "tree": {"t": []}}, W),
+                         "malformed at the root"),
+    "Python type a list": (lambda p: _raw(p / "f.safetensors", {"version": 2, "tree": {
+        "t": "leaf", "py": []}}, W), "unknown leaf tags"),
+    "complex dtype an object": (lambda p: _raw(p / "f.safetensors", {"version": 2, "tree": {
+        "t": "leaf", "dtype": {}}}, W), "unknown leaf tags"),
     "complex stored badly": (lambda p: _raw(p / "f.safetensors", {"version": 2, "tree": {
         "t": "dict", "k": ["w"], "c": [{"t": "leaf", "dtype": "complex128"}]}}, W), "float64 pairs"),
 }

@@ -5,6 +5,8 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
+import types
 
 import numpy as np
 import pytest
@@ -37,10 +39,21 @@ def _raises_naming(value, call):
     assert "RUNE_NUM_THREADS" in message and repr(value) in message and "positive integer" in message, message
 
 
-def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_count(monkeypatch):
+@pytest.fixture
+def fresh_cpus():
+    """usable_cpus() read anew under the test's readers, and anew again after them."""
+    threads.usable_cpus.cache_clear()
+    yield
+    threads.usable_cpus.cache_clear()
+
+
+def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_count(monkeypatch, fresh_cpus):
     monkeypatch.delenv("RUNE_NUM_THREADS", raising=False)
-    assert threads.num_threads() == threads.usable_cpus()
-    assert 1 <= threads.usable_cpus() <= len(os.sched_getaffinity(0))
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: None)   # no quota: the affinity decides
+    assert threads.num_threads() == len(os.sched_getaffinity(0))
+    threads.usable_cpus.cache_clear()
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: 1)      # a quota of one CPU's time
+    assert threads.num_threads() == 1
     monkeypatch.setenv("RUNE_NUM_THREADS", " 3 ")
     assert threads.num_threads() == config.num_threads(1) == 3
     for bad in ("0", "-2", "many", "1.5", "2 threads"):
@@ -60,6 +73,80 @@ def test_a_bad_rune_num_threads_fails_the_call_that_reads_it(monkeypatch):
 def test_free_cpus_count_the_other_running_tasks(running, free):
     assert threads.free_cpus_of(f"3.10 2.05 1.00 {running}/321 4567\n", 4) == free
     assert threads.free_cpus_of("garbled", 4) == 4
+
+
+def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
+    """A machine of `cpus` CPUs whose /proc/loadavg shows `running` running tasks."""
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"9.00 9.00 9.00 {running}/900 12345\n")
+    monkeypatch.setattr(threads, "_LOADAVG", str(loadavg))
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: quota)
+    threads.usable_cpus.cache_clear()
+    return threads._read_free_cpus()
+
+
+def test_the_hosts_load_bounds_threads_only_when_the_process_may_use_the_whole_host(monkeypatch, tmp_path,
+                                                                                       fresh_cpus):
+    # the whole host: 64 CPUs, 40 running tasks (one is the reader) leave 25
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=64, quota=None, running=40) == 25
+    # a container on a busy node: its cpuset's or its quota's CPUs, whatever the host's load
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=4, quota=None, running=200) == 4
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=64, quota=3, running=200) == 3
+
+
+class _FakeBLAS:
+    """A process-wide BLAS thread count, as libopenblas keeps it."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def get(self):
+        return self.count
+
+    def set(self, n):
+        self.count = n
+
+
+def test_overlapping_blas_calls_from_two_threads_put_back_the_process_count(monkeypatch):
+    blas = _FakeBLAS(16)
+    monkeypatch.setattr(threads, "_blas", lambda: blas)
+    monkeypatch.setattr(threads, "blas_threads", lambda work: work)   # work stands for the call's limit
+    a_in, b_in, a_out, b_out = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def a_body():
+        seen["a inside"] = blas.get()
+        a_in.set()
+        assert b_in.wait(10)
+        return "a"
+
+    def b_body():
+        seen["b inside"] = blas.get()
+        b_in.set()
+        assert a_out.wait(10)
+        seen["b after a ended"] = blas.get()
+        return "b"
+
+    def run(limit, body, done):
+        try:
+            seen[limit] = threads.blas_call(limit, body)
+        finally:
+            done.set()
+
+    # A (limit 4) starts, B (limit 1) starts, A ends, B ends
+    ta = threading.Thread(target=run, args=(4, a_body, a_out))
+    ta.start()
+    assert a_in.wait(10)
+    tb = threading.Thread(target=run, args=(1, b_body, b_out))
+    tb.start()
+    ta.join(10)
+    tb.join(10)
+    assert seen[4] == "a" and seen[1] == "b"
+    assert seen["a inside"] == 4 and seen["b inside"] == 1
+    assert seen["b after a ended"] == 1   # A's end does not lift B's limit
+    assert blas.get() == 16               # the count the process had before either
 
 
 @pytest.fixture
@@ -112,6 +199,31 @@ def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, 
         np.asarray(large @ large)
         assert _blas_threads() == [2]
     assert blas_seen == [[1], [1], [1]]
+
+
+def test_the_compiler_runs_at_most_rune_num_threads_builds_at_once(monkeypatch):
+    import concurrent.futures
+    sizes = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers=None, *args, **kwargs):
+            sizes.append(max_workers)
+            super().__init__(max_workers, *args, **kwargs)
+
+    def fake_batch(compiler, prelude, units, keys, batch, failed):   # builds nothing, loads a stand-in
+        for i in batch:
+            cc._LOADED[keys[i]] = lambda buffers: None
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(cc, "_compile_batch", fake_batch)
+    compiler = types.SimpleNamespace(key=lambda text: ("rune-test-pool", text))
+    units = [(f"u{i}", f"void u{i}_run(void **b) {{ }}", [f"u{i}"]) for i in range(5 * cc.BATCH)]
+    monkeypatch.setattr(cc.cache, "lookup", lambda key: None)   # nothing on disk: all five batches build
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    cc.build(compiler, "", units)
+    monkeypatch.setenv("RUNE_NUM_THREADS", "3")
+    cc.build(compiler, "", [(n, t + " ", k) for n, t, k in units])
+    assert sizes == [2, 3]
 
 
 @pytest.fixture(scope="module")

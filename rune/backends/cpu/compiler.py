@@ -222,7 +222,7 @@ def build(compiler, prelude, units):
             todo.append(i)
     batches = [todo[j:j + BATCH] for j in range(0, len(todo), BATCH)]
     failed = {}   # key -> the CompileError message of a unit that did not build
-    workers = min(len(batches), os.cpu_count() or 1)
+    workers = min(len(batches), threads.num_threads())   # RUNE_NUM_THREADS bounds the compiler processes too
     if workers > 1:
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(workers) as pool:
