@@ -966,3 +966,11 @@ def test_stretches_planned_before_they_run_compile_in_one_nvrtc_program():
     assert rune.stats()["kernels_compiled"] == 1  # nothing compiled again when they run
     for f, got in zip(fns, outs):
         np.testing.assert_allclose(got, np.asarray(rune.jit(f)(host)), rtol=1e-5, atol=1e-6)
+
+
+@cuda
+def test_float32_subnormals_survive_gpu_kernels_as_on_the_host():
+    h = np.full(4096, 1.0e-38, np.float32) * np.linspace(0.1, 1.0, 4096, dtype=np.float32)
+    g = nx.asarray(h, device="cuda:0")
+    for fn in (lambda v: v > 0, lambda v: v * 1.0, lambda v: v * 0.5, lambda v: nx.maximum(v, 0.0)):
+        np.testing.assert_array_equal(np.asarray(rune.jit(fn)(g)), np.asarray(rune.jit(fn)(nx.asarray(h))))

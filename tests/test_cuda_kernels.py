@@ -853,3 +853,43 @@ def test_emulated_scan_while_and_cond_bodies_run_their_cuda_kernels(k):
     ran = {id(s) for s in bodies if all(ln.name in library.launched for kk in rendered[id(s)][1]
                                          for ln in kk.launches)}
     assert len(ran) == len(bodies) - 1   # all but the branch not taken
+
+
+@needs_nvrtc
+def test_cuda_units_compile_with_runes_flags_only_so_float32_subnormals_survive(tmp_path, monkeypatch):
+    """A GPU stretch's unit goes through rune's own NVRTC call (launch.cubin_path), never
+    CuPy's, which appends -ftz=true: its PTX keeps subnormals in arithmetic and comparisons."""
+    from rune.backends.cuda import launch
+    monkeypatch.setenv("RUNE_CACHE_DIR", str(tmp_path))
+    plan = rune.jit(lambda v: (v > 0, v * 1.0, v * 0.5)).plan(rune.Spec((4096,), "float32"), target="cuda")
+    code = CudaDialect().prelude() + "\n".join(k.source for k in plan.kernels)
+    seen = []
+    real = nvrtc.compile_unit
+    monkeypatch.setattr(nvrtc, "compile_unit", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    path, temporary = launch.cubin_path(code, launch_options(), arch="sm_90")
+    assert not temporary and open(path, "rb").read()[:4] == b"\x7fELF"
+    assert len(seen) == 1 and not any("ftz" in o for o in seen[0]["options"])
+    ptx = real(code, ptx=True, options=seen[0]["options"]).decode(errors="replace")
+    assert "setp.gt.f32" in ptx and "mul.rn.f32" in ptx
+    assert ".ftz" not in ptx
+    rune.reset_stats()   # a second process (or plan) finds the cubin in rune's disk cache
+    assert launch.cubin_path(code, launch_options(), arch="sm_90") == (path, False)
+    assert len(seen) == 1 and rune.stats()["disk_cache_hits"] == 1
+
+
+def launch_options():
+    from rune.backends.cuda.backend import nvrtc_options
+    return nvrtc_options()
+
+
+def test_emulated_kernels_keep_float32_subnormals():
+    """The dialect itself never flushes: x > 0, x * 1.0 and x * 0.5 of subnormals as on the host."""
+    h = np.full(300, 1.0e-38, np.float32) * np.linspace(0.1, 1.0, 300, dtype=np.float32)
+    fn = lambda v: (v > 0, v * 1.0, v * 0.5)  # noqa: E731
+    plan = rune.jit(fn).plan(nx.asarray(h), target="cuda")
+    rendered = cuda_emu.rerender(plan, DEFAULT_DIALECT)
+    library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), list(rendered.values()))
+    got = cuda_emu.run_plan(plan, [h], library, rendered)
+    for g, w in zip(got, fn(h)):
+        assert np.array_equal(np.asarray(g), w)
+    assert (h < np.finfo(np.float32).tiny).all() and (np.asarray(got[2]) > 0).all()

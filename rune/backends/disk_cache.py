@@ -102,12 +102,12 @@ def write_note(name, data):
     _write(name, data)
 
 
-def store_library(data):
-    """Put a compiled library's bytes in the cache: (its path, its sha256), or None
-    when the cache is off or cannot be written."""
+def store_library(data, suffix=".so"):
+    """Put a compiled library's bytes (a shared library, or a GPU's `.cubin`) in the
+    cache: (its path, its sha256), or None when the cache is off or cannot be written."""
     digest = hashlib.sha256(data).hexdigest()
     # Also replaces a damaged file of that name (a mapped one lives on).
-    path = _write(f"lib-{digest[:32]}.so", data)
+    path = _write(f"lib-{digest[:32]}{suffix}", data)
     return None if path is None else (path, digest)
 
 

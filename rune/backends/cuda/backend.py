@@ -180,7 +180,8 @@ class CudaBackend(Backend):
 
     def compile(self, compiler, prelude, units, options=None):
         """Units of CUDA kernels (see `rune.backends.cuda.launch`) compiled as one
-        NVRTC program and loaded as one `cupy.RawModule`: one launcher per unit.
+        NVRTC program (rune's own call: launch.cubin_path) and loaded as one
+        `cupy.RawModule`: one launcher per unit.
         `options` default to the CUDA dialect's NVRTC flags (IEEE math, the
         fp16/bf16 header folder)."""
         options = nvrtc_options() if options is None else options

@@ -18,16 +18,25 @@ Scalars are passed as NumPy scalars of exactly their parameter's C type: CuPy
 copies a scalar's bytes into the argument buffer, so a Python int where the
 kernel reads `long long` is read as garbage.
 
-The unit (after the dialect's prelude) is one `cupy.RawModule` compiled by
-NVRTC; CuPy caches the binary on disk, keyed by source, options and GPU
-architecture. `load` returns `run(buffers)`, which launches every kernel on
+The units (after the dialect's prelude) are one program that rune compiles
+itself with NVRTC (rune/backends/cuda/nvrtc.py) into a cubin for the GPU's
+architecture, with exactly rune's flags: CuPy's own compile path would add
+`-ftz=true`, flushing float32 subnormals in arithmetic and comparisons. The
+cubin goes into rune's disk kernel cache (RUNE_CACHE_DIR, keyed by source,
+flags, NVRTC version and architecture; `disk_cache_hits` counts hits) and is
+loaded as a `cupy.RawModule(path=...)`. `load` returns `run(buffers)`, which launches every kernel on
 the current stream of the current GPU (`load_many`: many units, one module); a unit NVRTC rejects is a
 `KernelCompileError` naming its kernels, with the numbered source and NVRTC's log.
 """
+import os
+import tempfile
+
 import cupy
 import numpy as np
 
 from ...errors import RuneError
+from ...stats import COUNTERS
+from .. import disk_cache
 
 # The C type of a kernel parameter -> the NumPy scalar type passed for it.
 SCALAR_TYPES = {
@@ -90,17 +99,45 @@ def load_many(prelude, units, options=()):
     name (the same source) are compiled once."""
     texts = list({name: source for name, source, _ in units}.values())
     code = prelude + "\n" + "\n\n".join(texts)
-    try:  # CuPy compiles on the first function looked up
-        module = cupy.RawModule(code=code, options=tuple(options))
-        loaded = [[_Kernel(module, k) for k in kernels] for _, _, kernels in units]
-    except cupy.cuda.compiler.CompileException as e:
-        numbered = "\n".join(f"{i + 1:5d} {ln}" for i, ln in enumerate(code.splitlines()))
-        names = "; ".join(f"unit {name} (kernels {', '.join(k.name for k in kernels)})"
-                          for name, _, kernels in units)
-        raise KernelCompileError(
-            f"NVRTC could not compile CUDA {names} with options {' '.join(options)}:\n"
-            f"{e.get_message()}\n--- source ---\n{numbered}") from e
+    names = [k.name for _, _, kernels in units for k in kernels]
+    path, temporary = cubin_path(code, options, names)
+    module = cupy.RawModule(path=path)
+    loaded = [[_Kernel(module, k) for k in kernels] for _, _, kernels in units]  # reads the file
+    if temporary:
+        os.unlink(path)
     return [_launcher(name, kernels) for (name, _, _), kernels in zip(units, loaded)]
+
+
+def gpu_arch():
+    """The current GPU's architecture, as NVRTC names it (sm_90 on an H100/H200)."""
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def cubin_path(code, options, kernels=(), arch=None):
+    """(path, temporary): a file holding `code` compiled for `arch` (default: the
+    current GPU's) with rune's NVRTC flags and `options`, from the disk cache, else
+    compiled and stored there, or in a temporary file (for the caller to remove once
+    loaded) when the cache is off or unwritable."""
+    from . import nvrtc
+    arch = arch or gpu_arch()
+    extra = tuple(o for o in options if not o.startswith("-I") and o not in nvrtc.OPTIONS)
+    k = disk_cache.key("cuda-cubin", code, " ".join((*nvrtc.OPTIONS, *extra)), nvrtc.version(), arch)
+    hit = disk_cache.lookup(k) if disk_cache.enabled() else None
+    if hit is not None:
+        COUNTERS["disk_cache_hits"] += 1
+        return hit[0], False
+    try:
+        cubin = nvrtc.compile_unit(code, arch=arch, kernels=kernels, options=extra)
+    except nvrtc.NvrtcError as e:
+        raise KernelCompileError(str(e)) from e
+    stored = disk_cache.store_library(cubin, suffix=".cubin") if disk_cache.enabled() else None
+    if stored is not None:
+        disk_cache.store_entry(k, stored[0], stored[1], "")
+        return stored[0], False
+    fd, path = tempfile.mkstemp(prefix="rune-", suffix=".cubin")
+    with os.fdopen(fd, "wb") as f:
+        f.write(cubin)
+    return path, True
 
 
 def _launcher(name, loaded):
