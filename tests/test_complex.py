@@ -202,3 +202,319 @@ def test_var_std_and_vdot_of_complex_match_numpy():
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(nx.vdot(x, x[::-1])), np.vdot(z, z[::-1]), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(nx.linalg.vecdot(x, x[::-1])), np.vecdot(z, z[::-1]), rtol=1e-12)
+
+
+# ---------------------------------------------------------------- mul, div and |z|: rune's rule
+# (rune/backends/cpu/complexfuncs.py): fixed sequences of correctly rounded real ops,
+# the same bits eager, in C kernels and in CUDA kernels. The oracles below compute the
+# rule element by element with NumPy scalars of the part dtype (each op one IEEE
+# rounding), and the exact values with Fraction / Decimal.
+
+from decimal import Decimal, localcontext  # noqa: E402
+from fractions import Fraction  # noqa: E402
+
+from compiled import needs_cc, numpy_stretches  # noqa: E402
+
+PART = {C64: np.dtype(np.float32), C128: np.dtype(np.float64)}
+SPECIAL_PARTS = (0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan)
+
+
+def _edge(dtype):
+    """Parts near overflow and underflow, subnormal ones, and the special values."""
+    big, tiny = (1e38, 1e-40) if dtype == C64 else (1e300, 3e-310)
+    return SPECIAL_PARTS + (big, -big / 3, tiny, -tiny * 7)
+
+
+def _pairs(dtype, n=3000, seed=11):
+    """(x, y): random values over wide exponents, then every pair of edge-case numbers."""
+    rng = np.random.default_rng(seed)
+    part = PART[dtype]
+    span = 30 if dtype == C64 else 250
+
+    def rand(k):
+        return (rng.standard_normal(k) * 2.0 ** rng.integers(-span, span, k)).astype(part)
+    x, y = np.empty(n, dtype), np.empty(n, dtype)
+    x.real, x.imag, y.real, y.imag = rand(n), rand(n), rand(n), rand(n)
+    edge = np.array([complex(a, b) for a in _edge(dtype) for b in _edge(dtype)], dtype)
+    return np.concatenate([x, np.repeat(edge, edge.size)]), np.concatenate([y, np.tile(edge, edge.size)])
+
+
+def _bits(a):
+    """The bit patterns of a float or complex array, every NaN one NaN (the rule leaves
+    a NaN's sign and payload open): equal bits mean equal values and zero signs."""
+    a = np.array(a)
+    parts = np.stack([a.real, a.imag]) if a.dtype.kind == "c" else a
+    parts = np.where(np.isnan(parts), parts.dtype.type(np.nan), parts).astype(parts.dtype)
+    return parts.view({4: np.uint32, 8: np.uint64, 2: np.uint16}[parts.dtype.itemsize])
+
+
+def _rule_mul(x, y):
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    return a * c - b * d, a * d + b * c
+
+
+def _rule_div(x, y):
+    a, b, c, d = x.real, x.imag, y.real, y.imag
+    if abs(c) >= abs(d):
+        if c == 0 and d == 0:
+            return a / abs(c), b / abs(c)
+        rat = d / c
+        scl = 1 / (c + d * rat)
+        return (a + b * rat) * scl, (b - a * rat) * scl
+    rat = c / d
+    scl = 1 / (d + c * rat)
+    return (a * rat + b) * scl, (b * rat - a) * scl
+
+
+def _rule_hypot(x, y):
+    t = type(x)
+    x, y = abs(x), abs(y)
+    if np.isinf(x) or np.isinf(y):
+        return t(np.inf)
+    big, down, small, up = (t(2.0 ** 50), t(2.0 ** -70), t(2.0 ** -50), t(2.0 ** 100)) if t is np.float32 else \
+        (t(2.0 ** 500), t(2.0 ** -600), t(2.0 ** -500), t(2.0 ** 600))
+    k = down if x > big or y > big else up if x < small and y < small else t(1)
+    back = 1 / k   # a power of two
+    xs, ys = x * k, y * k
+    return np.sqrt(xs * xs + ys * ys) * back
+
+
+def _oracle(rule, xs, ys, dtype):
+    with np.errstate(all="ignore"):
+        out = np.empty(xs.shape, dtype)
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            if dtype.kind == "c":   # the parts set apart: complex(re, im) turns inf im's re into NaN
+                out.real[i], out.imag[i] = rule(x, y)
+            else:
+                out[i] = rule(x, y)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_eager_mul_div_abs_follow_the_rule_element_by_element(dtype):
+    x, y = _pairs(dtype, n=400)
+    X, Y = nx.asarray(x), nx.asarray(y)
+    assert (_bits(X * Y) == _bits(_oracle(_rule_mul, x, y, dtype))).all()
+    assert (_bits(X / Y) == _bits(_oracle(_rule_div, x, y, dtype))).all()
+    got = nx.abs(X)
+    assert got.dtype == PART[dtype]
+    assert (_bits(got) == _bits(_oracle(_rule_hypot, x.real, x.imag, PART[dtype]))).all()
+    # the random values alone: every pair in the unscaled band (NumPy's shortcut there)
+    e = 50 if dtype == C64 else 500
+    m = np.maximum(abs(x.real[:400]), abs(x.imag[:400]))
+    mid = x[:400][(m >= 2.0 ** -e) & (m <= 2.0 ** e)]
+    assert mid.size > 300
+    assert (_bits(nx.abs(nx.asarray(mid))) == _bits(_oracle(_rule_hypot, mid.real, mid.imag, PART[dtype]))).all()
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_special_values_by_value(dtype):
+    """C99 hypot's infinities; no Annex G recovery in mul; NumPy's zero divisor."""
+    inf, nan = np.inf, np.nan
+
+    def parts(z):
+        z = np.asarray(z)
+        return [(float(v.real), float(v.imag)) for v in z.reshape(-1)]
+
+    def c(re, im):
+        z = np.empty((), dtype)
+        z.real, z.imag = re, im
+        return nx.asarray(z)
+
+    def same(got, want):
+        return _bits(np.array(got, np.float64)).tolist() == _bits(np.array(want, np.float64)).tolist()
+    assert same(parts(c(inf, 0) * c(1, 0)), [(inf, nan)])
+    assert same(parts(c(1, 2) * c(3, 4)), [(-5.0, 10.0)])
+    big = 3e38 if dtype == C64 else 1e308   # 2 big overflows
+    assert same(parts(c(big, big) * c(1, 1)), [(0.0, inf)])          # each sum rounds (and overflows) alone
+    assert same(parts(c(1, 0) / c(0, 0)), [(inf, nan)])
+    assert same(parts(c(-1, 1) / c(-0.0, 0)), [(-inf, inf)])
+    assert same(parts(c(1, 1) / c(inf, 0)), [(0.0, 0.0)])
+    assert same(parts(c(inf, 0) / c(1, 0)), [(inf, nan)])
+    assert same(parts(c(-0.0, 0) / c(1, 0)), [(0.0, 0.0)])   # (-0 + 0 rat) scl: Smith's method drops the sign
+    assert same(parts(c(6, 8) / c(3, 4)), [(2.0, 0.0)])
+    e = 149 if dtype == C64 else 1074          # the smallest subnormal's exponent
+    hi = 100 if dtype == C64 else 1000
+    cases = [((inf, nan), inf), ((nan, -inf), inf), ((nan, 1.0), nan), ((-0.0, 0.0), 0.0),
+             ((3 * 2.0 ** -e, 4 * 2.0 ** -e), 5 * 2.0 ** -e), ((3 * 2.0 ** hi, -4 * 2.0 ** hi), 5 * 2.0 ** hi),
+             ((-3.0, 4.0), 5.0)]
+    got = [float(nx.abs(c(*z))) for z, _ in cases]
+    assert same(got, [w for _, w in cases]), got
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_accuracy_against_exact_arithmetic(dtype):
+    """Normwise relative error against Fraction arithmetic, in units of u, for values
+    whose results stay in the normal range: mul within sqrt(5) u (Brent, Percival and
+    Zimmermann's bound for this formula), div (Smith's method) within 4 u, |z| within 2 u."""
+    part = PART[dtype]
+    x, y = _pairs(dtype, n=300, seed=12)
+    x, y = x[:300], y[:300]
+    m, d, r = (np.asarray(v) for v in (nx.asarray(x) * nx.asarray(y), nx.asarray(x) / nx.asarray(y),
+                                       nx.abs(nx.asarray(x))))
+    u2 = Fraction(1, 2 ** (24 if part == np.float32 else 53)) ** 2
+    worst = {"mul": 0, "div": 0, "abs": 0}
+    for i in range(x.size):
+        a, b, c, dd = (Fraction(float(v)) for v in (x[i].real, x[i].imag, y[i].real, y[i].imag))
+        em = (a * c - b * dd, a * dd + b * c)
+        n2 = c * c + dd * dd
+        ed = ((a * c + b * dd) / n2, (b * c - a * dd) / n2)
+        for name, got, ex in (("mul", m[i], em), ("div", d[i], ed)):
+            err2 = (Fraction(float(got.real)) - ex[0]) ** 2 + (Fraction(float(got.imag)) - ex[1]) ** 2
+            worst[name] = max(worst[name], err2 / (u2 * (ex[0] ** 2 + ex[1] ** 2)))
+        with localcontext() as ctx:
+            ctx.prec, ctx.Emax, ctx.Emin = 80, 10 ** 6, -10 ** 6
+            ex = (Decimal(float(x[i].real)) ** 2 + Decimal(float(x[i].imag)) ** 2).sqrt()
+            u = Decimal(2) ** -(24 if part == np.float32 else 53)
+            worst["abs"] = max(worst["abs"], abs(Decimal(float(r[i])) - ex) / (ex * u))
+    assert worst["mul"] <= 5 and worst["div"] <= 16 and worst["abs"] <= 2, worst   # squared norms: 5 = sqrt(5)^2
+    assert worst["mul"] > 0 and worst["abs"] > 0   # the samples do round
+
+
+def _mul_div_abs(a, b):
+    return (a * b, a / b, nx.abs(a), a[::-1] * b, b / a[::-1], nx.abs(b[::-1]) + nx.real(a),
+            nx.hypot(nx.real(a), nx.imag(b)))
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_jit_mul_div_abs_compile_and_give_eager_bits(dtype):
+    """Random values, every pair of special values, reversed strides: the C kernels'
+    bits are eager's, and no step of the plan runs on NumPy."""
+    x, y = (nx.asarray(v) for v in _pairs(dtype))
+    jf = rune.jit(_mul_div_abs)
+    plan = jf.plan(x, y)
+    assert plan.kernels and not numpy_stretches(plan), plan
+    with np.errstate(all="ignore"):   # inf - inf in the real add
+        want = _mul_div_abs(x, y)
+    for g, w in zip(jf(x, y), want):
+        assert g.dtype == w.dtype
+        assert (_bits(g) == _bits(w)).all()
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_jit_hypot_of_reals_gives_eager_bits(dtype):
+    rng = np.random.default_rng(13)
+    span = 8 if dtype == np.float16 else 60
+    x, y = ((rng.standard_normal(2000) * 2.0 ** rng.integers(-span, span, 2000)).astype(dtype) for _ in range(2))
+    x[:7], y[:7] = SPECIAL_PARTS, SPECIAL_PARTS[::-1]
+    jf = rune.jit(nx.hypot)
+    plan = jf.plan(nx.asarray(x), nx.asarray(y))
+    assert plan.kernels and not numpy_stretches(plan), plan
+    got, want = jf(nx.asarray(x), nx.asarray(y)), nx.hypot(nx.asarray(x), nx.asarray(y))
+    assert (_bits(got) == _bits(want)).all()
+    np.testing.assert_allclose(np.asarray(want, np.float64)[7:], np.hypot(x, y).astype(np.float64)[7:],
+                               rtol=4 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_cuda_kernels_give_eager_bits_emulated(dtype):
+    """The same functions rendered for CUDA, run by tests/cuda_emu on the CPU (and, when
+    NVRTC is installed, compiled by it)."""
+    cuda_emu = pytest.importorskip("cuda_emu")
+    if cuda_emu.CXX is None:
+        pytest.skip("no g++ to build the CUDA emulation")
+    from rune.backends.cuda import nvrtc
+    from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+    dialect = CudaDialect(device=DeviceProps(sm_count=2), block=64, blocks_per_sm=2, items_per_thread=2)
+    x, y = _pairs(dtype, n=500)
+    plan = rune.jit(_mul_div_abs).plan(x, y, target="cuda")
+    rendered = cuda_emu.rerender(plan, dialect)
+    assert rendered and not numpy_stretches(plan), plan
+    library = cuda_emu.Library(dialect.prelude(), list(rendered.values()))
+    got = cuda_emu.run_plan(plan, [x, y], library, rendered)
+    with np.errstate(all="ignore"):
+        want = _mul_div_abs(nx.asarray(x), nx.asarray(y))
+    for g, w in zip(got, want):
+        assert (_bits(g) == _bits(w)).all()
+    if nvrtc.available():
+        nvrtc.compile_unit(dialect.prelude() + "\n\n".join(t for t, _ in rendered.values()), arch="sm_90",
+                           ptx=True, options=("-fdevice-syntax-only",))
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_abs_within_2u_of_exact_over_the_whole_range(dtype):
+    """|z| over every binade, subnormal parts and parts near overflow among them (each
+    of the scaling bands): within 2 u of the exact modulus (Decimal), relative, where
+    that is normal; where the result is subnormal, within 1.5 of its ulp."""
+    part = PART[dtype]
+    info = np.finfo(part)
+    lo, hi = int(np.log2(info.smallest_subnormal)), int(np.log2(info.max))
+    rng = np.random.default_rng(14)
+    n = 3000
+    z = np.empty(n, dtype)
+    z.real = (rng.uniform(1, 2, n) * 2.0 ** rng.integers(lo, hi, n)).astype(part)
+    with np.errstate(over="ignore"):
+        z.imag = z.real * (rng.uniform(-2, 2, n) * 2.0 ** rng.integers(-40, 40, n)).astype(part)
+    z.imag[:100] = (rng.uniform(1, 2, 100) * 2.0 ** rng.integers(lo, lo + 30, 100)).astype(part)
+    got = np.asarray(nx.abs(nx.asarray(z)))
+    keep = np.isfinite(z.real) & np.isfinite(z.imag)
+    p = 24 if part == np.float32 else 53
+    worst = 0
+    with localcontext() as ctx:
+        ctx.prec, ctx.Emax, ctx.Emin = 80, 10 ** 6, -10 ** 6
+        for i in np.nonzero(keep)[0]:
+            ex = (Decimal(float(z.real[i])) ** 2 + Decimal(float(z.imag[i])) ** 2).sqrt()
+            if ex > Decimal(float(info.max)):
+                assert got[i] == np.inf
+                continue
+            err = abs(Decimal(float(got[i])) - ex)
+            if ex < Decimal(float(info.smallest_normal)):
+                assert err <= Decimal(float(info.smallest_subnormal)) * Decimal("1.5"), (z[i], got[i])
+            else:
+                worst = max(worst, err / (ex * Decimal(2) ** -p))
+    assert 0 < worst <= 2, worst
+
+
+def _exp_samples(dtype):
+    """Random values (|x| up to 100: e^x overflowing where e^x cos y does not) and
+    every pair of edge-case parts."""
+    rng = np.random.default_rng(15)
+    part = PART[dtype]
+    z = np.empty(4000, dtype)
+    z.real = rng.uniform(-100, 100, z.size).astype(part)
+    z.real[:500] += 88 if dtype == C64 else 709
+    z.imag = (rng.standard_normal(z.size) * 10).astype(part)
+    edge = np.array([complex(0, 0)] * len(_edge(dtype)) ** 2, dtype)
+    edge.real, edge.imag = np.repeat(_edge(dtype), len(_edge(dtype))), np.tile(_edge(dtype), len(_edge(dtype)))
+    return np.concatenate([edge, z])
+
+
+def _exp_close(got, want, dtype, ulps):
+    """Parts within `ulps` ulp of eager's (another libm's exp, sin and cos: not its bits),
+    and equal where eager's is 0, infinite or NaN (zero signs included)."""
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        exact = ~np.isfinite(w) | (w == 0)
+        assert (_bits(g[exact]) == _bits(w[exact])).all(), (g[exact], w[exact])
+        info = np.finfo(PART[dtype])   # ulps of the value, or of the subnormals below the normal range
+        np.testing.assert_allclose(g[~exact], w[~exact], rtol=ulps * info.eps, atol=ulps * info.smallest_subnormal)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_jit_exp_compiles_within_ulps_of_eager_and_keeps_its_special_values(dtype):
+    z = _exp_samples(dtype)
+    jf = rune.jit(nx.exp)
+    plan = jf.plan(nx.asarray(z))
+    assert plan.kernels and not numpy_stretches(plan), plan
+    with np.errstate(all="ignore"):
+        want = np.asarray(nx.exp(nx.asarray(z)))
+    _exp_close(np.asarray(jf(nx.asarray(z))), want, dtype, 4)
+
+
+@pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
+def test_cuda_exp_kernel_emulated_within_ulps_of_eager(dtype):
+    cuda_emu = pytest.importorskip("cuda_emu")
+    if cuda_emu.CXX is None:
+        pytest.skip("no g++ to build the CUDA emulation")
+    from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+    dialect = CudaDialect(device=DeviceProps(sm_count=2), block=64, blocks_per_sm=2, items_per_thread=2)
+    z = _exp_samples(dtype)
+    plan = rune.jit(nx.exp).plan(z, target="cuda")
+    rendered = cuda_emu.rerender(plan, dialect)
+    assert rendered and not numpy_stretches(plan), plan
+    got, = cuda_emu.run_plan(plan, [z], cuda_emu.Library(dialect.prelude(), list(rendered.values())), rendered)
+    with np.errstate(all="ignore"):
+        want = np.asarray(nx.exp(nx.asarray(z)))
+    _exp_close(got, want, dtype, 4)

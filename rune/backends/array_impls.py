@@ -276,6 +276,8 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     named.update(rsqrt=rsqrt, erf=erf, logistic=logistic,
                  floordiv=floor_division("floordiv", xp.floor_divide),
                  rem=floor_division("rem", xp.remainder))
+    # complex mul, div and abs by rune's rule (complexfuncs), not the module's loops
+    named.update(complexfuncs.arithmetic(xp, named, quiet))
     impls = {name: elementwise(name, fn) for name, fn in named.items()}
     impls.update({
         "stop_gradient": stop_gradient, "select": select, "convert": convert,
