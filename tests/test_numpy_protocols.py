@@ -99,3 +99,94 @@ def test_numpy_on_concrete_arrays_is_unchanged():
     np.testing.assert_array_equal(np.dot(x, W), np.dot(X, W))
     # an ndarray meeting a rune array by an operator gives a rune array
     assert isinstance(W + x, nx.Array) and isinstance(W @ x, nx.Array)
+
+
+# NumPy's own arguments, bound to NumPy's signature and passed to rune by meaning:
+# values on data with a tie (so the order of ties shows), compared with NumPy's
+# output exactly, under jit and vmap; derivatives on X (no ties) under grad.
+V = np.array([3.0, 1.0, 2.0, 1.0])
+ARGUMENT_CASES = {
+    # (NumPy's kind= by position was rune's descending=)
+    "sort kind by position": lambda x: np.sort(x, 0, "quicksort"),
+    "sort kind keyword": lambda x: np.sort(x, axis=-1, kind="heapsort"),
+    "sort stable keyword": lambda x: np.sort(x, stable=True),
+    "argsort kind by position": lambda x: np.argsort(x, 0, "stable"),
+    "argsort mergesort keyword": lambda x: np.argsort(x, kind="mergesort"),
+    "argsort default": lambda x: np.argsort(x, axis=0),
+    # (NumPy's array `a` was rune's axis `a`)
+    "swapaxes by position": lambda x: np.swapaxes(np.reshape(x, (1, 2, 2)), 0, 2),
+    "swapaxes keywords": lambda x: np.swapaxes(a=np.reshape(x, (2, 2)), axis1=1, axis2=0),
+    "clip a_min a_max keywords": lambda x: np.clip(x, a_min=1.5, a_max=2.5),
+    "tile": lambda x: np.tile(x, 2),
+    "diff n by position": lambda x: np.diff(x, 2, 0),
+    "take keywords": lambda x: np.take(x, indices=np.array([3, 0]), axis=0),
+    "cumsum dtype keyword": lambda x: np.cumsum(x, axis=0, dtype=np.float32),
+    "where": lambda x: np.where(x > 1.5, x, -x),
+}
+
+
+@pytest.mark.parametrize("name", list(ARGUMENT_CASES))
+def test_numpy_arguments_mean_what_they_mean_to_numpy(name):
+    f = ARGUMENT_CASES[name]
+    want = f(V)
+    for got in (rune.jit(f)(nx.asarray(V)), rune.vmap(f)(nx.asarray(np.stack([V, V])))[1]):
+        # (indices are rune's default int, int32 as in JAX, where NumPy's are int64)
+        assert np.dtype(got.dtype) == want.dtype or np.dtype(got.dtype).kind == want.dtype.kind == "i"
+        np.testing.assert_array_equal(np.asarray(got), want)
+    if want.dtype == np.float64:  # the derivative of a weighted sum, against NumPy's by differences
+        def loss(x):
+            return np.sum(np.sin(f(x)) * np.arange(1.0, want.size + 1).reshape(want.shape))
+        fd = fd_grad(lambda v: _value(loss, v), np.array([3.0, 1.0, 2.0, 0.5]))
+        got = rune.grad(loss)(nx.asarray(np.array([3.0, 1.0, 2.0, 0.5])))
+        np.testing.assert_allclose(np.asarray(got), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_numpy_argsort_indices_are_numpy_stable_ones_under_grad():
+    # the indices chosen inside grad decide which elements the derivative reaches
+    w = np.array([1.0, 10.0, 100.0, 1000.0])
+    f = lambda x: np.sum(np.take(x, np.argsort(x, 0, "stable")) * w)
+    got = rune.grad(f)(nx.asarray(V))
+    want = np.zeros(4)
+    want[np.argsort(V, kind="stable")] = w  # d/dx[i] is the weight at x[i]'s sorted place
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda x: np.sort(x, kind="bogus"), r"numpy\.sort: kind must be one of"),
+    (lambda x: np.sort(x, order="f"), r"numpy\.sort: its argument order='f'"),
+    (lambda x: np.pad(x, 1, mode="edge"), r"numpy\.pad: its argument mode='edge'"),
+    (lambda x: np.place(x, x > 1, 0.0), r"numpy\.place: its argument mask="),
+    (lambda x: np.add(x, x, dtype=np.int32), r"numpy\.add: dtype=.*int32"),
+    (lambda x: np.sqrt(x, dtype=np.int64), r"numpy\.sqrt: dtype=.*int64"),
+])
+def test_numpy_argument_rune_cannot_honour_raises_naming_it(call, match):
+    with pytest.raises(rune.RuneError, match=match):
+        rune.jit(call)(nx.asarray(V))
+
+
+I8 = np.array([100, 120, -128], np.int8)
+DTYPE_CASES = {
+    # dtype= picks NumPy's loop: the inputs are cast to it before computing
+    "add int8 as int32": (lambda x: np.add(x, x, dtype=np.int32), I8),
+    "multiply int8 scalar as int16": (lambda x: np.multiply(x, 3, dtype=np.int16), I8),
+    "negative int8 as float64": (lambda x: np.negative(x, dtype=np.float64), I8),
+    "divide float32 as float64": (lambda x: np.divide(x, 3, dtype=np.float64),
+                                  np.array([1.0, 2.0, 10.0], np.float32)),
+    "sqrt float64 as float32": (lambda x: np.sqrt(x, dtype=np.float32), np.array([2.0, 3.0, 1e-50])),
+    "less with bool output": (lambda x: np.less(x, 110, dtype=bool), I8),
+    "add.outer int8 as int32": (lambda x: np.add.outer(x, x, dtype=np.int32), I8),
+    "add.reduce int8 as int16": (lambda x: np.add.reduce(x, dtype=np.int16), I8),
+}
+
+
+@pytest.mark.parametrize("name", list(DTYPE_CASES))
+def test_numpy_ufunc_dtype_computes_in_that_dtype(name):
+    f, v = DTYPE_CASES[name]
+    want = f(v)
+    got = rune.jit(f)(nx.asarray(v))
+    assert np.dtype(got.dtype) == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), want)
+    if v.dtype.kind == "f":  # the primal under jvp too, and the derivative in the loop's dtype
+        out, t = rune.jvp(f, (nx.asarray(v),), (nx.asarray(np.ones_like(v)),))
+        assert np.dtype(out.dtype) == want.dtype and np.dtype(t.dtype) == want.dtype
+        np.testing.assert_array_equal(np.asarray(out), want)

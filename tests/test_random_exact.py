@@ -511,3 +511,113 @@ def test_eager_samplers_on_large_shapes_run_compiled_with_the_same_bits(monkeypa
     op_by_op = np.asarray(draw())
     assert rune.stats()["traces"] == 0
     assert np.array_equal(compiled.view(np.uint32), op_by_op.view(np.uint32))
+
+
+# ---------------------------------------------------------------- far tails, empty ranges, full ranges
+
+# Intervals whose normal CDF underflows (or loses its precision) in the dtype: Phi(-14)
+# is subnormal in float32, Phi(-20) and Phi(-39) are below float32's and float64's
+# smallest values; and a two-sided wide interval, reaching into the upper tail.
+TAIL_INTERVALS = [(14.0, 15.0, np.float32), (20.0, 30.0, np.float32), (-30.0, -20.0, np.float32),
+                  (39.0, 40.0, np.float64), (-40.0, -39.0, np.float64), (100.0, np.inf, np.float64),
+                  (-3.0, 4.0, np.float32), (-3.0, 4.0, np.float64)]
+
+
+@pytest.mark.parametrize("lower, upper, dtype", TAIL_INTERVALS, ids=str)
+def test_truncated_normal_far_tails_pass_kolmogorov_smirnov(lower, upper, dtype):
+    x = np.asarray(nx.random.truncated_normal(nx.random.key(31), lower, upper, (N,), dtype))
+    assert x.dtype == dtype and (x > lower).all() and (x < upper).all()
+    want = scipy.stats.truncnorm(lower, upper)
+    assert scipy.stats.kstest(x.astype(np.float64), want.cdf).pvalue > 1e-3
+    # the mean to within 5 standard errors (SciPy's own moments are lost beyond ~40)
+    mean = want.mean() if upper < 50 else 100.0 + 1 / 100.0 - 2 / 100.0 ** 3   # lo + 1/lo - 2/lo^3 + ...
+    assert abs(x.astype(np.float64).mean() - mean) < 5 * want.std() / np.sqrt(N) + 1e-9 * abs(mean)
+
+
+def test_truncated_normal_far_tails_eager_and_jit_agree_bit_for_bit():
+    _check_eager_matches_jit(lambda k: tuple(nx.random.truncated_normal(k, lo, hi, (3, 5), dtype)
+                                             for lo, hi, dtype in TAIL_INTERVALS + [(2.0, 3.0, BF16)]))
+
+
+def test_log_ndtr_and_ndtri_exp_against_scipy_far_beyond_underflow():
+    for dtype, eps in ((np.float64, 2.0 ** -52), (np.float32, 2.0 ** -23)):
+        x = np.concatenate([-np.geomspace(1e-3, 1e15, 300), np.linspace(0.01, 8, 50)]).astype(dtype)
+        got = np.asarray(exact_math.log_ndtr(nx.asarray(x))).astype(np.float64)
+        want = scipy.special.log_ndtr(x.astype(np.float64))
+        assert (np.abs(got - want) <= 8 * eps * np.maximum(np.abs(want), 1e-300) + 2 * eps * (x > 0)).all(), dtype
+        # the quantile of exp(y), straight from y: SciPy's ndtri_exp where it is exact (y >= -700),
+        # beyond it the round trip through SciPy's log_ndtr
+        y = -np.geomspace(1e-3, 700, 200).astype(dtype)
+        got = np.asarray(exact_math.ndtri_exp(nx.asarray(y))).astype(np.float64)
+        want = scipy.special.ndtri_exp(y.astype(np.float64))
+        tail = y < -1e-2   # (nearer 0, 1 - exp(y) carries exp's absolute error, as ndtri's does)
+        assert (np.abs(got - want)[tail] <= 8 * eps * np.maximum(np.abs(want[tail]), 1)).all(), dtype
+        y = -np.geomspace(700, 1e30 if dtype is np.float32 else 1e200, 200).astype(dtype)
+        x = np.asarray(exact_math.ndtri_exp(nx.asarray(y))).astype(np.float64)
+        assert (np.abs(scipy.special.log_ndtr(x) / y.astype(np.float64) - 1) <= 8 * eps).all(), dtype
+    special = np.asarray(exact_math.ndtri_exp(nx.asarray(np.array([0.0, -np.inf, 0.5, np.nan]))))
+    assert special[0] == np.inf and special[1] == -np.inf and np.isnan(special[2:]).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_uniform_with_an_empty_range_gives_minval(dtype):
+    # JAX's uniform is max(minval, ...): maxval <= minval gives minval, never a value below it
+    k = nx.random.key(8)
+    for lo, hi in ((1.0, 1.0), (2.0, -3.0)):
+        for bounds in ((lo, hi), (nx.asarray(np.full(3, lo, dtype)), nx.asarray(np.full(3, hi, dtype)))):
+            x = np.asarray(nx.random.uniform(k, (3,), dtype, *bounds))
+            assert x.dtype == dtype and (x == lo).all(), (lo, hi)
+            x = np.asarray(rune.jit(lambda k, a, b: nx.random.uniform(k, (3,), dtype, a, b))(k, *bounds))
+            assert (x == lo).all(), (lo, hi)
+
+
+def test_randint_takes_jax_bounds_beyond_the_dtype():
+    # JAX's randint: bounds are clipped into the dtype, and a maxval above its largest value
+    # takes that value in (randint(k, s, 0, 256, uint8) covers the whole byte)
+    k = nx.random.key(9)
+    draw = lambda lo, hi, dtype: np.asarray(nx.random.randint(k, (N // 10,), lo, hi, dtype)).astype(np.int64)
+    draw_jit = lambda lo, hi, dtype: np.asarray(rune.jit(
+        lambda k, a, b: nx.random.randint(k, (N // 10,), a, b, dtype))(k, nx.asarray(lo), nx.asarray(hi)))
+    assert set(draw(0, 256, nx.uint8)) == set(range(256))
+    assert set(draw_jit(np.int32(0), np.int32(256), nx.uint8).tolist()) == set(range(256))
+    assert set(draw(-300, 300, nx.int8)) == set(range(-128, 128))
+    assert set(draw_jit(np.int32(-300), np.int32(300), nx.int8).tolist()) == set(range(-128, 128))
+    assert set(draw(250, 10 ** 30, nx.uint8)) == set(range(250, 256))
+    assert set(draw(-2 ** 70, -2 ** 31 + 3, nx.int32)) == {-2 ** 31, -2 ** 31 + 1, -2 ** 31 + 2}
+    assert set(draw(300, 400, nx.uint8)) == {255}             # both clipped to 255, which maxval includes
+    assert set(draw(-10, -5, nx.uint8)) == {0}                # both clipped to 0: empty, so minval
+    full64 = draw(0, 2 ** 64, nx.uint64)
+    assert full64.dtype == np.int64 and len(np.unique(full64)) == full64.size
+    with pytest.raises(ShapeError, match=r"random\.randint: the bounds' shapes \(2,\)"):
+        nx.random.randint(k, (4,), nx.asarray(np.array([0, 1])), 3)
+    with pytest.raises(DTypeError, match=r"random\.randint: minval must be integers"):
+        nx.random.randint(k, (4,), nx.asarray(np.array([1j])), 3)
+
+
+_OTHER_DEVICE_SCRIPT = """
+import numpy as np
+from rune import nx
+draws = {
+    "uniform array bounds": lambda k, b: nx.random.uniform(k, (5,), nx.float32, b(1.0), b(2.0)),
+    "uniform float16 array bounds": lambda k, b: nx.random.uniform(k, (5,), nx.float16, -5.0, b(2.0)),
+    "truncated_normal": lambda k, b: nx.random.truncated_normal(k, 20.0, 30.0, (5,)),
+    "truncated_normal array bounds": lambda k, b: nx.random.truncated_normal(k, b(-1.0), b(2.0), (5,), nx.float16),
+}
+for name, draw in draws.items():
+    there = draw(nx.place(nx.random.key(3), "cpu:1"), lambda v: nx.place(nx.asarray(np.float32(v)), "cpu:1"))
+    here = draw(nx.random.key(3), lambda v: nx.asarray(np.float32(v)))
+    assert str(there.device) == "cpu:1", (name, there.device)
+    assert np.asarray(there).tobytes() == np.asarray(here).tobytes(), name
+print("ok")
+"""
+
+
+def test_samplers_with_a_key_on_another_device_draw_there():
+    # the bounds' neighbours (exact_math.nextafter) are placed with the key, not on the default device
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, RUNE_HOST_DEVICES="2")
+    run = subprocess.run([sys.executable, "-c", _OTHER_DEVICE_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

@@ -513,3 +513,22 @@ def test_scalars_and_fills_made_with_an_integer_dtype_follow_the_rule(make):
         else:
             got = [int(rune.jit(lambda v=v: nx.full((3,), v, dtype=dtype))()[2]) for v in values]
         assert got == expected, (make, dtype)
+
+
+@pytest.mark.parametrize("make", ["asarray", "full", "full_like", "full_sequence_fill", "full_under_jit"])
+def test_python_ints_an_integer_dtype_cannot_hold_raise_naming_the_function(make):
+    # Python ints are checked, never wrapped (NumPy 2 and JAX raise OverflowError too); the
+    # error is rune's, naming the function: floats saturate instead (the test above).
+    name = "asarray" if make == "asarray" else "full"
+    for value, dtype in [(300, nx.uint8), (-1, nx.uint8), (128, nx.int8), (2 ** 31, nx.int32), (2 ** 64, nx.uint64)]:
+        make_it = {"asarray": lambda: nx.asarray(value, dtype=dtype),
+                   "full": lambda: nx.full((2,), value, dtype),
+                   "full_like": lambda: nx.full_like(nx.zeros((2,), dtype), value),
+                   "full_sequence_fill": lambda: nx.full((2,), [value, 1], dtype),
+                   "full_under_jit": lambda: rune.jit(lambda: nx.full((3,), value, dtype))()}[make]
+        with pytest.raises(rune.ScalarOverflowError, match=rf"^{name}: .*{np.dtype(dtype).name}") as raised:
+            make_it()
+        assert make == "full_sequence_fill" or str(value) in str(raised.value)
+    # the bounds themselves fit
+    assert np.asarray(nx.full((2,), 255, nx.uint8)).tolist() == [255, 255]
+    assert np.asarray(nx.full((2,), -128, nx.int8)).tolist() == [-128, -128]

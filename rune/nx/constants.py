@@ -11,6 +11,7 @@ from ..backends import backend_for
 from ..core.prims import P
 from ..core.trace import bind
 from ..devices import current_default, get_device
+from ..errors import ScalarOverflowError
 from . import dtypes as dt
 
 
@@ -18,15 +19,33 @@ def _device(device):
     return current_default() if device is None else get_device(device)
 
 
-def host_cast(value, dtype):
+def checked_scalar(name, value, dtype):
+    """The Python scalar `value` as a NumPy scalar of `dtype`; one it cannot hold is a
+    ScalarOverflowError naming `name`, never NumPy's OverflowError naming nothing."""
+    try:
+        return dtype.type(value)
+    except OverflowError:
+        raise ScalarOverflowError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
+
+
+def host_cast(value, dtype, name="full"):
     """Host data `value` as a NumPy array of `dtype`. Floats into integers follow rune's
     conversion rule (the host backend's `convert`: NaN gives 0, out-of-range values
-    saturate), never NumPy's, which raises for some values and wraps others."""
+    saturate), never NumPy's, which raises for some values and wraps others. A Python
+    int that `dtype` cannot hold raises a ScalarOverflowError naming `name` (the
+    function whose fill value it is: `full` for the fills that come here), as
+    `nx.asarray` does, never NumPy's OverflowError naming nothing."""
     dtype = dt.dtype(dtype)
+    if type(value) is int:
+        return np.asarray(checked_scalar(name, value, dtype), dtype)
     host = np.asarray(value)
     if host.dtype.kind in "fc" and dtype.kind in "iu":
         return backend_for(get_device("cpu")).IMPLS["convert"](host, dtype=dtype)
-    return np.asarray(value, dtype)
+    try:
+        return np.asarray(value, dtype)
+    except OverflowError as e:  # Python ints in a sequence
+        raise ScalarOverflowError(f"{name}: the Python integers in the {type(value).__name__} do not fit "
+                                  f"in {dtype.name} ({e})") from None
 
 
 def _scalar(value, dtype):

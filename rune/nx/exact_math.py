@@ -16,6 +16,10 @@ and scaling, never by reinterpreting bits.
   ndtr(x)     the standard normal CDF, from exp(-x**2/2) and Weideman's (1994)
               expansion of erfcx: relative error within 4e-15 (float64) or 1e-6
               (float32) however far into the lower tail.
+  log_ndtr(x) log of the normal CDF, without underflow: -x**2/2 plus the log of
+              ndtr's erfcx term in the lower tail (x = -40 gives -804.6).
+  ndtri_exp(y)  the normal quantile of exp(y): AS 241 from r = sqrt(-y) itself,
+              with a Newton step on log_ndtr beyond its fitted range (r > 27).
   nextafter(x, y)  the float next to x toward y, of x's dtype or a narrower one.
 
 Each is about a hundred elementwise operations: eagerly, on large concrete
@@ -216,19 +220,23 @@ def ndtri(p, lowest=None):
         special = ops.where(ops.equal(p, t(0)), t(-np.inf), ops.where(ops.equal(p, t(1)), t(np.inf), t(np.nan)))
         p = ops.where(ok, p, t(0.5))
     smallest = float(np.finfo(t).smallest_subnormal) if lowest is None else float(lowest)
-    q = ops.subtract(p, t(0.5))
-    central = ops.multiply(q, _rational(_CENTRAL, ops.subtract(t(0.180625), ops.multiply(q, q)), t))
-    # Tails: r = sqrt(-log(the smaller of p and 1 - p)) > 1.6 there, so the shifted
-    # arguments of the branch taken are non-negative; every branch is computed, then
-    # one is chosen.
+    # Tails: r = sqrt(-log(the smaller of p and 1 - p))
     r = ops.sqrt(ops.negative(log(ops.minimum(p, ops.subtract(t(1), p)), bounds=(smallest, 0.5))))
-    tail = _rational(_NEAR_TAIL, ops.subtract(r, t(1.6)), t)
-    if math.sqrt(-math.log(smallest)) > 5:
-        far = _rational(_FAR_TAIL, ops.subtract(r, t(5)), t)
-        tail = ops.where(ops.less_equal(r, t(5)), tail, far)
-    tail = ops.where(ops.less(q, t(0)), ops.negative(tail), tail)
-    out = ops.where(ops.less_equal(ops.abs(q), t(0.425)), central, tail)
+    out = _ppnd16(ops.subtract(p, t(0.5)), r, t, far=math.sqrt(-math.log(smallest)) > 5)
     return out if lowest is not None else ops.where(ok, out, special)
+
+
+def _ppnd16(q, r, t, far):
+    """AS 241's quantile from q = p - 1/2 and r = sqrt(-log(min(p, 1 - p))) (> 1.6
+    wherever |q| > 0.425, so the shifted arguments of the branch taken are
+    non-negative): every branch is computed, then one is chosen. far: whether r
+    can exceed 5 (else its branch is left out)."""
+    central = ops.multiply(q, _rational(_CENTRAL, ops.subtract(t(0.180625), ops.multiply(q, q)), t))
+    tail = _rational(_NEAR_TAIL, ops.subtract(r, t(1.6)), t)
+    if far:
+        tail = ops.where(ops.less_equal(r, t(5)), tail, _rational(_FAR_TAIL, ops.subtract(r, t(5)), t))
+    tail = ops.where(ops.less(q, t(0)), ops.negative(tail), tail)
+    return ops.where(ops.less_equal(ops.abs(q), t(0.425)), central, tail)
 
 
 def _scale(y, k, t):
@@ -280,6 +288,18 @@ def _erfcx(y, t):
     return ops.divide(inner, shifted)
 
 
+def _lower_tail(a, t):
+    """(g, e) for a >= 0 (finite, below 2**60): Phi(-a) = exp(g) e, with g = -a^2/2 the
+    sum of two parts held apart (g[0] exact), e = erfcx(a/sqrt 2)/2 in (0, 1/2]."""
+    # a = h + l, h = a rounded to 1/16: h^2/2 is exact (for a below 2**8 in float32,
+    # 2**22 in float64) and l (a + h) small, so the rounding of a^2 (up to 800 ulp of
+    # it at a = 40) never reaches the exponent.
+    h = ops.multiply(ops.round(ops.multiply(a, t(16))), t(1 / 16))
+    rest = ops.multiply(ops.subtract(a, h), ops.add(a, h))
+    half_e = ops.multiply(_erfcx(ops.multiply(a, t(1 / math.sqrt(2))), t), t(0.5))
+    return (ops.multiply(ops.multiply(h, h), t(-0.5)), ops.multiply(rest, t(-0.5))), half_e
+
+
 @compiled_when_eager
 def ndtr(x):
     """The standard normal CDF P(Z <= x) of a float32 or float64 array: 0 at -inf, 1 at
@@ -289,15 +309,85 @@ def ndtr(x):
     t = _float_type(x, "ndtr")
     # beyond `far` the lower tail underflows to 0: clamping keeps every lane finite
     far = t(40.0 if t is np.float64 else 15.0)
-    a = ops.minimum(ops.abs(x), far)
-    # exp(-a^2/2) with a = h + l, h = a rounded to 1/16: h^2/2 is exact and l (a + h) small,
-    # so the rounding of a^2 (up to 800 ulp of it at a = 40) never reaches the exponent.
-    h = ops.multiply(ops.round(ops.multiply(a, t(16))), t(1 / 16))
-    rest = ops.multiply(ops.subtract(a, h), ops.add(a, h))
-    gauss = ops.multiply(exp(ops.multiply(ops.multiply(h, h), t(-0.5))), exp(ops.multiply(rest, t(-0.5))))
-    tail = ops.multiply(ops.multiply(gauss, _erfcx(ops.multiply(a, t(1 / math.sqrt(2))), t)), t(0.5))
+    (g_exact, g_rest), half_e = _lower_tail(ops.minimum(ops.abs(x), far), t)
+    tail = ops.multiply(ops.multiply(exp(g_exact), exp(g_rest)), half_e)
     out = ops.where(ops.greater(x, t(0)), ops.subtract(t(1), tail), tail)
     return ops.where(ops.isnan(x), x, out)
+
+
+# |x| is clamped here in log_ndtr, where x^2 is still finite and log Phi(-x) = -x^2/2 to
+# far below every dtype's precision (so -inf and inf give finite, ordered values)
+_LOG_NDTR_FAR = 2.0 ** 60
+
+
+@compiled_when_eager
+def log_ndtr(x):
+    """log P(Z <= x) of a float32 or float64 array, without underflow: in the lower tail
+    -x^2/2 + log(erfcx(|x|/sqrt 2)/2), within a few ulp of it however far out (at
+    x = -40, where Phi(x) is below float64's smallest value, it is -804.6); above 0,
+    log(1 - Phi(-x)). -inf and inf are taken as -2**60 and 2**60 (giving about
+    -6.6e35 and 0); NaN at NaN."""
+    x = ops.asarray(x)
+    t = _float_type(x, "log_ndtr")
+    a = ops.minimum(ops.abs(x), t(_LOG_NDTR_FAR))
+    return ops.where(ops.isnan(x), x, _log_ndtr(x, a, t)[0])
+
+
+def _log_ndtr(x, a, t):
+    """(log Phi(x), erfcx(a/sqrt 2)/2) for a = |x| (clamped)."""
+    (g_exact, g_rest), half_e = _lower_tail(a, t)
+    # e lies in [erfcx(2**60/sqrt 2)/2, 1/2] (erfcx(y) > 1/(sqrt(pi) (y + 1)))
+    lower = ops.add(ops.add(g_exact, g_rest), log(half_e, bounds=(2.0 ** -64, 0.5)))
+    upper = log(ops.subtract(t(1), exp(ops.minimum(lower, t(0)))), bounds=(0.5, 1.0))
+    return ops.where(ops.greater(x, t(0)), upper, lower), half_e
+
+
+# Beyond this r = sqrt(-log p), AS 241's far-tail approximation (fitted up to r = 27)
+# drifts (1e-9 relative at r = 70): its value is refined by a Newton step from there,
+# and beyond it the quantile starts from its asymptotic form instead.
+_NEWTON_FROM = 27.0
+_ASYMPTOTIC_FROM = 70.0
+_NEWTON_UNTIL = 2.0 ** 40
+
+
+@compiled_when_eager
+def ndtri_exp(y):
+    """The standard normal quantile of exp(y): x with log P(Z <= x) = y, for a float32 or
+    float64 array of y <= 0, without underflow however far into the lower tail (y =
+    -804.6 gives -40): ndtri's AS 241 with r = sqrt(-y) taken straight from y, then,
+    beyond r = 27, one Newton step on log_ndtr(x) = y, from the asymptotic
+    x^2 = s - log s, s = -2y - log(2 pi), beyond r = 70. Within a few ulp in the lower
+    tail (3 ulp against 50-digit quantiles, y from -1 to -1e20); above y = log(1/2) as
+    accurate as ndtri of exp(y) (1 - exp(y) keeps exp(y)'s absolute error).
+    -inf at -inf, inf at 0, NaN above 0 and at NaN; y below a quarter of the dtype's most
+    negative value is taken as that quarter."""
+    given = ops.asarray(y)
+    t = _float_type(given, "ndtri_exp")
+    tiny = float(np.finfo(t).tiny)
+    ok = ops.logical_and(ops.greater(given, t(-np.inf)), ops.less(given, t(0)))
+    y = ops.where(ok, given, t(-1))
+    p = exp(y)
+    q = ops.subtract(p, t(0.5))
+    # log(min(p, 1 - p)): y itself below 1/2 (never rounded through p)
+    small = ops.where(ops.less(q, t(0)), y,
+                      log(ops.maximum(ops.subtract(t(1), p), t(tiny)), bounds=(tiny, 1.0)))
+    r = ops.sqrt(ops.negative(small))
+    # (beyond _ASYMPTOTIC_FROM the rational is not used, and its powers of r could overflow)
+    x = _ppnd16(q, ops.minimum(r, t(_ASYMPTOTIC_FROM)), t, far=True)
+    # the far lower tail (q < 0 there): the asymptotic start, then a Newton step (where
+    # log_ndtr's clamp of |x| leaves it meaningful: beyond, the start is exact to the last bit)
+    s = ops.subtract(ops.multiply(ops.maximum(y, t(-float(np.finfo(t).max) / 4)), t(-2)), t(math.log(2 * math.pi)))
+    s = ops.maximum(s, t(_ASYMPTOTIC_FROM ** 2))
+    start = ops.negative(ops.sqrt(ops.subtract(s, log(s, bounds=(_ASYMPTOTIC_FROM ** 2, float(np.finfo(t).max))))))
+    x0 = ops.where(ops.greater(r, t(_ASYMPTOTIC_FROM)), start, ops.minimum(x, t(-_NEWTON_FROM)))
+    a = ops.minimum(ops.negative(x0), t(_LOG_NDTR_FAR))
+    logcdf, half_e = _log_ndtr(x0, a, t)
+    # d/dx log Phi(x) = phi(x) / Phi(x) = 1 / (sqrt(2 pi) erfcx(|x|/sqrt 2) / 2) for x < 0
+    newton = ops.subtract(x0, ops.multiply(ops.subtract(logcdf, y), ops.multiply(half_e, t(math.sqrt(2 * math.pi)))))
+    x = ops.where(ops.greater(r, t(_NEWTON_FROM)), ops.where(ops.less(r, t(_NEWTON_UNTIL)), newton, x0), x)
+    special = ops.where(ops.equal(given, t(-np.inf)), t(-np.inf),
+                        ops.where(ops.equal(given, t(0)), t(np.inf), t(np.nan)))
+    return ops.where(ok, x, special)
 
 
 @compiled_when_eager
@@ -305,7 +395,8 @@ def nextafter(x, y, grid=None):
     """The float adjacent to x in the direction of y (y where they are equal, NaN where
     either is), for float32 or float64 arrays. grid: a narrower float dtype (float16,
     bfloat16) whose values x holds: the neighbour on that dtype's grid, exact in x's."""
-    x, y = ops.asarray(x), ops.asarray(y)
+    x = ops.asarray(x)
+    y = ops.constant_like(y, x)   # (a host value placed with x: a key on any device)
     t = _float_type(x, "nextafter")
     info = ml_dtypes.finfo(grid or x.dtype)
     lowest_exponent = float(info.minexp)

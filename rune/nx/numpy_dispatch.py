@@ -17,7 +17,7 @@ import inspect
 import numpy as np
 
 from ..core.arraylike import ArrayLike
-from ..errors import ArgumentError, RuneError
+from ..errors import ArgumentError, DTypeError, RuneError, UsageError
 
 # NumPy submodules and where their functions are in rune.nx
 _SUBMODULES = {"numpy": (), "numpy.linalg": ("linalg",), "numpy.fft": ("fft",)}
@@ -55,19 +55,54 @@ def ufunc(namespace, uf, method, inputs, kwargs):
             raise _unsupported(label, f"rune does not take its argument {key}={_short(value)}")
     if method == "__call__":
         fn = _ufunc_function(namespace, name)
-        result = fn(*inputs)
-    elif method == "reduce" and name in _REDUCE:
-        result = getattr(namespace, _REDUCE[name])(inputs[0], axis=kwargs.get("axis", 0),
-                                                   keepdims=kwargs.get("keepdims", False))
-    elif method == "accumulate" and name in _ACCUMULATE:
-        result = getattr(namespace, _ACCUMULATE[name])(inputs[0], axis=kwargs.get("axis", 0))
-    elif method == "outer":
+        if dtype is None:
+            return fn(*inputs)
+        return _in_loop_dtypes(namespace, uf, label, dtype, fn, inputs)
+    if method == "reduce" and name in _REDUCE:
+        # rune's reductions take NumPy's dtype= (the accumulator's, inputs cast to it first)
+        return getattr(namespace, _REDUCE[name])(inputs[0], axis=kwargs.get("axis", 0),
+                                                 keepdims=kwargs.get("keepdims", False), dtype=dtype)
+    if method == "accumulate" and name in _ACCUMULATE:
+        return getattr(namespace, _ACCUMULATE[name])(inputs[0], axis=kwargs.get("axis", 0), dtype=dtype)
+    if method == "outer":
         fn = _ufunc_function(namespace, name)
         a, b = (namespace.asarray(v) for v in inputs)
-        result = fn(namespace.reshape(a, a.shape + (1,) * b.ndim), b)
-    else:
-        raise _unsupported(label, "rune has no such ufunc method")
-    return result if dtype is None else namespace.astype(result, dtype)
+        outer = (namespace.reshape(a, a.shape + (1,) * b.ndim), b)
+        return fn(*outer) if dtype is None else _in_loop_dtypes(namespace, uf, label, dtype, fn, outer)
+    raise _unsupported(label, "rune has no such ufunc method")
+
+
+def _in_loop_dtypes(namespace, uf, label, dtype, fn, inputs):
+    """`fn(*inputs)` as NumPy computes `uf(*inputs, dtype=dtype)`: dtype= picks the
+    ufunc's loop (the one whose output has that dtype), and the inputs are cast to
+    the loop's input dtypes before computing, so int8 + int8 with dtype=int32 does
+    not wrap, and float32 / 3 with dtype=float64 divides in float64. NumPy's
+    `resolve_dtypes` names that loop; it refuses as NumPy would (no such loop, or a
+    cast that casting='same_kind' forbids)."""
+    try:
+        loop = uf.resolve_dtypes(tuple(_loop_operand(v) for v in inputs) + (None,) * uf.nout,
+                                 signature=(None,) * uf.nin + (np.dtype(dtype),) * uf.nout)
+        loop = [namespace.dtype(d) for d in loop]  # (a dtype rune lacks raises here)
+    except (TypeError, ValueError) as e:
+        raise DTypeError(f"numpy.{label}: dtype={_short(dtype)} names no loop for inputs of dtypes "
+                         f"{[getattr(d, '__name__', str(d)) for d in map(_loop_operand, inputs)]} that rune runs "
+                         f"({e})") from None
+    # Python scalars stay weak: they take the (cast) arrays' dtype, as in NumPy.
+    cast = [v if type(v) in (int, float, complex) else namespace.astype(namespace.asarray(v), d)
+            for v, d in zip(inputs, loop)]
+    result = fn(*cast)
+    outs, want = (result, True) if isinstance(result, tuple) else ((result,), False)
+    outs = tuple(o if o.dtype == d else namespace.astype(o, d) for o, d in zip(outs, loop[uf.nin:]))
+    return outs if want else outs[0]
+
+
+def _loop_operand(value):
+    """`value` as `ufunc.resolve_dtypes` takes an operand: its dtype, or the Python
+    type of a weak scalar (NEP 50)."""
+    if type(value) in (int, float, complex):
+        return type(value)
+    dtype = getattr(value, "dtype", None)
+    return np.dtype(dtype) if dtype is not None else np.asarray(value).dtype
 
 
 def _ufunc_function(namespace, name):
@@ -106,43 +141,85 @@ def function(namespace, func, types, args, kwargs):
     return fn(*positional, **keywords)
 
 
+# NumPy's names for the arrays its functions work on. They are passed by position, in
+# order, into rune's parameters in the same places, never by name: NumPy's `a` is an
+# array, where `a` of rune's swapaxes is an axis.
+_NUMPY_ARRAYS = frozenset({"a", "b", "m", "A", "x", "y", "x1", "x2", "v", "arr", "array", "arrays", "ary",
+                           "ar", "condition", "element", "test_elements", "prototype", "val", "z"})
+# rune's names for the arrays (a NumPy array argument goes only into one of these)
+_RUNE_ARRAYS = frozenset({"x", "y", "x1", "x2", "xs", "arrays", "cond", "obj"})
+# NumPy parameters that rune's function of the same name calls otherwise
+_RENAMED = {"swapaxes": {"axis1": "a", "axis2": "b"}, "clip": {"a_min": "min", "a_max": "max"},
+            "tile": {"reps": "repetitions"}}
+# NumPy's sort kinds. rune's sort is always stable, and a stable sort keeps every
+# kind's promise: sorted values, whatever the kind; indices that keep ties in order
+# for "stable" and "mergesort" (NumPy's stable kinds, so argsort's indices are
+# NumPy's own), while the others leave the order of ties unspecified, which the
+# stable order also meets (JAX ignores `kind` likewise).
+_SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+# NumPy arguments rune honours without a parameter of its own: the values accepted
+_HONOURED = {("sort", "kind"): _SORT_KINDS, ("argsort", "kind"): _SORT_KINDS}
+
+
 def _translate(name, np_func, fn, args, kwargs):
     """`args` and `kwargs` of a call of NumPy's `np_func`, as arguments of the
-    rune function `fn`: an argument whose name `fn` also has is passed by that
-    name; the others (the arrays: NumPy's `a`, `b` are rune's `x`, `y`) by
-    position, in order; an argument NumPy gave its default value is dropped
-    when `fn` has no such parameter. Anything else is refused by name."""
+    rune function `fn`, by meaning. They are bound to NumPy's own signature first
+    (so a position means what it means to NumPy); then NumPy's arrays go by
+    position into rune's arrays, in order; a parameter `fn` has under the same
+    name (or the one `_RENAMED` gives) is passed by that name; an argument rune
+    honours without a parameter (`_HONOURED`) or that NumPy gave its default
+    value is dropped. Anything else is refused, naming it."""
     try:
         np_params = inspect.signature(np_func).parameters
-        bound = inspect.signature(np_func).bind(*args, **kwargs).arguments
     except (TypeError, ValueError):
         return args, kwargs  # no signature to read: the arguments as given
+    try:
+        bound = inspect.signature(np_func).bind(*args, **kwargs).arguments
+    except TypeError as e:
+        raise UsageError(f"numpy.{name}: {e}") from None
     params = list(inspect.signature(fn).parameters.values())
-    by_name = {p.name: p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    by_name = {p.name: p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     slots = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
+    renamed = _RENAMED.get(name, {})
+
+    def refuse(key, value):
+        return ArgumentError(f"numpy.{name}: its argument {key}={_short(value)} has no counterpart in "
+                             f"rune.nx's {name}{inspect.signature(fn)}; call the rune function instead")
+
     positional, keywords = [], {}
     for key, value in bound.items():
-        kind = np_params[key].kind
-        if kind == inspect.Parameter.VAR_POSITIONAL:
+        param = np_params[key]
+        if param.kind == param.VAR_POSITIONAL:  # NumPy's *arrays (einsum's operands, ...): as given
             positional.extend(value)
-        elif kind == inspect.Parameter.VAR_KEYWORD:
-            for k, v in value.items():
-                if k not in by_name:
-                    raise ArgumentError(f"numpy.{name}: rune.nx's {name} has no parameter {k!r}")
-                keywords[k] = v
-        elif key in by_name and not (len(positional) < len(slots) and slots[len(positional)].name == key
-                                     and not keywords):
-            keywords[key] = value
-        elif key in by_name:
-            positional.append(value)
-        elif _is_default(np_params[key], value):
             continue
-        elif not keywords and (len(positional) < len(slots) or variadic):
+        if key in _NUMPY_ARRAYS and param.kind != param.VAR_KEYWORD:
+            at = len(positional)
+            if not (at < len(slots) and slots[at].name in _RUNE_ARRAYS) and not (at >= len(slots) and variadic):
+                raise refuse(key, value)
             positional.append(value)
-        else:
-            raise ArgumentError(f"numpy.{name}: its argument {key}={_short(value)} has no counterpart in "
-                                f"rune.nx's {name}{inspect.signature(fn)}; call the rune function instead")
+            continue
+        for k, v in (value.items() if param.kind == param.VAR_KEYWORD else ((key, value),)):
+            target = renamed.get(k, k)
+            if (name, k) in _HONOURED:
+                if not any(v is ok or (type(v) is str and v == ok) for ok in _HONOURED[name, k]):
+                    raise ArgumentError(f"numpy.{name}: {k} must be one of {_HONOURED[name, k]}, "
+                                        f"got {_short(v)}")
+            elif target in by_name and target not in _RUNE_ARRAYS and not (
+                    v is None and param.default is None
+                    and by_name[target].default not in (None, by_name[target].empty)):
+                # (NumPy's None default is "its default", which rune spells its own way: fft's norm)
+                keywords[target] = v
+            elif not (param.kind != param.VAR_KEYWORD and _is_default(param, v)):
+                raise refuse(k, v)
+    # rune's positional-only parameters after the arrays (matrix_power's n) go by position
+    for slot in slots[len(positional):]:
+        if slot.kind != slot.POSITIONAL_ONLY or slot.name not in keywords:
+            break
+        positional.append(keywords.pop(slot.name))
+    for k, v in keywords.items():  # (a place an array took, or a positional-only one out of reach)
+        if by_name[k] in slots[:len(positional)] or by_name[k].kind == by_name[k].POSITIONAL_ONLY:
+            raise refuse(k, v)
     return positional, keywords
 
 

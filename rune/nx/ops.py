@@ -20,7 +20,7 @@ from . import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
 from .array import Array, from_host, move
-from .constants import host_cast, iota
+from .constants import checked_scalar as _literal, host_cast, iota
 
 _HOST0 = get_device("cpu")
 
@@ -231,13 +231,6 @@ def promote(name, *xs):
         else:
             out.append(x)
     return out
-
-
-def _literal(name, value, dtype):
-    try:
-        return dtype.type(value)
-    except OverflowError:
-        raise ScalarOverflowError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
 
 
 def _dtype_of(x):
@@ -1417,6 +1410,11 @@ def matmul(x, y):
     if x.shape[-1] != y.shape[-2]:
         raise ShapeError(f"matmul: contracting dimensions differ: {x.shape} @ {y.shape} "
                          f"({x.shape[-1]} vs {y.shape[-2]})")
+    if x.ndim > 2 and y.ndim == 2:
+        # a stack of rows times one matrix (a dense layer): one product over all the rows,
+        # never the matrix broadcast to a batch (per-batch products, and a gradient
+        # summed over that batch after them)
+        return bind(P["dot_general"], x, y, dims=(((x.ndim - 1,), (0,)), ((), ())))
     batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     if x.ndim > 2 or y.ndim > 2:
         x = broadcast_to(x, batch + x.shape[-2:])

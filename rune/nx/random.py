@@ -19,7 +19,7 @@ import numpy as np
 from ..core.aval import normalize_shape
 from ..core.prims import P
 from ..core.trace import Tracer, bind
-from ..errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
+from ..errors import ArgumentError, DTypeError, RuneError, ScalarOverflowError, ShapeError, UsageError
 from . import dtypes as dt
 from . import exact_math, ops
 from .array import Array, from_host
@@ -113,6 +113,13 @@ def _work_dtype(dtype):
     return dt.float64 if dtype == dt.float64 else dt.float32
 
 
+def _next_inside(x, toward, dtype):
+    """The value of `dtype` next to `x` (held in `dtype`'s work dtype) toward `toward`
+    (+inf or -inf), in exact ops; for 16-bit dtypes, on their grid."""
+    work = _work_dtype(dtype)
+    return exact_math.nextafter(x, work.type(toward), None if dtype == work else dtype)
+
+
 def _open_unit(key, shape, work):
     """(p, lowest): floats p = (m + 1/2) 2**-b of `work` (m uniform below 2**b, b one bit
     less than the mantissa), strictly inside (0, 1) and symmetric about 1/2, with
@@ -129,9 +136,9 @@ def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
 
     key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
     shape: an int or a sequence of ints (() by default). dtype: float16, bfloat16, float32 (default) or float64.
-    minval, maxval: the bounds (scalars or arrays broadcast to `shape`). The unit floats lie on
-    the dtype's grid k 2**-mantissa, scaled and shifted in float32 (for 16-bit dtypes) or the dtype, rounded
-    once.
+    minval, maxval: the bounds (scalars or arrays broadcast to `shape`); where maxval <= minval, minval (as
+    JAX). The unit floats lie on the dtype's grid k 2**-mantissa, scaled and shifted in float32 (for 16-bit
+    dtypes) or the dtype, rounded once.
     """
     key = _check_key(key, "uniform")
     dtype = _float_dtype(dtype, "uniform")
@@ -144,17 +151,16 @@ def uniform(key, shape=(), dtype=dt.float32, minval=0.0, maxval=1.0):
     minval = ops.astype(ops.constant_like(minval, key, dtype), work)
     maxval = ops.astype(ops.constant_like(maxval, key, dtype), work)
     drawn = ops.add(ops.multiply(unit, ops.subtract(maxval, minval)), minval)
-    # the product can round up to maxval (unit 1 - 2**-24 times 10, say): the value below instead
-    return ops.astype(ops.minimum(drawn, below), dtype)
+    # the product can round up to maxval (unit 1 - 2**-24 times 10, say): the value below instead;
+    # where maxval <= minval that value is below minval: minval then, as JAX's max(minval, ...)
+    return ops.astype(ops.maximum(minval, ops.minimum(drawn, below)), dtype)
 
 
 def _below(bound, key, dtype):
     """The largest value of `dtype` below `bound`: on the host for a host bound (a
     constant), else in exact ops; IEEE nextafter is exact, so both give the same bits."""
     if isinstance(bound, (Array, Tracer)):
-        work = _work_dtype(dtype)
-        grid = None if dtype == work else dtype
-        return exact_math.nextafter(ops.astype(bound, work), work.type(-np.inf), grid)
+        return _next_inside(ops.astype(bound, _work_dtype(dtype)), -np.inf, dtype)
     return ops.constant_like(np.nextafter(np.asarray(bound, dtype), np.asarray(-np.inf, dtype)), key)
 
 
@@ -179,8 +185,14 @@ def truncated_normal(key, lower, upper, shape=None, dtype=dt.float32):
     key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
     lower, upper: the bounds (scalars or arrays). shape: the result's shape, to which the bounds broadcast
     (default: the bounds' broadcast shape). dtype: float16, bfloat16, float32 (default) or float64.
-    Each is the quantile (ndtri) of a uniform draw between Phi(lower) and Phi(upper), on the side of 0 where Phi
-    is small (so a far tail keeps its precision), then held inside the open interval.
+    Each is x with Phi(x) = Phi(lo) + p (Phi(hi) - Phi(lo)), p uniform strictly inside (0, 1), on the side
+    of 0 where the interval's farther part is in the lower tail ((lo, hi) = (-upper, -lower), negated
+    after, where lower + upper > 0), computed in logs (exact_math.log_ndtr, ndtri_exp), so no CDF
+    underflows: (20, 30) in float32 or (39, 40) in float64 are drawn as finely as (0, 1). Relative
+    error within a few ulp (of float32 for 16-bit dtypes) in the lower tail; where the interval reaches
+    into the upper one (hi > 0), values there carry the absolute error of Phi near 1 (as `normal`'s
+    do). Then held inside the open interval (the nearest values of `dtype` inside where rounding
+    reaches a bound).
     """
     key = _check_key(key, "truncated_normal")
     dtype = _float_dtype(dtype, "truncated_normal")
@@ -196,17 +208,21 @@ def truncated_normal(key, lower, upper, shape=None, dtype=dt.float32):
     if not fits:
         raise ShapeError(f"random.truncated_normal: the bounds' shapes {lower.shape} and {upper.shape} "
                          f"do not broadcast to shape {shape}")
-    flip = ops.greater(lower, work.type(0))                 # draw from (-upper, -lower), negated
+    # The normal is symmetric: draw from (-upper, -lower) and negate where that puts the
+    # interval's farther end in the lower tail, where Phi and its log are relatively exact.
+    flip = ops.greater(upper, ops.negative(lower))          # lower + upper > 0, NaN-free at infinities
     lo = ops.where(flip, ops.negative(upper), lower)
     hi = ops.where(flip, ops.negative(lower), upper)
-    a, b = exact_math.ndtr(lo), exact_math.ndtr(hi)
+    log_lo, log_hi = exact_math.log_ndtr(lo), exact_math.log_ndtr(hi)
     p, _ = _open_unit(key, shape, work)
-    z = exact_math.ndtri(ops.add(a, ops.multiply(p, ops.subtract(b, a))))
+    # Phi(x) = Phi(hi) (ratio + p (1 - ratio)), ratio = Phi(lo) / Phi(hi): its log, where
+    # Phi itself would underflow (below 1e-38 in float32, from x = -13.2)
+    ratio = exact_math.exp(ops.subtract(log_lo, log_hi))
+    share = ops.add(ratio, ops.multiply(p, ops.subtract(work.type(1), ratio)))
+    z = exact_math.ndtri_exp(ops.minimum(ops.add(log_hi, exact_math.log(share)), work.type(0)))
     z = ops.where(flip, ops.negative(z), z)
     # rounding may reach a bound: the nearest values of `dtype` inside instead
-    grid = None if dtype == work else dtype
-    inside_lower = exact_math.nextafter(lower, work.type(np.inf), grid)
-    inside_upper = exact_math.nextafter(upper, work.type(-np.inf), grid)
+    inside_lower, inside_upper = _next_inside(lower, np.inf, dtype), _next_inside(upper, -np.inf, dtype)
     return ops.astype(ops.minimum(ops.maximum(z, inside_lower), inside_upper), dtype)
 
 
@@ -258,23 +274,59 @@ def randint(key, shape, minval, maxval, dtype=dt.int32):
     """Integers uniform in [minval, maxval) (minval where the range is empty, as in JAX).
 
     key: a key (a uint32 array of shape (2,)) from key, split or fold_in; the same key gives the same numbers.
-    shape: an int or a sequence of ints. minval, maxval: the bounds (scalars or arrays broadcast to
-    `shape`). dtype: an integer dtype, int32 by default.
+    shape: an int or a sequence of ints. minval, maxval: the bounds (ints, or arrays broadcast to `shape`;
+    float arrays are truncated to ints). As in JAX, bounds outside `dtype`'s range are clipped into it, and a
+    maxval above its largest value includes that value: randint(k, s, 0, 256, nx.uint8) draws all of 0..255.
+    dtype: an integer dtype, int32 by default.
     """
     key = _check_key(key, "randint")
     dtype = dt.dtype(dtype)
     if dtype.kind not in "iu":
         raise DTypeError(f"random.randint: dtype must be an integer type, got {dtype.name}")
-    minval = ops.constant_like(minval, key, dtype)
-    maxval = ops.constant_like(maxval, key, dtype)
+    shape = _shape(shape, "randint")
+    minval, _ = _clipped_bound(minval, key, dtype, "minval")
+    maxval, beyond = _clipped_bound(maxval, key, dtype, "maxval")
+    try:
+        fits = np.broadcast_shapes(minval.shape, maxval.shape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"random.randint: the bounds' shapes {minval.shape} and {maxval.shape} "
+                         f"do not broadcast to shape {shape}")
     # The span maxval - minval can exceed the dtype (e.g. the whole int32 range):
     # compute it as unsigned 64-bit, where the wrap-around difference is exact.
     lo, hi = ops.astype(minval, dt.uint64), ops.astype(maxval, dt.uint64)
-    span = ops.subtract(hi, lo)
-    offset = ops.remainder(_bits(key, _shape(shape, "randint"), 64), ops.maximum(span, np.uint64(1)))
+    # a maxval beyond the dtype's largest value takes that value in: one more (the
+    # whole 64-bit range wraps to 0, where every 64-bit draw is an offset)
+    span = ops.add(ops.subtract(hi, lo), ops.astype(ops.constant_like(beyond, key), dt.uint64))
+    bits = _bits(key, shape, 64)
+    offset = ops.where(ops.equal(span, np.uint64(0)), bits, ops.remainder(bits, ops.maximum(span, np.uint64(1))))
     drawn = ops.astype(ops.add(lo, offset), dtype)
-    # An empty range (maxval <= minval) gives minval, as in JAX.
-    return ops.where(ops.less(minval, maxval), drawn, minval)
+    # An empty range (maxval <= minval, after clipping) gives minval, as in JAX.
+    return ops.where(ops.logical_or(ops.less(minval, maxval), ops.constant_like(beyond, key)), drawn, minval)
+
+
+def _clipped_bound(bound, key, dtype, name):
+    """(bound in `dtype`, clipped into its range; whether it lay above the range), as
+    JAX's randint takes its bounds."""
+    info = np.iinfo(dtype)
+    if isinstance(bound, (int, np.integer)) and not isinstance(bound, (bool, np.bool_)):
+        value = int(bound)     # on the host, exactly, whatever its size
+        return ops.constant_like(dtype.type(min(max(value, info.min), info.max)), key), np.bool_(value > info.max)
+    try:
+        bound = ops.constant_like(bound, key)
+    except RuneError as e:
+        raise type(e)(f"random.randint: {name}: {e}") from None
+    if bound.dtype.kind not in "iu":
+        if bound.dtype.kind not in "fb":
+            raise DTypeError(f"random.randint: {name} must be integers, got {bound.dtype.name}")
+        bound = ops.astype(bound, dt.int64)                    # floats truncated, as JAX's astype(int)
+    have = np.iinfo(bound.dtype)
+    low, high = max(info.min, have.min), min(info.max, have.max)  # both held by either dtype
+    beyond = ops.greater(bound, bound.dtype.type(high)) if high < have.max else np.bool_(False)
+    if low > have.min or high < have.max:
+        bound = ops.minimum(ops.maximum(bound, bound.dtype.type(low)), bound.dtype.type(high))
+    return ops.astype(bound, dtype), beyond
 
 
 def _ascending(keys):
@@ -392,7 +444,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         if p.shape != (n,):
             raise ShapeError(f"random.choice: p must have one weight per choice, shape ({n},), "
                              f"got {p.aval.describe()}")
-        work = dt.float64 if p.dtype == dt.float64 else dt.float32
+        work = _work_dtype(p.dtype)
         log_p = exact_math.log(ops.astype(p, work))
         if replace:
             index = ops.argmax(ops.add(log_p, _gumbel(key, shape + (n,), work)), axis=len(shape))
@@ -423,7 +475,7 @@ def categorical(key, logits, axis=-1, shape=None):
         raise ShapeError(f"random.categorical: shape {shape} must end with dims that logits' other dims "
                          f"{batch} broadcast to")
     prefix = shape[:len(shape) - len(batch)]
-    work = dt.float64 if logits.dtype == dt.float64 else dt.float32
+    work = _work_dtype(logits.dtype)
     noise_shape = prefix + tail[:a] + (logits.shape[a],) + tail[a:]
     noisy = ops.add(ops.astype(logits, work), _gumbel(key, noise_shape, work))
     return ops.argmax(noisy, axis=len(prefix) + a)
