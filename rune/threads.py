@@ -227,7 +227,9 @@ def _blas():
             paths = {line.split(None, 5)[5].strip() for line in f if line.count(" ") >= 5 and "openblas" in line}
     except OSError:
         return None
-    for path in sorted(p for p in paths if os.path.basename(p).startswith("lib") and ".so" in p):
+    # NumPy's own (numpy.libs), not another package's that may be loaded beside it (SciPy's)
+    for path in sorted((p for p in paths if os.path.basename(p).startswith("lib") and ".so" in p),
+                       key=lambda p: ("numpy" not in p, p)):
         try:
             return _OpenBLAS(ctypes.CDLL(path))
         except (OSError, AttributeError):

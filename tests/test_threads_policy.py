@@ -157,7 +157,9 @@ def roomy(monkeypatch):
 
 
 def _blas_threads():
-    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    """The threads of NumPy's BLAS (SciPy may have loaded its own beside it)."""
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas" and "numpy" in i["filepath"]]
 
 
 @pytest.fixture
