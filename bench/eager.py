@@ -3,9 +3,10 @@ a cached `rune.jit` call of `x + 1` (the row `callbacks` also reports).
 
 The arrays are so small that the arithmetic is free: what is timed is the cost
 of one eager operation, or of one call of compiled code, from Python. Targets:
-rune within 1.2 us of NumPy's own call per eager op, and a cached jit call in at
-most 4 us. Other processes on the machine swing both; the rune - numpy gap,
-measured side by side in one process, is steadier than either time.
+rune within 1.2 us of NumPy's own call per eager op, and a cached jit call
+within 1.5x NumPy's call of the same op (`base + 1`). Other processes on the
+machine swing both; the rune - numpy gap and ratio, measured side by side in
+one process, are steadier than either time.
 """
 import numpy as np
 
@@ -17,7 +18,7 @@ from .common import Row, jax, per_call, print_table, torch
 
 OPS = 2  # `x * 2 + 1` is a multiply and an add
 EAGER_GAP_US = 1.2
-JIT_CALL_US = 4.0
+JIT_CALL_RATIO = 1.5
 
 
 def expression(x):
@@ -45,10 +46,11 @@ def run():
 
     rows = [Row("x * 2 + 1 (8 x f32)", "per op", {lib: timed(lib) for lib in made}), dispatch_row()]
     gap = rows[0].us["rune"] - rows[0].us["numpy"]
-    call = rows[1].us["rune"]
+    call, ratio = rows[1].us["rune"], rows[1].ratio("numpy")
     print_table("dispatch: eager ops and a cached jit call (tiny arrays)", rows, note="\n".join([
         f"eager: rune - numpy = {gap:+.2f} us per op ({_verdict(gap, EAGER_GAP_US)} the {EAGER_GAP_US} us target)",
-        f"cached jit call: {call:.2f} us ({_verdict(call, JIT_CALL_US)} the {JIT_CALL_US} us target)"]))
+        f"cached jit call: {call:.2f} us, {ratio:.2f}x NumPy's call ({_verdict(ratio, JIT_CALL_RATIO)} "
+        f"the {JIT_CALL_RATIO}x target)"]))
     return rows
 
 

@@ -10,21 +10,26 @@ import numbers
 
 import numpy as np
 
-from . import tree
+from . import profiler, tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
+from .backends import backend_for
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
+from .core.array import Array
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.program import Eqn, dce_rules, prune, reorder
+from .core.stage_cache import REUSED, staged
 from .core.staging import abstract, stage, stage_pytree
-from .core.trace import Tracer, bind
+from .core.trace import EVAL, Tracer, bind, current
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .nx import dtypes as dt
-from .jit.plan import STEP_KINDS, call_program, device_of, indent, program_plan, run_program, stack_rows
+from .jit.plan import STEP_KINDS, call_program, device_of, indent, is_straight, program_plan, run_program, stack_rows
+from .jit.straight import straight_lines
 from .nx import ops as nx
 from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
+from .stats import COUNTERS
 
 scan_p = primitive("scan", multiple_results=True)
 cond_p = primitive("cond", multiple_results=True)
@@ -77,10 +82,36 @@ def scan(f, init, xs, length=None, reverse=False, unroll=1):
     # A weak carry (a Python scalar) is staged weak, so it promotes as the scalar
     # would; if it comes back wider (0.0 + float64 rows) it is widened and the
     # step staged again, as JAX does. Anything else must not change.
-    weak = [type(c) in (bool, int, float) for c in raw_init]
-    carry_avals = [abstract(c).update(weak=w) for c, w in zip(init_leaves, weak)]
-    row_avals = [x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves]
-    paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
+    weak = tuple(type(c) in (bool, int, float) for c in raw_init)
+    carry_avals = tuple(abstract(c).update(weak=w) for c, w in zip(init_leaves, weak))
+    row_avals = tuple(x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves)
+    (body, consts, ys_struct, carry_dtypes, kept_loop), found = staged(
+        "scan", (f,), (carry_avals, row_avals, carry_struct, xs_struct),
+        lambda: _stage_scan(f, carry_avals, row_avals, carry_struct, xs_struct, weak))
+    init_leaves = [_strong(c, d) if c.weak or c.dtype != d else c for c, d in zip(init_leaves, carry_dtypes)]
+    nc = len(carry_avals)
+    if found == REUSED and current() is EVAL and _all_arrays(consts) and _all_arrays(init_leaves) and \
+            _all_arrays(x_leaves):
+        # Eagerly, a scan reused from an earlier call runs its kept ScanLoop (its
+        # plan, and the function written from it), as `_scan_eval` would.
+        if not kept_loop:
+            kept_loop.append(ScanLoop(program_plan(body), len(consts), nc))
+        out_avals = _scan_abstract(body=body, num_consts=len(consts), num_carry=nc, length=n, reverse=reverse)
+        raws = kept_loop[0].run([x._raw for x in consts + init_leaves + x_leaves], n, bool(reverse), out_avals)
+        outs = wrap_raws(raws, out_avals)
+    else:
+        outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
+                    num_carry=nc, length=n, reverse=bool(reverse))
+    return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_struct, outs[nc:])
+
+
+def _stage_scan(f, carry_avals, row_avals, carry_struct, xs_struct, weak):
+    """(the step's program, its constants, the structure of its ys, the carry's
+    dtypes, widened where a weak carry came back wider, a holder for the loop
+    of its plan)."""
+    carry_avals, row_avals, weak = list(carry_avals), list(row_avals), list(weak)
+    paths = [p for p, _ in tree.flatten_with_paths(
+        tree.unflatten(carry_struct, [0] * len(carry_avals)))[0]]
     widen = {}
 
     def step(*args):
@@ -105,18 +136,12 @@ def scan(f, init, xs, length=None, reverse=False, unroll=1):
 
     program, ys_struct = stage_pytree(step, carry_avals + row_avals, flatten=flatten)
     if widen:
-        for i, d in widen.items():
-            init_leaves[i] = nx.astype(init_leaves[i], d)
         carry_avals = [a.update(dtype=widen.get(i, a.dtype), weak=False) for i, a in enumerate(carry_avals)]
         weak = [False] * len(weak)
         widen.clear()
         program, ys_struct = stage_pytree(step, carry_avals + row_avals, flatten=flatten)
     body, consts = program.closed()
-    init_leaves = [nx.astype(c, a.dtype) if c.weak else c for c, a in zip(init_leaves, carry_avals)]
-    outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
-                num_carry=len(carry_avals), length=n, reverse=bool(reverse))
-    nc = len(carry_avals)
-    return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_struct, outs[nc:])
+    return body, consts, ys_struct, [a.dtype for a in carry_avals], []  # [] holds the eager ScanLoop
 
 
 def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
@@ -127,28 +152,64 @@ def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
 def _scan_eval(*args, body, num_consts, num_carry, length, reverse):
     out_avals = _scan_abstract(body=body, num_consts=num_consts, num_carry=num_carry, length=length,
                                reverse=reverse)
-    raws = run_scan(program_plan(body), [a._raw for a in args], num_consts, num_carry, length, reverse,
-                    out_avals)
-    return wrap_raws(raws, out_avals)
+    loop = ScanLoop(program_plan(body), num_consts, num_carry)
+    return wrap_raws(loop.run([a._raw for a in args], length, reverse, out_avals), out_avals)
 
 
-def run_scan(body, args, num_consts, num_carry, length, reverse, out_avals):
-    """A scan on raw arrays: the body's plan once per row (eagerly and in plans)."""
-    consts = args[:num_consts]
-    carry = args[num_consts:num_consts + num_carry]
-    xs = args[num_consts + num_carry:]
-    rows = [[] for _ in range(len(out_avals) - num_carry)]
-    order = range(length - 1, -1, -1) if reverse else range(length)
-    run = body.run
-    for i in order:
-        outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
-        carry = outs[:num_carry]
-        for r, y in zip(rows, outs[num_carry:]):
-            r.append(y)
-    if reverse:
-        for r in rows:
-            r.reverse()
-    return list(carry) + [stack_rows(r, aval) for r, aval in zip(rows, out_avals[num_carry:])]
+_WRITE_NEXT = ""  # a loop run once whose body can be written (falsy: not written yet)
+
+
+class ScanLoop:
+    """A scan on raw arrays: the body's plan once per row (eagerly and in plans).
+
+    A body of NumPy stretches only is written, from the loop's second run, as
+    one Python function over the rows (as `WhileLoop` writes a while loop)."""
+
+    def __init__(self, body, num_consts, num_carry):
+        self.body, self.nc, self.nk = body, num_consts, num_carry
+        self.written = None  # None: not run yet; False: cannot be written; else the function
+
+    def run(self, args, length, reverse, out_avals):
+        nc, nk = self.nc, self.nk
+        consts, carry, xs = args[:nc], args[nc:nc + nk], args[nc + nk:]
+        order = range(length - 1, -1, -1) if reverse else range(length)
+        written = self.written
+        if written and not profiler.active():
+            carry, rows = written(consts, carry, xs, order)
+        else:
+            if written is None:
+                self.written = _WRITE_NEXT if is_straight(self.body) else False
+            elif written is _WRITE_NEXT:
+                self.written = self._write(len(xs), len(out_avals) - nk)
+            rows = [[] for _ in range(len(out_avals) - nk)]
+            run = self.body.run
+            for i in order:
+                outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
+                carry = outs[:nk]
+                for r, y in zip(rows, outs[nk:]):
+                    r.append(y)
+        if reverse:
+            for r in rows:
+                r.reverse()
+        return list(carry) + [stack_rows(r, aval) for r, aval in zip(rows, out_avals[nk:])]
+
+    def _write(self, nxs, nys):
+        names = {"COUNTERS": COUNTERS}
+        cs, ks, xs = ([f"{p}{k}" for k in range(n)] for p, n in (("c", self.nc), ("k", self.nk), ("x", nxs)))
+        rows = [f"r{k}" for k in range(nxs)]
+        step, new = straight_lines(self.body, cs + ks + rows, "B", names, scalars=True)
+        lines = ["def loop(consts, carry, xs, order):"]
+        lines += [f"    {', '.join(v)}, = {a}" for v, a in ((cs, "consts"), (ks, "carry"), (xs, "xs")) if v]
+        lines += [f"    ys{k} = []" for k in range(nys)]
+        lines += ["    for i in order:"] + [f"        {r} = {x}[i, ...]" for r, x in zip(rows, xs)]
+        lines += ["        " + line for line in step]
+        lines += [f"        ys{k}.append({y})" for k, y in enumerate(new[self.nk:])]  # before the carry moves on
+        if ks:
+            lines.append(f"        {', '.join(ks)}, = {', '.join(new[:self.nk])},")
+        lines.append(f"    COUNTERS['kernels_launched'] += {len(self.body.steps)} * len(order)")
+        lines.append(f"    return [{''.join(k + ', ' for k in ks)}], [{''.join(f'ys{k}, ' for k in range(nys))}]")
+        exec(compile("\n".join(lines), "<rune scan>", "exec"), names)
+        return names["loop"]
 
 
 class ScanStep:
@@ -159,11 +220,13 @@ class ScanStep:
         self.body = program_plan(p["body"])
         self.plans = (self.body,)
         self.params = (p["num_consts"], p["num_carry"], p["length"], p["reverse"])
+        self.loop = ScanLoop(self.body, p["num_consts"], p["num_carry"])
         self.out_avals = [v.aval for v in eqn.outputs]
         self.ins, self.outs = ins, outs
 
     def run(self, env):
-        result = run_scan(self.body, [env[i] for i in self.ins], *self.params, self.out_avals)
+        _, _, length, reverse = self.params
+        result = self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals)
         for o, r in zip(self.outs, result):
             env[o] = r
 
@@ -313,7 +376,7 @@ vjp_forward[scan_p] = (_scan_vjp_fwd, _scan_vjp_bwd)
 
 def cond(pred, true_fn, false_fn, *operands):
     """`true_fn(*operands)` if `pred` else `false_fn(*operands)`; both are staged."""
-    return switch(nx.astype(_pred(pred), np.int32), (false_fn, true_fn), *operands)
+    return _switch(_pred(pred), (false_fn, true_fn), operands)
 
 
 def _pred(pred):
@@ -338,12 +401,35 @@ def switch(index, branches, *operands):
     index = nx.asarray(index) if not hasattr(index, "aval") else index
     if index.shape != () or index.dtype.kind not in "iub":
         raise ShapeError(f"switch: the index must be an integer scalar, got {index.aval.describe()}")
-    index = nx.clip(nx.astype(index, np.int32), 0, len(branches) - 1)
+    return _switch(index, branches, operands)
+
+
+def _switch(index, branches, operands):
+    """`switch` on a checked integer or boolean scalar `index`."""
     leaves, in_struct = nx.tree_operands(operands)
-    avals = [abstract(x) for x in leaves]
+    avals = tuple(abstract(x) for x in leaves)
+    (programs, consts, out_struct), found = staged(
+        "switch", branches, (avals, in_struct), lambda: _stage_branches(branches, avals, in_struct))
+    if current() is EVAL and type(index) is Array and _all_arrays(consts) and _all_arrays(leaves):
+        # Eagerly, the index is read here, as `_cond_eval` would after two index
+        # ops. A branch staged again is run once op by op (compiling for one run
+        # costs more than it saves), one reused from an earlier call through its
+        # plan, built once and kept with it.
+        k = min(max(int(read_scalar(index._raw, index.device)), 0), len(branches) - 1)
+        outs = _run_kept(programs[k], consts + leaves) if found == REUSED else \
+            run_program(programs[k], consts + leaves)
+    else:
+        index = nx.clip(nx.astype(index, np.int32), 0, len(branches) - 1)
+        outs = bind(cond_p, index, *consts, *leaves, branches=programs, num_consts=len(consts))
+    return tree.unflatten(out_struct, outs)
+
+
+def _stage_branches(branches, avals, in_struct):
+    """(each branch staged taking every branch's constants, those constants,
+    the result's structure); every branch must return the same avals."""
     programs, consts, structs = [], [], []
     for fn in branches:
-        prog, struct = stage_pytree(fn, avals, in_struct, flatten=nx.tree_operands)
+        prog, struct = stage_pytree(fn, list(avals), in_struct, flatten=nx.tree_operands)
         prog, c = prog.closed()
         programs.append(prog)
         consts.append(c)
@@ -361,10 +447,22 @@ def switch(index, branches, *operands):
                 raise ShapeError(f"cond: output {path or '(root)'} is {a.describe()} in branch 0 but "
                                  f"{b.describe()} in branch {k}; every branch must return the same "
                                  f"shapes and dtypes")
-    branches_, all_consts = _share_consts(programs, consts)
-    outs = bind(cond_p, index, *all_consts, *leaves, branches=tuple(branches_),
-                num_consts=len(all_consts))
-    return tree.unflatten(structs[0], outs)
+    shared, all_consts = _share_consts(programs, consts)
+    return tuple(shared), all_consts, structs[0]
+
+
+def _all_arrays(values):
+    for v in values:
+        if type(v) is not Array:
+            return False
+    return True
+
+
+def _run_kept(program, args):
+    """`program` run eagerly on `args` through its plan, kept with it: a
+    program from the staged cache runs again."""
+    plan = program_plan(program)
+    return wrap_raws(plan.run([a._raw for a in args]), plan.out_avals)
 
 
 def _share_consts(programs, consts):
@@ -515,8 +613,35 @@ vjp_forward[cond_p] = (_cond_vjp_fwd, _cond_vjp_bwd)
 def while_loop(cond_fn, body_fn, init):
     """Repeat `body_fn` on the carry while `cond_fn(carry)` holds."""
     leaves, struct = nx.tree_operands(init)
-    avals = [abstract(x).strong() for x in leaves]
-    paths = [p for p, _ in tree.flatten_with_paths(init)[0]]
+    avals = tuple(abstract(x).strong() for x in leaves)
+    (cond_prog, cc, body_prog, bc, kept_loop), found = staged(
+        "while_loop", (cond_fn, body_fn), (avals, struct), lambda: _stage_while(cond_fn, body_fn, avals, struct))
+    leaves = [_strong(x, a.dtype) if x.weak else x for x, a in zip(leaves, avals)]
+    if found == REUSED and current() is EVAL and _all_arrays(cc) and _all_arrays(bc) and _all_arrays(leaves):
+        # Eagerly, a loop reused from an earlier call runs its kept WhileLoop (its
+        # plans, and the function written from them), as `_while_eval` would.
+        if not kept_loop:
+            kept_loop.append(WhileLoop(program_plan(cond_prog), program_plan(body_prog), len(cc), len(bc),
+                                       device_of(cond_prog.out_avals[0])))
+        raws = kept_loop[0].run([x._raw for x in cc + bc + leaves])
+        return tree.unflatten(struct, wrap_raws(raws, body_prog.out_avals))
+    outs = bind(while_p, *cc, *bc, *leaves, cond=cond_prog, body=body_prog,
+                num_cond_consts=len(cc), num_body_consts=len(bc))
+    return tree.unflatten(struct, outs)
+
+
+def _strong(x, dtype):
+    """The weak `x` (a Python scalar made an array) as a strong array of `dtype`."""
+    if type(x) is Array and x.dtype == dtype:
+        return Array(x._raw, x.device, False)  # the same values: no cast to dispatch
+    return nx.astype(x, dtype)
+
+
+def _stage_while(cond_fn, body_fn, avals, struct):
+    """(cond program, its constants, body program, its constants, a holder for
+    the loop of their plans) on carries of `avals`."""
+    avals = list(avals)
+    paths = [p for p, _ in tree.flatten_with_paths(tree.unflatten(struct, [0] * len(avals)))[0]]
 
     def flat_cond(*xs):
         p = cond_fn(tree.unflatten(struct, xs))
@@ -535,10 +660,7 @@ def while_loop(cond_fn, body_fn, init):
 
     cond_prog, cc = stage(flat_cond, avals).closed()
     body_prog, bc = stage(flat_body, avals).closed()
-    leaves = [nx.astype(x, a.dtype) if x.weak else x for x, a in zip(leaves, avals)]
-    outs = bind(while_p, *cc, *bc, *leaves, cond=cond_prog, body=body_prog,
-                num_cond_consts=len(cc), num_body_consts=len(bc))
-    return tree.unflatten(struct, outs)
+    return cond_prog, cc, body_prog, bc, []  # [] holds the eager WhileLoop once one is made
 
 
 def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
@@ -547,20 +669,59 @@ def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
 
 def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
     """Eager while: the plans of cond and body, as in a jitted program."""
-    carry = run_while(program_plan(cond), program_plan(body), [a._raw for a in args], num_cond_consts,
-                      num_body_consts, device_of(cond.out_avals[0]))
-    return wrap_raws(carry, body.out_avals)
+    loop = WhileLoop(program_plan(cond), program_plan(body), num_cond_consts, num_body_consts,
+                     device_of(cond.out_avals[0]))
+    return wrap_raws(loop.run([a._raw for a in args]), body.out_avals)
 
 
-def run_while(cond, body, args, num_cond_consts, num_body_consts, where):
-    """A while loop on raw arrays; the predicate (on `where`) is read back, counted,
-    once per test."""
-    cc = args[:num_cond_consts]
-    bc = args[num_cond_consts:num_cond_consts + num_body_consts]
-    carry = args[num_cond_consts + num_body_consts:]
-    while read_scalar(cond.run(cc + carry)[0], where):
-        carry = body.run(bc + carry)
-    return carry
+class WhileLoop:
+    """A while loop of a cond plan and a body plan on raw arrays; the predicate
+    (on `where`) is read back, counted, once per test.
+
+    Plans of NumPy stretches only are written, from the loop's second run, as
+    one Python function `loop(cond_consts, body_consts, carry, read)`: each test
+    and step a few lines over local variables instead of two plan runs (writing
+    costs more than a short loop run once). Not while a profile is open: it
+    times each step."""
+
+    def __init__(self, cond, body, num_cond_consts, num_body_consts, where):
+        self.cond, self.body = cond, body
+        self.ncc, self.nbc = num_cond_consts, num_body_consts
+        self.read = backend_for(where).read_scalar
+        self.written = None  # None: not run yet; False: cannot be written; else the function
+
+    def run(self, args):
+        ncc, nbc = self.ncc, self.nbc
+        cc, bc, carry = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
+        written = self.written
+        if written and not profiler.active():
+            return written(cc, bc, carry, self.read)
+        if written is None:
+            self.written = _WRITE_NEXT if carry and is_straight(self.cond) and is_straight(self.body) else False
+        elif written is _WRITE_NEXT:
+            self.written = self._write(len(carry))
+        cond, body, read = self.cond.run, self.body.run, self.read
+        while read(cond(cc + carry)[0]):
+            carry = body(bc + carry)
+        return carry
+
+    def _write(self, ncarry):
+        names = {"COUNTERS": COUNTERS}
+        cc, bc, xs = ([f"{p}{k}" for k in range(n)] for p, n in (("c", self.ncc), ("b", self.nbc), ("x", ncarry)))
+        test, (pred,) = straight_lines(self.cond, cc + xs, "C", names, read_only=True, scalars=True)
+        step, new = straight_lines(self.body, bc + xs, "B", names, scalars=True)
+        lines = ["def loop(cc, bc, carry, read):"]
+        lines += [f"    {', '.join(v)}, = {a}" for v, a in ((cc, "cc"), (bc, "bc"), (xs, "carry")) if v]
+        lines += ["    steps = 0", "    try:", "        while True:"] + ["            " + line for line in test]
+        lines += [f"            if not read({pred}):", "                break"]
+        lines += ["            " + line for line in step]
+        lines += [f"            {', '.join(xs)}, = {', '.join(new)},", "            steps += 1"]
+        lines += ["    finally:  # the stretches run, counted once",
+                  f"        COUNTERS['kernels_launched'] += {len(self.cond.steps)} * (steps + 1) + "
+                  f"{len(self.body.steps)} * steps"]
+        lines += [f"    return [{', '.join(xs)}]"]
+        exec(compile("\n".join(lines), "<rune while>", "exec"), names)
+        return names["loop"]
 
 
 class WhileStep:
@@ -570,11 +731,12 @@ class WhileStep:
         p = eqn.params
         self.cond, self.body = program_plan(p["cond"]), program_plan(p["body"])
         self.plans = (self.cond, self.body)
-        self.counts = (p["num_cond_consts"], p["num_body_consts"], device_of(p["cond"].out_avals[0]))
+        self.loop = WhileLoop(self.cond, self.body, p["num_cond_consts"], p["num_body_consts"],
+                              device_of(p["cond"].out_avals[0]))
         self.ins, self.outs = ins, outs
 
     def run(self, env):
-        result = run_while(self.cond, self.body, [env[i] for i in self.ins], *self.counts)
+        result = self.loop.run([env[i] for i in self.ins])
         for o, r in zip(self.outs, result):
             env[o] = r
 

@@ -18,6 +18,7 @@ import numpy as np
 from .. import config, tree
 from ..callback import Spec
 from ..core import trace as _trace
+from ..core import stage_cache
 from ..core.aval import Aval
 from ..core.program import dce
 from ..core.staging import stage_pytree
@@ -27,9 +28,11 @@ from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
+from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
 from . import donation
-from .plan import Plan, _wrap
+from .plan import Plan, _wrap, is_straight
+from .straight import straight_lines
 from .target import planning_for
 
 
@@ -45,6 +48,7 @@ _ALL = weakref.WeakSet()  # every Jitted, for clear_caches()
 
 
 _LEAF = tree.structure(0)  # the structure of a bare array
+_CURRENT, _EVAL = _trace._current, _trace.EVAL  # read on every call: module globals, not attributes
 
 
 class _Entry:
@@ -52,13 +56,30 @@ class _Entry:
 
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
-    __slots__ = ("plan", "out_struct", "out_places", "bare", "reuse")
+    __slots__ = ("plan", "out_struct", "out_places", "bare", "reuse", "call", "runs")
 
     def __init__(self, plan, out_struct, where):
         self.plan, self.out_struct = plan, out_struct
         self.out_places = tuple((where if a.device is None else a.device, a.weak) for a in plan.out_avals)
         self.bare = out_struct == _LEAF  # f returned one array: no tree to rebuild
         self.reuse = None  # where donated buffers go (rune/jit/donation.py), found on the first donating call
+        # A one-array call of a one-array function whose plan is NumPy stretches
+        # only, as one written function of the argument's buffer (`_written_call`),
+        # from its third call; False where it cannot be written.
+        self.call = None
+        self.runs = 0
+
+    def single_call(self):
+        """`call` once it is worth writing (the plan has run twice), else None."""
+        self.runs += 1
+        if self.runs < 3:
+            return None
+        plan = self.plan
+        if not (self.bare and len(plan.in_slots) == 1 and is_straight(plan)):
+            self.call = False
+            return None
+        self.call = _written_call(plan, *self.out_places[0])
+        return self.call
 
     def outputs(self, raws):
         if self.bare:
@@ -66,6 +87,19 @@ class _Entry:
             return Array(raws[0], device, weak)
         return tree.unflatten(self.out_struct, [Array(r, device, weak)
                                                 for r, (device, weak) in zip(raws, self.out_places)])
+
+
+def _written_call(plan, device, weak):
+    """The cached call of `plan` (one input, one output, NumPy stretches only)
+    as one function of the input's buffer: counted as a cache hit and its
+    stretches as launched, its result an Array on `device`."""
+    names = {"COUNTERS": COUNTERS, "Array": Array, "device": device, "weak": weak}
+    body, (out,) = straight_lines(plan, ["x"], "", names)
+    lines = ["def call(x):", "    COUNTERS['cache_hits'] += 1",
+             f"    COUNTERS['kernels_launched'] += {len(plan.steps)}"]
+    lines += ["    " + line for line in body] + [f"    return Array({out}, device, weak)"]
+    exec(compile("\n".join(lines), "<rune jit call>", "exec"), names)
+    return names["call"]
 
 
 class Jitted:
@@ -81,6 +115,7 @@ class Jitted:
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self._latest = None  # the entry at the end of `cache` (moving it there again is a no-op)
+        self._last_single = (None, None, None)  # (aval, default device's name, entry) of a one-array call
         self.cache_size = CACHE_SIZE
         # The cheap key applies when nothing can make a call differ from its avals.
         self._fast = (not self.static_argnums and not self.static_argnames and self.device is None
@@ -93,8 +128,34 @@ class Jitted:
         return self if obj is None else _Bound(self, obj)
 
     def __call__(self, *args, **kwargs):
-        if _trace._current.interp is not _trace.EVAL:
+        if _CURRENT.interp is not _EVAL:
             return self._traced_through(args, kwargs)
+        if len(args) == 1 and self._fast and not kwargs and type(args[0]) is Array:
+            # The commonest call: one array. Its key is `_fast_key`'s, made here
+            # without a frame; an array whose aval is the very object the last
+            # such call had (the same array again), on the same default device,
+            # skips the lookup too.
+            a = args[0]
+            aval, where = a._aval or a.aval, _default.stack[-1].name
+            last_aval, last_where, entry = self._last_single
+            if aval is not last_aval or where is not last_where:
+                entry = self.cache.get((where, aval))
+                if entry is None or entry is not self._latest:
+                    entry = None
+                else:
+                    self._last_single = (aval, where, entry)
+            if entry is not None:
+                call = entry.call
+                if call is None:
+                    call = entry.single_call()
+                if call and not _PROFILES_OPEN:  # a profile times each plan step
+                    return call(a._raw)
+                COUNTERS["cache_hits"] += 1
+                out = entry.plan.run([a._raw])
+                if entry.bare:
+                    device, weak = entry.out_places[0]
+                    return Array(out[0], device, weak)
+                return entry.outputs(out)
         key = self._fast_key(args, kwargs)
         leaves = args
         if key is None:
@@ -324,6 +385,7 @@ class Jitted:
         """Forget every traced signature: the next call traces again."""
         self.cache.clear()
         self._latest = None
+        self._last_single = (None, None, None)
 
 
 class _SpecLeaf:
@@ -358,9 +420,11 @@ class _Bound:
 
 
 def clear_caches():
-    """Forget the traced signatures of every jitted function."""
+    """Forget the traced signatures of every jitted function, and the bodies
+    eager control flow kept (with the arrays they captured)."""
     for jitted in list(_ALL):
         jitted.clear_cache()
+    stage_cache.clear()
 
 
 @functools.lru_cache(maxsize=None)

@@ -23,8 +23,10 @@ from ..core.trace import EVAL, current
 from ..devices import current_default, transfer
 from ..nx.array import Array, wrap_raws
 from .. import profiler
+from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
 from .lower import lower
+from .straight import straight_function
 from .target import planning_target
 
 # primitive -> step class `cls(eqn, in_slots, out_slots)` with `run(env)`,
@@ -68,6 +70,7 @@ class Plan:
         self.template = [None] * self.slots
         for s, v in self.constants.items():
             self.template[s] = v
+        self._straight = None  # run() as one written function, when every step is a NumPy stretch
 
     def _new(self, aval):
         self.slots += 1
@@ -126,6 +129,9 @@ class Plan:
 
     def run(self, args):
         """Evaluate on raw arrays (constants first as the program orders them)."""
+        straight = self._straight
+        if straight and not _PROFILES_OPEN:
+            return straight(args)
         env = list(self.template)
         for s, a in zip(self.in_slots, args):
             env[s] = a
@@ -134,6 +140,10 @@ class Plan:
         else:
             for step in self.steps:
                 step.run(env)
+        if straight is None:  # written on the second run, as a stretch is
+            self._straight = _Writing if is_straight(self) else False
+        elif straight is _Writing:
+            self._straight = straight_function(self)
         return [env[s] for s in self.out_slots]
 
     def __repr__(self):
@@ -142,6 +152,15 @@ class Plan:
         for i, step in enumerate(self.steps):
             lines.append(indent(f"[{i}] {step.describe()}", 2))
         return "\n".join(lines)
+
+
+_Writing = 0  # a plan of NumPy stretches run once: the next run writes its function (falsy)
+
+
+def is_straight(plan):
+    """Whether `plan` can be written as straight lines (rune/jit/straight.py):
+    every step a NumPy stretch."""
+    return all(type(st) is Stretch for st in plan.steps)
 
 
 # ---------------------------------------------------------------- passes 2-4
@@ -349,10 +368,11 @@ def stack_rows(rows, aval):
 def run_program(program, args):
     """Evaluate `program` once on concrete Arrays through a plan: the one
     evaluator of eager higher-order primitives (an eager cond's branch, a
-    custom rule's forward). Such a program is staged afresh on every eager
-    call, so its plan is not kept and its stretches run op by op: compiling
+    custom rule's forward). Such a program was just staged and may never run
+    again, so its plan is not kept and its stretches run op by op: compiling
     (or loading) kernels for one run costs more than it saves. A program whose
-    plan is already built (a loop body) runs that plan."""
+    plan is already built (a loop body, a branch kept between eager calls)
+    runs that plan."""
     plan = program._plan or Plan(program, compiled=False)
     return _wrap(plan.run([_raw(a) for a in args]), plan.out_avals)
 
