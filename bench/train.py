@@ -4,7 +4,7 @@ conv-conv-pool-dense-dense, Adam) and the character transformer (batch 32,
 gradient, optimizer update) as `rune.jit` compiles it.
 
 PyTorch runs the same steps eagerly (autograd, torch.optim.Adam / AdamW) when it
-is installed; JAX runs it under jax.jit when installed (Adam written out). Every
+is installed; JAX runs them under jax.jit when installed (Adam, AdamW and clipping written out). Every
 library gets one BLAS/intra-op thread: these matrices are small, and threads
 only add noise on a shared machine.
 """
@@ -169,6 +169,71 @@ def torch_charlm_step():
     return step
 
 
+def jax_charlm_step():
+    """The same transformer in jax.numpy under jax.jit: pre-norm blocks, causal attention,
+    tanh GELU, global-norm clipping and AdamW written out."""
+    jnp = jax.numpy
+    vocab, seq, d, heads, layers, hidden = 100, 64, 64, 4, 2, 256
+    rng = np.random.default_rng(0)
+
+    def dense(i, o, scale=None):
+        return jnp.asarray(rng.standard_normal((i, o)).astype(np.float32) * (scale or 1 / np.sqrt(i)))
+
+    def norm():
+        return {"g": jnp.ones(d, jnp.float32), "b": jnp.zeros(d, jnp.float32)}
+
+    params = {"embed": dense(vocab, d, 0.02), "position": dense(seq, d, 0.02), "ln_f": norm(),
+              "readout": dense(d, vocab),
+              "blocks": [{"ln1": norm(), "ln2": norm(), "qkv": dense(d, 3 * d), "out": dense(d, d),
+                          "up": dense(d, hidden), "up_b": jnp.zeros(hidden, jnp.float32),
+                          "down": dense(hidden, d), "down_b": jnp.zeros(d, jnp.float32)}
+                         for _ in range(layers)]}
+
+    def layer_norm(x, p):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
+
+    def block(x, p):
+        b, t, _ = x.shape
+        q, k, v = jnp.split((layer_norm(x, p["ln1"]) @ p["qkv"]).reshape(b, t, 3 * heads, d // heads), 3, axis=2)
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d // heads)
+        scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, jnp.finfo(jnp.float32).min)
+        x = x + jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, -1), v).reshape(b, t, d) @ p["out"]
+        h = jax.nn.gelu(layer_norm(x, p["ln2"]) @ p["up"] + p["up_b"], approximate=True)
+        return x + h @ p["down"] + p["down_b"]
+
+    def loss(p, tokens):
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        x = p["embed"][inputs] + p["position"][:inputs.shape[1]]
+        for bp in p["blocks"]:
+            x = block(x, bp)
+        logp = jax.nn.log_softmax(layer_norm(x, p["ln_f"]) @ p["readout"])
+        return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], -1))
+
+    tree = jax.tree_util
+
+    @jax.jit
+    def step(p, m, v, t, tokens):
+        value, g = jax.value_and_grad(loss)(p, tokens)
+        norm2 = sum(jnp.sum(x * x) for x in tree.tree_leaves(g))
+        g = tree.tree_map(lambda x: x * jnp.minimum(1.0, 1.0 / jnp.sqrt(norm2)), g)
+        m = tree.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = tree.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = tree.tree_map(lambda p, m, v: p - 1e-3 * ((m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+                                                      + 0.01 * p), p, m, v)
+        return p, m, v, value
+
+    zeros = tree.tree_map(jnp.zeros_like, params)
+    tokens = jnp.asarray(rng.integers(0, vocab, (BATCH, seq + 1)).astype(np.int32))
+    carry = [params, zeros, zeros]
+
+    def run():
+        carry[0], carry[1], carry[2], value = step(*carry, 1.0, tokens)
+        return float(value)
+    return run
+
+
 def where_the_time_goes(step, calls=20, top=8):
     """rune.profile's table of `calls` warm calls of a rune training step."""
     step()
@@ -191,10 +256,13 @@ def run():
         charlm = {"rune": per_call(rune_charlm, budget=1.0)}
         if torch is not None:
             charlm["torch"] = per_call(torch_charlm_step(), budget=1.0)
+        if jax is not None:
+            charlm["jax.jit"] = per_call(jax_charlm_step(), budget=1.0)
     rows = [Row("digits CNN train step (batch 32)", "per step", digits),
             Row("char transformer train step (32 x 64)", "per step", charlm)]
     print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
-                note="torch: eager autograd + torch.optim.Adam; jax: jax.jit of the step with Adam written out")
+                note="torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / "
+                     "AdamW written out")
     with _one_thread():
         for name, step in (("digits CNN", rune_digits), ("char transformer", rune_charlm)):
             print(f"\nwhere rune's {name} step spends its time (rune.profile, 20 steps):")

@@ -17,7 +17,10 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
   consumers of the reduced shape join the same kernel (the epilogue), and a
   sibling reduction of the same input shape and axes shares the loop;
 - a small elementwise tree read by a later kernel over the same index space is
-  recomputed there rather than stored and loaded back;
+  recomputed there rather than stored and loaded back, unless it calls a costly
+  op (exp, tanh, ...) and is stored anyway: then it is loaded;
+- an op of a select whose other arm is the same along the innermost axis (a
+  masking constant) runs on each arm, so that arm's op is computed once per row;
 - a value is stored only where it leaves the run, is read by another kernel
   (and is not recomputed), or is moved;
 - `iota` is the point's index (an `index` node), `random_bits` an inline
@@ -209,7 +212,7 @@ def fuse(ops, constants, live_out, avals):
 
     `constants`: slot -> value known when planning (0-d ones are inlined);
     `live_out`: slots read after the run; `avals`: slot -> aval of the run's inputs."""
-    f = _Fuser(constants, avals)
+    f = _Fuser(constants, avals, live_out)
     for eqn, ins, outs in ops:
         f.op(eqn, ins, outs)
     for s in sorted(live_out):
@@ -220,10 +223,11 @@ def fuse(ops, constants, live_out, avals):
 
 
 class _Fuser:
-    def __init__(self, constants, avals):
+    def __init__(self, constants, avals, live_out=()):
         self.unit = Unit()
         self.constants = constants
         self.avals = avals
+        self.live_out = frozenset(live_out)
         self.values = {}          # slot -> View | Expr | Scalar
         self.stored = {}          # id(node) -> View of the buffer it is stored in
         self.clones = {}          # (id(kernel), id(node)) -> the node recomputed in a reduction
@@ -276,7 +280,8 @@ class _Fuser:
         if type(v) is Expr:
             if v.kernel is kernel:
                 return v.node
-            node = self.recompute(kernel, v)
+            stored = self.stored.get(id(v.node))
+            node = None if stored is not None and _costly(v.node) else self.recompute(kernel, v)
             if node is not None:
                 return node
             v = self.materialise(v)
@@ -359,13 +364,17 @@ class _Fuser:
             result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
         else:
             result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
+        if outs[0] in self.live_out and type(result) is Expr and _costly(result.node):
+            self.materialise(result)   # stored anyway: its readers load it, not recompute libm calls
         self.values[outs[0]] = result
 
     def elementwise(self, eqn, args):
         aval = eqn.outputs[0].aval
         kernel = self.target(aval.shape, args)
-        node = kernel.node(eqn.prim.name, aval.dtype, [self.operand(kernel, a) for a in args],
-                           eqn.params)
+        operands = [self.operand(kernel, a) for a in args]
+        node = _through_select(kernel, eqn.prim.name, aval.dtype, operands, eqn.params)
+        if node is None:
+            node = kernel.node(eqn.prim.name, aval.dtype, operands, eqn.params)
         return Expr(kernel, node)
 
     def target(self, shape, args):
@@ -393,8 +402,8 @@ class _Fuser:
         axes = tuple(sorted(p["axes"])) if "axes" in p else (p["axis"],)
         in_shape = eqn.inputs[0].aval.shape
         order = [a for a in range(len(in_shape)) if a not in axes] + list(axes)
-        if type(x) is Expr and x.kernel.reduce_shape:
-            x = self.materialise(x)   # a reduced value reduced again is read, not recomputed
+        if type(x) is Expr and (x.kernel.reduce_shape or (id(x.node) in self.stored and _costly(x.node))):
+            x = self.materialise(x)   # a reduced value reduced again, or a stored costly one, is read
         needs = self.producers(x)
         key = (in_shape, axes)
         kernels = self.unit.kernels
@@ -499,6 +508,71 @@ class _Fuser:
             view = self.copy(view or v, "out")
         view.buffer.role = "out"
         self.unit.outputs.append((view.buffer, slot))
+
+
+# ---------------------------------------------------------------- costly trees
+
+# Ops that are libm calls (or as long): a tree holding one is loaded where it is
+# stored anyway rather than recomputed in each reader.
+_COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin",
+                     "acos", "atan", "atan2", "erf", "logistic", "pow", "random_bits"})
+
+
+def _costly(node, limit=_RECOMPUTE_LIMIT):
+    """Whether `node`'s elementwise tree calls a costly op (within `limit` nodes)."""
+    stack, seen = [node], 0
+    while stack and seen < limit:
+        n = stack.pop()
+        seen += 1
+        if type(n) is Node:
+            if n.op in _COSTLY:
+                return True
+            stack.extend(n.args)
+    return False
+
+
+# ---------------------------------------------------------------- ops through a masking select
+
+_INVARIANT_LIMIT = 8   # nodes and loads looked at before an arm counts as varying
+
+
+def _row_invariant(a, depth=_INVARIANT_LIMIT):
+    """Whether `a` is the same at every index of its kernel's innermost axis (a
+    constant, or a tree of loads broadcast along it), so that C computes it once
+    per row, outside the vectorised loop."""
+    if type(a) is Const:
+        return True
+    if type(a) is Load:
+        return (not a.dynamic and (not a.strides or a.strides[-1] == 0)
+                and not (a.guard and a.guard[-1] is not None))
+    if type(a) is not Node or depth <= 0 or a.op in ("index", "random_bits"):
+        return False
+    return all(_row_invariant(b, depth - 1) for b in a.args)
+
+
+def _through_select(kernel, op, dtype, operands, params):
+    """op(select(c, x, y), rest) as select(c, op(x, rest), op(y, rest)) where y and
+    rest are row invariant (a masking constant, a row's max): the op of y then runs
+    once per row and the vectorised loop never sees y. A masked softmax's
+    exp(where(mask, s, min) - max) so never calls exp on the huge negative
+    constant, which sends every vector holding one lane of it down libm's slow
+    scalar path. An elementwise op is a function of its operands: the same values
+    (libmvec's float32 functions aside, whose scalar fallback rounds a lane apart
+    from the vector path by an ulp). None where the pattern does not apply."""
+    if op == "select" or kernel.reduce_shape or not kernel.shape or kernel.shape[-1] < 2:
+        return None
+    at = [k for k, a in enumerate(operands) if type(a) is Node and a.op == "select"]
+    if len(at) != 1 or not all(_row_invariant(a) for k, a in enumerate(operands) if k != at[0]):
+        return None
+    cond, x, y = operands[at[0]].args
+    if not (_row_invariant(x) or _row_invariant(y)):
+        return None
+
+    def applied(arm):
+        args = list(operands)
+        args[at[0]] = arm
+        return kernel.node(op, dtype, args, params)
+    return kernel.node("select", dtype, [cond, applied(x), applied(y)])
 
 
 # ---------------------------------------------------------------- movement as views

@@ -6,7 +6,8 @@ A stretch on the host is split into runs of equations the compiler lowers
 others stay NumPy `Stretch`es, with the same results. A library primitive
 (`dot_general`: BLAS through NumPy, the backend's `library` table) is a
 `LibraryCall` step between compiled runs, so its elementwise epilogue starts
-the next kernel. Without a C compiler (none found, or `RUNE_CC=none`) every
+the next kernel; a cheap elementwise value a later compiled run reads is
+recomputed there rather than stored (`_recomputed_across`). Without a C compiler (none found, or `RUNE_CC=none`) every
 stretch stays NumPy. A stretch on a GPU lowers the same way, into the
 backend's compiled stretch (`backend.compiled_stretch`: CUDA kernels, with
 cuBLAS through CuPy as its library; None where the backend cannot render the
@@ -22,6 +23,7 @@ lock, and one thread compiles at a time while a thread whose stretch is in
 that batch waits for it rather than compiling it again.
 """
 import ctypes
+import sys
 import threading
 import weakref
 
@@ -98,6 +100,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device):
     if current:
         runs.append((flag, current))
     runs = [part for ok, run in runs for part in (_split_views(run) if ok is True else [(ok, run)])]
+    runs = _recomputed_across(runs, live_out)
     steps = []
     for k, (ok, run) in enumerate(runs):
         if not ok:
@@ -112,7 +115,8 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device):
         produced = {s for _, _, outs in run for s in outs}
         later = set(live_out)
         for _, other in runs[:k] + runs[k + 1:]:
-            later.update(s for _, ins, _ in other for s in ins)
+            made = {s for _, _, outs in other for s in outs}   # a value recomputed there is not read
+            later.update(s for _, ins, _ in other for s in ins if s not in made)
         unit = fuse.fuse(run, constants, produced & later, avals)
         if target is not None:
             steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
@@ -120,6 +124,48 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device):
             step = build([e for e, _, _ in run], unit)
             steps.append(numpy_stretch(run) if step is None else step)
     return steps
+
+
+def _recomputed_across(runs, live_out):
+    """Cheap elementwise ops whose values a compiled run hands to later compiled runs
+    (residuals kept for a backward pass across the matmuls between) recomputed
+    at the start of each later run that reads them, from operands that cross
+    anyway, instead of being stored and loaded back: a GELU's forward then stores
+    its input and tanh, not every product on the way. Only where every reader is a
+    compiled run and the value does not leave the stretch."""
+    runs = [(ok, list(run)) for ok, run in runs]
+    readers = {}      # slot -> positions of the runs reading it
+    made_in = {}      # slot -> position of the run producing it
+    for j, (ok, run) in enumerate(runs):
+        for _, ins, outs in run:
+            for s in ins:
+                readers.setdefault(s, set()).add(j)
+            made_in.update(dict.fromkeys(outs, j))
+    moved = {}        # slot -> runs it is recomputed in
+    front = {}        # run -> how many ops are recomputed at its start
+    for k, (ok, run) in enumerate(runs):
+        if ok is not True:
+            continue
+        for op in run:
+            eqn, ins, outs = op
+            if (fuse.PRIM_CLASS.get(eqn.prim.name) != fuse.ELEMENTWISE or eqn.prim.name in fuse._COSTLY
+                    or len(outs) != 1 or outs[0] in live_out):
+                continue
+            later = {j for j in readers.get(outs[0], ()) if j != k}
+            if not later or any(j < k or runs[j][0] is not True for j in later):
+                continue
+
+            def crosses(s, j):   # an operand run j can read: made before run k, or crossing anyway
+                if s in moved:
+                    return j in moved[s]
+                return made_in.get(s, -1) != k or bool(readers.get(s, set()) - {k})
+            if not all(crosses(s, j) for s in ins for j in later):
+                continue
+            moved[outs[0]] = later
+            for j in later:   # at the start of run j, after those recomputed there before it
+                runs[j][1].insert(front.get(j, 0), op)
+                front[j] = front.get(j, 0) + 1
+    return runs
 
 
 # Movement NumPy does as a view: free there, a strided copy in a kernel.
@@ -200,7 +246,8 @@ class CompiledStretch:
     """A run of primitives compiled to C kernels, called through one entry point.
 
     The pointer array is built once: intermediates are allocated here and kept;
-    each call writes its inputs' and fresh outputs' addresses into it."""
+    each call writes its inputs' and outputs' addresses into it. An output is the
+    last call's array where nothing else holds it any more, else a fresh one."""
 
     def __init__(self, eqns, unit, compiler):
         self.eqns = eqns
@@ -217,6 +264,7 @@ class CompiledStretch:
                 self.temps.append(t)
                 self.ptrs[b.index] = t.ctypes.data
         self._fn = None
+        self._last = [None] * len(self.outputs)   # each output's array of the last call
         # ctypes releases the GIL during the call: two threads running this stretch
         # at once would share its pointer array and intermediates.
         self._lock = threading.Lock()
@@ -237,8 +285,14 @@ class CompiledStretch:
                     a = np.ascontiguousarray(a)
                     keep.append(a)
                 ptrs[b] = a.ctypes.data
-            for b, s, shape, dtype in self.outputs:
-                o = np.empty(shape, dtype)
+            last = self._last
+            for k, (b, s, shape, dtype) in enumerate(self.outputs):
+                o = last[k]
+                # the last call's array again where nothing else holds it (no caller, no
+                # view: only `last`, `o` and getrefcount's argument): a fresh one costs an
+                # allocation and, for large ones, the page faults of new memory every call
+                if o is None or sys.getrefcount(o) > 3:
+                    o = last[k] = np.empty(shape, dtype)
                 env[s] = o
                 ptrs[b] = o.ctypes.data
             fn(ptrs)

@@ -10,8 +10,10 @@ and rounded to their format after every operation (so a fused chain gives
 the eager bits). A dialect decides what is target specific: the prelude,
 qualifiers, the index source and the loop form. `CDialect` renders loops with
 OpenMP (`parallel for` above a size where threads pay, `simd` inside, with
-some of libm's vector variants declared); the CUDA dialect will replace the loop
-form with a grid-stride loop and the prelude with CUDA's.
+some of libm's vector variants declared), computes what is the same along the
+innermost loop before it, and runs reductions over strided leading axes in a
+column form (the output's last axis innermost); the CUDA dialect will replace
+the loop form with a grid-stride loop and the prelude with CUDA's.
 """
 import hashlib
 import math
@@ -263,6 +265,7 @@ _REAL_RULES = {
     "floordiv": _helper("floordiv", "hfiu"), "rem": _helper("rem", "hfiu"), "pow": _pow,
     "max": _extremum(">"), "min": _extremum("<"),
     "atan2": lambda r, n, a, d: f"{r.math('atan2', n.dtype)}({a[0]}, {a[1]})" if _is_float(n.dtype) else None,
+    "hypot": _helper("hypot", "hf"),   # rune's hypot (complexc.helpers; complexfuncs.py has the rule)
     "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"),
     "shift_left": _shift_left, "shift_right": _shift_right,
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
@@ -633,7 +636,8 @@ class CStyle:
             return _offset(ov + rv, list(o) + list(r), offset)
 
         return SimpleNamespace(phases=(inner_loads, inner_nodes, reduces, outer_loads, outer_nodes), no=no,
-                               oshape=oshape, rshape=rshape, oacc=oacc, ov=ov, rv=rv, index=index, guard=guard)
+                               oshape=oshape, rshape=rshape, oacc=oacc, racc=racc, n_inner=n_in, ov=ov, rv=rv,
+                               index=index, guard=guard)
 
     def blocked_loops(self, idx, rv, rshape, blocks, body, block_accs, block_ends, clauses, outer_clauses):
         """The reduced loops of a blocked sum (`sum_blocks`): the axes before `a`, then
@@ -684,6 +688,41 @@ def _offset(ivars, strides, offset):
     if offset:
         terms.append(str(offset))
     return " + ".join(terms) or "0"
+
+
+# Column reductions (CDialect.column_reduction_kernel): accumulators per tile of the
+# output's last axis, and the run each sums in the compute type before its wide add.
+COLUMN_TILE = 64
+COLUMN_BLOCK = SUM_BLOCK // 16
+
+
+def _columns(lay):
+    """Whether a reduction reads its values contiguously along the output's last axis
+    and strided along the reduced ones: then it runs in the column form. Not arg
+    reductions (in order), complex sums (their user reductions) or short rows."""
+    inner_loads, inner_nodes, reduces, _, _ = lay.phases
+    if not lay.oshape or not lay.rshape or lay.oshape[-1] < 8:
+        return False
+    if any(r.op not in REDUCERS or _kind(r.dtype) == "c" for r in reduces):
+        return False
+    if any(ld.guard or ld.dynamic for ld in inner_loads):
+        return False
+    walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
+    # a read broadcast along the output (o == 0) is one value per row of the column form
+    return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
+
+
+def _row_invariant(loads, nodes, invariant):
+    """(loads, nodes) split into those the same at every index of the inner loop
+    (`invariant(load or index node)`; a node whose arguments all are) and the rest,
+    each in its order. A guarded or gathered load stays inside."""
+    fixed = {id(ld) for ld in loads if not ld.guard and not ld.dynamic and invariant(ld)}
+    for n in nodes:
+        if (invariant(n) if n.op == "index" else
+                all(type(a) is Const or id(a) in fixed for a in n.args)):
+            fixed.add(id(n))
+    return ([ld for ld in loads if id(ld) in fixed], [n for n in nodes if id(n) in fixed],
+            [ld for ld in loads if id(ld) not in fixed], [n for n in nodes if id(n) not in fixed])
 
 
 def _nest(idx, ivars, shape, pragmas, body, depth):
@@ -792,11 +831,18 @@ class CDialect(CStyle):
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
         names = {}
-        body = self.statements(kernel, loads, nodes, names,
-                               lambda ld: _offset(ivars, at[id(ld)], ld.offset),
-                               lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None for m in amap],
-                                                     kernel.shape),
-                               lambda n: _offset(ivars, at[id(n)], 0))
+        # what is the same along the innermost loop is computed once per row, before it
+        row_loads, row_nodes, loads, nodes = _row_invariant(
+            loads, nodes, lambda w: len(shape) > 1 and at[id(w)][-1] == 0)
+
+        def statements(loads, nodes):
+            return self.statements(kernel, loads, nodes, names,
+                                   lambda ld: _offset(ivars, at[id(ld)], ld.offset),
+                                   lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
+                                                                    for m in amap], kernel.shape),
+                                   lambda n: _offset(ivars, at[id(n)], 0))
+        per_row = statements(row_loads, row_nodes)
+        body = statements(loads, nodes)
         body += self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
         par = kernel.size >= self.parallel_threshold
         pragmas = [None] * len(shape)
@@ -807,7 +853,11 @@ class CDialect(CStyle):
             elif par:
                 pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
         lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        lines += _nest(self.index_type(kernel), ivars, shape, pragmas, body, 1)
+        idx = self.index_type(kernel)
+        if per_row:
+            body = per_row + _nest(idx, ivars[-1:], shape[-1:], pragmas[-1:], body, 0)
+            ivars, shape, pragmas = ivars[:-1], shape[:-1], pragmas[:-1]
+        lines += _nest(idx, ivars, shape, pragmas, body, 1)
         return "\n".join(lines + ["}"])
 
     def index_type(self, kernel):
@@ -819,6 +869,8 @@ class CDialect(CStyle):
         sum over more than SUM_BLOCK elements runs its inner loop in blocks (`sum_blocks`),
         each block's partial added into a wide accumulator (`WideSum`)."""
         lay = self.reduction_layout(kernel)
+        if _columns(lay):
+            return self.column_reduction_kernel(kernel, name, lay)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
         oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
         blocks = sum_blocks(rshape)
@@ -826,6 +878,13 @@ class CDialect(CStyle):
         # per output point: accumulators, those reset per block, the wide ones
         accs, block_accs, block_ends, updates, finals = [], [], [], [], []
         clauses, outer_clauses = [], []   # reduction clauses of the inner loop, of the block loop
+        # prologue values the same across the reduced axes are computed once per output point
+        nr = len(kernel.reduce_shape)
+        point_loads, point_nodes, inner_loads, inner_nodes = _row_invariant(
+            inner_loads, inner_nodes,
+            lambda w: nr > 0 and type(w) is Load and not any(w.strides[-nr:]))
+        per_point = self.statements(kernel, point_loads, point_nodes, names, lambda ld: index(ld, ld.offset),
+                                    guard, index)
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
         position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
@@ -884,12 +943,82 @@ class CDialect(CStyle):
         else:
             loops = self.blocked_loops(idx, rv, rshape, blocks, prologue + updates, block_accs, block_ends,
                                        None if ordered else clauses, outer_clauses if inner_par else None)
-        point = ["  " + x for x in accs] + loops + ["  " + x for x in finals + epilogue]
+        point = ["  " + x for x in accs + per_point] + loops + ["  " + x for x in finals + epilogue]
         op = [None] * len(oshape)
         if oshape and big and not inner_par:
             op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
         lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
         lines += _nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1)
+        return "\n".join(lines + ["}"])
+
+    def column_reduction_kernel(self, kernel, name, lay):
+        """A reduction over leading (strided) axes whose reads are contiguous along the
+        output's last axis (a bias gradient, a sum over the batch): the output's last
+        axis runs innermost, vectorised, in tiles of COLUMN_TILE accumulators, under
+        the reduced loops, so every read is contiguous. A float sum adds each column's
+        runs of at most COLUMN_BLOCK values (what one vector lane of the row form sums)
+        into a wide accumulator: the row form's accuracy."""
+        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
+        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
+        idx = self.index_type(kernel)
+        n, tile = oshape[-1], min(COLUMN_TILE, oshape[-1])
+        names = {}
+        body = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard, index)
+        accs, updates, finals, block_accs, block_ends = [], [], [], [], []
+        blocks = sum_blocks(rshape, COLUMN_BLOCK)
+        for k, r in enumerate(reduces):
+            acc, v = f"acc{k}[t]", names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(
+                r.args[0], r.args[0].dtype)
+            names[id(r)] = f"r{k}"
+            init, update, _, nan = REDUCERS[r.op](self, r.dtype, acc, v)
+            wide = wide_sum(self, r.op, r.dtype) if blocks else None
+            accs.append(f"{self.compute_type(r.dtype)} acc{k}[{tile}];")
+            updates.append(f"{acc} = {update};")
+            result = acc
+            if wide:
+                accs.append(f"{wide.ctype} wide{k}[{tile}];")
+                accs.append(f"for ({idx} t = 0; t < {tile}; t++) wide{k}[t] = {wide.init};")
+                block_accs.append(f"{acc} = {init};")
+                block_ends.append(wide.add(f"wide{k}[t]", acc))
+                result = wide.narrow(f"wide{k}[t]")
+            else:
+                accs.append(f"for ({idx} t = 0; t < {tile}; t++) {acc} = {init};")
+            if nan:
+                accs.append(f"int nan{k}[{tile}];")
+                accs.append(f"for ({idx} t = 0; t < {tile}; t++) nan{k}[t] = 0;")
+                updates.append(f"nan{k}[t] |= ({v} != {v});")
+                result = f"(nan{k}[t] ? ({self.compute_type(r.dtype)})NAN : {result})"
+            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
+        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
+                                   guard, index)
+        epilogue += self.stores(kernel, names, lambda st: _offset(ov, oacc[-1], st.offset))
+
+        column = f"const {idx} {ov[-1]} = io + t;"
+        span = f"{idx} t = 0; t < tn; t++"
+        row = ["#pragma omp simd", f"for ({span}) {{", "  " + column] + ["  " + x for x in body + updates] + ["}"]
+        if blocks is None:
+            reduced = _nest(idx, rv, rshape, [None] * len(rshape), row, 0)
+        else:
+            a, c = blocks
+            chunk = _nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), row, 0)
+            chunk = [f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{"] + ["  " + x for x in chunk] + ["}"]
+            chunk = ([f"const {idx} je = jb < {rshape[a] - c} ? jb + {c} : {rshape[a]};",
+                      "#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_accs] + ["}"] + chunk
+                     + ["#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_ends] + ["}"])
+            chunk = [f"for ({idx} jb = 0; jb < {rshape[a]}; jb += {c}) {{"] + ["  " + x for x in chunk] + ["}"]
+            reduced = _nest(idx, rv[:a], rshape[:a], [None] * a, chunk, 0)
+        point = ([f"const {idx} tn = io + {tile} <= {n} ? {tile} : {n} - io;"] + accs + reduced
+                 + [f"for ({span}) {{", "  " + column] + ["  " + x for x in finals + epilogue] + ["}"])
+        point = [f"for ({idx} io = 0; io < {n}; io += {tile}) {{"] + ["  " + x for x in point] + ["}"]
+        total = kernel.size * math.prod(kernel.reduce_shape)
+        outer = [None] * (len(oshape) - 1)
+        if total >= self.parallel_threshold:
+            if outer:
+                outer[0] = "#pragma omp parallel for" + (f" collapse({len(outer)})" if len(outer) > 1 else "")
+            else:
+                point = ["#pragma omp parallel for"] + point
+        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines += _nest(idx, ov[:-1], oshape[:-1], outer, point, 1)
         return "\n".join(lines + ["}"])
 
     def driver(self, names):
