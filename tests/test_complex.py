@@ -518,3 +518,9 @@ def test_cuda_exp_kernel_emulated_within_ulps_of_eager(dtype):
     with np.errstate(all="ignore"):
         want = np.asarray(nx.exp(nx.asarray(z)))
     _exp_close(got, want, dtype, 4)
+
+
+def test_hypot_of_empty_and_broadcast_operands_has_numpys_shape():
+    for x, y in ((np.float64(0.4), np.zeros((3, 0))), (np.zeros((0,)), np.zeros((2, 1))), (np.ones(3), np.ones(3))):
+        got = np.asarray(nx.hypot(nx.asarray(x), nx.asarray(y)))
+        assert got.shape == np.hypot(x, y).shape and np.array_equal(got, np.hypot(x, y))

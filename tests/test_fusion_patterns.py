@@ -204,3 +204,12 @@ def test_a_cheap_value_read_after_a_matmul_is_recomputed_there_not_stored(monkey
     stored = rune.jit(lambda x, w: f(x, w))
     assert len([s for s in stored.plan(x, w).steps if isinstance(s, lower.CompiledStretch)][0].outputs) == 2
     np.testing.assert_array_equal(got, np.asarray(stored(x, w)))   # the same ops: the same bits
+
+
+def test_a_stack_times_a_vector_drops_the_vector_axis_as_numpy():
+    x = np.arange(10, dtype=np.float32).reshape(5, 1, 2)
+    for v in (np.ones(2, np.float32), np.ones((2, 3), np.float32)):
+        want = x @ v
+        for f in (lambda a, b: a @ b, rune.jit(lambda a, b: a @ b)):
+            got = np.asarray(f(nx.asarray(x), nx.asarray(v)))
+            assert got.shape == want.shape and np.array_equal(got, want)

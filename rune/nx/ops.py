@@ -1410,7 +1410,7 @@ def matmul(x, y):
     if x.shape[-1] != y.shape[-2]:
         raise ShapeError(f"matmul: contracting dimensions differ: {x.shape} @ {y.shape} "
                          f"({x.shape[-1]} vs {y.shape[-2]})")
-    if x.ndim > 2 and y.ndim == 2:
+    if x.ndim > 2 and y.ndim == 2 and not vy:
         # a stack of rows times one matrix (a dense layer): one product over all the rows,
         # never the matrix broadcast to a batch (per-batch products, and a gradient
         # summed over that batch after them)
