@@ -12,10 +12,16 @@ for every axis — by a reshape when the windows tile the operand (pooling:
 from the shapes: (*out, *window)) — so the
 tangent of a max is the tangent of the element(s) attaining it, ties sharing
 equally as for `reduce_max`, and cotangents are written back (the inverse
-reshape, or one scatter-add). Those are
-ordinary nx operations, so higher derivatives, jit and vmap of the rules come
-for free.
+reshape, or one scatter-add). Tiling windows of a few elements (2x2 pooling)
+count their ties offset by offset instead (a strided slice each, elementwise
+over the output) and divide each window's cotangent once: one kernel over the
+output, one over the input, where a reduction over the interleaved window
+axes would run a short inner loop per output. Those are ordinary nx
+operations, so higher derivatives, jit and vmap of the rules come for free.
 """
+
+import itertools
+import math
 
 import numpy as np
 
@@ -163,12 +169,37 @@ class _Tiled:
             back = nx.pad(back, [(0, d - u) for d, u in zip(self.x.shape, self.used)])
         return back
 
+    def offsets(self, v):
+        """v (shaped like x) at each window offset: one strided slice per offset,
+        each shaped like the output."""
+        return [nx._slice(v, offset, tuple(o + (c - 1) * k + 1 for o, c, k in zip(offset, self.counts, self.window)),
+                          self.window)
+                for offset in itertools.product(*(range(k) for k in self.window))]
+
 
 def _windows(x, window, strides, padding):
     counts = tuple(window_count(n, k, s, lo, hi) for n, k, s, (lo, hi) in zip(x.shape, window, strides, padding))
     if strides == window and all(p == (0, 0) for p in padding):
         return _Tiled(x, window, counts)
     return _Indexed(x, window, strides, padding, counts)
+
+
+# Up to this many elements per tiling window, a max's ties are counted offset by
+# offset (see the module docstring); larger windows reduce over their window axes.
+_FEW_OFFSETS = 16
+
+
+def _by_offsets(wins):
+    return isinstance(wins, _Tiled) and math.prod(wins.window) <= _FEW_OFFSETS
+
+
+def _tie_count(x, out, wins):
+    """How many elements of each window attain its max (at least 1: a NaN window has none)."""
+    hits = [nx.astype(nx.equal(part, out), x.dtype) for part in wins.offsets(x)]
+    count = hits[0]
+    for h in hits[1:]:
+        count = nx.add(count, h)
+    return nx.maximum(count, x.dtype.type(1))
 
 
 def _max_weights(x, out, wins):
@@ -189,6 +220,13 @@ def _reduce_window_jvp(primals, tangents, **params):
     if params["op"] == "sum" or 0 in x.shape or 0 in out.shape:
         return out, bind(reduce_window_p, t, **params)
     wins = _windows(x, params["window"], params["strides"], params["padding"])
+    if _by_offsets(wins):
+        # the mean of the tied elements' tangents
+        total = None
+        for xs, ts in zip(wins.offsets(x), wins.offsets(t)):
+            term = nx.where(nx.equal(xs, out), ts, zeros_like(ts))
+            total = term if total is None else nx.add(total, term)
+        return out, nx.divide(total, _tie_count(x, out, wins))
     weighted = nx.multiply(wins.read(t), _max_weights(x, out, wins))
     return out, nx.sum(weighted, wins.window_axes)
 
@@ -198,6 +236,12 @@ def _reduce_window_vjp(ct, ins, out, wants, *, op, window, strides, padding):
     if 0 in x.shape or 0 in ct.shape:
         return (zeros_like(x),)
     wins = _windows(x, window, strides, padding)
+    if op == "max" and _by_offsets(wins):
+        # each window's cotangent shared by its tied maxima: divided once per window,
+        # then selected where an element equals its window's max
+        share = nx.broadcast_to(wins.expand(nx.divide(ct, _tie_count(x, out, wins))), wins.shape)
+        hits = nx.equal(wins.read(x), nx.broadcast_to(wins.expand(out), wins.shape))
+        return (wins.write(nx.where(hits, share, zeros_like(share))),)
     spread = nx.broadcast_to(wins.expand(ct), wins.shape)
     if op == "max":
         spread = nx.multiply(spread, _max_weights(x, out, wins))

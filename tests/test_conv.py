@@ -111,3 +111,102 @@ def test_small_and_large_windows_agree_with_a_loop(op, window):
     x[0, 1, 1, 0] = np.nan
     got = nx.reduce_window(nx.asarray(x), op, window, window, padding="SAME")
     np.testing.assert_allclose(np.asarray(got), _np_reduce_window(x, op, window, window, "SAME"), rtol=1e-6)
+
+
+def _np_max_pool_vjp(x, ct, k):
+    """Tiled max pooling's cotangent with ties sharing equally, window by window."""
+    out = np.zeros_like(x)
+    n, h, w, c = x.shape
+    for b, i, j, ch in np.ndindex(n, h // k, w // k, c):
+        win = x[b, i * k:(i + 1) * k, j * k:(j + 1) * k, ch]
+        hits = win == win.max()
+        out[b, i * k:(i + 1) * k, j * k:(j + 1) * k, ch] = np.where(hits, ct[b, i, j, ch] / max(hits.sum(), 1), 0)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 6, 3), (1, 5, 7, 2)], ids=["tiled", "cropped"])
+def test_tiled_max_pool_derivatives_by_offsets_agree_with_numpy_and_the_window_reduction(shape, monkeypatch):
+    # Tiled pooling counts a window's ties offset by offset (strided slices); the
+    # general rule reduces over window axes. Small integers make many ties; a NaN
+    # window (no element equals its max) gets no cotangent.
+    import rune.conv_rules as rules
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 3, shape).astype(np.float64)
+    x[0, 0, 0, 0] = np.nan
+    f = lambda x: nn.max_pool(x, 2)  # noqa: E731
+    out = np.asarray(f(nx.asarray(x)))
+    ct = rng.standard_normal(out.shape)
+    t = rng.standard_normal(shape)
+
+    def derivatives():
+        vjp = lambda x, ct: rune.vjp(f, x)[1](ct)[0]  # noqa: E731
+        jvp = lambda x, t: rune.jvp(f, (x,), (t,))[1]  # noqa: E731
+        args = (nx.asarray(x), nx.asarray(ct)), (nx.asarray(x), nx.asarray(t))
+        return [np.asarray(g(*a)) for g, a in ((vjp, args[0]), (rune.jit(vjp), args[0]),
+                                               (jvp, args[1]), (rune.jit(jvp), args[1]))]
+
+    by_offsets = derivatives()
+    monkeypatch.setattr(rules, "_FEW_OFFSETS", 0)
+    by_reduction = derivatives()
+    used = tuple(d - d % 2 for d in shape[1:3])
+    want = np.zeros_like(x)
+    want[:, :used[0], :used[1]] = _np_max_pool_vjp(x[:, :used[0], :used[1]], ct, 2)
+    for got, old in zip(by_offsets[:2], by_reduction[:2]):
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+        np.testing.assert_allclose(got, old, rtol=1e-14, atol=0)
+    # the tangent is <the cotangent map, t>: each window's mean over its tied maxima
+    tangent = np.zeros_like(out)
+    for b, i, j, ch in np.ndindex(*out.shape):
+        win = (b, slice(2 * i, 2 * i + 2), slice(2 * j, 2 * j + 2), ch)
+        hits = x[win] == x[win].max()   # all False in the NaN window
+        tangent[b, i, j, ch] = (t[win] * hits).sum() / max(hits.sum(), 1)
+    for got, old in zip(by_offsets[2:], by_reduction[2:]):
+        np.testing.assert_allclose(got, tangent, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(got, old, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("geometry", [
+    dict(x=(2, 8, 8, 16), w=(3, 3, 16, 32), padding="SAME"),                       # blocks of 8 pixels
+    dict(x=(3, 7, 11, 3), w=(2, 3, 3, 5), strides=(2, 1), padding=[(1, 2), (0, 1)]),  # a row's tail
+    dict(x=(2, 9, 7, 4), w=(3, 2, 2, 6), dilation=(2, 3), feature_group_count=2),
+    dict(x=(4, 6, 7, 1), w=(3, 3, 1, 4), padding="SAME", dilation=(1, 2)),         # one input channel
+    dict(x=(2, 3, 3, 2), w=(3, 3, 2, 4)),                                          # one output pixel
+    dict(x=(1, 5, 5, 2), w=(3, 3, 2, 200), padding="SAME"),                        # too many channels: BLAS
+], ids=["same", "strided-tail", "dilated-groups", "one-channel", "one-pixel", "wide"])
+def test_direct_conv_agrees_with_a_loop_and_blas(geometry, dtype, monkeypatch):
+    # Convs with enough work run as a compiled direct loop nest: forced here for
+    # small shapes, forward and both cotangents (the input's is a conv; the
+    # kernel's a conv reading x and the output's cotangent in their own layouts),
+    # against the op table's loop and against im2col + BLAS.
+    from rune.backends.cpu import conv as host_conv
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(geometry["x"]).astype(dtype)
+    w = rng.standard_normal(geometry["w"]).astype(dtype)
+    params = {k: v for k, v in geometry.items() if k not in ("x", "w")}
+    f = lambda x, w: nx.conv(x, w, **params)  # noqa: E731
+    loss = lambda x, w: nx.sum(nx.sin(f(x, w)))  # noqa: E731
+
+    def run():
+        return [np.asarray(f(nx.asarray(x), nx.asarray(w)))] + [
+            np.asarray(g) for g in rune.jit(rune.grad(loss, (0, 1)))(nx.asarray(x), nx.asarray(w))]
+
+    ran = []
+    run_direct = host_conv._run_direct
+    monkeypatch.setattr(host_conv, "_run_direct", lambda *a: ran.append(a[-1]) or run_direct(*a))
+    monkeypatch.setattr(host_conv, "DIRECT_MIN_WORK", 0)
+    direct = run()
+    monkeypatch.setattr(host_conv, "DIRECT_MIN_WORK", float("inf"))
+    blas = run()
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(direct[0], _np_conv(x, w, **params), **tol)
+    for got, want in zip(direct, blas):
+        np.testing.assert_allclose(got, want, **tol)
+    from rune.backends.cpu.compiler import find
+    if find() is not None:   # which ran direct (200 output channels: only the input's cotangent)
+        g = params.get("feature_group_count", 1)
+        want = {(g,) + x.shape[:-1] + (x.shape[-1] // g,)}                          # the input's cotangent
+        if w.shape[-1] <= 128:
+            want |= {(g, x.shape[0]) + direct[0].shape[1:-1] + (w.shape[-1] // g,),   # the forward
+                     (g, w.shape[-2]) + w.shape[:-2] + (w.shape[-1] // g,)}          # the kernel's cotangent
+        assert want <= set(ran), ran

@@ -110,11 +110,16 @@ def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count
     strides = _ints("conv", "strides", strides, nd, 1)
     dilation = _ints("conv", "dilation", dilation, nd, 1)
     padding = pads("conv", padding, x.shape[1:-1], w.shape[:-2], strides, dilation)
-    # (N, *S, G*C) -> (G, N, *S, C); (*K, C, G*O) -> (G, *K, C, O)
-    xg = ops.moveaxis(ops.reshape(x, x.shape[:-1] + (groups, c_in // groups)), -2, 0)
-    wg = ops.moveaxis(ops.reshape(w, w.shape[:-1] + (groups, c_out // groups)), -2, 0)
+    if groups == 1:   # a unit group axis: reshapes only, no transposes for a plan to carry
+        xg, wg = ops.reshape(x, (1,) + x.shape), ops.reshape(w, (1,) + w.shape)
+    else:
+        # (N, *S, G*C) -> (G, N, *S, C); (*K, C, G*O) -> (G, *K, C, O)
+        xg = ops.moveaxis(ops.reshape(x, x.shape[:-1] + (groups, c_in // groups)), -2, 0)
+        wg = ops.moveaxis(ops.reshape(w, w.shape[:-1] + (groups, c_out // groups)), -2, 0)
     out = bind(conv_p, xg, wg, strides=strides, padding=padding, lhs_dilation=(1,) * nd,
                rhs_dilation=dilation)
+    if groups == 1:
+        return ops.reshape(out, out.shape[1:])
     # (G, N, *out, O) -> (N, *out, G*O)
     out = ops.moveaxis(out, 0, -2)
     return ops.reshape(out, out.shape[:-2] + (c_out,))
