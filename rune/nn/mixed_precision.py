@@ -30,8 +30,8 @@ import dataclasses
 
 import numpy as np
 
-from . import nx, tree
-from .errors import ArgumentError, DTypeError, ShapeError, UsageError
+from .. import nx, tree
+from ..errors import ArgumentError, DTypeError, ShapeError, UsageError
 from .modules import Module, is_array, with_policy
 
 __all__ = ["Policy", "DynamicLossScale", "all_finite", "select_tree"]

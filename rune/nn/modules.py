@@ -34,9 +34,10 @@ import math
 
 import numpy as np
 
-from . import nx, tree
-from .core.arraylike import ArrayLike
-from .errors import ArgumentError, DTypeError, ShapeError, TreeError, UsageError
+from .. import nx, tree
+from ..core.arraylike import ArrayLike
+from . import functional
+from ..errors import ArgumentError, DTypeError, ShapeError, TreeError, UsageError
 
 __all__ = ["Module", "Linear", "Conv", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "MultiHeadAttention",
            "MLP", "Sequential", "Lambda", "partition", "combine", "is_array", "is_inexact_array"]
@@ -453,11 +454,7 @@ class LayerNorm(Module):
     def __call__(self, x):
         x = nx.asarray(x)
         axes = _normalised_axes("LayerNorm", self.shape, x)
-        centred = x - nx.mean(x, axis=axes, keepdims=True)
-        out = centred * nx.rsqrt(nx.mean(centred * centred, axis=axes, keepdims=True) + self.eps)
-        if self.weight is not None:
-            out = out * self.weight
-        return out if self.bias is None else out + self.bias
+        return functional.layer_norm(x, self.weight, self.bias, axis=axes, eps=self.eps)
 
 
 class RMSNorm(Module):
@@ -491,11 +488,9 @@ class Dropout(Module):
         self.rate = float(rate)
 
     def __call__(self, x, *, key=None):
-        x = nx.asarray(x)
-        if key is None or self.rate == 0.0:
-            return x
-        keep = nx.random.bernoulli(key, 1.0 - self.rate, x.shape)
-        return nx.where(keep, x / (1.0 - self.rate), nx.zeros_like(x))
+        if key is None:
+            return nx.asarray(x)
+        return functional.dropout(key, self.rate, x)
 
 
 class MultiHeadAttention(Module):
@@ -598,11 +593,11 @@ class Sequential(Module):
 
 class MLP(Module):
     """Linear layers of the given sizes ([in, hidden..., out]) with `activation`
-    between them (not after the last)."""
+    (relu by default) between them (not after the last)."""
     layers: tuple
     activation: object
 
-    def __init__(self, key, sizes, activation, use_bias=True, dtype=nx.float32):
+    def __init__(self, key, sizes, activation=functional.relu, use_bias=True, dtype=nx.float32):
         sizes = tuple(int(s) for s in sizes)
         if len(sizes) < 2:
             raise ArgumentError(f"MLP: sizes must list at least an input and an output size, got {sizes}")

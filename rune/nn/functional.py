@@ -9,8 +9,8 @@ import math
 
 import numpy as np
 
-from . import nx
-from .errors import ArgumentError, DTypeError, ShapeError
+from .. import nx
+from ..errors import ArgumentError, DTypeError, ShapeError
 
 # The ones nx already has are the same functions, not copies.
 sigmoid = nx.sigmoid
@@ -227,10 +227,3 @@ def normal(stddev=1e-2):
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return _normal(key, shape, nx.dtype(dtype), stddev)
     return init
-
-
-# ---------------------------------------------------------------- modules and mixed precision
-
-from .modules import (MLP, Conv, Dropout, Embedding, Lambda, LayerNorm, Linear, Module,  # noqa: E402
-                      MultiHeadAttention, RMSNorm, Sequential, combine, is_array, is_inexact_array, partition)
-from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree  # noqa: E402
