@@ -9,7 +9,9 @@ a leaf.
 leaves taken out); `Structure.unflatten` puts new leaves back in. jit uses
 the structure as part of its cache key, so flattening and comparing
 structures is kept cheap: a structure is a flat preorder tuple of nodes,
-hashed once, so hashing and == run in C.
+hashed once, so hashing and == run in C. A structure used again is rebuilt
+by straight lines compiled for it, and `Structure.matcher` compiles the
+flatten-and-compare of a tree against it, for the trees jit sees every call.
 """
 
 import collections
@@ -39,14 +41,21 @@ class _Handler:
     show(aux, parts) -> the container written around its children's reprs.
     """
 
-    __slots__ = ("type", "flatten", "unflatten", "keys", "show")
+    __slots__ = ("type", "flatten", "unflatten", "keys", "show", "items", "specialize")
 
-    def __init__(self, type_, flatten, unflatten, keys, show):
+    def __init__(self, type_, flatten, unflatten, keys, show, items=False):
         self.type = type_
         self.flatten = flatten
         self.unflatten = unflatten
         self.keys = keys
         self.show = show
+        # The children are the container's own items, in order (tuple, list,
+        # NamedTuple), and it is rebuilt from them alone: compiled code
+        # (`Structure.matcher`, `_builder`) unpacks and rebuilds it inline.
+        self.items = items
+        # specialize(aux) -> (match, rebuild), if set (`_specialize`): flatten and
+        # unflatten for the containers with this aux data, made once for compiled code.
+        self.specialize = None
 
 
 def _index_keys(aux, n):
@@ -65,7 +74,7 @@ def _flatten_dict(d):
     return [d[k] for k in keys], tuple(keys)
 
 
-def _fields_handler(cls, names, flatten, unflatten, meta=()):
+def _fields_handler(cls, names, flatten, unflatten, meta=(), items=False):
     """A handler for classes whose children are named attributes (`names`);
     the attributes in `meta` are the aux data, in that order."""
     keys = [f".{name}" for name in names]
@@ -74,11 +83,11 @@ def _fields_handler(cls, names, flatten, unflatten, meta=()):
         shown = [f"{n}={p}" for n, p in zip(names, parts)] + [f"{n}={v!r}" for n, v in zip(meta, aux or ())]
         return f"{cls.__name__}(" + ", ".join(shown) + ")"
 
-    return _Handler(cls, flatten, unflatten, lambda aux, n: keys, show)
+    return _Handler(cls, flatten, unflatten, lambda aux, n: keys, show, items)
 
 
 def _namedtuple_handler(cls):
-    return _fields_handler(cls, cls._fields, lambda t: (t, None), lambda aux, ch: cls(*ch))
+    return _fields_handler(cls, cls._fields, lambda t: (t, None), lambda aux, ch: cls(*ch), items=True)
 
 
 def _attributes_handler(cls, data, meta):
@@ -101,6 +110,7 @@ _HANDLERS = {
         lambda aux, ch: tuple(ch),
         _index_keys,
         _show_tuple,
+        items=True,
     ),
     list: _Handler(
         list,
@@ -108,6 +118,7 @@ _HANDLERS = {
         lambda aux, ch: list(ch),
         _index_keys,
         lambda aux, parts: "[" + ", ".join(parts) + "]",
+        items=True,
     ),
     dict: _Handler(
         dict,
@@ -179,6 +190,16 @@ def register(cls, flatten=None, unflatten=None, keys=None):
 
         _HANDLERS[cls] = _Handler(cls, flatten, unflatten, keys or _index_keys, show)
     return cls
+
+
+def _specialize(cls, specialize):
+    """Give the registered container type cls flatten and unflatten specialized
+    to one aux data, for the code compiled for a structure (`_builder`,
+    `_matcher`): specialize(aux) -> (match, rebuild), where match(obj) gives
+    obj's children as flatten does when its aux data equals `aux` (as
+    structures compare it), else None, and rebuild(children) is
+    unflatten(aux, children)."""
+    _HANDLERS[cls].specialize = specialize
 
 
 def register_dataclass(cls, data_fields=None, meta_fields=None):
@@ -273,11 +294,17 @@ class Structure:
     the hash is computed once because structures key jit's cache.
     """
 
-    __slots__ = ("_nodes", "_hash", "num_leaves")
+    __slots__ = ("_nodes", "_hash", "num_leaves", "_unflattens", "_build", "_matches", "_matcher")
 
     def __init__(self, nodes):
         self._nodes = nodes
         self.num_leaves = nodes.count(None)
+        # A structure used again and again (jit's outputs and arguments, every
+        # call) gets straight lines compiled for it (`_builder`, `_matcher`) once
+        # it has been used about as often as compiling costs (`_worth_compiling`).
+        self._unflattens = self._matches = 0
+        self._build = None
+        self._matcher = None  # (leaf type, `matcher`'s function)
         try:
             self._hash = hash(nodes)
         except TypeError as e:
@@ -296,10 +323,34 @@ class Structure:
 
     def unflatten(self, leaves):
         """Build the tree of this structure holding `leaves`, in flatten's order."""
-        leaves = list(leaves)
+        if type(leaves) is not list:
+            leaves = list(leaves)
         if len(leaves) != self.num_leaves:
             raise TreeError(f"{self} expected {self.num_leaves} leaves, got {len(leaves)}")
-        return _fold(self._nodes, leaves, _unflatten_node)
+        build = self._build
+        if build is None:
+            self._unflattens += 1
+            if not _worth_compiling(self._unflattens, self._nodes):
+                return _fold(self._nodes, leaves, _unflatten_node)
+            build = self._build = _builder(self._nodes)
+        return build(leaves)
+
+    def matcher(self, leaf_type):
+        """A function of a tree: its leaves (a list, in flatten's order) when the
+        tree has this structure and each leaf is exactly a `leaf_type`, else None.
+        The same answer as flattening the tree (no is_leaf) and comparing structures, as
+        straight lines compiled for this structure: no walk and no Structure
+        built (jit matches the arguments of each call this way).
+        None itself until asked for often enough to pay for compiling it."""
+        made = self._matcher
+        if made is None or made[0] is not leaf_type:
+            if _handler(leaf_type) is not None:
+                raise TreeError(f"matcher: {leaf_type.__name__} is a pytree container, not a leaf type")
+            self._matches += 1
+            if not _worth_compiling(self._matches, self._nodes):
+                return None
+            made = self._matcher = (leaf_type, _matcher(self._nodes, leaf_type))
+        return made[1]
 
     def children(self):
         """The structures of the root's children; [] for a leaf."""
@@ -312,6 +363,91 @@ class Structure:
             out.append(Structure(self._nodes[start:end]))
             start = end
         return out
+
+
+def _worth_compiling(uses, nodes):
+    """Whether a structure used `uses` times gets compiled code: compiling costs
+    about fifty walks of it, so a large one waits for as many uses."""
+    return uses >= 2 + len(nodes) // 50
+
+
+def _compiled(name, lines, names):
+    exec(compile("\n".join(lines), f"<rune tree {name}>", "exec"), names)
+    return names[name]
+
+
+def _builder(nodes):
+    """`_fold(nodes, leaves, _unflatten_node)` as a function of the leaves written
+    out for these nodes: one line per container, tuples, lists, NamedTuples and
+    None rebuilt inline, other containers by their handler's unflatten."""
+    names, lines, stack = {}, [], []
+    leaf = nodes.count(None)
+    for i in range(len(nodes) - 1, -1, -1):  # backwards, as `_fold`: children before their container
+        node = nodes[i]
+        if node is None:
+            leaf -= 1
+            stack.append(f"L[{leaf}]")
+            continue
+        handler, aux, n = node
+        children = ", ".join([stack.pop() for _ in range(n)])
+        cls = handler.type
+        if cls is tuple:
+            made = f"({children}{',' if n == 1 else ''})"
+        elif cls is list:
+            made = f"[{children}]"
+        elif cls is type(None):
+            made = "None"
+        elif handler.items:  # a NamedTuple
+            names[f"T{i}"] = cls
+            made = f"T{i}({children})"
+        elif handler.specialize is not None:
+            names[f"R{i}"] = handler.specialize(aux)[1]
+            made = f"R{i}([{children}])"
+        else:
+            names[f"U{i}"], names[f"A{i}"] = handler.unflatten, aux
+            made = f"U{i}(A{i}, [{children}])"
+        lines.append(f"    n{i} = {made}")
+        stack.append(f"n{i}")
+    return _compiled("build", ["def build(L):"] + lines + [f"    return {stack.pop()}"], names)
+
+
+def _matcher(nodes, leaf_type):
+    """The function `Structure.matcher` gives: the preorder walk of `flatten`
+    unrolled for these nodes, each container's type, length and aux data
+    checked (aux compared as the structures' == compares it)."""
+    names, lines, leaves = {"Leaf": leaf_type}, [], []
+    pending, count = ["t"], 0  # the variables holding the nodes still to visit, next one on top
+    for i, node in enumerate(nodes):
+        var = pending.pop()
+        if node is None:
+            lines.append(f"    if type({var}) is not Leaf: return None")
+            leaves.append(var)
+            continue
+        handler, aux, n = node
+        names[f"T{i}"] = handler.type
+        lines.append(f"    if type({var}) is not T{i}: return None")
+        children = [f"c{count + k}" for k in range(n)]
+        count += n
+        if handler.items:
+            lines.append(f"    if len({var}) != {n}: return None")
+            source = var
+        elif handler.type is type(None):
+            continue
+        elif handler.specialize is not None:
+            names[f"M{i}"] = handler.specialize(aux)[0]
+            lines.append(f"    kids = M{i}({var})")
+            lines.append("    if kids is None: return None")
+            source = "kids"
+        else:
+            names[f"F{i}"], names[f"A{i}"] = handler.flatten, aux
+            lines.append(f"    kids, aux = F{i}({var})")
+            # (aux,) != (A,) is tuple comparison: identity first, then ==, as in Structure.__eq__
+            lines.append(f"    if len(kids) != {n} or (aux,) != (A{i},): return None")
+            source = "kids"
+        if n:
+            lines.append(f"    {', '.join(children)}, = {source}")
+        pending.extend(reversed(children))
+    return _compiled("match", ["def match(t):"] + lines + [f"    return [{', '.join(leaves)}]"], names)
 
 
 def flatten(tree, is_leaf=None):

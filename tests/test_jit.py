@@ -1,11 +1,14 @@
 """Tests of rune.jit: results equal eager, the signature cache, trace-time
 semantics, programs and plans, and recovery after failures."""
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 
 import rune
-from rune import nx
+from rune import nn, nx
 from rune.core import trace as _trace
+from rune.core.aval import Aval
 
 F64 = nx.float64
 
@@ -279,6 +282,143 @@ def test_jit_pytree_arguments_and_results():
     close(jk(a, y=b), [4.0, 6.0])
     close(jk(x=a, y=b), [4.0, 6.0])
     close(jk(a), [2.0, 4.0])
+
+
+class _Scaled(nn.Module):
+    w: object
+    b: object
+    power: int  # static: part of the signature
+
+    def __call__(self, x):
+        return (x * self.w + self.b) ** self.power
+
+
+class _State(NamedTuple):
+    count: object
+    moments: dict
+
+
+def _update(model, state, x):
+    y = model(x)
+    new = rune.tree.map(lambda p: p * 0.5 + y.mean(), model)
+    moments = {"m": state.moments["m"] * 0.9 + y, "v": [v + 1 for v in state.moments["v"]]}
+    return new, _State(state.count + 1, moments), y.sum()
+
+
+def _start():
+    model = _Scaled(w=f32([1.0, 2.0]), b=f32([0.5, -0.5]), power=2)
+    return model, _State(f32(0.0), {"m": f32([0.0, 0.0]), "v": [f32([1.0, 1.0])]}), f32([0.25, 0.75])
+
+
+def _same_as_eager(got, want):
+    assert rune.tree.structure(got) == rune.tree.structure(want)
+    for g, w in zip(rune.tree.leaves(got), rune.tree.leaves(want)):
+        # eager arithmetic on a Python scalar stays one; jit returns it as a weak array
+        assert g.aval.weak if type(w) in (int, float) else g.aval == w.aval
+        close(g, w, 1e-6)
+
+
+def test_pytree_calls_with_the_last_signature_hit_the_cache():
+    # A training loop: module, NamedTuple, dict and list arguments, each call fed
+    # the last one's results (new arrays, the same structure).
+    jf, eager = rune.jit(_update), _start()
+    model, state, x = eager
+    for _ in range(6):
+        model, state, out = jf(model, state, x)
+        eager = _update(*eager[:2], x)
+        _same_as_eager((model, state, out), eager)
+    assert counts() == (1, 5) and len(jf.cache) == 1
+    assert jf._match is not None  # the later calls were matched, not flattened
+
+
+def test_pytree_calls_retrace_on_any_signature_change():
+    jf = rune.jit(_update)
+    model, state, x = _start()
+    for _ in range(3):
+        jf(model, state, x)
+    assert jf._match is not None  # calls of this signature are matched against it
+    changed = {
+        "static field": (model.replace(power=3), state, x),
+        "tree structure": (model, state._replace(moments={**state.moments, "v": [f32([1.0, 1.0]), f32([2.0])]}),
+                           x),
+        "list for tuple": (model, state._replace(moments={**state.moments, "v": (f32([1.0, 1.0]),)}), x),
+        "dtype": (model, state, f64([0.25, 0.75])),
+        "shape": (model, state._replace(moments={**state.moments, "m": f32([[0.0, 0.0]])}), x),
+        "weak type": (model, state._replace(count=rune.jit(lambda: 0.0)()), x),
+        "aliasing": (model, state._replace(moments={"m": x, "v": [x]}), x),
+        "python scalar": (model, state._replace(count=0), x),  # a weak int32 leaf, converted: not matched
+    }
+    traces = counts()[0]  # jf's first trace, and the weak scalar's
+    for what, args in changed.items():
+        for _ in range(2):  # traced, then hit
+            _same_as_eager(jf(*args), _update(*args))
+            traces_now, _ = counts()
+            assert traces_now == traces + 1, what
+            _same_as_eager(jf(model, state, x), _update(model, state, x))  # the first signature hits again
+            assert counts()[0] == traces + 1, what
+        traces += 1
+    assert len(jf.cache) == 1 + len(changed)
+
+
+def test_pytree_call_with_a_bad_leaf_names_it_after_a_matched_call():
+    jf = rune.jit(_update)
+    model, state, x = _start()
+    for _ in range(3):
+        jf(model, state, x)
+    with pytest.raises(rune.DTypeError, match=r"args\[1\]\.count has type str"):
+        jf(model, state._replace(count="zero"), x)
+    _same_as_eager(jf(model, state, x), _update(model, state, x))
+
+
+def _mixed_outputs(t, s):
+    return {"a": t[0] * 2, "b": (t[1] > 0, t[1].astype(nx.int32)), "s": s * 2, "c": 3}
+
+
+def test_pytree_outputs_carry_the_avals_of_their_buffers():
+    # Outputs are given their avals from the plan (fed back, they key the next
+    # call): each must be the one its buffer and placement give.
+    jf = rune.jit(_mixed_outputs)
+    args = ((f32([1.0, 2.0]), f64([[1.0], [-1.0]])), 2.0)
+    for _ in range(3):
+        got = jf(*args)
+        for g in rune.tree.leaves(got):
+            assert g.aval == Aval(g.shape, g.dtype, g.device, g.weak)
+        _same_as_eager(got, _mixed_outputs(*args))
+        args = ((got["a"], got["b"][1].astype(nx.float64)), got["s"])
+
+
+@pytest.mark.parametrize("variant", range(9))
+def test_structure_matcher_agrees_with_flatten(variant):
+    # jit matches arguments with `Structure.matcher`: the same answer as
+    # flattening and comparing structures, and each rebuilds (`unflatten`) alike.
+    model, state, x = _start()
+    base = ([model, state, None, (x,)], {"k": x})
+    variants = [
+        base,
+        ([model, state, None, (x,)], {"k": x * 2}),                               # new leaves
+        ([model.replace(power=3), state, None, (x,)], {"k": x}),                  # a static field
+        ([model, state, None, [x]], {"k": x}),                                    # list for tuple
+        ([model, state, None, (x, x)], {"k": x}),                                 # a longer tuple
+        ([model, state, 1.0, (x,)], {"k": x}),                                    # a leaf for None
+        ([model, state, None, (x,)], {"j": x}),                                   # another key
+        ([model, state, None, (x,)], {"k": (x,)}),                                # a container for a leaf
+        ([model, state._replace(count=0.5), None, (x,)], {"k": x}),               # a leaf of another type
+    ]
+    tree = variants[variant]
+    struct = rune.tree.structure(base)
+    flat, flat_struct = rune.tree.flatten(tree)
+    expected = flat if flat_struct == struct and all(type(v) is nx.Array for v in flat) else None
+    match = None
+    for _ in range(10):  # compiled once asked for often enough
+        match = match or struct.matcher(nx.Array)
+    got = match(tree)
+    assert (got is None) == (expected is None)
+    if expected is not None:
+        assert len(got) == len(expected) and all(g is e for g, e in zip(got, expected))
+    for _ in range(3):  # folded once, then by the compiled builder
+        rebuilt = flat_struct.unflatten(flat)
+        assert rune.tree.structure(rebuilt) == flat_struct
+        assert all(a is b for a, b in zip(rune.tree.leaves(rebuilt), flat))
 
 
 # ---------------------------------------------------------------- failures

@@ -7,6 +7,12 @@ donation and aliasing may differ), and the device the function is traced on
 (`device=`, else the default device: constants `f` creates lie there). Under
 an enclosing transformation a jitted function is traced through like plain
 code: jit changes speed, never results, placement included.
+
+A call whose pytree arguments have the structure of the signature last hit is
+matched against it by code compiled for that structure (`Structure.matcher`)
+instead of being flattened, and its key reuses that signature's structure and
+avals, so the lookup compares them by identity: a training loop's step costs
+little more than its plan.
 """
 import collections
 import functools
@@ -56,11 +62,21 @@ class _Entry:
 
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
-    __slots__ = ("plan", "out_struct", "out_places", "bare", "reuse", "call", "runs")
+    __slots__ = ("plan", "key", "out_struct", "out_places", "out_avals", "checked", "bare", "reuse", "call",
+                 "runs")
 
-    def __init__(self, plan, out_struct, where):
-        self.plan, self.out_struct = plan, out_struct
+    def __init__(self, plan, key, in_avals, out_struct, where):
+        self.plan, self.key, self.out_struct = plan, key, out_struct
         self.out_places = tuple((where if a.device is None else a.device, a.weak) for a in plan.out_avals)
+        # The outputs' avals, given to the arrays `outputs` makes: a training loop
+        # passes them back, and the next call's key then neither builds avals nor
+        # (these being the very objects of this entry's key where equal) compares
+        # them field by field. None where the first run's buffers disagree.
+        known = {a: a for a in in_avals}
+        self.out_avals = tuple(known.setdefault(aval, aval) for aval in
+                               (Aval(a.shape, a.dtype, device, weak)
+                                for a, (device, weak) in zip(plan.out_avals, self.out_places)))
+        self.checked = False
         self.bare = out_struct == _LEAF  # f returned one array: no tree to rebuild
         self.reuse = None  # where donated buffers go (rune/jit/donation.py), found on the first donating call
         # A one-array call of a one-array function whose plan is NumPy stretches
@@ -82,11 +98,20 @@ class _Entry:
         return self.call
 
     def outputs(self, raws):
-        if self.bare:
-            device, weak = self.out_places[0]
-            return Array(raws[0], device, weak)
-        return tree.unflatten(self.out_struct, [Array(r, device, weak)
-                                                for r, (device, weak) in zip(raws, self.out_places)])
+        avals = self.out_avals
+        if not self.checked:  # the first run: are the avals those of its buffers?
+            self.checked = True
+            if not all(r.shape == a.shape and r.dtype == a.dtype for r, a in zip(raws, avals)):
+                avals = self.out_avals = None
+        if avals is None:
+            arrays = [Array(r, device, weak) for r, (device, weak) in zip(raws, self.out_places)]
+        else:
+            arrays = []
+            for r, aval in zip(raws, avals):
+                x = Array(r, aval.device, aval.weak)
+                x._aval = aval
+                arrays.append(x)
+        return arrays[0] if self.bare else self.out_struct.unflatten(arrays)
 
 
 def _written_call(plan, device, weak):
@@ -120,6 +145,10 @@ class Jitted:
         # The cheap key applies when nothing can make a call differ from its avals.
         self._fast = (not self.static_argnums and not self.static_argnames and self.device is None
                       and not self.donate_argnums)
+        # Pytree arguments are matched against the structure of the signature last
+        # hit (`_matched_key`) when no static argument or placement takes part in the key.
+        self._plain = not self.static_argnums and not self.static_argnames and self.device is None
+        self._match = None  # (structure, its matcher, alias) of that signature's key
         functools.update_wrapper(self, f, updated=())  # never copy f.__dict__ over ours
         _ALL.add(self)
 
@@ -156,15 +185,22 @@ class Jitted:
                     device, weak = entry.out_places[0]
                     return Array(out[0], device, weak)
                 return entry.outputs(out)
-        key = self._fast_key(args, kwargs)
-        leaves = args
+        key = None
+        match = self._match
+        if match is not None:
+            key, leaves = self._matched_key(match, args, kwargs)
         if key is None:
-            key, leaves = self._key(args, kwargs)
+            key = self._fast_key(args, kwargs)
+            leaves = args
+            if key is None:
+                key, leaves = self._key(args, kwargs)
         entry = self.cache.get(key)
         if entry is None:
             entry = self._compile(key, leaves, args, kwargs)
         else:
             COUNTERS["cache_hits"] += 1
+            if self._plain and (match is None or match[0] is not entry.key[0]):
+                self._match_next(entry)
             if entry is not self._latest:  # a loop calling one signature never reorders the cache
                 try:
                     self.cache.move_to_end(key)
@@ -219,6 +255,27 @@ class Jitted:
                                     (args, kwargs))
             out_leaves, struct = self._outputs(self.f(*args, **kwargs))
         return tree.unflatten(struct, out_leaves)
+
+    def _match_next(self, entry):
+        """Match the next calls against `entry`'s structure, if its key is one
+        `_matched_key` makes (pytree arguments, no two leaves the same array)."""
+        struct = entry.key[0]
+        if type(struct) is tree.Structure:
+            alias = entry.key[3]
+            matcher = struct.matcher(Array) if len(set(alias)) == len(alias) else None
+            if matcher is not None:
+                self._match = (struct, matcher, alias)
+
+    def _matched_key(self, match, args, kwargs):
+        """`_key`'s key and leaves for a call whose arguments have the structure
+        in `match` with distinct Arrays for leaves, found without flattening
+        them: the structure and alias of the stored key are reused, so comparing
+        keys compares them by identity. (None, None) for any other call."""
+        struct, matcher, alias = match
+        leaves = matcher((list(args), kwargs))
+        if leaves is None or len(set(map(id, leaves))) != len(leaves):
+            return None, None
+        return (struct, tuple([x._aval or x.aval for x in leaves]), (), alias, _default.stack[-1]), leaves
 
     def _fast_key(self, args, kwargs):
         """For the common call (distinct Arrays, no keywords, statics or placement):
@@ -324,7 +381,8 @@ class Jitted:
 
     def _compile(self, key, leaves, args, kwargs):
         program, out_struct = self._stage(leaves, args, kwargs)
-        entry = _Entry(Plan(program), out_struct, self.device or _default.stack[-1])
+        key = _interned(key)
+        entry = _Entry(Plan(program), key, _avals_of(key), out_struct, self.device or _default.stack[-1])
         # Counted and kept once both succeeded: a failed trace leaves counters and cache as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
@@ -386,6 +444,7 @@ class Jitted:
         self.cache.clear()
         self._latest = None
         self._last_single = (None, None, None)
+        self._match = None
 
 
 class _SpecLeaf:
@@ -425,6 +484,20 @@ def clear_caches():
     for jitted in list(_ALL):
         jitted.clear_cache()
     stage_cache.clear()
+
+
+def _avals_of(key):
+    """The leaves' avals in a key of either form (`_key`)."""
+    return key[1] if type(key[0]) is tree.Structure else key[1:]
+
+
+def _interned(key):
+    """`key` with each of its equal avals one object, the first: a stored key whose
+    leaves share an aval (a model and its optimizer moments) and the avals of its
+    outputs (`_Entry`) are then the same objects, and keys compare them by identity."""
+    first = {}
+    avals = tuple([first.setdefault(a, a) for a in _avals_of(key)])
+    return (key[0], avals) + key[2:] if type(key[0]) is tree.Structure else key[:1] + avals
 
 
 @functools.lru_cache(maxsize=None)

@@ -89,10 +89,17 @@ def _holds_any_parameter(value):
     return False
 
 
+@functools.lru_cache(maxsize=None)
+def _static_names(cls, children):
+    """The fields of `cls` that are not among `children`, in declaration order:
+    found once per class and split, as jit flattens and rebuilds modules every call."""
+    return tuple(n for n in cls._module_fields if n not in children)
+
+
 def _flatten(module):
     d = module.__dict__
     names = d["_children"]
-    statics = tuple(d[n] for n in type(module)._module_fields if n not in names)
+    statics = tuple([d[n] for n in _static_names(type(module), names)])
     return [d[n] for n in names], (names, statics, d["_policy"])
 
 
@@ -101,9 +108,36 @@ def _unflatten(cls, aux, children):
     module = object.__new__(cls)
     d = module.__dict__
     d.update(zip(names, children))
-    d.update(zip((n for n in cls._module_fields if n not in names), statics))
+    d.update(zip(_static_names(cls, names), statics))
     d["_children"], d["_policy"], d["_sealed"] = names, policy, True
     return module
+
+
+def _specialized(cls, aux):
+    """`_flatten` and `_unflatten` for the `cls` instances of this aux data (see
+    `tree._specialize`), for the code compiled for a structure that jit runs every
+    call: the field names and the static values are looked up once, here."""
+    names, statics, policy = aux
+    static_names = _static_names(cls, names)
+    # `_flatten`'s aux data, flattened: equal to `aux` exactly when these are
+    keys = ("_children",) + static_names + ("_policy",)
+    expected = (names,) + statics + (policy,)
+    fixed = dict(zip(static_names, statics))
+    fixed.update(_children=names, _policy=policy, _sealed=True)
+
+    def match(module):
+        d = module.__dict__
+        if tuple([d[k] for k in keys]) != expected:
+            return None
+        return [d[n] for n in names]
+
+    def rebuild(children):
+        module = object.__new__(cls)
+        d = module.__dict__
+        d.update(zip(names, children))
+        d.update(fixed)
+        return module
+    return match, rebuild
 
 
 def _keys(aux, n):
@@ -165,6 +199,7 @@ class Module:
         if "__call__" in cls.__dict__:
             cls.__call__ = _boundary(cls.__call__)
         tree.register(cls, _flatten, functools.partial(_unflatten, cls), keys=_keys)
+        tree._specialize(cls, functools.partial(_specialized, cls))
 
     def __setattr__(self, name, value):
         if self.__dict__.get("_sealed"):
