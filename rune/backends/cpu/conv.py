@@ -122,19 +122,29 @@ _DIRECT_BUILD_LOCK = threading.Lock()
 _DIRECT_TYPES = {np.dtype(np.float32): ("float", "fmaf"), np.dtype(np.float64): ("double", "fma")}
 
 
+def _direct_counts(x, w, strides, padding, lhs_dilation, rhs_dilation):
+    """The output's spatial sizes when a direct loop pays for this conv (its dtypes,
+    at most the accumulators it keeps in registers, enough work), else None."""
+    if x.dtype not in _DIRECT_TYPES or w.dtype != x.dtype:
+        return None
+    kernel = w.shape[1:3]
+    counts = tuple(window_count(s, k, st, lo, hi, ld, d) for s, k, st, (lo, hi), ld, d in
+                   zip(x.shape[2:4], kernel, strides, padding, lhs_dilation, rhs_dilation))
+    work = x.shape[0] * x.shape[1] * math.prod(counts) * w.shape[-1] * x.shape[-1] * math.prod(kernel)
+    if w.shape[-1] > _DIRECT_ACCUMULATORS // 2 or 0 in counts or work < DIRECT_MIN_WORK:
+        return None
+    return counts
+
+
 def _direct_conv(x, w, strides, padding, lhs_dilation, dilation):
     """conv of x (G, N, H, W, C) by w (G, KH, KW, C, O) as a compiled direct loop
     nest, zero padding read as such (no padded copy), or None where it does not
     apply (BLAS then)."""
-    if x.dtype not in _DIRECT_TYPES or w.dtype != x.dtype:
+    counts = _direct_counts(x, w, strides, padding, lhs_dilation, dilation)
+    if counts is None or w[0].nbytes > _DIRECT_KERNEL_BYTES:
         return None
     g, n, c, o = x.shape[0], x.shape[1], x.shape[-1], w.shape[-1]
     kernel = w.shape[1:3]
-    counts = tuple(window_count(s, k, st, lo, hi, ld, d) for s, k, st, (lo, hi), ld, d in
-                   zip(x.shape[2:4], kernel, strides, padding, lhs_dilation, dilation))
-    if (o > _DIRECT_ACCUMULATORS // 2 or w[0].nbytes > _DIRECT_KERNEL_BYTES or 0 in counts
-            or g * n * math.prod(counts) * o * c * math.prod(kernel) < DIRECT_MIN_WORK):
-        return None
     if any(d != 1 for d in lhs_dilation) or any(lo < 0 or hi < 0 for lo, hi in padding):
         x = dilate_pad(x, (2, 3), lhs_dilation, padding, x.dtype.type(0))   # holes and crops: a copy
         padding = ((0, 0), (0, 0))
@@ -151,15 +161,11 @@ def _direct_conv_channels_outer(x, w, strides, padding, lhs_dilation, rhs_dilati
     a kernel's cotangent, the input seen with images as channels and the output's
     cotangent as the kernel. The direct loop reads both in their own layouts (no
     transposing copy, no patches); None where it does not apply."""
-    if x.dtype not in _DIRECT_TYPES or w.dtype != x.dtype:
+    counts = _direct_counts(x, w, strides, padding, lhs_dilation, rhs_dilation)
+    if counts is None:
         return None
     g, b, c, o = x.shape[0], x.shape[1], x.shape[-1], w.shape[-1]
     kernel = w.shape[1:3]
-    counts = tuple(window_count(n, k, s, lo, hi, ld, rd) for n, k, s, (lo, hi), ld, rd in
-                   zip(x.shape[2:4], kernel, strides, padding, lhs_dilation, rhs_dilation))
-    if (o > _DIRECT_ACCUMULATORS // 2 or 0 in counts
-            or g * b * math.prod(counts) * o * c * math.prod(kernel) < DIRECT_MIN_WORK):
-        return None
     xt = dilate_pad(np.swapaxes(x, 1, -1), (2, 3), lhs_dilation, padding, x.dtype.type(0))   # (G, C, H, W, B)
     fn = _direct_kernel("channels_outer", x.dtype, b, xt.shape[2:4], c, kernel, o, counts, strides, rhs_dilation)
     if fn is None:
