@@ -135,7 +135,7 @@ class Plan:
         env = list(self.template)
         for s, a in zip(self.in_slots, args):
             env[s] = a
-        if profiler.active():
+        if _PROFILES_OPEN:
             profiler.run_steps(self.steps, env)
         else:
             for step in self.steps:

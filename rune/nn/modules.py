@@ -55,16 +55,24 @@ def is_inexact_array(x):
 
 # ---------------------------------------------------------------- the Module base
 
+def _over_items(value, test, combine):
+    """`test` of `value`, or, for a list, tuple or dict, `combine` (all, any) of this
+    over its items: how a field's value is read through the containers it nests."""
+    if isinstance(value, (list, tuple)):
+        return combine(_over_items(v, test, combine) for v in value)
+    if isinstance(value, dict):
+        return combine(_over_items(v, test, combine) for v in value.values())
+    return test(value)
+
+
+def _parameter(value):
+    return is_array(value) or isinstance(value, Module)
+
+
 def _holds_parameters(value):
     """Whether a field's value is a child of the pytree: arrays, None, modules, or
     lists/tuples/dicts made only of those."""
-    if value is None or is_array(value) or isinstance(value, Module):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_holds_parameters(v) for v in value)
-    if isinstance(value, dict):
-        return all(_holds_parameters(v) for v in value.values())
-    return False
+    return _over_items(value, lambda v: v is None or _parameter(v), all)
 
 
 def _undecided(value):
@@ -72,21 +80,11 @@ def _undecided(value):
     dict (or containers of only such) holds neither arrays nor hyperparameters.
     It is a parameter slot when built, and `replace` decides such a field anew
     by the value it is given."""
-    if isinstance(value, (list, tuple)):
-        return all(_undecided(v) for v in value)
-    if isinstance(value, dict):
-        return all(_undecided(v) for v in value.values())
-    return False
+    return _over_items(value, lambda v: False, all)
 
 
 def _holds_any_parameter(value):
-    if is_array(value) or isinstance(value, Module):
-        return True
-    if isinstance(value, (list, tuple)):
-        return any(_holds_any_parameter(v) for v in value)
-    if isinstance(value, dict):
-        return any(_holds_any_parameter(v) for v in value.values())
-    return False
+    return _over_items(value, _parameter, any)
 
 
 @functools.lru_cache(maxsize=None)
