@@ -102,14 +102,22 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
 
     logistic, erf = in_special("expit"), in_special("erf")
 
-    def floor_division(want, integer):
-        # Floats follow rune's rule (float_semantics.floor_divmod), not the module's
-        # loop: CuPy's is floor(x / y), which gives 1.0 // 0.1 == 10.0.
+    def by_kind(ufunc, float_rule=None, complex_rule=None):
+        # One dtype test in front of the module's ufunc (this is every eager call of
+        # the op): floats and complex numbers where rune defines its own rule, not
+        # the module's loop (CuPy's float // is floor(x / y): 1.0 // 0.1 == 10.0;
+        # NumPy's complex mul uses FMA in some loops), the ufunc for the rest.
         def run(x, y):
-            if float_semantics.is_float(x.dtype):
-                return float_semantics.floor_divmod(xp, x, y, x.dtype, want=want)
-            return integer(x, y)
+            if complex_rule is not None and x.dtype.kind == "c":
+                with quiet():   # the parts' inf * 0 is no user's error
+                    return complex_rule(x, y)
+            if float_rule is not None and float_semantics.is_float(x.dtype):
+                return float_rule(x, y)
+            return ufunc(x, y)
         return run
+
+    def floor_division(want):
+        return lambda x, y: float_semantics.floor_divmod(xp, x, y, x.dtype, want=want)
 
     def stop_gradient(x):
         return x
@@ -273,11 +281,12 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return threefry.random_bits(xp.asarray(key, xp.uint32), shape, width, xp=xp)
 
     named = {name: getattr(xp, fn) for name, fn in {**UNARY, **BINARY}.items()}
+    complex_rules = complexfuncs.arithmetic(xp)   # (abs is hypot of the parts: complexfuncs too)
     named.update(rsqrt=rsqrt, erf=erf, logistic=logistic,
-                 floordiv=floor_division("floordiv", xp.floor_divide),
-                 rem=floor_division("rem", xp.remainder))
-    # complex mul, div and abs by rune's rule (complexfuncs), not the module's loops
-    named.update(complexfuncs.arithmetic(xp, named, quiet))
+                 floordiv=by_kind(xp.floor_divide, float_rule=floor_division("floordiv")),
+                 rem=by_kind(xp.remainder, float_rule=floor_division("rem")),
+                 mul=by_kind(named["mul"], complex_rule=complex_rules["mul"]),
+                 div=by_kind(named["div"], complex_rule=complex_rules["div"]))
     impls = {name: elementwise(name, fn) for name, fn in named.items()}
     impls.update({
         "stop_gradient": stop_gradient, "select": select, "convert": convert,

@@ -75,10 +75,8 @@ def make_impls(xp):
     }
 
 
-def arithmetic(xp, real, quiet):
-    """mul and div taking complex operands by rune's rule (module docstring)
-    and real ones to `real[name]`, the module's ufuncs. `quiet`: a context manager
-    silencing floating-point warnings (the parts' inf * 0 is no user's error)."""
+def arithmetic(xp):
+    """mul and div of complex operands by rune's rule (module docstring), on `xp`."""
     make = make_impls(xp)["complex"]
     where = xp.where
 
@@ -102,14 +100,4 @@ def arithmetic(xp, real, quiet):
         zero = (ac == 0) & (ad == 0)
         return make(where(zero, a / ac, re), where(zero, b / ac, im))
 
-    # one dtype test in front of the real ufunc (positional arguments: this is
-    # every eager mul and div of real arrays too)
-    def binary(fn, plain):
-        def run(x, y):
-            if x.dtype.kind == "c":
-                with quiet():
-                    return fn(x, y)
-            return plain(x, y)
-        return run
-
-    return {"mul": binary(cmul, real["mul"]), "div": binary(cdiv, real["div"])}
+    return {"mul": cmul, "div": cdiv}
