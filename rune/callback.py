@@ -199,6 +199,7 @@ def callback(fn, *args, like, host=True, vmap_method="sequential", **kwargs):
 
 class CallbackStep:
     """A callback in a plan: its operands as Arrays on their devices, its results back as raws."""
+    profile_kind = "callback"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs):
         self.fn = eqn.params["fn"]

@@ -214,6 +214,7 @@ class ScanLoop:
 
 class ScanStep:
     """A scan in a plan: a host loop over rows running the body's plan."""
+    profile_kind = "scan"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs):
         p = eqn.params
@@ -490,6 +491,7 @@ def _cond_eval(index, *args, branches, num_consts):
 
 class BranchStep:
     """A cond in a plan: the index read back (counted), then that branch's plan."""
+    profile_kind = "cond"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs):
         self.branches = self.plans = [program_plan(b) for b in eqn.params["branches"]]
@@ -726,6 +728,7 @@ class WhileLoop:
 
 class WhileStep:
     """A while loop in a plan: the cond and body plans, run on the host."""
+    profile_kind = "while"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs):
         p = eqn.params

@@ -198,15 +198,10 @@ def _settle(env):
             v.device.synchronize()
 
 
-# Step classes by what they are to a user; a class not listed is named by itself.
-KINDS = {"CompiledStretch": "kernel", "CudaCompiledStretch": "kernel", "Stretch": "numpy",
-         "LibraryCall": "library", "ViewStep": "views", "TransferStep": "transfer", "CallbackStep": "callback",
-         "ScanStep": "scan", "WhileStep": "while", "BranchStep": "cond"}
-
-
 def step_kind(step):
-    name = type(step).__name__
-    return KINDS.get(name, name)
+    """What the step is to a user: its class's `profile_kind` (kernel, library, numpy,
+    views, transfer, callback, scan, while, cond), else its class's name."""
+    return getattr(step, "profile_kind", None) or type(step).__name__
 
 
 def step_name(step):

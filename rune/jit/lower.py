@@ -215,6 +215,7 @@ def compile_pending():
 
 class ViewStep:
     """Movement ops run as NumPy views after a compiled run (no copy, no kernel)."""
+    profile_kind = "views"   # how rune.profile names this step
 
     def __init__(self, stretch):
         self.stretch, self.eqns = stretch, stretch.eqns
@@ -228,6 +229,7 @@ class ViewStep:
 
 class LibraryCall:
     """One primitive run by the backend's library function (BLAS through NumPy)."""
+    profile_kind = "library"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs, fn):
         self.eqns = [eqn]
@@ -248,6 +250,7 @@ class CompiledStretch:
     The pointer array is built once: intermediates are allocated here and kept;
     each call writes its inputs' and outputs' addresses into it. An output is the
     last call's array where nothing else holds it any more, else a fresh one."""
+    profile_kind = "kernel"   # how rune.profile names this step
 
     def __init__(self, eqns, unit, compiler):
         self.eqns = eqns

@@ -270,6 +270,7 @@ class Stretch:
     where the kernel compiler does not lower an op, and for every stretch when
     no C compiler is available.
     """
+    profile_kind = "numpy"   # how rune.profile names this step
 
     def __init__(self, ops):
         self.eqns = [eqn for eqn, _, _ in ops]
@@ -333,6 +334,7 @@ class Stretch:
 
 class TransferStep:
     """`place` between devices: a counted copy by the backends."""
+    profile_kind = "transfer"   # how rune.profile names this step
 
     def __init__(self, eqn, ins, outs):
         self.src, self.dst = eqn.params["src"], eqn.params["device"]

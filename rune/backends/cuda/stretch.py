@@ -104,6 +104,7 @@ def _compile_batch(index, prelude, part):
 class CudaCompiledStretch:
     """A run of primitives fused into CUDA kernels for one GPU (`device`, a rune
     Device of platform "cuda"); `props` are its `DeviceProps`."""
+    profile_kind = "kernel"   # how rune.profile names this step
 
     def __init__(self, eqns, unit, device, props, compile_units):
         self.eqns, self.unit, self.device, self.props = eqns, unit, device, props
