@@ -1,7 +1,7 @@
 """Complex numbers and FFTs: rune against NumPy (and JAX when installed).
 
 - elementwise: sum(real(exp(z) * conj(z))) of 100k complex64 values, eager and jitted
-  (under jit one C kernel: complex exp, conj, mul and the sum, rune/jit/complexc.py);
+  (under jit one C kernel: complex exp, conj, mul and the sum, rune/codegen/complexc.py);
 - fft / rfft of a (64, 4096) float32 signal along its last axis (pocketfft: rune's
   cost over NumPy's is the dispatch);
 - grad of a spectral loss sum(|rfft(x)|^2 * w) (the rfft transpose rule).

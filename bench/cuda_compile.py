@@ -33,7 +33,7 @@ def _units(n):
 
 def run():
     from rune.backends.cuda import nvrtc
-    from rune.backends.cuda.dialect import CudaDialect
+    from rune.codegen.cuda import CudaDialect
     spec = rune.Spec((16384, 4096), "float32")
     rows = [Row("plan softmax 16384x4096 for cuda", "per plan",
                 {"rune": per_call(lambda: rune.jit(_softmax).plan(spec, target="cuda"), repeat=3)})]

@@ -37,7 +37,7 @@ CASES = [
 
 def run():
     from rune.backends.cuda import nvrtc
-    from rune.backends.cuda.dialect import CudaDialect
+    from rune.codegen.cuda import CudaDialect
     rows = []
     prelude = CudaDialect().prelude()
     for name, fn, specs in CASES:

@@ -32,7 +32,7 @@ PROGRAMS = (  # name, function, input shape
 
 def _build_row():
     from rune.backends.cuda.backend import BACKEND
-    from rune.backends.cuda.dialect import DeviceProps
+    from rune.codegen.cuda import DeviceProps
     plan = rune.jit(_softmax).plan(rune.Spec((16384, 4096), "float32"), target="cuda")
     runs = [s for s in plan.steps if hasattr(s, "unit")]
     props, device = DeviceProps(), rune.devices()[0]

@@ -220,7 +220,7 @@ def _first_calls(script):
         env = dict(os.environ, RUNE_CACHE_DIR=os.path.join(d, "kernels"), RUNE_CACHE="1",
                    PYTHONPYCACHEPREFIX=os.path.join(d, "pycache"), PYTHONPATH=root)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        warm_bytecode = "import importlib, rune, bench.models; importlib.import_module('rune.jit.lower')"
+        warm_bytecode = "import importlib, rune, bench.models; importlib.import_module('rune.compiler.lower')"
         subprocess.run([sys.executable, "-c", warm_bytecode], env=dict(env, RUNE_CACHE="0"), check=True, cwd=root)
         out = []
         for _ in range(2):

@@ -23,7 +23,7 @@ from .errors import (ArgumentError, AxisError, CallbackError, CompileError, Conc
                      DeviceMismatchError, DistributedError, DTypeError, IndexingError, NotDifferentiableError,
                      RuneError, RuneWarning,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
-from .jit.api import clear_caches, jit
+from .compiler.api import clear_caches, jit
 from . import data, distributed, metrics, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place

@@ -13,13 +13,13 @@ from .autodiff.jvp import jvp_rules
 from .backends import backend_for
 from .autodiff.vjp import vjp_rules
 from .batching import batch_rules, front, materialize
-from .core.aval import Aval, normalize_shape
+from .core.aval import Aval, Spec, normalize_shape
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
 from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
-from .jit.plan import STEP_KINDS, device_of
-from .nx import dtypes as dt
+from .compiler.plan import STEP_KINDS, device_of
+from .core import dtypes as dt
 from .nx import ops as nx
 from .nx.array import Array
 from .nx.creation import zeros
@@ -29,22 +29,6 @@ from .stats import COUNTERS
 callback_p = primitive("callback", multiple_results=True, effectful=True)
 
 VMAP_METHODS = ("sequential", "batched")
-
-
-class Spec:
-    """The shape, dtype and placement of one callback result."""
-    __slots__ = ("shape", "dtype", "device")
-
-    def __init__(self, shape, dtype, device=None):
-        self.shape = normalize_shape("Spec", shape)
-        self.dtype = dt.dtype(dtype)
-        self.device = None if device is None else get_device(device)
-
-    def __repr__(self):
-        return f"Spec({self.shape}, {self.dtype.name}, device={self.device})"
-
-
-tree.register(Spec, lambda s: ((), (s.shape, s.dtype, s.device)), lambda aux, _: Spec(*aux))
 
 
 class HostFunction:

@@ -23,9 +23,10 @@ from .core.staging import abstract, stage, stage_pytree
 from .core.trace import EVAL, Tracer, bind, current
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
-from .nx import dtypes as dt
-from .jit.plan import STEP_KINDS, call_program, device_of, indent, is_straight, program_plan, run_program, stack_rows
-from .jit.straight import straight_lines
+from .core import dtypes as dt
+from .compiler.plan import (STEP_KINDS, call_program, device_of, indent, is_straight, program_plan,
+                            run_program, stack_rows)
+from .compiler.straight import straight_lines
 from .nx import ops as nx
 from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like

@@ -27,12 +27,12 @@ import numpy as np
 
 from .autodiff.jvp import jvp_rules
 from .autodiff.vjp import vjp_rules
-from .core.windows import dilate_pad, windows
+from .codegen.windows import dilate_pad, windows
 from .batching import batch_rules, to_front
 from .core.prims import P
 from .core.trace import bind
 from .nx import ops as nx
-from .core.windows import dilate, window_count
+from .codegen.windows import dilate, window_count
 from .nx.conv import conv_p, reduce_window_p
 from .nx.creation import zeros, zeros_like
 

@@ -36,7 +36,7 @@ from .core.array import Array
 from .devices import current_default, get_device
 from .distributed.sharding import rank_share
 from .errors import ArgumentError, RuneError, RuneWarning, ShapeError, TreeError, UsageError
-from .nx import dtypes as dt
+from .core import dtypes as dt
 from .stats import COUNTERS
 
 __all__ = ["Loader", "Batches"]

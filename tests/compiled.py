@@ -2,8 +2,8 @@
 import pytest
 
 from rune.backends.cpu import compiler
-from rune.jit import fuse
-from rune.jit.plan import Stretch, _nested_plans
+from rune.compiler import fuse
+from rune.compiler.plan import Stretch, _nested_plans
 
 # For tests of the compiler itself: without a C compiler (none installed, or
 # RUNE_CC=none) jit runs NumPy stretches and these tests do not apply.

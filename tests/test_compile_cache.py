@@ -23,7 +23,7 @@ import rune
 from rune import nx
 from rune.backends import disk_cache
 from rune.backends.cpu import compiler
-from rune.jit.lower import compile_pending
+from rune.compiler.lower import compile_pending
 
 from compiled import needs_cc
 

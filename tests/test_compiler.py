@@ -25,8 +25,8 @@ import rune
 from rune import nx
 from rune.core.prims import BINARY, COMPARE, P, PREDICATE, UNARY
 from rune.core.trace import bind
-from rune.jit import fuse
-from rune.jit.lower import CompiledStretch, compile_pending
+from rune.compiler import fuse
+from rune.backends.cpu.stretch import CompiledStretch, compile_pending
 
 from compiled import assert_compiled_where_lowerable, needs_cc, numpy_stretches
 

@@ -416,7 +416,7 @@ def test_cuda_kernels_give_eager_bits_emulated(dtype):
     if cuda_emu.CXX is None:
         pytest.skip("no g++ to build the CUDA emulation")
     from rune.backends.cuda import nvrtc
-    from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+    from rune.codegen.cuda import CudaDialect, DeviceProps
     dialect = CudaDialect(device=DeviceProps(sm_count=2), block=64, blocks_per_sm=2, items_per_thread=2)
     x, y = _pairs(dtype, n=500)
     plan = rune.jit(_mul_div_abs).plan(x, y, target="cuda")
@@ -508,7 +508,7 @@ def test_cuda_exp_kernel_emulated_within_ulps_of_eager(dtype):
     cuda_emu = pytest.importorskip("cuda_emu")
     if cuda_emu.CXX is None:
         pytest.skip("no g++ to build the CUDA emulation")
-    from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+    from rune.codegen.cuda import CudaDialect, DeviceProps
     dialect = CudaDialect(device=DeviceProps(sm_count=2), block=64, blocks_per_sm=2, items_per_thread=2)
     z = _exp_samples(dtype)
     plan = rune.jit(nx.exp).plan(z, target="cuda")

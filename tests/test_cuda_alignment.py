@@ -18,7 +18,7 @@ import pytest
 
 import rune
 from rune import nx
-from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.codegen.cuda import CudaDialect, DeviceProps
 
 import cuda_emu
 

@@ -165,7 +165,7 @@ def _compiled_stretches(fn, args, props):
     """The plan of `fn` for a CUDA device, its lowered runs built as `CudaCompiledStretch`es
     for a GPU with `props` (no GPU needed), and the stretches by the planned step."""
     from rune.backends.cuda.backend import BACKEND
-    from rune.jit.target import TargetStretch
+    from rune.compiler.target import TargetStretch
     plan = rune.jit(fn).plan(*args, target="cuda")
     built = {id(s): BACKEND.compiled_stretch(s.eqns, s.unit, rune.devices()[0], props)
              for s in plan.steps if type(s) is TargetStretch}
@@ -174,13 +174,13 @@ def _compiled_stretches(fn, args, props):
 
 def _props():
     pytest.importorskip("cupy")
-    from rune.backends.cuda.dialect import DeviceProps
+    from rune.codegen.cuda import DeviceProps
     return DeviceProps(sm_count=3, max_threads_per_block=512, arch="sm_80")
 
 
 @pytest.mark.parametrize("pid,fn,args", STRETCH_PROGRAMS, ids=[p[0] for p in STRETCH_PROGRAMS])
 def test_cuda_stretches_build_without_a_gpu_with_the_launches_the_dialect_records(pid, fn, args):
-    from rune.backends.cuda.dialect import CudaDialect
+    from rune.codegen.cuda import CudaDialect
     from rune.backends.cuda.launch import SCALAR_TYPES
     props = _props()
     plan, built = _compiled_stretches(fn, args, props)
@@ -304,7 +304,7 @@ def _gpu_plan(fn, args):
 
 
 def test_donated_buffers_go_to_outputs_nothing_reads_the_input_after():
-    from rune.jit import donation
+    from rune.compiler import donation
     from rune.backends.cuda.stretch import CudaCompiledStretch
     sq = np.ones((16, 16), np.float32)
 
@@ -343,7 +343,7 @@ def test_donated_buffers_go_to_outputs_nothing_reads_the_input_after():
 
 
 def test_a_buffer_another_array_shares_is_not_offered():
-    from rune.jit import donation
+    from rune.compiler import donation
 
     def sole(array):
         raws = [array._raw]   # as jit holds it: the Array's `_raw` and its list of raws
@@ -364,7 +364,7 @@ def test_a_buffer_another_array_shares_is_not_offered():
 
 
 def test_a_buffer_lent_to_or_borrowed_from_foreign_code_is_never_offered():
-    from rune.jit import donation
+    from rune.compiler import donation
 
     def offer(array):
         raws = [array._raw]   # as jit holds it
@@ -418,7 +418,7 @@ def test_a_donated_buffer_a_cupy_view_holds_keeps_its_values():
 
 
 def test_a_deleted_buffer_names_the_call_it_was_donated_to():
-    from rune.jit.donation import DeletedBuffer
+    from rune.compiler.donation import DeletedBuffer
     x = nx.asarray(np.arange(3.0))
     x._raw = DeletedBuffer("jit(step) (donate_argnums=(0,))")
     for use in (lambda: np.asarray(x), lambda: x + 1, lambda: float(x[0]), lambda: x.tolist()):
@@ -767,8 +767,8 @@ def _launches_per_call(plan):
     """Kernel launches one run of `plan` counts: a compiled stretch its kernels, a
     library call or an op-by-op stretch one, views none (nested plans not counted)."""
     from rune.backends.cuda.stretch import CudaCompiledStretch
-    from rune.jit.lower import LibraryCall, ViewStep
-    from rune.jit.plan import Stretch
+    from rune.compiler.lower import LibraryCall, ViewStep
+    from rune.compiler.plan import Stretch
     counts = {CudaCompiledStretch: lambda s: len(s.kernels), LibraryCall: lambda s: 1,
               Stretch: lambda s: 1, ViewStep: lambda s: 0}
     return sum(counts[type(s)](s) for s in plan.steps)
@@ -852,7 +852,7 @@ def test_a_float_scatter_on_a_gpu_combines_duplicates_in_numpys_order():
 @cuda
 def test_scan_with_a_host_callback_runs_its_rows_as_compiled_kernels():
     from rune.backends.cuda.stretch import CudaCompiledStretch
-    from rune.jit.plan import _nested_plans
+    from rune.compiler.plan import _nested_plans
     seen = []
 
     def log(v):
@@ -938,7 +938,7 @@ def test_a_run_the_cuda_dialect_has_no_rule_for_is_not_compiled():
     it) leaves its run op by op on a GPU; a unit it renders is built."""
     pytest.importorskip("cupy")
     from rune.backends.cuda.backend import BACKEND
-    from rune.jit.fuse import Unit
+    from rune.compiler.fuse import Unit
     props, device = _props(), rune.devices()[0]
     for op in ("exp", "frobnicate"):
         unit = Unit()

@@ -29,13 +29,13 @@ import pytest
 import rune
 from rune import nx
 from rune.backends.cuda import nvrtc
-from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.codegen.cuda import CudaDialect, DeviceProps
 from rune.core.prims import P
 from rune.core.trace import bind
 from rune.errors import ArgumentError, UsageError
-from rune.jit.kernel import Buffer, Kernel
-from rune.jit.plan import _nested_plans
-from rune.jit.target import TargetStretch
+from rune.codegen.kernel import Buffer, Kernel
+from rune.compiler.plan import _nested_plans
+from rune.compiler.target import TargetStretch
 
 import cuda_emu
 

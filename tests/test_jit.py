@@ -534,7 +534,7 @@ def test_cache_is_bounded_least_recently_used_first():
 
 
 def test_cache_size_from_the_environment(monkeypatch):
-    from rune.jit import api
+    from rune.compiler import api
     monkeypatch.setenv("RUNE_JIT_CACHE_SIZE", "7")
     assert api._env_cache_size() == 7
     for bad in ("0", "-2", "many"):

@@ -117,7 +117,7 @@ def test_plans_know_no_higher_order_primitive():
     # rune.callback), keyed by primitive; the plan builder imports none of them.
     reach = set()
     graph = import_graph()
-    todo = ["rune.jit.plan"]
+    todo = ["rune.compiler.plan"]
     while todo:
         m = todo.pop()
         for t in graph[m] - reach:

@@ -14,7 +14,7 @@ from rune.callback import callback_p
 from rune.control import cond_p, scan_p, while_p
 from rune.core.prims import P
 from rune.core.primitive import Primitive
-from rune.jit.plan import STEP_KINDS, _nested_plans
+from rune.compiler.plan import STEP_KINDS, _nested_plans
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -145,7 +145,7 @@ import json
 import numpy as np
 import rune
 from rune import nx
-from rune.jit.plan import eqn_device
+from rune.compiler.plan import eqn_device
 
 a = nx.place(nx.asarray(np.arange(4, dtype=np.float32)), "cpu:0")
 b = nx.place(nx.asarray(np.arange(4, dtype=np.float32) + 10), "cpu:1")
@@ -190,7 +190,7 @@ def test_unused_outputs_of_inlined_calls_are_dropped():
 def test_a_numpy_stretch_gives_the_same_results_on_every_run():
     # The first run calls the implementations in a loop; later runs call the
     # straight-line function written from the same ops.
-    from rune.jit.plan import Stretch
+    from rune.compiler.plan import Stretch
 
     f = rune.jit(lambda x, i: (nx.sort(x, axis=1), x[i] * 2.0))  # sort: never compiled
     x = nx.asarray(np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32))

@@ -22,10 +22,10 @@ import rune
 from rune import nx
 from rune.backends.cpu import compiler
 from rune.backends.cuda import nvrtc
-from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.codegen.cuda import CudaDialect, DeviceProps
 from rune.errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
-from rune.jit.lower import CompiledStretch
-from rune.jit.target import TargetStretch
+from rune.backends.cpu.stretch import CompiledStretch
+from rune.compiler.target import TargetStretch
 from rune.nx import exact_math
 
 import cuda_emu

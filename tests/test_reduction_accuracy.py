@@ -115,7 +115,7 @@ def test_cuda_sums_are_blocked_per_thread_under_every_strategy():
     pytest.importorskip("cupy")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import cuda_emu
-    from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+    from rune.codegen.cuda import CudaDialect, DeviceProps
     x = np.full(1 << 20, 0.1, np.float32)
     programs = {"full": (nx.sum, x), "rows": (lambda v: nx.sum(v, axis=1), x.reshape(2, -1))}
     rendered = {}

@@ -22,7 +22,7 @@ from rune import nx
 from rune.backends import array_impls
 from rune.backends.cpu.backend import BACKEND as CPU
 from rune.backends.cuda import nvrtc
-from rune.backends.cuda.dialect import CudaDialect, DeviceProps
+from rune.codegen.cuda import CudaDialect, DeviceProps
 from rune.core.prims import P
 from rune.core.trace import bind
 

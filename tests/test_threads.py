@@ -14,8 +14,9 @@ import pytest
 
 import rune
 from rune import nx
-from rune.jit import lower
-from rune.jit.render import CDialect
+from rune.backends.cpu import compiler as c_compiler
+from rune.backends.cpu.stretch import CompiledStretch, compile_pending
+from rune.codegen.render import CDialect
 
 THREADS = 8
 
@@ -120,13 +121,13 @@ def _ir_units():
     for k in range(2 * len(PROGRAMS)):
         f, x = _case(k)
         plan = rune.jit(f).plan(nx.asarray(x))
-        units += [s.unit.kernels for s in _steps(plan) if isinstance(s, lower.CompiledStretch)]
+        units += [s.unit.kernels for s in _steps(plan) if isinstance(s, CompiledStretch)]
     assert len(units) >= len(PROGRAMS)
     return units
 
 
 def _steps(plan):
-    from rune.jit.plan import _nested_plans
+    from rune.compiler.plan import _nested_plans
     for s in plan.steps:
         yield s
         for sub in _nested_plans(s):
@@ -161,7 +162,7 @@ def test_a_shared_dialect_renders_in_threads_what_it_renders_alone():
 
 def test_the_cuda_dialect_renders_in_threads_what_it_renders_alone():
     pytest.importorskip("cupy")
-    from rune.backends.cuda.dialect import CudaDialect
+    from rune.codegen.cuda import CudaDialect
     units = _ir_units()
     dialect = CudaDialect()
     alone = [dialect.unit(ks)[:2] for ks in units]
@@ -183,8 +184,8 @@ def _slow_counting(compile_fn, compiled):
 
 def test_threads_running_new_stretches_at_once_compile_each_once(monkeypatch):
     compiled = []
-    monkeypatch.setattr(lower._HOST, "compile", _slow_counting(lower._HOST.compile, compiled))
-    lower.compile_pending()   # what earlier tests left pending
+    monkeypatch.setattr(c_compiler, "build", _slow_counting(c_compiler.build, compiled))
+    compile_pending()   # what earlier tests left pending
     compiled.clear()
     xs = [nx.asarray(np.arange(16 + k, dtype=np.float32)) for k in range(THREADS)]
     fns = [rune.jit(lambda x, k=k: nx.exp(x * np.float32(k / 8)) + nx.sum(x)) for k in range(THREADS)]
@@ -192,7 +193,7 @@ def test_threads_running_new_stretches_at_once_compile_each_once(monkeypatch):
     got = _together(lambda k: fns[k](xs[k]))
     for k in range(THREADS):
         _close(got[k], nx.exp(xs[k] * np.float32(k / 8)) + nx.sum(xs[k]), f"function {k}")
-    names = [s.name for p in plans for s in _steps(p) if isinstance(s, lower.CompiledStretch)]
+    names = [s.name for p in plans for s in _steps(p) if isinstance(s, CompiledStretch)]
     assert sorted(compiled) == sorted(names), "a stretch was compiled twice, or not at all"
 
 
@@ -200,8 +201,8 @@ def test_cuda_stretches_compile_once_when_threads_run_them_at_once(monkeypatch):
     """Without a GPU: the NVRTC step is a stand-in that records what it compiles."""
     pytest.importorskip("cupy")
     from rune.backends.cuda import stretch as cuda_stretch
-    from rune.backends.cuda.dialect import DeviceProps
-    from rune.jit.target import TargetStretch
+    from rune.codegen.cuda import DeviceProps
+    from rune.compiler.target import TargetStretch
     monkeypatch.setattr(cuda_stretch.cupy.cuda, "Device", lambda index: contextlib.nullcontext())
     monkeypatch.setattr(cuda_stretch, "_PENDING", type(cuda_stretch._PENDING)())   # only this test's stretches
     compiled = []

@@ -8,7 +8,7 @@ from ..batching import batch_rules, closed_batched, front
 from ..core.staging import stage_pytree
 from ..core.trace import bind
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
-from ..jit.plan import run_program
+from ..compiler.plan import run_program
 from ..nx import ops as nx
 from ..nx.creation import ones_like, zeros_like
 from . import rules  # noqa: F401  (imported for its effect: it fills the rule tables)

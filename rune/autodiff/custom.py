@@ -17,7 +17,7 @@ from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.staging import abstract, stage, stage_pytree, stage_pytree_open
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind
-from ..jit.plan import call_program, run_program
+from ..compiler.plan import call_program, run_program
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
 from ..nx.creation import zeros_like

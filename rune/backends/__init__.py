@@ -33,10 +33,21 @@ def _load(device):
     return BACKEND
 
 
+def compile_pending():
+    """Compile every fused stretch built but not yet compiled, on every platform
+    loaded so far (many units to a compiler run); the number compiled."""
+    from .cpu.stretch import compile_pending as host_pending
+    done = host_pending()
+    if "cuda" in _BACKENDS:
+        from .cuda.stretch import compile_pending as cuda_pending
+        done += cuda_pending()
+    return done
+
+
 def kernel_dialect(target):
     """The renderer of kernels for `target` ("cuda"), usable without its device
     (planning for it from shapes alone); None for a target rune cannot render."""
     if target == "cuda":
-        from .cuda.dialect import CudaDialect
+        from ..codegen.cuda import CudaDialect
         return CudaDialect()
     return None

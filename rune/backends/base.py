@@ -31,16 +31,16 @@ raw-buffer operation in rune goes through one of these methods.
                                   None (plans then run stretches op by op).
     compile(compiler, prelude, units)   rendered units (name, source, kernel
                                   names) built and loaded: one callable each
-                                  (`rune.jit.lower` renders them, batched).
+                                  (`rune.compiler.lower` renders them, batched).
     library                       name -> fn for the calls a kernel compiler leaves
                                   to a vendor library (`dot_general`, convolutions).
     compiled_stretch(eqns, unit, device)   (a device platform with a compiler) the
-                                  plan step running a fused unit (rune/jit/fuse.py)
+                                  plan step running a fused unit (rune/compiler/fuse.py)
                                   as compiled kernels on `device`, or None where
                                   its kernels cannot be rendered (op by op then).
 
 `IMPLS`, `stack`, `empty`, `to_host` and `from_host` are also what plans
-(`rune.jit.plan`) read; `IMPLS` is the table of the platform's first device.
+(`rune.compiler.plan`) read; `IMPLS` is the table of the platform's first device.
 """
 from ..stats import COUNTERS
 

@@ -6,7 +6,10 @@ A device of None means "placed with whatever it meets" (Python scalars).
 import math
 import operator
 
+from .. import tree
+from ..devices import get_device
 from ..errors import ShapeError, UsageError
+from .dtypes import dtype as to_dtype
 
 
 class Aval:
@@ -83,3 +86,19 @@ def _index(d):
     if isinstance(d, bool) or getattr(d, "dtype", None) is not None and d.dtype.kind == "b":
         raise TypeError
     return operator.index(d)
+
+
+class Spec:
+    """The shape, dtype and placement of one callback result."""
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape, dtype, device=None):
+        self.shape = normalize_shape("Spec", shape)
+        self.dtype = to_dtype(dtype)
+        self.device = None if device is None else get_device(device)
+
+    def __repr__(self):
+        return f"Spec({self.shape}, {self.dtype.name}, device={self.device})"
+
+
+tree.register(Spec, lambda s: ((), (s.shape, s.dtype, s.device)), lambda aux, _: Spec(*aux))

@@ -157,7 +157,7 @@ def aval_of(x):
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval
-    from ..nx.dtypes import dtype as to_dtype, weak_dtype_of
+    from .dtypes import dtype as to_dtype, weak_dtype_of
     dt = x.dtype if hasattr(x, "dtype") else weak_dtype_of(x)
     return Aval((), to_dtype(dt), None, True)
 

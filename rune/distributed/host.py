@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from ..errors import DTypeError
-from ..nx import dtypes as dt
+from ..core import dtypes as dt
 
 BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
 

@@ -9,8 +9,8 @@ from .array import Array
 from .conv import conv, reduce_window
 from .creation import (arange, create, eye, full, full_like, identity, linspace, ones, ones_like,
                        scalar, zeros, zeros_like)
-from .dtypes import (bfloat16, bool_, complex64, complex128, dtype, float16, float32, float64, int8, int16,
-                     int32, int64, uint8, uint16, uint32, uint64)
+from ..core.dtypes import (bfloat16, bool_, complex64, complex128, dtype, float16, float32, float64, int8,
+                           int16, int32, int64, uint8, uint16, uint32, uint64)
 from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin, array, asarray, asin,
                   astype, atan, atan2, bitwise_and, bitwise_or, bitwise_xor, broadcast_arrays,
                   broadcast_to, cast, ceil, clip, concatenate, cos, cosh, divide, dot, dot_general,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.trace import Tracer
 from ..errors import ArgumentError, DTypeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 
 __array_api_version__ = "2024.12"

@@ -10,7 +10,7 @@ from ..core.aval import Aval
 from ..core.prims import P, broadcast_shapes
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import common_device
-from . import dtypes as dt
+from ..core import dtypes as dt
 
 PARTS = ("real", "imag")          # complex -> its real dtype
 NAMES = PARTS + ("conj", "complex")

@@ -12,7 +12,7 @@ from ..core.prims import P
 from ..core.trace import bind
 from ..devices import current_default, get_device
 from ..errors import ScalarOverflowError
-from . import dtypes as dt
+from ..core import dtypes as dt
 
 
 def _device(device):

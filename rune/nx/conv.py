@@ -19,7 +19,7 @@ import numpy as np
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import bind, common_device
-from ..core.windows import dilate, window_count
+from ..codegen.windows import dilate, window_count
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import ops
 

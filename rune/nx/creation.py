@@ -14,7 +14,7 @@ import numpy as np
 from ..core.aval import normalize_shape
 from ..core.trace import Tracer
 from ..errors import ShapeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .array import Array, from_host
 from .constants import filled, host_cast, iota

@@ -12,7 +12,7 @@ import collections
 
 import numpy as np
 
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .host_values import concrete
 

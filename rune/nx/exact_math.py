@@ -37,7 +37,7 @@ import numpy as np
 from ..core.array import Array
 from ..core.trace import EVAL, active
 from ..errors import DTypeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 
 # From this many elements, an eager call on a concrete array runs compiled: below

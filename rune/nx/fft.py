@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.trace import bind
 from ..errors import ArgumentError, DTypeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .fft_prims import fft_p
 from .manipulation import roll

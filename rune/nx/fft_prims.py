@@ -12,7 +12,7 @@ and scales for `norm`; derivative and batching rules: rune/fft_rules.py.
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..errors import DTypeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 
 fft_p = primitive("fft")
 KINDS = ("fft", "ifft", "rfft", "irfft")

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core.trace import Tracer
 from ..errors import IndexingError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .array import Array
 from .constants import filled, iota

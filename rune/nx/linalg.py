@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.trace import bind
 from ..errors import ArgumentError, ShapeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .linalg_prims import cholesky_p, det_p, eigh_p, qr_p, slogdet_p, solve_p, svd_p, svdvals_p
 from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)

@@ -7,7 +7,7 @@ rune/linalg_rules.py; host implementations: rune/backends/cpu/linalg.py.
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import common_device
-from . import dtypes as dt
+from ..core import dtypes as dt
 
 solve_p = primitive("linalg_solve")
 cholesky_p = primitive("linalg_cholesky")

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.trace import Tracer
 from ..errors import ArgumentError, IndexingError, ShapeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .host_values import concrete
 

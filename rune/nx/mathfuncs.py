@@ -12,7 +12,7 @@ from ..core.prims import P, _register_elementwise
 from ..core.primitive import primitive
 from ..core.trace import Tracer
 from ..errors import DTypeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 
 FLOAT_UNARY = ("acosh", "asinh", "atanh", "log2", "log10")

@@ -16,7 +16,7 @@ from ..core import trace as _trace
 from ..core.trace import EVAL, Tracer, active, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from . import complex_prims  # noqa: F401  (registers real, imag, conj, complex)
-from . import dtypes as dt
+from ..core import dtypes as dt
 from ..backends import backend_for
 from ..devices import get_device
 from .array import Array, from_host, move

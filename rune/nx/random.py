@@ -20,7 +20,7 @@ from ..core.aval import normalize_shape
 from ..core.prims import P
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, DTypeError, RuneError, ScalarOverflowError, ShapeError, UsageError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import exact_math, ops
 from .array import Array, from_host
 from .sorting import argsort

@@ -4,7 +4,7 @@ A composite of comparisons and a sum, O(len(x1) * v.size) work but with a fixed
 shape: it runs under jit and vmap on every backend with no new rules (an
 integer result carries no derivative)."""
 from ..errors import ArgumentError, ShapeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 
 

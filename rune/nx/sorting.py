@@ -17,7 +17,7 @@ from ..core.aval import Aval
 from ..core.primitive import abstract_rules, primitive
 from ..core.trace import bind
 from ..errors import DTypeError, ShapeError
-from . import dtypes as dt
+from ..core import dtypes as dt
 from . import ops
 from .manipulation import take_along_axis
 

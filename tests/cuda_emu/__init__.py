@@ -22,8 +22,8 @@ import tempfile
 import numpy as np
 
 from rune.backends import disk_cache
-from rune.jit.plan import Plan, _nested_plans
-from rune.jit.target import TargetStretch
+from rune.compiler.plan import Plan, _nested_plans
+from rune.compiler.target import TargetStretch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CXX = shutil.which("g++")

@@ -11,7 +11,7 @@ import rune
 import rune.distributed as dist
 from rune import nx
 from rune.distributed import runtime
-from rune.nx import dtypes as dt
+from rune.core import dtypes as dt
 
 dist.initialize()
 RANK, SIZE = dist.rank(), dist.size()

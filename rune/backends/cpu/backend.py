@@ -15,6 +15,7 @@ from ... import threads
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
 from . import compiler as c_compiler
+from .stretch import CompiledStretch
 
 
 def to_host(raw):
@@ -92,6 +93,11 @@ class CpuBackend(Backend):
         """Rendered C units (name, source) built into shared libraries (batched,
         through the disk cache) and loaded with ctypes: one driver function each."""
         return c_compiler.build(compiler, prelude, units)
+
+    def compiled_stretch(self, eqns, unit, device):
+        """The plan step running a fused unit as one compiled C entry (built on first run)."""
+        compiler = self.compiler()
+        return None if compiler is None else CompiledStretch(eqns, unit, compiler)
 
 
 def _is_host_dlpack(obj):

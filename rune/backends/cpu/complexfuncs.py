@@ -5,7 +5,7 @@ Complex mul, div and abs are rune's own rule, not the array module's loop (NumPy
 uses FMA in some loops and not in others, its own SIMD hypot; CuPy has its own):
 each is a fixed sequence of correctly rounded real operations on the parts,
 written here with `xp`'s real ufuncs and, operation for operation, in C by
-rune/jit/complexc.py (the C and CUDA kernels), so eager, compiled and GPU
+rune/codegen/complexc.py (the C and CUDA kernels), so eager, compiled and GPU
 results are the same bits. Selects stand where the C text has them, never a
 branch that would compute something else.
 

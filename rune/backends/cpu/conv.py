@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from ...core.windows import dilate_pad, window_count, windows
+from ...codegen.windows import dilate_pad, window_count, windows
 from ...errors import CompileError
 
 

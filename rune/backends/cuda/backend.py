@@ -21,7 +21,7 @@ from ... import config
 from ..array_impls import make_impls
 from ..base import Backend
 from . import launch
-from .dialect import DeviceProps
+from ...codegen.cuda import DeviceProps
 from .stretch import CudaCompiledStretch
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types

@@ -1,7 +1,7 @@
 """Loading a unit of rendered CUDA kernels and launching them.
 
 A unit is `(name, source, kernels)` as the CUDA dialect renders it
-(rune/backends/cuda/dialect.py, `CudaDialect.unit`): one translation unit and,
+(rune/codegen/cuda.py, `CudaDialect.unit`): one translation unit and,
 in run order, its kernels. A kernel has
 
 - `launches`: what to run, in order, each with an `extern "C" __global__`

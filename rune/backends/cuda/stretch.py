@@ -1,14 +1,14 @@
 """A jit stretch on a GPU: one fused unit of CUDA kernels, launched in order.
 
 `CudaCompiledStretch` is the CUDA counterpart of the host's `CompiledStretch`
-(rune/jit/lower.py): built from a fused `Unit` (rune/jit/fuse.py), it renders
+(rune/compiler/lower.py): built from a fused `Unit` (rune/compiler/fuse.py), it renders
 the unit with the CUDA dialect for the GPU's properties (SM count, threads per
 block, architecture), and on its first run compiles it once with NVRTC
 (`CudaBackend.compile`, one `cupy.RawModule`). Each run then launches the
 kernels in order on the current stream of its GPU: inputs are the plan's
 device arrays (made contiguous where they are strided views; a contiguous view
 is passed as it is, whatever its alignment), outputs are fresh `cupy.empty`
-arrays, or a donated argument's buffer (rune/jit/donation.py). Intermediates
+arrays, or a donated argument's buffer (rune/compiler/donation.py). Intermediates
 and scratch are taken from CuPy's memory pool for the run and given back when
 it ends (cheap after the first run; the pool is ordered by the stream), so a
 function holding many cached plans holds no device memory for them. Building
@@ -28,12 +28,12 @@ import weakref
 
 import cupy
 
-from ...jit import donation
-from ...jit.kernel import contiguous_strides, describe_launched
+from ...compiler import donation
+from ...codegen.kernel import contiguous_strides, describe_launched
 from ... import profiler
 from ...stats import COUNTERS
 from . import launch
-from .dialect import CudaDialect
+from ...codegen.cuda import CudaDialect
 
 
 _PENDING = weakref.WeakSet()

@@ -1,7 +1,7 @@
 """The CUDA C dialect of the kernel renderer (target "cuda").
 
 `CudaDialect` shares with the C dialect every type, constant, expression rule
-and exact-semantics helper (rune/jit/render.py: `CStyle`, `_c_helpers`); it
+and exact-semantics helper (rune/codegen/render.py: `CStyle`, `_c_helpers`); it
 replaces the loop form with grid-stride loops over a flat index decomposed
 into the (collapsed) axes, the reductions with block-wide trees of warp
 shuffles, and the storage of 16-bit floats with cuda_fp16.h / cuda_bf16.h
@@ -24,7 +24,7 @@ rendered into) has
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
   `params`: the C parameter types in order;
 - `args`: what to pass, the same for every launch of the kernel:
-  `("buffer", i)` for the unit's buffer i (rune/jit/fuse.py `Unit.buffers`:
+  `("buffer", i)` for the unit's buffer i (rune/compiler/fuse.py `Unit.buffers`:
   inputs, outputs and intermediates, each a contiguous device array of its
   dtype and shape), then `("scratch", k)` for the kernel's scratch buffer k;
 - `scratch`: [(NumPy dtype, element count)] device buffers the launcher
@@ -77,11 +77,11 @@ import math
 
 import numpy as np
 
-from ...errors import ArgumentError
-from ...jit import complexc
-from ...jit.kernel import Const, Load, Node, contiguous_strides, rendered as rendered_kernel
-from ...jit.render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition,
-                           _guarded_axes, _index_helpers, _is_float, _kind, _nest, _offset, sum_blocks, wide_sum)
+from ..errors import ArgumentError
+from . import complexc
+from .kernel import Const, Load, Node, contiguous_strides, rendered as rendered_kernel
+from .render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition, _guarded_axes,
+                     _index_helpers, _is_float, _kind, _nest, _offset, sum_blocks, wide_sum)
 
 
 class DeviceProps:

@@ -7,7 +7,7 @@ per step, a wrapper per op. `straight_function(plan)` writes the whole plan
 as one function over local variables; `straight_lines` writes a plan's
 statements for a caller composing plans into one function (a while loop's
 test and step, a scan's loop over rows: rune/control.py; a cached jit call:
-rune/jit/api.py).
+rune/compiler/api.py).
 
 The backend's implementations are called as the stretch calls them, except
 that an elementwise op whose result is an array anyway calls the bare

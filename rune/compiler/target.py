@@ -1,7 +1,7 @@
 """Plans for a target this process need not have: `jitted.plan(*args, target="cuda")`.
 
 Such a plan is built inside `planning_for(target)`: it is fused exactly as the
-host's (rune/jit/fuse.py), and `lower` turns each run of lowerable primitives
+host's (rune/compiler/fuse.py), and `lower` turns each run of lowerable primitives
 into a `TargetStretch` holding the target dialect's kernels (copies of the IR
 kernels carrying their source and launch shapes); loop bodies are planned for
 the target too, afresh. It is an inspection: nothing is compiled or run.
@@ -11,7 +11,7 @@ import threading
 
 from ..backends import kernel_dialect
 from ..errors import ArgumentError, UsageError
-from .kernel import describe_launched
+from ..codegen.kernel import describe_launched
 
 
 class _Planning(threading.local):

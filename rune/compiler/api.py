@@ -22,7 +22,7 @@ import weakref
 import numpy as np
 
 from .. import config, tree
-from ..callback import Spec
+from ..core.aval import Spec
 from ..core import trace as _trace
 from ..core import stage_cache
 from ..core.aval import Aval
@@ -78,7 +78,7 @@ class _Entry:
                                 for a, (device, weak) in zip(plan.out_avals, self.out_places)))
         self.checked = False
         self.bare = out_struct == _LEAF  # f returned one array: no tree to rebuild
-        self.reuse = None  # where donated buffers go (rune/jit/donation.py), found on the first donating call
+        self.reuse = None  # where donated buffers go (rune/compiler/donation.py), found on the first donating call
         # A one-array call of a one-array function whose plan is NumPy stretches
         # only, as one written function of the argument's buffer (`_written_call`),
         # from its third call; False where it cannot be written.
@@ -136,7 +136,7 @@ class Jitted:
         self.f = f
         self.static_argnums, self.static_argnames = _statics(f, _as_tuple(static_argnums),
                                                              _as_tuple(static_argnames))
-        self.donate_argnums = _as_tuple(donate_argnums)  # reused on GPUs only (rune/jit/donation.py)
+        self.donate_argnums = _as_tuple(donate_argnums)  # reused on GPUs only (rune/compiler/donation.py)
         self.device = None if device is None else get_device(device)
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self._latest = None  # the entry at the end of `cache` (moving it there again is a no-op)
@@ -214,7 +214,7 @@ class Jitted:
 
     def _run_donating(self, entry, args, leaves, raws):
         """Run `entry` giving the GPU buffers of the donated arguments' leaves to its
-        outputs (rune/jit/donation.py); those leaves are deleted."""
+        outputs (rune/compiler/donation.py); those leaves are deleted."""
         where = f"jit({_name(self.f)}) (donate_argnums={self.donate_argnums})"
         for i in range(len(leaves)):
             if isinstance(raws[i], donation.DeletedBuffer):

@@ -2,7 +2,7 @@
 
 A plan is a list of steps over a flat environment of raw backend arrays:
 `CompiledStretch` (a run of first-order primitives fused into C kernels: one
-compiled call, rune/jit/lower.py), `Stretch` (a run the compiler does not
+compiled call, rune/compiler/lower.py), `Stretch` (a run the compiler does not
 lower, written out as one straight-line Python function over the backend's
 implementations), and host steps: callbacks, loops (scan / while, with a
 nested plan for the body), branches (cond) and transfers. Calls to custom
@@ -158,7 +158,7 @@ _Writing = 0  # a plan of NumPy stretches run once: the next run writes its func
 
 
 def is_straight(plan):
-    """Whether `plan` can be written as straight lines (rune/jit/straight.py):
+    """Whether `plan` can be written as straight lines (rune/compiler/straight.py):
     every step a NumPy stretch."""
     return all(type(st) is Stretch for st in plan.steps)
 

@@ -3,7 +3,7 @@
 `PRIM_CLASS` says what each primitive is to the compiler; `lowerable` says
 whether this compiler lowers one equation (else the stretch is split around
 it and the NumPy backend runs it). `fuse` walks a run in order and builds
-`Kernel`s (rune/jit/kernel.py):
+`Kernel`s (rune/codegen/kernel.py):
 
 - an elementwise op joins the latest kernel over its output shape that does
   not read anything produced after it; its operands become nodes of that
@@ -38,8 +38,8 @@ import numpy as np
 
 from ..core.program import Literal
 
-from .kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
-from .render import RULES, CStyle, _kind
+from ..codegen.kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
+from ..codegen.render import RULES, CStyle, _kind
 
 ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
     "elementwise", "movement", "reduce", "library", "scatter", "indexed")
