@@ -1,6 +1,11 @@
 import os
+import sys
 
 import pytest
+
+# Tests live in folders by layer; the shared helpers (op_table, oracles, compiled,
+# api_support, cuda_emu) live at the top of tests/.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Compile every stretch, however small (by default tiny stretches run on NumPy,
 # which is faster for them), so that the op table and the fuzzer exercise the
