@@ -21,13 +21,45 @@ def _have_gpu():
         return False
 
 
+def _have_cc():
+    from rune.backends.cpu import compiler
+    return compiler.find() is not None
+
+
+def _have_nvrtc():
+    try:
+        from rune.backends.cuda import nvrtc
+    except ImportError:   # no CuPy / cuda-bindings
+        return False
+    return nvrtc.available()
+
+
+def _have_mpi():
+    import importlib.util
+    import shutil
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return importlib.util.find_spec("mpi4py") is not None and (os.path.exists(here) or shutil.which("mpiexec"))
+
+
+# What each marker needs, and the reason a test is skipped without it; a marker
+# is checked only when a selected test carries it.
+NEEDS = {
+    "cuda": (_have_gpu, "needs an NVIDIA GPU with CuPy"),
+    "cc": (_have_cc, "needs a C compiler (none found, or RUNE_CC=none)"),
+    "nvrtc": (_have_nvrtc, "needs NVRTC and the CUDA headers"),
+    "mpi": (_have_mpi, "needs mpi4py and an mpiexec"),
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    if _have_gpu():
-        return
-    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CuPy")
+    present = {}
     for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
+        for marker, (check, reason) in NEEDS.items():
+            if marker in item.keywords:
+                if marker not in present:
+                    present[marker] = bool(check())
+                if not present[marker]:
+                    item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(autouse=True)
