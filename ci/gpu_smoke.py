@@ -64,6 +64,26 @@ y = f(nx.asarray(x, device="cuda:0"), nx.asarray(w, device="cuda:0"))
 np.testing.assert_allclose(np.asarray(y), 2 * np.tanh(x)[1:], rtol=2e-5, atol=1e-6)
 print("view between a matmul and a stretch ok")
 """,
+    # One compile pipeline: a second process runs a jitted GPU function from rune's
+    # disk cache (the cubin NVRTC made in the first) without running NVRTC.
+    "second_process_from_cache": """
+import json, os, subprocess, sys, tempfile
+body = ("import json, numpy as np, rune\\nfrom rune import nx\\n"
+        "x = np.linspace(-2, 2, 4096, dtype=np.float32)\\n"
+        "y = np.asarray(rune.jit(lambda v: nx.tanh(v) * 3.0 - v)(nx.asarray(x, device='cuda:0')))\\n"
+        "np.testing.assert_allclose(y, np.tanh(x) * 3 - x, rtol=2e-6, atol=1e-6)\\n"
+        "print(json.dumps(rune.stats()))")
+env = dict(os.environ, RUNE_CACHE_DIR=tempfile.mkdtemp(prefix="rune-smoke-cache-"), RUNE_CACHE="1")
+runs = []
+for _ in range(2):
+    done = subprocess.run([sys.executable, "-c", body], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+first, second = runs
+assert first["kernels_compiled"] >= 1 and first["kernels_launched"] >= 1, first
+assert second["kernels_compiled"] == 0 and second["disk_cache_hits"] >= 1, second
+print("second process: 0 NVRTC runs,", second["disk_cache_hits"], "unit(s) from the disk cache")
+""",
     # rune's kernels keep float32 subnormals (no flush to zero), in comparisons too.
     "subnormals": """
 h = np.full(4096, 1.5e-38, np.float32)

@@ -1,14 +1,10 @@
 """rune: NumPy-like arrays, composable transformations, host callbacks and explicit placement.
 
-The public surface, re-exported; nothing is defined here.
+The public surface, re-exported; nothing is defined here. Every primitive's
+rules are registered by the module that defines it (importing rune.nx brings in
+its family modules: linalg, fft, conv, sorting, mathfuncs, complex).
 """
 from . import nx, tree
-from . import conv_rules as _conv_rules  # noqa: F401  (fills the rule tables of conv and reduce_window)
-from . import mathfunc_rules as _mathfunc_rules  # noqa: F401  (acosh, hypot, ...: their rule tables)
-from . import sorting_rules as _sorting_rules  # noqa: F401  (argsort's rule tables)
-from . import linalg_rules as _linalg_rules  # noqa: F401  (nx.linalg's primitives)
-from . import complex_rules as _complex_rules  # noqa: F401  (real, imag, conj, complex)
-from . import fft_rules as _fft_rules  # noqa: F401  (nx.fft's primitive)
 from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
 from .autodiff.custom import custom_jvp, custom_vjp
 from .autodiff.jacobians import hessian, jacfwd, jacrev
@@ -17,7 +13,7 @@ from .callback import Spec, callback
 from .checkpoints import load, save  # (a module named checkpoint would shadow rune.checkpoint, the remat)
 from .control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
-from .core.staging import trace
+from .compiler.tracing import trace
 from .devices import Device, default_device, devices
 from .errors import (ArgumentError, AxisError, CallbackError, CompileError, ConcretizationError, DeviceError,
                      DeviceMismatchError, DistributedError, DTypeError, IndexingError, NotDifferentiableError,

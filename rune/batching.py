@@ -4,6 +4,8 @@ A BatchTracer holds a value of the parent interpreter and the axis along which
 it is batched (None: the same for every lane). Rules receive values and batch
 axes and return batched results; most first move the batch axis to the front.
 Primitives without a rule fall back to a loop over lanes (correct, slower).
+The rules of the core first-order primitives are here; every other primitive
+registers its own in `batch_rules` where it is defined.
 """
 import functools
 
@@ -12,16 +14,14 @@ import numpy as np
 from . import tree
 from .core import trace as _trace
 from .core.prims import BINARY, COMPARE, PREDICATE, P, REDUCE, UNARY
+from .core.primitive import abstract_rules, batch_rules
 from .core.staging import stage
 from .core.trace import Interpreter, Tracer, bind
 from .errors import ShapeError, TreeError
-from .nx import ops as nx
-from .core.primitive import abstract_rules
+from .nx import ops
 from .nx.creation import arange, zeros
 from .nx.indices import clamped, from_end, in_bounds, window_start
-
-# primitive -> fn(values, batch_axes, size, **params) -> (outputs, output batch axes)
-batch_rules = {}
+from .nx.rule_helpers import elementwise_batch, to_front
 
 
 class BatchTracer(Tracer):
@@ -60,11 +60,6 @@ def _ndim(x):
     return x.ndim if hasattr(x, "ndim") else 0
 
 
-def to_front(x, d):
-    """`x` with batch axis `d` moved to axis 0."""
-    return x if d == 0 else nx.moveaxis(x, d, 0)
-
-
 def front(x, d):
     """`x` with its batch axis first, if it has one."""
     return x if d is None else to_front(x, d)
@@ -74,12 +69,12 @@ def materialize(x, d, size):
     """`x` batched at axis 0 (broadcast if it was the same for every lane)."""
     if d is not None:
         return to_front(x, d)
-    x = x if hasattr(x, "shape") else nx.asarray(x)
-    return nx.broadcast_to(nx.expand_dims(x, 0), (size,) + tuple(x.shape))
+    x = x if hasattr(x, "shape") else ops.asarray(x)
+    return ops.broadcast_to(ops.expand_dims(x, 0), (size,) + tuple(x.shape))
 
 
 def lane(x, d, b):
-    return x if d is None else nx.squeeze(nx.slice_in_dim(x, b, b + 1, axis=d), d)
+    return x if d is None else ops.squeeze(ops.slice_in_dim(x, b, b + 1, axis=d), d)
 
 
 def loop_rule(prim, values, dims, size, **params):
@@ -95,25 +90,15 @@ def loop_rule(prim, values, dims, size, **params):
     results = [bind(prim, *[lane(v, d, b) for v, d in zip(values, dims)], **params)
                for b in range(size)]
     if prim.multiple_results:
-        outs = [nx.stack([r[k] for r in results]) for k in range(len(results[0]))]
+        outs = [ops.stack([r[k] for r in results]) for k in range(len(results[0]))]
         return outs, [0] * len(outs)
-    return nx.stack(results), 0
+    return ops.stack(results), 0
 
 
 # ---------------------------------------------------------------- elementwise
 
 def _elementwise_rule(prim):
-    def rule(values, dims, size, **params):
-        rank = max(_ndim(v) - (d is not None) for v, d in zip(values, dims))
-        aligned = []
-        for v, d in zip(values, dims):
-            if d is None:
-                aligned.append(v)
-            else:
-                v = to_front(v, d)
-                aligned.append(nx.reshape(v, (size,) + (1,) * (rank - v.ndim + 1) + tuple(v.shape[1:])))
-        return bind(prim, *aligned, **params), 0
-    return rule
+    return lambda values, dims, size, **params: elementwise_batch(prim, values, dims, size, **params)
 
 
 for _name in UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert", "place"):
@@ -144,7 +129,7 @@ _front_rule(P["slice"], lambda p, size: {"starts": (0,) + p["starts"], "limits":
 
 def _broadcast_rule(values, dims, size, *, shape):
     x = to_front(values[0], dims[0])
-    x = nx.reshape(x, (size,) + (1,) * (len(shape) - x.ndim + 1) + tuple(x.shape[1:]))
+    x = ops.reshape(x, (size,) + (1,) * (len(shape) - x.ndim + 1) + tuple(x.shape[1:]))
     return bind(P["broadcast_to"], x, shape=(size,) + tuple(shape)), 0
 
 
@@ -161,18 +146,18 @@ batch_rules[P["random_bits"]] = _random_bits_rule
 
 def _lanes(values, dims, size, ndim):
     """A batched scalar operand, shaped (size, 1, ..., 1) to broadcast over a lane."""
-    return nx.reshape(to_front(values[0], dims[0]), (size,) + (1,) * ndim)
+    return ops.reshape(to_front(values[0], dims[0]), (size,) + (1,) * ndim)
 
 
 def _full_rule(values, dims, size, *, shape, device):
-    return nx.broadcast_to(_lanes(values, dims, size, len(shape)), (size,) + tuple(shape)), 0
+    return ops.broadcast_to(_lanes(values, dims, size, len(shape)), (size,) + tuple(shape)), 0
 
 
 def _iota_rule(values, dims, size, *, shape, dimension, device):
     start = _lanes(values, dims, size, len(shape))
     index = bind(P["iota"], start.dtype.type(0), shape=(size,) + tuple(shape), dimension=dimension + 1,
                  device=device)
-    return nx.add(index, start), 0
+    return ops.add(index, start), 0
 
 
 batch_rules[P["full"]] = _full_rule
@@ -201,19 +186,19 @@ def _lane_offsets(idx, n, size, drop=False):
     """Per-lane indices (batched first) into `n`, offset by lane * n: indices into
     the batch folded into the indexed axis. Out-of-bounds indices are clamped (as a
     gather does) or, with `drop`, sent past the end (so a scatter drops them)."""
-    idx = nx.astype(idx, np.int32)  # narrow index dtypes cannot hold idx + lane * n
+    idx = ops.astype(idx, np.int32)  # narrow index dtypes cannot hold idx + lane * n
     idx = from_end(idx, n)
-    offsets = nx.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
+    offsets = ops.reshape(arange(size, dtype=idx.dtype, device=idx.device) * n,
                          (size,) + (1,) * (idx.ndim - 1))
     if drop:
-        return nx.where(in_bounds(idx, n), nx.add(idx, offsets), idx.dtype.type(size * n))
-    return nx.add(clamped(idx, n), offsets)
+        return ops.where(in_bounds(idx, n), ops.add(idx, offsets), idx.dtype.type(size * n))
+    return ops.add(clamped(idx, n), offsets)
 
 
 def _fold(x, axis, size):
     """x batched first, `axis` (of a lane) moved next to the batch and merged into it."""
-    x = nx.moveaxis(x, axis + 1, 1)
-    return nx.reshape(x, (size * x.shape[1],) + tuple(x.shape[2:])), x.shape
+    x = ops.moveaxis(x, axis + 1, 1)
+    return ops.reshape(x, (size * x.shape[1],) + tuple(x.shape[2:])), x.shape
 
 
 def _gather_rule(values, dims, size, *, axis):
@@ -230,7 +215,7 @@ def _gather_rule(values, dims, size, *, axis):
     k = idx.ndim - 1
     perm = [0] + list(range(1 + k, 1 + k + axis)) + list(range(1, 1 + k)) + \
         list(range(1 + k + axis, out.ndim))
-    return nx.transpose(out, perm), 0
+    return ops.transpose(out, perm), 0
 
 
 batch_rules[P["gather"]] = _gather_rule
@@ -248,9 +233,9 @@ def _scatter_rule(values, dims, size, *, axis, mode):
     # A lane's updates are (pre..., idx..., post...); the folded scatter wants (idx..., pre..., post...).
     perm = [0] + list(range(1 + axis, 1 + axis + k)) + list(range(1, 1 + axis)) + \
         list(range(1 + axis + k, upd.ndim))
-    out = bind(P["scatter"], flat, _lane_offsets(idx, shape[1], size, drop=True), nx.transpose(upd, perm),
+    out = bind(P["scatter"], flat, _lane_offsets(idx, shape[1], size, drop=True), ops.transpose(upd, perm),
                axis=0, mode=mode)
-    return nx.moveaxis(nx.reshape(out, shape), 1, axis + 1), 0
+    return ops.moveaxis(ops.reshape(out, shape), 1, axis + 1), 0
 
 
 batch_rules[P["scatter"]] = _scatter_rule
@@ -262,9 +247,9 @@ def _dynamic_slice_rule(values, dims, size, *, sizes):
         x = materialize(values[0], dims[0], size)
         for axis, (start, d, width) in enumerate(zip(values[1:], dims[1:], sizes)):
             n = x.shape[axis + 1]
-            start = nx.astype(materialize(start, d, size), np.int32)
+            start = ops.astype(materialize(start, d, size), np.int32)
             first = window_start(start, n, width)
-            window = nx.add(nx.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
+            window = ops.add(ops.reshape(first, (size, 1)), arange(width, dtype=first.dtype, device=first.device))
             x, _ = _gather_rule([x, window], [0, 0], size, axis=axis)
         return x, 0
     x = to_front(values[0], dims[0])
@@ -356,8 +341,8 @@ def vmap(f, in_axes=0, out_axes=0):
         axes = tree.prefix_broadcast((axes_prefix, 0), everything, "vmap in_axes")
         # Mapped leaves become arrays; unmapped ones pass as they are (a Python
         # scalar stays weak).
-        device = nx.committed_device(leaves)  # NumPy arguments meet rune arrays on their device
-        leaves = [x if a is None or hasattr(x, "aval") else nx.asarray(x, device=device)
+        device = ops.committed_device(leaves)  # NumPy arguments meet rune arrays on their device
+        leaves = [x if a is None or hasattr(x, "aval") else ops.asarray(x, device=device)
                   for x, a in zip(leaves, axes)]
         axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
         sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
@@ -383,7 +368,7 @@ def vmap(f, in_axes=0, out_axes=0):
                 results.append(value)
                 continue
             v = materialize(value, d, size)
-            results.append(nx.moveaxis(v, 0, _normalize_axis(a, v, "out_axes")))
+            results.append(ops.moveaxis(v, 0, _normalize_axis(a, v, "out_axes")))
         return tree.unflatten(out_struct, results)
 
     return mapped

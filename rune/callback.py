@@ -2,6 +2,7 @@
 
 A callback is an effect: it never runs while tracing, runs exactly once per
 evaluation in program order, and no optimization removes or duplicates it.
+In a plan it runs as the compiler's callback step (rune/compiler/control_steps.py).
 """
 import math
 import reprlib
@@ -13,13 +14,11 @@ from .autodiff.jvp import jvp_rules
 from .backends import backend_for
 from .autodiff.vjp import vjp_rules
 from .batching import batch_rules, front, materialize
-from .core.aval import Aval, Spec, normalize_shape
+from .core.aval import Aval, Spec
 from .core.primitive import abstract_rules, eval_rules, primitive
 from .core.trace import bind
 from .devices import current_default, get_device
 from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
-from .compiler.plan import STEP_KINDS, device_of
-from .core import dtypes as dt
 from .nx import ops as nx
 from .nx.array import Array
 from .nx.creation import zeros
@@ -181,27 +180,8 @@ def callback(fn, *args, like, host=True, vmap_method="sequential", **kwargs):
     return tree.unflatten(out_struct, outs)
 
 
-class CallbackStep:
-    """A callback in a plan: its operands as Arrays on their devices, its results back as raws."""
-    profile_kind = "callback"   # how rune.profile names this step
-
-    def __init__(self, eqn, ins, outs):
-        self.fn = eqn.params["fn"]
-        self.in_devices = [device_of(a.aval) for a in eqn.inputs]
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        arrays = [Array(env[i], d) for i, d in zip(self.ins, self.in_devices)]
-        for o, r in zip(self.outs, self.fn(arrays)):
-            env[o] = r._raw
-
-    def describe(self):
-        return f"callback {self.fn.name} ({len(self.ins)} in, {len(self.outs)} out)"
-
-
 abstract_rules[callback_p] = lambda *avals, fn, vmap_method: list(fn.out_avals)
 eval_rules[callback_p] = lambda *args, fn, vmap_method: fn(list(args))
-STEP_KINDS[callback_p] = CallbackStep
 
 
 def _not_differentiable(fn, mode):

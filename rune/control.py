@@ -5,32 +5,31 @@ and passed as explicit operands (so `grad` reaches closed-over weights).
 Differentiation goes through the program-level transforms: the VJP of a scan
 is a forward scan that also stacks each row's residuals, then a reverse scan of
 the backward step.
+
+This module defines the primitives and their abstract, dead-code, JVP, VJP and
+batching rules. Running them belongs to the compiler: their plan steps
+(rune/compiler/control_steps.py) and their eager evaluation through plans
+(rune/compiler/eager.py, whose eval rules the compiler installs).
 """
 import numbers
 
 import numpy as np
 
-from . import profiler, tree
+from . import tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
-from .backends import backend_for
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
 from .core.array import Array
-from .core.primitive import abstract_rules, eval_rules, primitive
+from .core.primitive import abstract_rules, primitive
 from .core.program import Eqn, dce_rules, prune, reorder
-from .core.stage_cache import REUSED, staged
+from .core.stage_cache import staged
 from .core.staging import abstract, stage, stage_pytree
 from .core.trace import EVAL, Tracer, bind, current
 from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
                      TreeError, UsageError)
 from .core import dtypes as dt
-from .compiler.plan import (STEP_KINDS, call_program, device_of, indent, is_straight, program_plan,
-                            run_program, stack_rows)
-from .compiler.straight import straight_lines
 from .nx import ops as nx
-from .nx.array import read_scalar, wrap_raws
 from .nx.creation import arange, zeros_like
-from .stats import COUNTERS
 
 scan_p = primitive("scan", multiple_results=True)
 cond_p = primitive("cond", multiple_results=True)
@@ -86,30 +85,19 @@ def scan(f, init, xs, length=None, reverse=False, unroll=1):
     weak = tuple(type(c) in (bool, int, float) for c in raw_init)
     carry_avals = tuple(abstract(c).update(weak=w) for c, w in zip(init_leaves, weak))
     row_avals = tuple(x.aval.update(shape=x.shape[1:]).strong() for x in x_leaves)
-    (body, consts, ys_struct, carry_dtypes, kept_loop), found = staged(
+    (body, consts, ys_struct, carry_dtypes), _ = staged(
         "scan", (f,), (carry_avals, row_avals, carry_struct, xs_struct),
         lambda: _stage_scan(f, carry_avals, row_avals, carry_struct, xs_struct, weak))
     init_leaves = [_strong(c, d) if c.weak or c.dtype != d else c for c, d in zip(init_leaves, carry_dtypes)]
     nc = len(carry_avals)
-    if found == REUSED and current() is EVAL and _all_arrays(consts) and _all_arrays(init_leaves) and \
-            _all_arrays(x_leaves):
-        # Eagerly, a scan reused from an earlier call runs its kept ScanLoop (its
-        # plan, and the function written from it), as `_scan_eval` would.
-        if not kept_loop:
-            kept_loop.append(ScanLoop(program_plan(body), len(consts), nc))
-        out_avals = _scan_abstract(body=body, num_consts=len(consts), num_carry=nc, length=n, reverse=reverse)
-        raws = kept_loop[0].run([x._raw for x in consts + init_leaves + x_leaves], n, bool(reverse), out_avals)
-        outs = wrap_raws(raws, out_avals)
-    else:
-        outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
-                    num_carry=nc, length=n, reverse=bool(reverse))
+    outs = bind(scan_p, *consts, *init_leaves, *x_leaves, body=body, num_consts=len(consts),
+                num_carry=nc, length=n, reverse=bool(reverse))
     return tree.unflatten(carry_struct, outs[:nc]), tree.unflatten(ys_struct, outs[nc:])
 
 
 def _stage_scan(f, carry_avals, row_avals, carry_struct, xs_struct, weak):
     """(the step's program, its constants, the structure of its ys, the carry's
-    dtypes, widened where a weak carry came back wider, a holder for the loop
-    of its plan)."""
+    dtypes, widened where a weak carry came back wider)."""
     carry_avals, row_avals, weak = list(carry_avals), list(row_avals), list(weak)
     paths = [p for p, _ in tree.flatten_with_paths(
         tree.unflatten(carry_struct, [0] * len(carry_avals)))[0]]
@@ -142,100 +130,12 @@ def _stage_scan(f, carry_avals, row_avals, carry_struct, xs_struct, weak):
         widen.clear()
         program, ys_struct = stage_pytree(step, carry_avals + row_avals, flatten=flatten)
     body, consts = program.closed()
-    return body, consts, ys_struct, [a.dtype for a in carry_avals], []  # [] holds the eager ScanLoop
+    return body, consts, ys_struct, [a.dtype for a in carry_avals]
 
 
 def _scan_abstract(*avals, body, num_consts, num_carry, length, reverse):
     outs = body.out_avals
     return outs[:num_carry] + [a.update(shape=(length,) + a.shape) for a in outs[num_carry:]]
-
-
-def _scan_eval(*args, body, num_consts, num_carry, length, reverse):
-    out_avals = _scan_abstract(body=body, num_consts=num_consts, num_carry=num_carry, length=length,
-                               reverse=reverse)
-    loop = ScanLoop(program_plan(body), num_consts, num_carry)
-    return wrap_raws(loop.run([a._raw for a in args], length, reverse, out_avals), out_avals)
-
-
-_WRITE_NEXT = ""  # a loop run once whose body can be written (falsy: not written yet)
-
-
-class ScanLoop:
-    """A scan on raw arrays: the body's plan once per row (eagerly and in plans).
-
-    A body of NumPy stretches only is written, from the loop's second run, as
-    one Python function over the rows (as `WhileLoop` writes a while loop)."""
-
-    def __init__(self, body, num_consts, num_carry):
-        self.body, self.nc, self.nk = body, num_consts, num_carry
-        self.written = None  # None: not run yet; False: cannot be written; else the function
-
-    def run(self, args, length, reverse, out_avals):
-        nc, nk = self.nc, self.nk
-        consts, carry, xs = args[:nc], args[nc:nc + nk], args[nc + nk:]
-        order = range(length - 1, -1, -1) if reverse else range(length)
-        written = self.written
-        if written and not profiler.active():
-            carry, rows = written(consts, carry, xs, order)
-        else:
-            if written is None:
-                self.written = _WRITE_NEXT if is_straight(self.body) else False
-            elif written is _WRITE_NEXT:
-                self.written = self._write(len(xs), len(out_avals) - nk)
-            rows = [[] for _ in range(len(out_avals) - nk)]
-            run = self.body.run
-            for i in order:
-                outs = run(consts + carry + [x[i, ...] for x in xs])  # rows of 1-d xs stay 0-d arrays
-                carry = outs[:nk]
-                for r, y in zip(rows, outs[nk:]):
-                    r.append(y)
-        if reverse:
-            for r in rows:
-                r.reverse()
-        return list(carry) + [stack_rows(r, aval) for r, aval in zip(rows, out_avals[nk:])]
-
-    def _write(self, nxs, nys):
-        names = {"COUNTERS": COUNTERS}
-        cs, ks, xs = ([f"{p}{k}" for k in range(n)] for p, n in (("c", self.nc), ("k", self.nk), ("x", nxs)))
-        rows = [f"r{k}" for k in range(nxs)]
-        step, new = straight_lines(self.body, cs + ks + rows, "B", names, scalars=True)
-        lines = ["def loop(consts, carry, xs, order):"]
-        lines += [f"    {', '.join(v)}, = {a}" for v, a in ((cs, "consts"), (ks, "carry"), (xs, "xs")) if v]
-        lines += [f"    ys{k} = []" for k in range(nys)]
-        lines += ["    for i in order:"] + [f"        {r} = {x}[i, ...]" for r, x in zip(rows, xs)]
-        lines += ["        " + line for line in step]
-        lines += [f"        ys{k}.append({y})" for k, y in enumerate(new[self.nk:])]  # before the carry moves on
-        if ks:
-            lines.append(f"        {', '.join(ks)}, = {', '.join(new[:self.nk])},")
-        lines.append(f"    COUNTERS['kernels_launched'] += {len(self.body.steps)} * len(order)")
-        lines.append(f"    return [{''.join(k + ', ' for k in ks)}], [{''.join(f'ys{k}, ' for k in range(nys))}]")
-        exec(compile("\n".join(lines), "<rune scan>", "exec"), names)
-        return names["loop"]
-
-
-class ScanStep:
-    """A scan in a plan: a host loop over rows running the body's plan."""
-    profile_kind = "scan"   # how rune.profile names this step
-
-    def __init__(self, eqn, ins, outs):
-        p = eqn.params
-        self.body = program_plan(p["body"])
-        self.plans = (self.body,)
-        self.params = (p["num_consts"], p["num_carry"], p["length"], p["reverse"])
-        self.loop = ScanLoop(self.body, p["num_consts"], p["num_carry"])
-        self.out_avals = [v.aval for v in eqn.outputs]
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        _, _, length, reverse = self.params
-        result = self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals)
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        nc, nk, length, reverse = self.params
-        return (f"loop scan (length {length}{', reverse' if reverse else ''}, {nk} carries), "
-                f"step:\n{indent(repr(self.body))}")
 
 
 def _scan_dce(eqn, used):
@@ -256,8 +156,6 @@ def _scan_dce(eqn, used):
 
 
 abstract_rules[scan_p] = _scan_abstract
-eval_rules[scan_p] = _scan_eval
-STEP_KINDS[scan_p] = ScanStep
 dce_rules[scan_p] = _scan_dce
 
 
@@ -410,19 +308,13 @@ def _switch(index, branches, operands):
     """`switch` on a checked integer or boolean scalar `index`."""
     leaves, in_struct = nx.tree_operands(operands)
     avals = tuple(abstract(x) for x in leaves)
-    (programs, consts, out_struct), found = staged(
+    (programs, consts, out_struct), _ = staged(
         "switch", branches, (avals, in_struct), lambda: _stage_branches(branches, avals, in_struct))
-    if current() is EVAL and type(index) is Array and _all_arrays(consts) and _all_arrays(leaves):
-        # Eagerly, the index is read here, as `_cond_eval` would after two index
-        # ops. A branch staged again is run once op by op (compiling for one run
-        # costs more than it saves), one reused from an earlier call through its
-        # plan, built once and kept with it.
-        k = min(max(int(read_scalar(index._raw, index.device)), 0), len(branches) - 1)
-        outs = _run_kept(programs[k], consts + leaves) if found == REUSED else \
-            run_program(programs[k], consts + leaves)
-    else:
+    if current() is not EVAL:
         index = nx.clip(nx.astype(index, np.int32), 0, len(branches) - 1)
-        outs = bind(cond_p, index, *consts, *leaves, branches=programs, num_consts=len(consts))
+    # Eagerly the index is bound as it is: the eval rule reads and clamps it
+    # (rune/compiler/eager.py), which costs less than two index ops.
+    outs = bind(cond_p, index, *consts, *leaves, branches=programs, num_consts=len(consts))
     return tree.unflatten(out_struct, outs)
 
 
@@ -453,20 +345,6 @@ def _stage_branches(branches, avals, in_struct):
     return tuple(shared), all_consts, structs[0]
 
 
-def _all_arrays(values):
-    for v in values:
-        if type(v) is not Array:
-            return False
-    return True
-
-
-def _run_kept(program, args):
-    """`program` run eagerly on `args` through its plan, kept with it: a
-    program from the staged cache runs again."""
-    plan = program_plan(program)
-    return wrap_raws(plan.run([a._raw for a in args]), plan.out_avals)
-
-
 def _share_consts(programs, consts):
     """Branch programs that all take every branch's constants, and those constants."""
     all_consts = [c for cs in consts for c in cs]
@@ -486,30 +364,6 @@ def _cond_abstract(index, *avals, branches, num_consts):
     return [a.strong() for a in branches[0].out_avals]
 
 
-def _cond_eval(index, *args, branches, num_consts):
-    return run_program(branches[read_scalar(index._raw, index.device)], args)
-
-
-class BranchStep:
-    """A cond in a plan: the index read back (counted), then that branch's plan."""
-    profile_kind = "cond"   # how rune.profile names this step
-
-    def __init__(self, eqn, ins, outs):
-        self.branches = self.plans = [program_plan(b) for b in eqn.params["branches"]]
-        self.device = device_of(eqn.inputs[0].aval)
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        index = read_scalar(env[self.ins[0]], self.device)
-        result = self.branches[index].run([env[i] for i in self.ins[1:]])
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        return "branch cond:\n" + "\n".join(indent(f"branch {k}: {b!r}")
-                                            for k, b in enumerate(self.branches))
-
-
 def _cond_dce(eqn, used):
     """Drop the outputs nobody reads from every branch, and the operands no branch reads."""
     p = eqn.params
@@ -523,8 +377,6 @@ def _cond_dce(eqn, used):
 
 
 abstract_rules[cond_p] = _cond_abstract
-eval_rules[cond_p] = _cond_eval
-STEP_KINDS[cond_p] = BranchStep
 dce_rules[cond_p] = _cond_dce
 
 
@@ -617,17 +469,9 @@ def while_loop(cond_fn, body_fn, init):
     """Repeat `body_fn` on the carry while `cond_fn(carry)` holds."""
     leaves, struct = nx.tree_operands(init)
     avals = tuple(abstract(x).strong() for x in leaves)
-    (cond_prog, cc, body_prog, bc, kept_loop), found = staged(
+    (cond_prog, cc, body_prog, bc), _ = staged(
         "while_loop", (cond_fn, body_fn), (avals, struct), lambda: _stage_while(cond_fn, body_fn, avals, struct))
     leaves = [_strong(x, a.dtype) if x.weak else x for x, a in zip(leaves, avals)]
-    if found == REUSED and current() is EVAL and _all_arrays(cc) and _all_arrays(bc) and _all_arrays(leaves):
-        # Eagerly, a loop reused from an earlier call runs its kept WhileLoop (its
-        # plans, and the function written from them), as `_while_eval` would.
-        if not kept_loop:
-            kept_loop.append(WhileLoop(program_plan(cond_prog), program_plan(body_prog), len(cc), len(bc),
-                                       device_of(cond_prog.out_avals[0])))
-        raws = kept_loop[0].run([x._raw for x in cc + bc + leaves])
-        return tree.unflatten(struct, wrap_raws(raws, body_prog.out_avals))
     outs = bind(while_p, *cc, *bc, *leaves, cond=cond_prog, body=body_prog,
                 num_cond_consts=len(cc), num_body_consts=len(bc))
     return tree.unflatten(struct, outs)
@@ -641,8 +485,7 @@ def _strong(x, dtype):
 
 
 def _stage_while(cond_fn, body_fn, avals, struct):
-    """(cond program, its constants, body program, its constants, a holder for
-    the loop of their plans) on carries of `avals`."""
+    """(cond program, its constants, body program, its constants) on carries of `avals`."""
     avals = list(avals)
     paths = [p for p, _ in tree.flatten_with_paths(tree.unflatten(struct, [0] * len(avals)))[0]]
 
@@ -663,90 +506,11 @@ def _stage_while(cond_fn, body_fn, avals, struct):
 
     cond_prog, cc = stage(flat_cond, avals).closed()
     body_prog, bc = stage(flat_body, avals).closed()
-    return cond_prog, cc, body_prog, bc, []  # [] holds the eager WhileLoop once one is made
+    return cond_prog, cc, body_prog, bc
 
 
 def _while_abstract(*avals, cond, body, num_cond_consts, num_body_consts):
     return body.out_avals
-
-
-def _while_eval(*args, cond, body, num_cond_consts, num_body_consts):
-    """Eager while: the plans of cond and body, as in a jitted program."""
-    loop = WhileLoop(program_plan(cond), program_plan(body), num_cond_consts, num_body_consts,
-                     device_of(cond.out_avals[0]))
-    return wrap_raws(loop.run([a._raw for a in args]), body.out_avals)
-
-
-class WhileLoop:
-    """A while loop of a cond plan and a body plan on raw arrays; the predicate
-    (on `where`) is read back, counted, once per test.
-
-    Plans of NumPy stretches only are written, from the loop's second run, as
-    one Python function `loop(cond_consts, body_consts, carry, read)`: each test
-    and step a few lines over local variables instead of two plan runs (writing
-    costs more than a short loop run once). Not while a profile is open: it
-    times each step."""
-
-    def __init__(self, cond, body, num_cond_consts, num_body_consts, where):
-        self.cond, self.body = cond, body
-        self.ncc, self.nbc = num_cond_consts, num_body_consts
-        self.read = backend_for(where).read_scalar
-        self.written = None  # None: not run yet; False: cannot be written; else the function
-
-    def run(self, args):
-        ncc, nbc = self.ncc, self.nbc
-        cc, bc, carry = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
-        written = self.written
-        if written and not profiler.active():
-            return written(cc, bc, carry, self.read)
-        if written is None:
-            self.written = _WRITE_NEXT if carry and is_straight(self.cond) and is_straight(self.body) else False
-        elif written is _WRITE_NEXT:
-            self.written = self._write(len(carry))
-        cond, body, read = self.cond.run, self.body.run, self.read
-        while read(cond(cc + carry)[0]):
-            carry = body(bc + carry)
-        return carry
-
-    def _write(self, ncarry):
-        names = {"COUNTERS": COUNTERS}
-        cc, bc, xs = ([f"{p}{k}" for k in range(n)] for p, n in (("c", self.ncc), ("b", self.nbc), ("x", ncarry)))
-        test, (pred,) = straight_lines(self.cond, cc + xs, "C", names, read_only=True, scalars=True)
-        step, new = straight_lines(self.body, bc + xs, "B", names, scalars=True)
-        lines = ["def loop(cc, bc, carry, read):"]
-        lines += [f"    {', '.join(v)}, = {a}" for v, a in ((cc, "cc"), (bc, "bc"), (xs, "carry")) if v]
-        lines += ["    steps = 0", "    try:", "        while True:"] + ["            " + line for line in test]
-        lines += [f"            if not read({pred}):", "                break"]
-        lines += ["            " + line for line in step]
-        lines += [f"            {', '.join(xs)}, = {', '.join(new)},", "            steps += 1"]
-        lines += ["    finally:  # the stretches run, counted once",
-                  f"        COUNTERS['kernels_launched'] += {len(self.cond.steps)} * (steps + 1) + "
-                  f"{len(self.body.steps)} * steps"]
-        lines += [f"    return [{', '.join(xs)}]"]
-        exec(compile("\n".join(lines), "<rune while>", "exec"), names)
-        return names["loop"]
-
-
-class WhileStep:
-    """A while loop in a plan: the cond and body plans, run on the host."""
-    profile_kind = "while"   # how rune.profile names this step
-
-    def __init__(self, eqn, ins, outs):
-        p = eqn.params
-        self.cond, self.body = program_plan(p["cond"]), program_plan(p["body"])
-        self.plans = (self.cond, self.body)
-        self.loop = WhileLoop(self.cond, self.body, p["num_cond_consts"], p["num_body_consts"],
-                              device_of(p["cond"].out_avals[0]))
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        result = self.loop.run([env[i] for i in self.ins])
-        for o, r in zip(self.outs, result):
-            env[o] = r
-
-    def describe(self):
-        return (f"loop while, cond:\n{indent(repr(self.cond))}\n  body:\n"
-                f"{indent(repr(self.body))}")
 
 
 def _while_dce(eqn, used):
@@ -770,8 +534,6 @@ def _while_dce(eqn, used):
 
 
 abstract_rules[while_p] = _while_abstract
-eval_rules[while_p] = _while_eval
-STEP_KINDS[while_p] = WhileStep
 dce_rules[while_p] = _while_dce
 
 
@@ -893,7 +655,7 @@ def _cond_batch(values, dims, size, *, branches, num_consts):
         return loop_rule(cond_p, values, dims, size, branches=branches, num_consts=num_consts)
     # A batched predicate: every branch runs, and each lane selects its own result.
     index = to_front(index, dims[0])
-    results = [call_program(b, args) for b in batched]
+    results = [b(*args) for b in batched]
     chosen = results[0]
     for k, outs in enumerate(results[1:], start=1):
         chosen = [nx.where(nx.reshape(nx.equal(index, k), (size,) + (1,) * (o.ndim - 1)), o, c)

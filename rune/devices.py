@@ -8,18 +8,24 @@ import contextlib
 import threading
 
 from . import config, profiler
+from .backends import backend_for, has_cuda_backend
 from .errors import DeviceError
 from .stats import COUNTERS
 
 
 class Device:
-    """One place an array can live: `cpu:N` or `cuda:N`."""
-    __slots__ = ("platform", "index", "name", "_hash")
+    """One place an array can live: `cpu:N` or `cuda:N`.
+
+    Tables of per-device entries key them by `name` (a str hashes in C, a
+    Device in Python); `nd_name` keys a second entry per device where a table
+    keeps two (eager dispatch: an implementation for n-d operands)."""
+    __slots__ = ("platform", "index", "name", "nd_name", "_hash")
 
     def __init__(self, platform, index):
         self.platform = platform
         self.index = index
         self.name = f"{platform}:{index}"
+        self.nd_name = f"{self.name}/n-d"
         self._hash = hash(self.name)
 
     def __repr__(self):
@@ -42,14 +48,14 @@ def _host_count():
 
 
 def _cuda_count():
-    from .backends import has_cuda_backend
+    """The GPUs the CUDA backend sees (its `device_count`); none without one."""
     if not has_cuda_backend():
         return 0  # a GPU rune cannot compute on is not listed as a device
     try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no CuPy, no driver, or no GPU: the host is all there is
+        backend = backend_for(Device("cuda", 0))  # loads the backend (and CuPy); it needs only the platform
+    except Exception:  # no CuPy, or one that fails to load without a driver: the host is all there is
         return 0
+    return backend.device_count()
 
 
 _HOST = [Device("cpu", i) for i in range(_host_count())]
@@ -82,7 +88,6 @@ def get_device(spec):
     i = int(index) if index else 0
     if i >= len(pool):
         if platform == "cuda":
-            from .backends import has_cuda_backend
             why = ("this build of rune has no CUDA backend yet" if not has_cuda_backend() else
                    "no GPU is visible (CuPy is missing or finds no device)" if not pool else
                    f"only {len(pool)} GPU(s) are visible")
@@ -121,7 +126,6 @@ def default_device(device):
 def transfer(raw, src, dst):
     """Copy a raw buffer from device `src` to device `dst` and count it: within a
     platform its backend copies directly, across platforms through the host."""
-    from .backends import backend_for
     COUNTERS["transfers"] += 1
     COUNTERS["bytes_moved"] += raw.nbytes
     if src.platform == "cpu" and dst.platform != "cpu":
@@ -130,11 +134,11 @@ def transfer(raw, src, dst):
         COUNTERS["device_to_host"] += 1
     if profiler.active():
         with profiler.span("transfer", f"{src} -> {dst}", str(dst), raw.nbytes):
-            return _copy(raw, src, dst, backend_for)
-    return _copy(raw, src, dst, backend_for)
+            return _copy(raw, src, dst)
+    return _copy(raw, src, dst)
 
 
-def _copy(raw, src, dst, backend_for):
+def _copy(raw, src, dst):
     if src.platform == dst.platform:
         return backend_for(dst).copy(raw, src, dst)
     return backend_for(dst).from_host(backend_for(src).to_host(raw), dst)

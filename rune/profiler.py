@@ -10,7 +10,9 @@ While a profile is open, every step a jitted plan runs (a compiled kernel
 stretch, a library call such as a matmul, a NumPy stretch, a host callback, a
 loop or a branch with the steps of its body nested inside), every compile of
 kernels and every copy between devices is recorded with its wall time, the
-bytes it wrote and its device. Nothing is recorded, and nothing costs more than
+bytes it wrote and its device; a step names itself through the plan step
+protocol (its `profile_kind` and the first line of its `describe()`,
+rune/compiler/plan.py). Nothing is recorded, and nothing costs more than
 one check per plan run, when no profile is open.
 
 Times are wall-clock times on the host. A GPU step's time is the time to queue
@@ -156,17 +158,22 @@ def _nbytes(value):
     return int(getattr(value, "nbytes", 0) or 0)
 
 
-def run_steps(steps, env, device=None):
+def run_steps(steps, env, device=None, donated=None):
     """Run a plan's steps recording each: its kind, what it is, its time and the
-    bytes of the values it wrote (the env slots it changed)."""
+    bytes of the values it wrote (the env slots it changed). `donated`: the
+    buffers given to steps, {id(step): {output slot: buffer}}, as `Plan.run` takes them."""
     profiles = list(_OPEN)
     sync = any(p.synchronize for p in profiles)
     for step in steps:
+        given = donated.get(id(step)) if donated else None
         before = list(env)
         depths = [(p, p._enter()) for p in profiles]
         start = time.perf_counter()
         try:
-            step.run(env)
+            if given is None:
+                step.run(env)
+            else:
+                step.run(env, given)
             if sync:
                 _settle(env)
         finally:
@@ -178,7 +185,7 @@ def run_steps(steps, env, device=None):
         name = step_name(step)
         where = device or _where(written)
         for p, depth in depths:
-            p._add(step_kind(step), name, start, seconds, nbytes, where, depth)
+            p._add(step.profile_kind, name, start, seconds, nbytes, where, depth)
 
 
 def _where(values):
@@ -196,12 +203,6 @@ def _settle(env):
         if type(v).__module__.startswith("cupy") and v.device.id not in waited:
             waited.add(v.device.id)
             v.device.synchronize()
-
-
-def step_kind(step):
-    """What the step is to a user: its class's `profile_kind` (kernel, library, numpy,
-    views, transfer, callback, scan, while, cond), else its class's name."""
-    return getattr(step, "profile_kind", None) or type(step).__name__
 
 
 def step_name(step):

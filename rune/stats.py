@@ -7,7 +7,7 @@ COUNTERS = dict.fromkeys((
     "cache_hits",        # jit calls served by a cached plan
     "compiles",          # plans built
     "kernels_launched",  # kernels run (a NumPy stretch counts as one)
-    "kernels_compiled",  # C compiler runs (each may build many kernels)
+    "kernels_compiled",  # compiler runs (cc or NVRTC; each may build many kernels)
     "disk_cache_hits",   # compiled stretches loaded from the on-disk kernel cache
     "callbacks_run",     # host callbacks executed
     "transfers",         # array copies between devices

@@ -3,7 +3,7 @@ import pytest
 
 from rune.backends.cpu import compiler
 from rune.compiler import fuse
-from rune.compiler.plan import Stretch, _nested_plans
+from rune.compiler.plan import Stretch
 
 # For tests of the compiler itself: without a C compiler (none installed, or
 # RUNE_CC=none) jit runs NumPy stretches and these tests do not apply.
@@ -18,7 +18,7 @@ def numpy_stretches(plan):
     for step in plan.steps:
         if type(step) is Stretch:
             out.append(step)
-        for sub in _nested_plans(step):
+        for sub in step.plans:
             out.extend(numpy_stretches(sub))
     return out
 

@@ -1,5 +1,7 @@
 """The backend protocol (rune.backends.base): one object per platform, the only
 thing that touches raw buffers."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -52,6 +54,48 @@ def test_creation_and_buffers_on_the_backend():
     assert b.empty(aval).shape == (0, 2)
     assert b.from_foreign(np.float32(2), cpu).dtype == np.float32
     np.testing.assert_array_equal(b.from_foreign(nx.arange(3), cpu), np.arange(3))  # a DLPack producer
+
+
+def _protocol(cls):
+    """The public members of a backend class: name -> signature (None for a value)."""
+    return {name: (inspect.signature(getattr(cls, name)) if callable(getattr(cls, name)) else None)
+            for name in dir(cls) if not name.startswith("_")}
+
+
+def test_every_platform_implements_the_same_protocol_with_the_same_signatures():
+    """CpuBackend and CudaBackend (imported without a GPU) define the same members, each
+    method with the same signature, so that plans and the compile pipeline treat
+    every platform alike."""
+    pytest.importorskip("cupy")
+    from rune.backends.cpu.backend import CpuBackend
+    from rune.backends.cuda.backend import CudaBackend
+    host, gpu = _protocol(CpuBackend), _protocol(CudaBackend)
+    assert sorted(host) == sorted(gpu)
+    differ = {name: (host[name], gpu[name]) for name in host if host[name] != gpu[name]}
+    assert not differ, differ
+    for name in ("compile", "compiled_stretch", "compiler", "device_props", "device_count", "dialect"):
+        assert name in host, name
+    # each platform overrides the members its protocol says it has
+    for cls in (CpuBackend, CudaBackend):
+        for name in ("compile", "compiled_stretch", "compiler", "device_count"):
+            assert getattr(cls, name) is not getattr(Backend, name), (cls.__name__, name)
+
+
+def test_device_count_and_dialect_of_each_platform():
+    from rune.backends import device_count
+    from rune.codegen.c import CDialect
+    host = backend_for(get_device("cpu"))
+    assert device_count("cpu") == host.device_count() == len(devices("cpu"))
+    assert isinstance(host.dialect, CDialect) and host.device_props(get_device("cpu")) is None
+    assert device_count("cuda") == len(devices("cuda"))
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return
+    from rune.backends.cuda.backend import BACKEND
+    from rune.codegen.cuda import CudaDialect
+    assert isinstance(BACKEND.dialect, CudaDialect)
+    assert BACKEND.device_count() == len(devices("cuda"))
 
 
 def test_compile_is_the_kernel_compilers_slot(monkeypatch):

@@ -21,9 +21,8 @@ import pytest
 
 import rune
 from rune import nx
-from rune.backends import disk_cache
+from rune.backends import compile_pending, disk_cache, pipeline
 from rune.backends.cpu import compiler
-from rune.compiler.lower import compile_pending
 
 from compiled import needs_cc
 
@@ -37,7 +36,7 @@ def _fresh_process_state(monkeypatch, tmp_path):
     """Each test sees an empty in-process kernel table and its own cache folder,
     as a new process would (the disk is what is under test)."""
     compile_pending()   # stretches other tests planned are built before the environment changes
-    monkeypatch.setattr(compiler, "_LOADED", {})
+    monkeypatch.setattr(pipeline, "_LOADED", {})
     monkeypatch.setattr(disk_cache, "_WARNED", set())
     monkeypatch.setenv("RUNE_CACHE", "1")
     monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "0")
@@ -62,7 +61,7 @@ def _run(c):
 
 
 def _forget_loaded(monkeypatch):
-    monkeypatch.setattr(compiler, "_LOADED", {})   # as a new process: only the disk remembers
+    monkeypatch.setattr(pipeline, "_LOADED", {})   # as a new process: only the disk remembers
 
 
 @contextlib.contextmanager
@@ -424,3 +423,89 @@ def test_a_cached_library_swapped_for_another_that_loads_is_rebuilt(tmp_path):
     assert second["y"] == first["y"]
     third = _process(tmp_path)
     assert third["stats"]["kernels_compiled"] == 0 and third["y"] == first["y"]
+
+
+# ---------------------------------------------------------------- one cache for every platform
+
+_SECOND_PROCESS = """
+import json, sys, numpy as np, rune
+from rune import nx
+from rune.backends import backend_for, compile_pending
+from rune.compiler.target import TargetStretch
+from rune.devices import Device, get_device
+
+fns = [lambda x: nx.tanh(x) * 2.0 + 1.0, lambda x: nx.sum(x * x, axis=0) - nx.max(x)]
+spec = rune.Spec((64, 33), "float32")
+if sys.argv[1] == "cuda":
+    from rune.codegen.cuda import DeviceProps
+    device = Device("cuda", 0)   # no GPU needed: units are compiled, never launched
+    backend = backend_for(device)
+    steps = [s for f in fns for s in rune.jit(f).plan(spec, target="cuda").steps if type(s) is TargetStretch]
+    built = [backend.compiled_stretch(s.eqns, s.unit, device, DeviceProps()) for s in steps]
+else:
+    backend = backend_for(get_device("cpu"))
+    x = nx.asarray(np.linspace(-1, 1, 64 * 33, dtype=np.float32).reshape(64, 33))
+    built = [s for f in fns for s in rune.jit(f).plan(x).steps if type(s).__name__ == "CompiledStretch"]
+rune.reset_stats()
+done = compile_pending()
+paths, functions = [], True
+if sys.argv[1] == "cuda":   # the Programs the stretches' launchers hold
+    programs = {k.program for s in built for k in s._launch.__closure__[0].cell_contents}
+    paths = sorted(p.path for p in programs)
+    functions = all(p.has(ln.name) for p in programs for s in built for k in s.kernels for ln in k.launches)
+print(json.dumps({"stats": rune.stats(), "built": len(built), "done": done,
+                  "names": [s.name for s in built], "paths": paths, "functions": functions}))
+"""
+
+
+@pytest.mark.parametrize("platform", ["c", pytest.param("cuda", marks=pytest.mark.nvrtc)],
+                         ids=["shared-library", "cubin"])
+def test_a_second_process_takes_every_platforms_units_from_the_one_disk_cache(tmp_path, platform):
+    """Two processes sharing RUNE_CACHE_DIR build the same units: the first compiles
+    them (C: the system compiler; CUDA: rune's NVRTC call, no GPU needed) into the
+    cache, the second compiles nothing and loads each unit from it."""
+    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "shared"), RUNE_CACHE="1", RUNE_COMPILE_MIN_SIZE="0")
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS, platform], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["built"] == 2 and first["done"] == 2 and second["done"] == 2
+    assert first["names"] == second["names"]
+    assert first["stats"]["kernels_compiled"] == 1 and first["stats"]["disk_cache_hits"] == 0
+    assert second["stats"]["kernels_compiled"] == 0 and second["stats"]["disk_cache_hits"] == 2
+    suffix = ".cubin" if platform == "cuda" else ".so"
+    artifacts = list((tmp_path / "shared" / "kernels").glob("lib-*" + suffix))
+    assert len(artifacts) == 1 and artifacts[0].read_bytes()[:4] == b"\x7fELF"
+    if platform == "cuda":   # loaded from the cache's cubin, which defines every kernel launched
+        assert second["paths"] == [str(artifacts[0])] and second["functions"]
+
+
+@pytest.mark.nvrtc
+def test_a_cuda_unit_nvrtc_rejects_fails_alone_and_the_rest_of_its_batch_is_cached():
+    """NVRTC's log names the rejected unit's line: it is built alone and fails (each
+    time its launcher runs), the other two build together again into the cache;
+    no GPU needed."""
+    from types import SimpleNamespace as K
+    from rune.backends.cuda import launch, nvrtc
+
+    def unit(name, body):
+        source = f'extern "C" __global__ void {name}_k0(float *p) {{ {body} }}'
+        return name, source, [K(name=f"{name}_k0", launches=[K(name=f"{name}_k0", grid=1, block=32, shared=0)],
+                                scratch=[], args=[("buffer", 0)])]
+
+    units = [unit("rn_good", "p[0] = 1.0f;"), unit("rn_bad", "p[0] = undeclared_name;"),
+             unit("rn_other", "p[0] = 2.0f;")]
+    compiler = nvrtc.compiler("sm_90")
+    runs = launch.launchers(compiler, "", units)
+    assert rune.stats()["kernels_compiled"] == 3   # the batch, the bad unit alone, the other two
+    with pytest.raises(launch.KernelCompileError, match=r"(?s)NVRTC could not compile rn_bad_k0 .*undeclared_name"):
+        runs[1]([])
+    pipeline._LOADED.clear()   # as a new process (the fixture gave this test its own table)
+    rune.reset_stats()
+    programs = pipeline.build(compiler, "", units)
+    assert rune.stats()["kernels_compiled"] == 1 and rune.stats()["disk_cache_hits"] == 2
+    assert programs[0] is programs[2] and programs[0].has("rn_other_k0") and not programs[0].has("rn_bad_k0")
+    assert isinstance(programs[1], launch.KernelCompileError)

@@ -26,7 +26,7 @@ from rune import nx
 from rune.core.prims import BINARY, COMPARE, P, PREDICATE, UNARY
 from rune.core.trace import bind
 from rune.compiler import fuse
-from rune.backends.cpu.stretch import CompiledStretch, compile_pending
+from rune.backends.stretch import CompiledStretch, compile_pending
 
 from compiled import assert_compiled_where_lowerable, needs_cc, numpy_stretches
 
@@ -926,3 +926,28 @@ def test_complex_sums_fuse_prologue_and_epilogue_within_the_float_bound(dt):
         g = np.asarray(g)
         assert g.dtype in (np.dtype(dt), np.finfo(np.dtype(dt)).dtype) and g.shape == e.shape
         assert np.all(np.abs(g.astype(np.complex256) - e) <= k * eps * m), (g, e)
+
+
+def test_a_compiled_stretch_speaks_the_step_protocol():
+    """The one CompiledStretch class answers the plan's step protocol from its unit;
+    a host stretch takes no donated buffers (a buffer offered is not written)."""
+    x = nx.asarray(np.linspace(-1, 1, 300, dtype=np.float32).reshape(20, 15))
+    f = rune.jit(lambda v: (nx.exp(v) * 2.0, nx.sum(v * v, axis=0)))
+    plan = f.plan(x)
+    (step,) = [s for s in plan.steps if type(s) is CompiledStretch]
+    assert step.reads() == tuple(dict.fromkeys(s for _, s in step.unit.inputs))
+    assert step.writes() == tuple(s for _, s in step.unit.outputs)
+    assert set(step.writes()) == set(plan.out_slots)
+    assert type(step.kernels) is tuple and step.kernels and step.plans == ()
+    assert step.profile_kind == "kernel" and not step.takes_donations
+    assert not step.writes_in_place(step.reads()[0], step.writes()[0])
+    text = step.describe()
+    assert text.startswith(f"compiled stretch {step.name} of ") and all(k.name in text for k in step.kernels)
+    env = list(plan.template)
+    env[plan.in_slots[0]] = np.asarray(x)
+    offered = {s: np.full(plan.avals[s].shape, -7.0, plan.avals[s].dtype) for s in step.writes()}
+    step.run(env, {s: b for s, b in offered.items()})
+    eager = (np.exp(np.asarray(x)) * np.float32(2.0), np.sum(np.asarray(x) ** 2, axis=0))
+    for s in step.writes():
+        assert env[s] is not offered[s] and (offered[s] == -7.0).all()
+        np.testing.assert_allclose(env[s], eager[plan.out_slots.index(s)], rtol=1e-6)

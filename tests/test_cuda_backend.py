@@ -162,7 +162,7 @@ STRETCH_PROGRAMS = [
 
 
 def _compiled_stretches(fn, args, props):
-    """The plan of `fn` for a CUDA device, its lowered runs built as `CudaCompiledStretch`es
+    """The plan of `fn` for a CUDA device, its lowered runs built as `CompiledStretch`es
     for a GPU with `props` (no GPU needed), and the stretches by the planned step."""
     from rune.backends.cuda.backend import BACKEND
     from rune.compiler.target import TargetStretch
@@ -170,6 +170,13 @@ def _compiled_stretches(fn, args, props):
     built = {id(s): BACKEND.compiled_stretch(s.eqns, s.unit, rune.devices()[0], props)
              for s in plan.steps if type(s) is TargetStretch}
     return plan, built
+
+
+def _needs_nvrtc():
+    pytest.importorskip("cupy")
+    from rune.backends.cuda import nvrtc
+    if not nvrtc.available():
+        pytest.skip("no NVRTC (cuda-bindings, nvidia-cuda-nvrtc) or no CUDA headers here")
 
 
 def _props():
@@ -181,21 +188,21 @@ def _props():
 @pytest.mark.parametrize("pid,fn,args", STRETCH_PROGRAMS, ids=[p[0] for p in STRETCH_PROGRAMS])
 def test_cuda_stretches_build_without_a_gpu_with_the_launches_the_dialect_records(pid, fn, args):
     from rune.codegen.cuda import CudaDialect
-    from rune.backends.cuda.launch import SCALAR_TYPES
+    from rune.backends.cuda.launch import SCALAR_TYPES, arguments
     props = _props()
     plan, built = _compiled_stretches(fn, args, props)
     assert built, f"{pid}: nothing lowered"
     for s in built.values():
         # the dialect, asked directly for this GPU, records the same launches
-        _, text, recorded = CudaDialect(props).unit(s.unit.kernels)
+        _, text, recorded = CudaDialect(props).render_unit(s.unit.kernels)
         assert s.text == text and s.prelude == CudaDialect(props).prelude()
         assert [[(ln.name, ln.grid, ln.block, ln.shared, ln.params) for ln in k.launches] for k in s.kernels] == \
                [[(ln.name, ln.grid, ln.block, ln.shared, ln.params) for ln in k.launches] for k in recorded]
         roles = {b.index: b.role for b in s.unit.buffers}
         assert sorted(b for b, _ in s.inputs) == sorted(i for i, r in roles.items() if r == "in")
         assert sorted(b for b, *_ in s.outputs) == sorted(i for i, r in roles.items() if r == "out")
-        assert sorted(b for b, *_ in s.temps) == sorted(i for i, r in roles.items() if r == "tmp")
-        for k, args_ in zip(s.kernels, s.arguments):
+        assert sorted(b for b, *_ in s.buffers.temps) == sorted(i for i, r in roles.items() if r == "tmp")
+        for k, args_ in zip(s.kernels, [arguments(k) for k in s.kernels]):
             for ln in k.launches:
                 assert ln.grid <= 8 * props.sm_count and ln.block <= props.max_threads_per_block
                 assert len(args_) == len(ln.params), (pid, k.name)
@@ -278,10 +285,10 @@ def test_a_cuda_stretch_holds_no_intermediates_or_scratch_between_runs(monkeypat
     fn = lambda x: (_softmax(x), nx.sum(x * x))   # noqa: E731  (intermediates; a split reduction's scratch)
     plan, built = _compiled_stretches(fn, (host,), _props())
     seen = []
-    module = types.SimpleNamespace(get_function=lambda name: _RecordingFunction(seen))
+    module = types.SimpleNamespace(function=lambda name: _RecordingFunction(seen))
     for s in built.values():
         s._launch = launch._launcher(s.name, [launch._Kernel(module, k) for k in s.kernels])
-    assert any(s.temps for s in built.values()) and any(k.scratch for s in built.values() for k in s.kernels)
+    assert any(s.buffers.temps for s in built.values()) and any(k.scratch for s in built.values() for k in s.kernels)
     for _ in range(2):
         env = list(plan.template)
         env[plan.in_slots[0]] = host
@@ -296,8 +303,36 @@ def test_a_cuda_stretch_holds_no_intermediates_or_scratch_between_runs(monkeypat
             assert not _device_arrays_held(s) and not _device_arrays_held(s._launch.__closure__[0].cell_contents)
 
 
+def test_a_cuda_stretch_writes_an_output_into_the_buffer_it_is_given(monkeypatch):
+    """`run(env, donated)`: an output named in `donated` is written into that buffer (the
+    launch is passed it, and the plan reads it back), the others into fresh ones; with
+    CuPy stood in for by NumPy and a launcher that records what it is passed."""
+    from rune.backends.cuda import stretch
+    standin = types.SimpleNamespace(empty=np.empty, ndarray=np.ndarray, asarray=np.asarray,
+                                    ascontiguousarray=np.ascontiguousarray,
+                                    cuda=types.SimpleNamespace(Device=lambda index: contextlib.nullcontext()))
+    monkeypatch.setattr(stretch, "cupy", standin)
+    host = _RNG.standard_normal((16, 16)).astype(np.float32)
+    plan, built = _compiled_stretches(lambda p, g: (p - 0.1 * g, g * 2.0), (host, host), _props())
+    (s,) = built.values()
+    assert s.takes_donations and s.reads() and len(s.writes()) == 2 and s.plans == ()
+    passed = []
+    s._launch = lambda buffers: passed.append(list(buffers))
+    donated_slot, fresh_slot = s.writes()
+    mine = np.empty((16, 16), np.float32)
+    env = list(plan.template)
+    for slot in plan.in_slots:
+        env[slot] = host
+    s.run(env, {donated_slot: mine})
+    (buffers,) = passed
+    assert env[donated_slot] is mine and any(b is mine for b in buffers)
+    assert env[fresh_slot] is not mine and any(b is env[fresh_slot] for b in buffers)
+    s.run(env)   # no donation: both outputs fresh
+    assert env[donated_slot] is not mine and not any(b is mine for b in passed[1])
+
+
 def _gpu_plan(fn, args):
-    """A plan for a CUDA device whose runs are `CudaCompiledStretch`es (built, not run)."""
+    """A plan for a CUDA device whose runs are `CompiledStretch`es (built, not run)."""
     plan, built = _compiled_stretches(fn, args, _props())
     plan.steps = [built.get(id(s), s) for s in plan.steps]
     return plan
@@ -305,7 +340,7 @@ def _gpu_plan(fn, args):
 
 def test_donated_buffers_go_to_outputs_nothing_reads_the_input_after():
     from rune.compiler import donation
-    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.backends.stretch import CompiledStretch
     sq = np.ones((16, 16), np.float32)
 
     def reuse(fn, args, donate):
@@ -313,7 +348,7 @@ def test_donated_buffers_go_to_outputs_nothing_reads_the_input_after():
         slots = [plan.in_slots[i] for i in donate]
         chosen = donation.reuse_plan(plan, slots)
         steps = {id(s): s for s in plan.steps}
-        assert all(type(steps[step]) is CudaCompiledStretch for step, _ in chosen)
+        assert all(type(steps[step]) is CompiledStretch for step, _ in chosen)
         return plan, {out: plan.in_slots.index(s) for (_, out), s in chosen.items()}
 
     # an SGD update reads each point of p where it writes it: in place
@@ -492,7 +527,7 @@ def jitted_on_gpu():
     """Every traced sample of the op table jitted and planned on cuda:0 first, then
     their CUDA stretches compiled together, many units to an NVRTC program (one
     program per sample would pay NVRTC's fixed cost thousands of times)."""
-    from rune.backends.cuda.stretch import compile_pending
+    from rune.backends.stretch import compile_pending
     jitted = {}
     with rune.default_device("cuda:0"):
         for case in TABLE:
@@ -702,10 +737,10 @@ def test_hand_written_kernel_unit_launches_with_exact_scalar_types():
         if (i < n) y[i] *= 2.0f;
     }'''
     n = 1000
-    kernels = [K(launches=[K(name="axpb", grid=3, block=128, shared=0)], scratch=[(np.float32, n)],
+    kernels = [K(name="axpb", launches=[K(name="axpb", grid=3, block=128, shared=0)], scratch=[(np.float32, n)],
                  args=[("buffer", 0), ("buffer", 1), ("scratch", 0), ("scalar", 0.5, "float"),
                        ("scalar", n, "long long")]),
-               K(launches=[K(name="twice", grid=8, block=128, shared=0)], scratch=[],
+               K(name="twice", launches=[K(name="twice", grid=8, block=128, shared=0)], scratch=[],
                  args=[("buffer", 1), ("scalar", n, "int")])]
     run = launch.load("", ("unit", source, kernels), ("-std=c++17",))
     x, y = cupy.arange(n, dtype=cupy.float32), cupy.zeros(n, cupy.float32)
@@ -766,10 +801,10 @@ _RTOL = {"one_long_sum": 1e-3}
 def _launches_per_call(plan):
     """Kernel launches one run of `plan` counts: a compiled stretch its kernels, a
     library call or an op-by-op stretch one, views none (nested plans not counted)."""
-    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.backends.stretch import CompiledStretch
     from rune.compiler.lower import LibraryCall, ViewStep
     from rune.compiler.plan import Stretch
-    counts = {CudaCompiledStretch: lambda s: len(s.kernels), LibraryCall: lambda s: 1,
+    counts = {CompiledStretch: lambda s: len(s.kernels), LibraryCall: lambda s: 1,
               Stretch: lambda s: 1, ViewStep: lambda s: 0}
     return sum(counts[type(s)](s) for s in plan.steps)
 
@@ -777,7 +812,7 @@ def _launches_per_call(plan):
 @cuda
 @pytest.mark.parametrize("pid,fn,args", GPU_PROGRAMS, ids=[p[0] for p in GPU_PROGRAMS])
 def test_jit_on_cuda_runs_compiled_kernels_and_matches_the_host(pid, fn, args):
-    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.backends.stretch import CompiledStretch
     want = [np.asarray(w) for w in rune.tree.leaves(rune.jit(fn)(*args))]
     f = rune.jit(fn)
     on_gpu = _on("cuda:0", args)
@@ -787,7 +822,7 @@ def test_jit_on_cuda_runs_compiled_kernels_and_matches_the_host(pid, fn, args):
         got = rune.tree.leaves(f(*on_gpu))
         launched = rune.stats()["kernels_launched"]
         plan = f.plan(*on_gpu)
-    compiled = [s for s in plan.steps if type(s) is CudaCompiledStretch]
+    compiled = [s for s in plan.steps if type(s) is CompiledStretch]
     assert compiled, f"{pid}: no compiled CUDA stretch in\n{plan}"
     assert launched <= sum(len(s.eqns) for s in plan.steps), f"{pid}: more launches than ops ({launched})"
     assert launched == _launches_per_call(plan)
@@ -851,8 +886,7 @@ def test_a_float_scatter_on_a_gpu_combines_duplicates_in_numpys_order():
 
 @cuda
 def test_scan_with_a_host_callback_runs_its_rows_as_compiled_kernels():
-    from rune.backends.cuda.stretch import CudaCompiledStretch
-    from rune.compiler.plan import _nested_plans
+    from rune.backends.stretch import CompiledStretch
     seen = []
 
     def log(v):
@@ -875,8 +909,8 @@ def test_scan_with_a_host_callback_runs_its_rows_as_compiled_kernels():
     np.testing.assert_allclose(seen, host_rows, rtol=1e-5)
     np.testing.assert_allclose(np.asarray(got_c), np.asarray(want_c), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(got_ys), np.asarray(want_ys), rtol=1e-5)
-    bodies = [sub for s in plan.steps for sub in _nested_plans(s)]
-    assert any(type(s) is CudaCompiledStretch for body in bodies for s in body.steps), plan
+    bodies = [sub for s in plan.steps for sub in s.plans]
+    assert any(type(s) is CompiledStretch for body in bodies for s in body.steps), plan
 
 
 @cuda
@@ -906,22 +940,28 @@ def test_donated_gpu_buffer_holds_the_output_and_the_argument_is_deleted():
     np.testing.assert_array_equal(np.asarray(alias), host_p)
 
 
-@cuda
-def test_a_unit_nvrtc_rejects_is_an_error_with_its_kernels_source_and_log():
+def test_a_unit_nvrtc_rejects_fails_when_run_with_its_kernels_source_and_log(tmp_path, monkeypatch):
+    """Compiling needs no GPU: the rejected unit's launcher raises NVRTC's error, naming
+    its kernels, each time it is run, and nothing of it is cached."""
+    _needs_nvrtc()
     from types import SimpleNamespace as K
     from rune.backends.cuda import launch
+    monkeypatch.setenv("RUNE_CACHE_DIR", str(tmp_path))
     source = 'extern "C" __global__ void broken_k0(float *p0) { p0[0] = undeclared_name; }'
     kernels = [K(name="broken_k0", launches=[K(name="broken_k0", grid=1, block=32, shared=0)], scratch=[],
                  args=[("buffer", 0)])]
-    with pytest.raises(launch.KernelCompileError, match=r"(?s)unit broken \(kernels broken_k0\).*"
-                                                        r"undeclared_name.*--- source ---\n.*\d extern \"C\" __global__ void broken_k0"):
-        launch.load("", ("broken", source, kernels))
+    run = launch.load("", ("broken", source, kernels), arch="sm_90")
+    for _ in range(2):
+        with pytest.raises(launch.KernelCompileError, match=r"(?s)NVRTC could not compile broken_k0 for sm_90.*"
+                           r"undeclared_name.*--- source ---\n.*\d extern \"C\" __global__ void broken_k0"):
+            run([])
+    assert not list(tmp_path.glob("kernels/*.json"))
 
 
 @cuda
 @pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
 def test_plans_for_the_second_gpu_compile_and_launch_there():
-    from rune.backends.cuda.stretch import CudaCompiledStretch
+    from rune.backends.stretch import CompiledStretch
     host = _RNG.standard_normal((300, 40)).astype(np.float32)
     f = rune.jit(_softmax)
     with rune.default_device("cuda:1"):
@@ -929,7 +969,7 @@ def test_plans_for_the_second_gpu_compile_and_launch_there():
         y = f(x)
         plan = f.plan(x)
     assert y.device.name == "cuda:1" and y._raw.device.id == 1
-    assert [s.device.name for s in plan.steps if type(s) is CudaCompiledStretch] == ["cuda:1"]
+    assert [s.device.name for s in plan.steps if type(s) is CompiledStretch] == ["cuda:1"]
     np.testing.assert_allclose(np.asarray(y), np.asarray(rune.jit(_softmax)(host)), rtol=1e-5)
 
 
@@ -951,7 +991,7 @@ def test_a_run_the_cuda_dialect_has_no_rule_for_is_not_compiled():
 
 @cuda
 def test_stretches_planned_before_they_run_compile_in_one_nvrtc_program():
-    from rune.backends.cuda.stretch import compile_pending
+    from rune.backends.stretch import compile_pending
     host = _RNG.standard_normal((64, 33)).astype(np.float32)
     fns = [lambda x: nx.tanh(x) * 2.0, lambda x: nx.sum(x * x, axis=0), _softmax, lambda x: nx.tanh(x) * 2.0]
     with rune.default_device("cuda:0"):

@@ -1,10 +1,11 @@
-"""Eager binary operators on concrete Arrays take a short path to the backend
-(`rune.core.trace.eager_binary`). Its results must be exactly those of the
-general path, `bind` into the eval interpreter: a second EvalInterpreter made
-current runs that path (the short one only triggers when the module's own
-`EVAL` is current), so every case below is computed both ways and compared
-(values bit for bit, dtype, weakness, device, errors and warnings), and against
-NumPy where NumPy defines the answer.
+"""Every eager operation goes through `bind` into the eval interpreter, and
+binary ones on concrete Arrays (with an Array or a literal) take a short path
+there (`rune.core.trace.bind_binary` runs them without `EvalInterpreter.process`).
+Its results must be exactly those of the general path: a second
+EvalInterpreter made current runs that path (the short one only triggers when
+the module's own `EVAL` is current), so every case below is computed both ways
+and compared (values bit for bit, dtype, weakness, device, errors and
+warnings), and against NumPy where NumPy defines the answer.
 """
 import operator
 import os
@@ -19,7 +20,8 @@ import pytest
 import rune
 from rune import nx
 from rune.core.array import Array
-from rune.core.trace import EvalInterpreter, using
+from rune.core.prims import P
+from rune.core.trace import EVAL, EvalInterpreter, bind, using
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -119,6 +121,72 @@ def test_transformations_still_trace_concrete_arrays():
     assert float(rune.grad(lambda v: v * v * 2 + 1)(x)) == 12.0
     batched = rune.vmap(lambda row: row * c + 1)(nx.asarray(np.ones((2, 4), np.float32)))
     np.testing.assert_array_equal(np.asarray(batched), np.ones((2, 4)) * np.arange(4) + 1)
+
+
+def test_every_eager_operation_reaches_the_eval_interpreter(monkeypatch):
+    # With a second EvalInterpreter current, `bind` takes no short path: each
+    # primitive an nx function runs must show up in `process`, literal
+    # arithmetic (folded by the eval interpreter under any transformation) too.
+    seen = []
+    real = EvalInterpreter.process
+
+    def process(self, prim, args, params):
+        seen.append(prim.name)
+        return real(self, prim, args, params)
+
+    monkeypatch.setattr(EvalInterpreter, "process", process)
+    x, i = nx.asarray(np.arange(4, dtype=np.float32)), nx.asarray(np.arange(4, dtype=np.int32))
+    with using(EvalInterpreter()):
+        for fn, want in ((lambda: x * x, ["mul"]), (lambda: x * 2, ["mul"]), (lambda: 2 - x, ["sub"]),
+                         (lambda: i + 1.5, ["convert", "add"]), (lambda: nx.exp(x), ["exp"]),
+                         (lambda: nx.add(np.float32(2), np.float32(3)), ["add"]),
+                         (lambda: nx.multiply(np.int8(100), 2), ["mul"])):
+            seen.clear()
+            fn()
+            assert seen == want
+
+
+@pytest.mark.parametrize("name", ("add", "subtract", "multiply", "divide", "floor_divide", "remainder", "power",
+                                  "maximum", "atan2", "less"))
+@pytest.mark.parametrize("types", [(np.float32, np.float32), (np.int8, int), (float, np.float16),
+                                   (np.int32, np.int32)], ids=lambda t: "-".join(x.__name__ for x in t))
+def test_literal_arithmetic_is_a_literal_with_rune_semantics(name, types):
+    # A NumPy scalar among the operands keeps the result a NumPy scalar, folded
+    # now whatever is current; its value is what the same operation gives on
+    # 0-d arrays of those dtypes (an independent path: arrays, not literals).
+    a, b = types[0](7), types[1](2)
+    fn = getattr(nx, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = fn(a, b)
+        want = fn(*(v if type(v) in (int, float) else nx.asarray(np.asarray(v)) for v in (a, b)))
+    assert isinstance(got, np.generic) and got.dtype == want.dtype, (type(got), want.dtype)
+    assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+    staged = rune.trace(lambda x: x + fn(a, b))(nx.zeros((), want.dtype))
+    assert [e.prim.name for e in staged.eqns] == ["add"]  # folded while staging, not staged
+
+
+def test_literals_alone_are_folded_on_the_host_by_the_eval_interpreter():
+    out = bind(P["mul"], np.float32(1.5), np.float32(4))
+    assert type(out) is np.float32 and out == 6.0
+    assert EVAL.process(P["max"], (np.int8(-3), np.int8(2)), {}) == np.int8(2)
+    with pytest.raises(rune.RuneError, match="pow"):
+        bind(P["pow"], np.int32(2), np.int32(-1))  # the backend refuses: a rune error, as for arrays
+
+
+def test_read_scalar_is_a_counted_read():
+    x = nx.asarray(np.int32(7))
+    before = rune.stats()["scalar_reads"]
+    assert x.read_scalar() == 7 and type(x.read_scalar()) is int
+    assert rune.stats()["scalar_reads"] == before + 2
+
+
+def test_from_dlpack_shares_host_memory_and_is_never_donated():
+    host = np.arange(6, dtype=np.float32)
+    x = nx.from_dlpack(host)
+    assert x.device == nx.asarray(1).device and x._shared
+    assert np.shares_memory(np.from_dlpack(x), host)
+    np.testing.assert_array_equal(np.asarray(x * 2), host * 2)
 
 
 _TWO_DEVICES = """

@@ -62,7 +62,7 @@ def test_a_bad_compile_min_size_fails_the_jitted_call_that_reads_it(monkeypatch)
 
 def test_a_bad_cache_flag_fails_the_jitted_call_that_reads_it(monkeypatch):
     # It used to count as "on": anything but "0" was.
-    from rune.backends.cpu import compiler
+    from rune.backends import pipeline as compiler   # the process's table of loaded units
     monkeypatch.setattr(compiler, "_LOADED", {})   # the kernel is looked up on disk, as in a new process
     monkeypatch.setenv("RUNE_CACHE", "nope")
     monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "0")

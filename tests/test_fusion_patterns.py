@@ -21,7 +21,7 @@ import pytest
 
 import rune
 from rune import nn, nx
-from rune.backends.cpu.stretch import CompiledStretch
+from rune.backends.stretch import CompiledStretch
 from rune.compiler import fuse, lower
 
 from compiled import needs_cc

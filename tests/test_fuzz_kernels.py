@@ -29,7 +29,7 @@ from rune import nx
 from rune.core.prims import P, broadcast_shapes
 from rune.core.trace import bind
 from rune.errors import RuneError
-from rune.compiler.lower import compile_pending
+from rune.backends import compile_pending
 
 from compiled import assert_compiled_where_lowerable, needs_cc
 
@@ -544,8 +544,8 @@ def test_every_failing_program_is_reported_and_the_first_ones_shrunk(monkeypatch
     # A compiler broken for one operation (sub rendered as add). Which programs that
     # breaks is known without compiling: those whose eager results change when
     # their subs are adds. Each must be reported, not only the first.
-    from rune.compiler import render
-    monkeypatch.setitem(render.RULES, "sub", render.RULES["add"])
+    from rune.codegen import cstyle
+    monkeypatch.setitem(cstyle.RULES, "sub", cstyle.RULES["add"])
     seeds = range(120)
     expected = set()
     for seed in seeds:

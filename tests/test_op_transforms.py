@@ -60,7 +60,7 @@ def _close(case, got, want):
 def compiled_table():
     """Plan every jit case first and compile all their kernels in a few batched
     compiler runs (one run per test would cost ~0.1 s each)."""
-    from rune.compiler.lower import compile_pending
+    from rune.backends import compile_pending
     plans = []  # held until compiled: a plan nobody holds is not compiled
     for param in _samples():
         case, sample = param.values

@@ -24,7 +24,7 @@ from rune.backends.cpu import compiler
 from rune.backends.cuda import nvrtc
 from rune.codegen.cuda import CudaDialect, DeviceProps
 from rune.errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeError, UsageError
-from rune.backends.cpu.stretch import CompiledStretch
+from rune.backends.stretch import CompiledStretch
 from rune.compiler.target import TargetStretch
 from rune.nx import exact_math
 

@@ -15,8 +15,8 @@ import pytest
 import rune
 from rune import nx
 from rune.backends.cpu import compiler as c_compiler
-from rune.backends.cpu.stretch import CompiledStretch, compile_pending
-from rune.codegen.render import CDialect
+from rune.backends.stretch import CompiledStretch, compile_pending
+from rune.codegen.c import CDialect
 
 THREADS = 8
 
@@ -127,10 +127,9 @@ def _ir_units():
 
 
 def _steps(plan):
-    from rune.compiler.plan import _nested_plans
     for s in plan.steps:
         yield s
-        for sub in _nested_plans(s):
+        for sub in s.plans:
             yield from _steps(sub)
 
 
@@ -200,11 +199,11 @@ def test_threads_running_new_stretches_at_once_compile_each_once(monkeypatch):
 def test_cuda_stretches_compile_once_when_threads_run_them_at_once(monkeypatch):
     """Without a GPU: the NVRTC step is a stand-in that records what it compiles."""
     pytest.importorskip("cupy")
-    from rune.backends.cuda import stretch as cuda_stretch
+    from rune.backends import stretch
+    from rune.backends.cuda.stretch import CudaKernels
     from rune.codegen.cuda import DeviceProps
     from rune.compiler.target import TargetStretch
-    monkeypatch.setattr(cuda_stretch.cupy.cuda, "Device", lambda index: contextlib.nullcontext())
-    monkeypatch.setattr(cuda_stretch, "_PENDING", type(cuda_stretch._PENDING)())   # only this test's stretches
+    monkeypatch.setattr(stretch, "_PENDING", type(stretch._PENDING)())   # only this test's stretches
     compiled = []
 
     def compile_units(prelude, units):
@@ -212,19 +211,65 @@ def test_cuda_stretches_compile_once_when_threads_run_them_at_once(monkeypatch):
         time.sleep(0.05)
         return [lambda buffers, name=name: name for name, _, _ in units]
 
+    platform = CudaKernels(0, DeviceProps(), compile_units)
     built = []
     for k in range(THREADS):
         f, x = _case(k)
         plan = rune.jit(f).plan(rune.Spec(x.shape, x.dtype), target="cuda")
-        built += [cuda_stretch.CudaCompiledStretch(s.eqns, s.unit, None, DeviceProps(), compile_units)
+        built += [stretch.CompiledStretch(s.eqns, s.unit, None, platform)
                   for s in _steps(plan) if type(s) is TargetStretch]
     assert len(built) >= THREADS
 
     def work(k):   # half the threads compile everything pending, half their own stretch
         if k % 2:
-            cuda_stretch.compile_pending()
+            stretch.compile_pending()
         return [s.compile()([]) for s in built[k::THREADS]]
 
     results = _together(work)
     assert all(r == [s.name for s in built[k::THREADS]] for k, r in enumerate(results))
     assert sorted(compiled) == sorted(s.name for s in built), "a stretch was compiled twice"
+
+
+def test_the_compile_pipeline_runs_its_batches_at_once_on_a_pool(monkeypatch):
+    """rune/backends/pipeline.py for any platform's Compiler: six units, two to a
+    compiler run, give three runs that all wait for one another (which one run after
+    another never reaches), each unit built once and handed its batch's Program."""
+    from types import SimpleNamespace
+    from rune.backends import base, pipeline
+    monkeypatch.setenv("RUNE_CACHE", "0")
+    monkeypatch.setenv("RUNE_NUM_THREADS", "4")
+    together, seen = threading.Barrier(3, timeout=30), []
+
+    class Loaded(base.Program):
+        def __init__(self, source):
+            self.source = source
+
+        def has(self, name):
+            return name in self.source
+
+    class Standin(base.Compiler):
+        platform, name, suffix, batch = "test", "a stand-in compiler", ".bin", 2
+
+        def key(self, source):
+            return "pool-test\0" + source
+
+        def compile(self, source, names=()):
+            seen.append((threading.get_ident(), names))
+            together.wait()
+            return base.Binary(source.encode())
+
+        def load(self, path, data=None):
+            return Loaded(data.decode())
+
+        def symbols(self, unit):
+            return (unit[0] + "_run",)
+
+    units = [(f"u{k}", f"void u{k}_run(void) {{ }}", [SimpleNamespace(name=f"u{k}_k0")]) for k in range(6)]
+    rune.reset_stats()
+    programs = pipeline.build(Standin(), "", units + units[:2])   # the last two again: built once
+    assert len(seen) == 3 and len({t for t, _ in seen}) == 3 and threading.get_ident() not in {t for t, _ in seen}
+    assert sorted(n for _, names in seen for n in names) == [f"u{k}_k0" for k in range(6)]
+    assert rune.stats()["kernels_compiled"] == 3
+    for (name, text, _), program in zip(units + units[:2], programs):
+        assert text in program.source and program.has(name + "_run")
+    assert programs[6] is programs[0] and programs[0] is programs[1] and programs[0] is not programs[2]

@@ -14,6 +14,7 @@ import pytest
 import rune
 from rune import config, nx, threads
 from rune.backends.cpu import compiler as cc
+from rune.backends import pipeline
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -214,17 +215,18 @@ def test_the_compiler_runs_at_most_rune_num_threads_builds_at_once(monkeypatch):
 
     def fake_batch(compiler, prelude, units, keys, batch, failed):   # builds nothing, loads a stand-in
         for i in batch:
-            cc._LOADED[keys[i]] = lambda buffers: None
+            pipeline._LOADED[keys[i]] = object()
 
     monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
-    monkeypatch.setattr(cc, "_compile_batch", fake_batch)
-    compiler = types.SimpleNamespace(key=lambda text: ("rune-test-pool", text))
+    monkeypatch.setattr(pipeline, "_compile_batch", fake_batch)
+    monkeypatch.setattr(pipeline, "cached", lambda compiler, key, symbols: None)   # nothing on disk: all five batches build
+    compiler = types.SimpleNamespace(key=lambda text: ("rune-test-pool", text), batch=cc.BATCH,
+                                     symbols=lambda unit: ())
     units = [(f"u{i}", f"void u{i}_run(void **b) {{ }}", [f"u{i}"]) for i in range(5 * cc.BATCH)]
-    monkeypatch.setattr(cc.cache, "lookup", lambda key: None)   # nothing on disk: all five batches build
     monkeypatch.setenv("RUNE_NUM_THREADS", "2")
-    cc.build(compiler, "", units)
+    pipeline.build(compiler, "", units)
     monkeypatch.setenv("RUNE_NUM_THREADS", "3")
-    cc.build(compiler, "", [(n, t + " ", k) for n, t, k in units])
+    pipeline.build(compiler, "", [(n, t + " ", k) for n, t, k in units])
     assert sizes == [2, 3]
 
 

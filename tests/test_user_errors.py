@@ -293,7 +293,7 @@ def test_array_of_a_ragged_list_says_where(data, where):
 ])
 def test_a_bad_environment_variable_fails_the_jitted_call_naming_it(monkeypatch, name, value, expected):
     # The variable, what it accepts and what it holds; an ArgumentError (a ValueError).
-    from rune.backends.cpu import compiler
+    from rune.backends import pipeline as compiler   # the process's table of loaded units
     monkeypatch.setattr(compiler, "_LOADED", {})   # the kernel is looked up on disk, as in a new process
     monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "0")
     monkeypatch.setenv(name, value)

@@ -3,12 +3,11 @@ import functools
 import numbers
 
 from .. import tree
-from ..core.primitive import abstract_rules, calls, eval_rules, primitive
+from ..core.primitive import abstract_rules, calls, primitive
 from ..batching import batch_rules, closed_batched, front
 from ..core.staging import stage_pytree
 from ..core.trace import bind
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
-from ..compiler.plan import run_program
 from ..nx import ops as nx
 from ..nx.creation import ones_like, zeros_like
 from . import rules  # noqa: F401  (imported for its effect: it fills the rule tables)
@@ -197,10 +196,10 @@ def jvp(f, primals, tangents, has_aux=False):
 
 # ---------------------------------------------------------------- checkpoint
 
+# Evaluated eagerly through a plan of its program, by the compiler (rune/compiler/eager.py).
 checkpoint_p = primitive("checkpoint", multiple_results=True)
 calls[checkpoint_p] = lambda params: (params["program"], None)
 abstract_rules[checkpoint_p] = lambda *avals, program: program.out_avals
-eval_rules[checkpoint_p] = lambda *args, program: run_program(program, args)
 
 
 def _checkpoint_fwd(primals, tracked, *, program):

@@ -13,17 +13,18 @@ import numbers
 
 from .. import tree
 from ..core.closure import split_residuals
-from ..core.primitive import abstract_rules, calls, eval_rules, primitive
+from ..core.primitive import abstract_rules, calls, primitive
 from ..core.staging import abstract, stage, stage_pytree, stage_pytree_open
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
 from ..core.trace import bind
-from ..compiler.plan import call_program, run_program
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
 from ..nx import ops as nx
 from ..nx.creation import zeros_like
 from .jvp import jvp_rules
 from .vjp import vjp_forward
 
+# Both evaluate eagerly through a plan of the forward program, by the compiler
+# (rune/compiler/eager.py); a plan inlines them (`calls`).
 custom_vjp_p = primitive("custom_vjp_call", multiple_results=True)
 custom_jvp_p = primitive("custom_jvp_call", multiple_results=True)
 
@@ -139,11 +140,11 @@ class VJPRule:
 
     def forward(self, primals):
         fwd, _ = self.split()
-        outs = call_program(fwd, primals[self.skip:])
+        outs = fwd(*primals[self.skip:])
         return outs[:self.num_out], outs[self.num_out:]
 
     def backward(self, res, cts):
-        return call_program(self.split()[1], [*res, *cts])
+        return self.split()[1](*res, *cts)
 
 
 class _Pullback(VJPRule):
@@ -212,7 +213,6 @@ def _check_cotangents(name, given, args, positions, avals):
 
 calls[custom_vjp_p] = lambda params: (params["fwd"], None)
 abstract_rules[custom_vjp_p] = lambda *avals, fwd, **_: fwd.out_avals
-eval_rules[custom_vjp_p] = lambda *args, fwd, **_: run_program(fwd, args)
 
 
 def _custom_vjp_fwd(primals, tracked, *, fwd, rule, num_consts, name):
@@ -278,7 +278,6 @@ class custom_jvp:
 
 calls[custom_jvp_p] = lambda params: (params["fun"], None)
 abstract_rules[custom_jvp_p] = lambda *avals, fun, **_: fun.out_avals
-eval_rules[custom_jvp_p] = lambda *args, fun, **_: run_program(fun, args)
 
 
 def _custom_jvp_jvp(primals, tangents, *, fun, rule, num_consts, in_struct, out_struct, name):

@@ -2,16 +2,14 @@
 
 A JVPTracer holds a primal (a value of the parent interpreter) and a tangent;
 a tangent of None is a symbolic zero, so work on constants costs nothing.
-Rules (`jvp_rules`) are plain `nx` code run in the parent interpreter.
+Rules (`jvp_rules`, registered where each primitive is defined) are plain
+`nx` code run in the parent interpreter.
 """
 from ..core import trace as _trace
+from ..core.primitive import jvp_rules
 from ..core.staging import stage
 from ..core.trace import Interpreter, PrimalTracer
 from ..errors import NotDifferentiableError
-
-# primitive -> fn(primals, tangents, **params) -> (primal_out, tangent_out);
-# tangents may be None (zero). Multiple-result primitives return lists.
-jvp_rules = {}
 
 
 class JVPTracer(PrimalTracer):

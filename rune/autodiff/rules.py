@@ -1,36 +1,24 @@
-"""JVP and VJP rules for every differentiable primitive.
+"""JVP and VJP rules of the core first-order primitives (rune/core/prims.py).
 
 Elementwise primitives share one table of partial derivatives: forward mode
 multiplies tangents by them, reverse mode multiplies cotangents and sums over
-broadcast axes. Structural primitives have linear rules written once each.
+broadcast axes (the shared machinery of rune/nx/rule_helpers.py). Structural
+primitives have linear rules written once each. Primitives defined elsewhere
+register their rules where they are defined (the nx family modules,
+rune/control.py, ...).
 """
 import math
 
 import numpy as np
 
 from ..core.prims import P
+from ..core.primitive import jvp_rules, no_derivative, vjp_rules
 from ..core.trace import bind
-from ..nx import ops as nx
+from ..nx import ops
 from ..nx.constants import filled, iota
 from ..nx.creation import ones_like, zeros_like
 from ..nx.indices import from_end, in_bounds
-from .jvp import jvp_rules
-from .vjp import no_derivative, vjp_rules
-
-
-def unbroadcast(ct, shape):
-    """Sum `ct` down to `shape` (undoing NumPy broadcasting)."""
-    if ct.shape == tuple(shape):
-        return ct
-    lead = ct.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
-                                      if d == 1 and ct.shape[lead + i] != 1)
-    out = nx.sum(ct, axes) if axes else ct
-    return nx.reshape(out, shape)
-
-
-def _shape(x):
-    return x.shape if hasattr(x, "shape") else ()
+from ..nx.rule_helpers import elementwise_jvp, elementwise_vjp, shape_of, unbroadcast
 
 
 # ---------------------------------------------------------------- elementwise
@@ -38,37 +26,37 @@ def _shape(x):
 # name -> partial derivative d out / d x as a function of (x, out)
 UNARY_PARTIALS = {
     "exp": lambda x, out: out,
-    "log": lambda x, out: nx.reciprocal(x),
-    "log1p": lambda x, out: nx.reciprocal(nx.add(x, 1)),
-    "expm1": lambda x, out: nx.add(out, 1),
-    "sqrt": lambda x, out: nx.divide(0.5, out),
-    "rsqrt": lambda x, out: nx.multiply(nx.divide(out, x), -0.5),
-    "sin": lambda x, out: nx.cos(x),
-    "cos": lambda x, out: nx.negative(nx.sin(x)),
-    "tan": lambda x, out: nx.add(nx.multiply(out, out), 1),
-    "tanh": lambda x, out: nx.subtract(1, nx.multiply(out, out)),
-    "sinh": lambda x, out: nx.cosh(x),
-    "cosh": lambda x, out: nx.sinh(x),
-    "asin": lambda x, out: nx.rsqrt(nx.subtract(1, nx.multiply(x, x))),
-    "acos": lambda x, out: nx.negative(nx.rsqrt(nx.subtract(1, nx.multiply(x, x)))),
-    "atan": lambda x, out: nx.reciprocal(nx.add(nx.multiply(x, x), 1)),
-    "erf": lambda x, out: nx.multiply(nx.exp(nx.negative(nx.multiply(x, x))), 2 / math.sqrt(math.pi)),
-    "logistic": lambda x, out: nx.multiply(out, nx.subtract(1, out)),
-    "abs": lambda x, out: nx.where(nx.greater_equal(x, 0), x.dtype.type(1), x.dtype.type(-1)),
+    "log": lambda x, out: ops.reciprocal(x),
+    "log1p": lambda x, out: ops.reciprocal(ops.add(x, 1)),
+    "expm1": lambda x, out: ops.add(out, 1),
+    "sqrt": lambda x, out: ops.divide(0.5, out),
+    "rsqrt": lambda x, out: ops.multiply(ops.divide(out, x), -0.5),
+    "sin": lambda x, out: ops.cos(x),
+    "cos": lambda x, out: ops.negative(ops.sin(x)),
+    "tan": lambda x, out: ops.add(ops.multiply(out, out), 1),
+    "tanh": lambda x, out: ops.subtract(1, ops.multiply(out, out)),
+    "sinh": lambda x, out: ops.cosh(x),
+    "cosh": lambda x, out: ops.sinh(x),
+    "asin": lambda x, out: ops.rsqrt(ops.subtract(1, ops.multiply(x, x))),
+    "acos": lambda x, out: ops.negative(ops.rsqrt(ops.subtract(1, ops.multiply(x, x)))),
+    "atan": lambda x, out: ops.reciprocal(ops.add(ops.multiply(x, x), 1)),
+    "erf": lambda x, out: ops.multiply(ops.exp(ops.negative(ops.multiply(x, x))), 2 / math.sqrt(math.pi)),
+    "logistic": lambda x, out: ops.multiply(out, ops.subtract(1, out)),
+    "abs": lambda x, out: ops.where(ops.greater_equal(x, 0), x.dtype.type(1), x.dtype.type(-1)),
 }
 # name -> (d out / d x, d out / d y) as functions of (x, y, out); None = zero
 BINARY_PARTIALS = {
     "mul": (lambda x, y, out: y, lambda x, y, out: x),
-    "div": (lambda x, y, out: nx.reciprocal(y), lambda x, y, out: nx.negative(nx.divide(out, y))),
+    "div": (lambda x, y, out: ops.reciprocal(y), lambda x, y, out: ops.negative(ops.divide(out, y))),
     "pow": (lambda x, y, out: _pow_dx(x, y),
-            lambda x, y, out: nx.multiply(nx.log(nx.where(nx.equal(x, 0), 1, x)), out)),
-    "max": (lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), x),
-            lambda x, y, out: _tie_split(nx.less(x, y), nx.equal(x, y), y)),
-    "min": (lambda x, y, out: _tie_split(nx.less(x, y), nx.equal(x, y), x),
-            lambda x, y, out: _tie_split(nx.greater(x, y), nx.equal(x, y), y)),
-    "atan2": (lambda x, y, out: nx.divide(y, nx.add(nx.multiply(x, x), nx.multiply(y, y))),
-              lambda x, y, out: nx.negative(nx.divide(x, nx.add(nx.multiply(x, x), nx.multiply(y, y))))),
-    "rem": (lambda x, y, out: x.dtype.type(1), lambda x, y, out: nx.negative(nx.floor(nx.divide(x, y)))),
+            lambda x, y, out: ops.multiply(ops.log(ops.where(ops.equal(x, 0), 1, x)), out)),
+    "max": (lambda x, y, out: _tie_split(ops.greater(x, y), ops.equal(x, y), x),
+            lambda x, y, out: _tie_split(ops.less(x, y), ops.equal(x, y), y)),
+    "min": (lambda x, y, out: _tie_split(ops.less(x, y), ops.equal(x, y), x),
+            lambda x, y, out: _tie_split(ops.greater(x, y), ops.equal(x, y), y)),
+    "atan2": (lambda x, y, out: ops.divide(y, ops.add(ops.multiply(x, x), ops.multiply(y, y))),
+              lambda x, y, out: ops.negative(ops.divide(x, ops.add(ops.multiply(x, x), ops.multiply(y, y))))),
+    "rem": (lambda x, y, out: x.dtype.type(1), lambda x, y, out: ops.negative(ops.floor(ops.divide(x, y)))),
 }
 # Linear elementwise primitives: sign of each operand's contribution.
 LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,)}
@@ -79,51 +67,15 @@ def _pow_dx(x, y):
     """d x**y / dx = y * x**(y - 1), and exactly 0 where y == 0. The base is
     replaced by 1 there, so no 0 * inf appears in this or any higher derivative
     (x**0, then x**1 differentiated twice, ... at x = 0)."""
-    zero = nx.equal(y, 0)
-    safe = nx.where(zero, x.dtype.type(1), x)
-    return nx.where(zero, x.dtype.type(0), nx.multiply(y, nx.power(safe, nx.subtract(y, 1))))
+    zero = ops.equal(y, 0)
+    safe = ops.where(zero, x.dtype.type(1), x)
+    return ops.where(zero, x.dtype.type(0), ops.multiply(y, ops.power(safe, ops.subtract(y, 1))))
 
 
 def _tie_split(wins, ties, like):
     """1 where this operand wins, 0.5 on ties (as JAX), 0 elsewhere."""
     dtype = like.dtype
-    return nx.where(wins, dtype.type(1), nx.where(ties, dtype.type(0.5), dtype.type(0)))
-
-
-def _unary_rules(name, partial):
-    prim = P[name]
-
-    def jvp(primals, tangents):
-        (x,), (t,) = primals, tangents
-        out = bind(prim, x)
-        return out, nx.multiply(t, partial(x, out))
-
-    def vjp(ct, ins, out, wants):
-        return (nx.multiply(ct, partial(ins[0], out)),)
-
-    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
-
-
-def _binary_rules(name, partials):
-    prim = P[name]
-    dx, dy = partials
-
-    def jvp(primals, tangents):
-        x, y = primals
-        out = bind(prim, x, y)
-        terms = [nx.multiply(t, d(x, y, out)) for t, d in zip(tangents, (dx, dy))
-                 if t is not None and d is not None]
-        if not terms:
-            return out, None
-        total = terms[0] if len(terms) == 1 else nx.add(terms[0], terms[1])
-        return out, nx.broadcast_to(total, _shape(out))
-
-    def vjp(ct, ins, out, wants):
-        x, y = ins
-        return tuple(None if d is None or not w else unbroadcast(nx.multiply(ct, d(x, y, out)), _shape(v))
-                     for v, d, w in zip(ins, (dx, dy), wants))
-
-    jvp_rules[prim], vjp_rules[prim] = jvp, vjp
+    return ops.where(wins, dtype.type(1), ops.where(ties, dtype.type(0.5), dtype.type(0)))
 
 
 def _linear_rules(name, signs):
@@ -131,29 +83,35 @@ def _linear_rules(name, signs):
 
     def jvp(primals, tangents):
         out = bind(prim, *primals)
-        terms = [t if s == 1 else nx.negative(t) for t, s in zip(tangents, signs) if t is not None]
-        total = terms[0] if len(terms) == 1 else nx.add(*terms)
-        return out, nx.broadcast_to(total, _shape(out))
+        terms = [t if s == 1 else ops.negative(t) for t, s in zip(tangents, signs) if t is not None]
+        total = terms[0] if len(terms) == 1 else ops.add(*terms)
+        return out, ops.broadcast_to(total, shape_of(out))
 
     def vjp(ct, ins, out, wants):
-        return tuple(unbroadcast(ct if s == 1 else nx.negative(ct), _shape(v)) if w else None
+        return tuple(unbroadcast(ct if s == 1 else ops.negative(ct), shape_of(v)) if w else None
                      for v, s, w in zip(ins, signs, wants))
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
 
 
+def _elementwise_rules(name, partials):
+    prim = P[name]
+    jvp_rules[prim] = lambda primals, tangents: elementwise_jvp(prim, partials, primals, tangents)
+    vjp_rules[prim] = lambda ct, ins, out, wants: elementwise_vjp(partials, ct, ins, out, wants)
+
+
 def _zero_rules(name):
     # No derivative flows through: forward mode gives a zero tangent, and the
-    # tape never records these (vjp.no_derivative), so they need no VJP rule.
+    # tape never records these (no_derivative), so they need no VJP rule.
     prim = P[name]
     no_derivative.add(prim)
     jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
 
 
 for _n, _f in UNARY_PARTIALS.items():
-    _unary_rules(_n, _f)
-for _n, _f in BINARY_PARTIALS.items():
-    _binary_rules(_n, _f)
+    _elementwise_rules(_n, (_f,))
+for _n, _fs in BINARY_PARTIALS.items():
+    _elementwise_rules(_n, _fs)
 for _n, _s in LINEAR.items():
     _linear_rules(_n, _s)
 for _n in ZERO:
@@ -178,7 +136,7 @@ def _select_jvp(primals, tangents):
     _, ta, tb = tangents
     if ta is None and tb is None:
         return out, None
-    return out, nx.where(pred, ta if ta is not None else zeros_like(out),
+    return out, ops.where(pred, ta if ta is not None else zeros_like(out),
                          tb if tb is not None else zeros_like(out))
 
 
@@ -186,8 +144,8 @@ def _select_jvp(primals, tangents):
 def _select_vjp(ct, ins, out, wants):
     pred, a, b = ins
     zero = ct.dtype.type(0)
-    return (None, unbroadcast(nx.where(pred, ct, zero), _shape(a)) if wants[1] else None,
-            unbroadcast(nx.where(pred, zero, ct), _shape(b)) if wants[2] else None)
+    return (None, unbroadcast(ops.where(pred, ct, zero), shape_of(a)) if wants[1] else None,
+            unbroadcast(ops.where(pred, zero, ct), shape_of(b)) if wants[2] else None)
 
 
 def _float(dtype):
@@ -220,7 +178,7 @@ def _keepdims_shape(shape, axes):
 
 
 def _expand_back(ct, x, axes):
-    return nx.broadcast_to(nx.reshape(ct, _keepdims_shape(x.shape, axes)), x.shape)
+    return ops.broadcast_to(ops.reshape(ct, _keepdims_shape(x.shape, axes)), x.shape)
 
 
 @_rule("reduce_sum", jvp_rules)
@@ -234,8 +192,8 @@ def _sum_vjp(ct, ins, out, wants, *, axes):
 
 
 def _extremum_weights(x, out, axes):
-    hit = nx.astype(nx.equal(x, _expand_back(out, x, axes)), x.dtype)
-    return nx.divide(hit, _expand_back(bind(P["reduce_sum"], hit, axes=axes), x, axes))
+    hit = ops.astype(ops.equal(x, _expand_back(out, x, axes)), x.dtype)
+    return ops.divide(hit, _expand_back(bind(P["reduce_sum"], hit, axes=axes), x, axes))
 
 
 def _extremum(name):
@@ -244,10 +202,10 @@ def _extremum(name):
     def jvp(primals, tangents, *, axes):
         out = bind(prim, primals[0], axes=axes)
         w = _extremum_weights(primals[0], out, axes)
-        return out, bind(P["reduce_sum"], nx.multiply(tangents[0], w), axes=axes)
+        return out, bind(P["reduce_sum"], ops.multiply(tangents[0], w), axes=axes)
 
     def vjp(ct, ins, out, wants, *, axes):
-        return (nx.multiply(_expand_back(ct, ins[0], axes), _extremum_weights(ins[0], out, axes)),)
+        return (ops.multiply(_expand_back(ct, ins[0], axes), _extremum_weights(ins[0], out, axes)),)
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
 
@@ -259,25 +217,25 @@ _extremum("reduce_min")
 def _prod_of_others(x, axes):
     """For each element, the product of the other elements it is reduced with.
     Exact with zeros: no element is divided by a zero (the count of zeros decides)."""
-    zero = nx.equal(x, 0)
-    safe = nx.where(zero, x.dtype.type(1), x)
+    zero = ops.equal(x, 0)
+    safe = ops.where(zero, x.dtype.type(1), x)
     nonzero = _expand_back(bind(P["reduce_prod"], safe, axes=axes), x, axes)
-    zeros = _expand_back(bind(P["reduce_sum"], nx.astype(zero, np.int32), axes=axes), x, axes)
-    alone = nx.logical_and(zero, nx.equal(zeros, 1))  # the only zero: the rest multiply
-    return nx.where(nx.equal(zeros, 0), nx.divide(nonzero, safe),
-                    nx.where(alone, nonzero, x.dtype.type(0)))
+    zeros = _expand_back(bind(P["reduce_sum"], ops.astype(zero, np.int32), axes=axes), x, axes)
+    alone = ops.logical_and(zero, ops.equal(zeros, 1))  # the only zero: the rest multiply
+    return ops.where(ops.equal(zeros, 0), ops.divide(nonzero, safe),
+                    ops.where(alone, nonzero, x.dtype.type(0)))
 
 
 @_rule("reduce_prod", jvp_rules)
 def _prod_jvp(primals, tangents, *, axes):
     x = primals[0]
     out = bind(P["reduce_prod"], x, axes=axes)
-    return out, bind(P["reduce_sum"], nx.multiply(tangents[0], _prod_of_others(x, axes)), axes=axes)
+    return out, bind(P["reduce_sum"], ops.multiply(tangents[0], _prod_of_others(x, axes)), axes=axes)
 
 
 @_rule("reduce_prod", vjp_rules)
 def _prod_vjp(ct, ins, out, wants, *, axes):
-    return (nx.multiply(_expand_back(ct, ins[0], axes), _prod_of_others(ins[0], axes)),)
+    return (ops.multiply(_expand_back(ct, ins[0], axes), _prod_of_others(ins[0], axes)),)
 
 
 for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
@@ -291,10 +249,10 @@ def _constant_rules(name):
     prim = P[name]
 
     def jvp(primals, tangents, *, shape, **params):
-        return bind(prim, *primals, shape=shape, **params), nx.broadcast_to(tangents[0], shape)
+        return bind(prim, *primals, shape=shape, **params), ops.broadcast_to(tangents[0], shape)
 
     def vjp(ct, ins, out, wants, **params):
-        return (nx.sum(ct),)
+        return (ops.sum(ct),)
 
     jvp_rules[prim], vjp_rules[prim] = jvp, vjp
 
@@ -320,9 +278,9 @@ def _linear(name, transpose):
 
 
 _linear("broadcast_to", lambda ct, x, shape: unbroadcast(ct, x.shape))
-_linear("reshape", lambda ct, x, shape: nx.reshape(ct, x.shape))
-_linear("transpose", lambda ct, x, perm: nx.transpose(ct, [perm.index(i) for i in range(len(perm))]))
-_linear("rev", lambda ct, x, axes: nx.flip(ct, axes))
+_linear("reshape", lambda ct, x, shape: ops.reshape(ct, x.shape))
+_linear("transpose", lambda ct, x, perm: ops.transpose(ct, [perm.index(i) for i in range(len(perm))]))
+_linear("rev", lambda ct, x, axes: ops.flip(ct, axes))
 _linear("place", lambda ct, x, src, device: bind(P["place"], ct, src=device, device=src))
 _linear("gather", lambda ct, x, idx, axis: bind(P["scatter"], zeros_like(x), idx, ct, axis=axis, mode="add"))
 _linear("dynamic_slice", lambda ct, x, *starts, sizes: bind(P["dynamic_update_slice"], zeros_like(x), ct, *starts))
@@ -333,13 +291,13 @@ def _unslice(ct, x, starts, limits, strides):
     for axis, (s, l, st) in enumerate(zip(starts, limits, strides)):
         if st > 1:  # spread every element out to its stride
             m = ct.shape[axis]
-            ct = nx.pad(nx.expand_dims(ct, axis + 1),
+            ct = ops.pad(ops.expand_dims(ct, axis + 1),
                         [(0, 0)] * (axis + 1) + [(0, st - 1)] + [(0, 0)] * (ct.ndim - axis - 1))
             shape = list(ct.shape)
-            ct = nx.reshape(ct, shape[:axis] + [m * st] + shape[axis + 2:])
-            ct = nx.slice_in_dim(ct, 0, (m - 1) * st + 1 if m else 0, axis=axis)
+            ct = ops.reshape(ct, shape[:axis] + [m * st] + shape[axis + 2:])
+            ct = ops.slice_in_dim(ct, 0, (m - 1) * st + 1 if m else 0, axis=axis)
         after = x.shape[axis] - s - ct.shape[axis]
-        ct = nx.pad(ct, [(0, 0)] * axis + [(s, after)] + [(0, 0)] * (ct.ndim - axis - 1))
+        ct = ops.pad(ct, [(0, 0)] * axis + [(s, after)] + [(0, 0)] * (ct.ndim - axis - 1))
     return ct
 
 
@@ -351,15 +309,15 @@ def _pad_jvp(primals, tangents, *, config):
     x, value = primals
     tx, tv = tangents
     out = bind(P["pad"], x, value, config=config)
-    return out, bind(P["pad"], _instantiate(tx, x), _instantiate(tv, nx.asarray(value)), config=config)
+    return out, bind(P["pad"], _instantiate(tx, x), _instantiate(tv, ops.asarray(value)), config=config)
 
 
 @_rule("pad", vjp_rules)
 def _pad_vjp(ct, ins, out, wants, *, config):
     x = ins[0]
-    inner = nx._slice(ct, [lo for lo, _ in config], [lo + d for (lo, _), d in zip(config, x.shape)],
+    inner = ops._slice(ct, [lo for lo, _ in config], [lo + d for (lo, _), d in zip(config, x.shape)],
                       [1] * x.ndim)
-    return inner, nx.subtract(nx.sum(ct), nx.sum(inner))
+    return inner, ops.subtract(ops.sum(ct), ops.sum(inner))
 
 
 @_rule("concatenate", jvp_rules)
@@ -371,7 +329,7 @@ def _concat_jvp(primals, tangents, *, axis):
 @_rule("concatenate", vjp_rules)
 def _concat_vjp(ct, ins, out, wants, *, axis):
     bounds = np.cumsum([0] + [x.shape[axis] for x in ins])
-    return tuple(nx.slice_in_dim(ct, int(lo), int(hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:]))
+    return tuple(ops.slice_in_dim(ct, int(lo), int(hi), axis=axis) for lo, hi in zip(bounds[:-1], bounds[1:]))
 
 
 @_rule("scatter", jvp_rules)
@@ -382,7 +340,7 @@ def _scatter_jvp(primals, tangents, *, axis, mode):
     if mode in ("set", "add"):  # linear in (x, updates)
         return out, bind(P["scatter"], tx, idx, tu, axis=axis, mode=mode)
     wx, wu, spread = _combined_weights(x, idx, upd, out, axis, mode)
-    return out, nx.add(nx.multiply(tx, wx), spread(nx.multiply(tu, wu)))
+    return out, ops.add(ops.multiply(tx, wx), spread(ops.multiply(tu, wu)))
 
 
 def _combined_weights(x, idx, upd, out, axis, mode):
@@ -393,26 +351,26 @@ def _combined_weights(x, idx, upd, out, axis, mode):
     zero = x.dtype.type(0)
 
     def spread(values):
-        return bind(P["scatter"], zeros_like(x), idx, nx.where(landed, values, zero), axis=axis, mode="add")
+        return bind(P["scatter"], zeros_like(x), idx, ops.where(landed, values, zero), axis=axis, mode="add")
 
     if mode == "mul":
         # d out_p / d x_p = the product P of p's updates; d out_p / d u_j = x_p times
         # the product of the other updates at p, exact with zeros (as for prod).
         product = bind(P["scatter"], ones_like(x), idx, upd, axis=axis, mode="mul")
-        is_zero = nx.equal(upd, 0)
+        is_zero = ops.equal(upd, 0)
         nonzero = bind(P["gather"], bind(P["scatter"], ones_like(x), idx,
-                                         nx.where(is_zero, upd.dtype.type(1), upd), axis=axis, mode="mul"),
+                                         ops.where(is_zero, upd.dtype.type(1), upd), axis=axis, mode="mul"),
                        idx, axis=axis)
-        zeros = bind(P["gather"], bind(P["scatter"], zeros_like(x), idx, nx.astype(is_zero, x.dtype),
+        zeros = bind(P["gather"], bind(P["scatter"], zeros_like(x), idx, ops.astype(is_zero, x.dtype),
                                        axis=axis, mode="add"), idx, axis=axis)
-        others = nx.where(nx.equal(zeros, 0), nx.divide(nonzero, nx.where(is_zero, upd.dtype.type(1), upd)),
-                          nx.where(nx.logical_and(is_zero, nx.equal(zeros, 1)), nonzero, zero))
-        return product, nx.multiply(bind(P["gather"], x, idx, axis=axis), others), spread
+        others = ops.where(ops.equal(zeros, 0), ops.divide(nonzero, ops.where(is_zero, upd.dtype.type(1), upd)),
+                          ops.where(ops.logical_and(is_zero, ops.equal(zeros, 1)), nonzero, zero))
+        return product, ops.multiply(bind(P["gather"], x, idx, axis=axis), others), spread
     # min/max: the value comes from whichever attain it, ties sharing equally (as reduce_max).
-    hit_x = nx.astype(nx.equal(x, out), x.dtype)
-    hit_u = nx.astype(nx.logical_and(landed, nx.equal(upd, bind(P["gather"], out, idx, axis=axis))), x.dtype)
-    count = nx.add(hit_x, spread(hit_u))
-    return nx.divide(hit_x, count), nx.divide(hit_u, bind(P["gather"], count, idx, axis=axis)), spread
+    hit_x = ops.astype(ops.equal(x, out), x.dtype)
+    hit_u = ops.astype(ops.logical_and(landed, ops.equal(upd, bind(P["gather"], out, idx, axis=axis))), x.dtype)
+    count = ops.add(hit_x, spread(hit_u))
+    return ops.divide(hit_x, count), ops.divide(hit_u, bind(P["gather"], count, idx, axis=axis)), spread
 
 
 def _scatter_landed(x, idx, axis, mode):
@@ -420,15 +378,15 @@ def _scatter_landed(x, idx, axis, mode):
     their position (earlier duplicates are overwritten). Shaped to broadcast
     against the updates."""
     n = x.shape[axis]
-    flat = nx.reshape(idx, (-1,))
+    flat = ops.reshape(idx, (-1,))
     pos = from_end(flat, n)
     landed = in_bounds(pos, n)
     if mode == "set":
         order = iota((flat.shape[0],), np.int32, 0, x.device)
         writer = bind(P["scatter"], filled((n,), -1, np.int32, x.device), flat, order,
                       axis=0, mode="set")
-        landed = nx.logical_and(landed, nx.equal(bind(P["gather"], writer, pos, axis=0), order))
-    return nx.reshape(landed, (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1))
+        landed = ops.logical_and(landed, ops.equal(bind(P["gather"], writer, pos, axis=0), order))
+    return ops.reshape(landed, (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1))
 
 
 @_rule("scatter", vjp_rules)
@@ -436,11 +394,11 @@ def _scatter_vjp(ct, ins, out, wants, *, axis, mode):
     x, idx, upd = ins
     if mode in ("mul", "min", "max"):
         wx, wu, _ = _combined_weights(x, idx, upd, out, axis, mode)
-        ct_u = nx.multiply(bind(P["gather"], ct, idx, axis=axis), wu) if wants[2] else None
-        return nx.multiply(ct, wx), None, ct_u
+        ct_u = ops.multiply(bind(P["gather"], ct, idx, axis=axis), wu) if wants[2] else None
+        return ops.multiply(ct, wx), None, ct_u
     ct_upd = None
     if wants[2]:
-        ct_upd = nx.where(_scatter_landed(x, idx, axis, mode), bind(P["gather"], ct, idx, axis=axis),
+        ct_upd = ops.where(_scatter_landed(x, idx, axis, mode), bind(P["gather"], ct, idx, axis=axis),
                           ct.dtype.type(0))
     ct_x = ct if mode == "add" else bind(P["scatter"], ct, idx, zeros_like(upd), axis=axis, mode="set")
     return ct_x, None, ct_upd
@@ -474,7 +432,7 @@ def _dot_jvp(primals, tangents, *, dims):
         terms.append(bind(P["dot_general"], tx, y, dims=dims))
     if ty is not None:
         terms.append(bind(P["dot_general"], x, ty, dims=dims))
-    return out, terms[0] if len(terms) == 1 else nx.add(*terms)
+    return out, terms[0] if len(terms) == 1 else ops.add(*terms)
 
 
 def _dot_transpose(ct, other, dims, ndim, this_side):
@@ -491,13 +449,13 @@ def _dot_transpose(ct, other, dims, ndim, this_side):
     ct_this_axes = (tuple(range(nb, nb + nthis)) if this_side == 0
                     else tuple(range(nb + len(other_free), nb + len(other_free) + nthis)))
     # Bring ct to (batch, this_free, other_free) order.
-    ct = nx.transpose(ct, list(range(nb)) + list(ct_this_axes) + list(ct_other_axes)) \
+    ct = ops.transpose(ct, list(range(nb)) + list(ct_this_axes) + list(ct_other_axes)) \
         if this_side == 1 else ct
     result = bind(P["dot_general"], ct, other,
                   dims=((tuple(range(nb + nthis, nb + nthis + len(other_free))), tuple(other_free)),
                         (tuple(range(nb)), tuple(rb))))
     src = list(lb) + this_free + [lc[rc.index(j)] for j in sorted(rc)]
-    return nx.transpose(result, [src.index(k) for k in range(ndim)])
+    return ops.transpose(result, [src.index(k) for k in range(ndim)])
 
 
 @_rule("dot_general", vjp_rules)

@@ -1,29 +1,23 @@
 """Reverse mode: a tape of primitive applications, walked backwards.
 
 A VJPTracer holds a primal (a value of the parent interpreter) and its slot on
-the tape. The backward pass calls each node's rule — ordinary `nx` code, so it
+the tape. The backward pass calls each node's rule (`vjp_rules`, registered
+where each primitive is defined) — ordinary `nx` code, so it
 runs (and is itself differentiated, staged or batched) in whatever interpreter
 is current when the pullback is called.
 """
 from ..core import trace as _trace
 from ..core.closure import split_residuals
+from ..core.primitive import no_derivative, vjp_rules
 from ..core.staging import StagingInterpreter
 from ..core.trace import Interpreter, PrimalTracer
 from ..errors import NotDifferentiableError
 from ..nx import ops
 
-# primitive -> fn(ct, ins, out, wants, **params) -> cotangent per input (None =
-# zero); `wants` marks the inputs whose cotangents are needed, so rules skip the
-# rest. Multiple-result primitives get and return lists.
-vjp_rules = {}
 # Higher-order primitives change their forward pass to emit residuals:
 # primitive -> (fwd(primals, tracked, **params) -> (outs, res),
 #               bwd(cts, res, tracked, **params) -> cotangent per input)
 vjp_forward = {}
-# Primitives whose outputs carry no derivative at all (stop_gradient, floor, ...):
-# their results are constants to the tape, so no cotangent ever reaches what
-# consumes them.
-no_derivative = set()
 
 
 def differentiable(aval):

@@ -1,4 +1,13 @@
-"""Backends: one per device platform. A backend knows nothing of traces."""
+"""Backends: one per device platform. A backend knows nothing of traces.
+
+`base.py` writes down the protocol every backend implements (`cpu/backend.py`,
+`cuda/backend.py`) and the `Compiler` / `Program` protocol of their kernel
+toolchains; `pipeline.py` is the one compile pipeline (keys, rune's disk cache
+in `disk_cache.py`, batches on a thread pool) both platforms build through;
+`stretch.py` is the one compiled plan step and its pending queue, with each
+platform's buffer addressing and launch in `cpu/stretch.py` and
+`cuda/stretch.py`.
+"""
 from ..errors import DeviceError
 
 
@@ -18,12 +27,26 @@ def backend_for(device):
     """The `Backend` (see `rune.backends.base`) that holds arrays on `device`."""
     backend = _BACKENDS.get(device.platform)
     if backend is None:
-        backend = _BACKENDS[device.platform] = _load(device)
+        backend = _BACKENDS[device.platform] = _load(device.platform, device)
     return backend
 
 
-def _load(device):
-    if device.platform == "cpu":
+def device_count(platform):
+    """How many devices of `platform` ("cpu", "cuda") exist here: 0 for a platform
+    whose backend cannot load (no CuPy)."""
+    backend = _BACKENDS.get(platform)
+    if backend is None:
+        if platform == "cuda" and not has_cuda_backend():
+            return 0
+        try:
+            backend = _BACKENDS[platform] = _load(platform, platform)
+        except DeviceError:
+            return 0
+    return backend.device_count()
+
+
+def _load(platform, device):
+    if platform == "cpu":
         from .cpu.backend import BACKEND
         return BACKEND
     try:
@@ -35,13 +58,9 @@ def _load(device):
 
 def compile_pending():
     """Compile every fused stretch built but not yet compiled, on every platform
-    loaded so far (many units to a compiler run); the number compiled."""
-    from .cpu.stretch import compile_pending as host_pending
-    done = host_pending()
-    if "cuda" in _BACKENDS:
-        from .cuda.stretch import compile_pending as cuda_pending
-        done += cuda_pending()
-    return done
+    (many units to a compiler run, the runs on a thread pool); the number compiled."""
+    from .stretch import compile_pending as pending
+    return pending()
 
 
 def kernel_dialect(target):

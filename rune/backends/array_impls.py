@@ -27,7 +27,8 @@ import ml_dtypes
 import numpy as np
 
 from . import float_semantics
-from .cpu import complexfuncs, conv, fft, linalg, mathfuncs, sorting, threefry
+from .cpu import conv, threefry
+from .xp import complexfuncs, fft, linalg, mathfuncs, sorting
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
 # as XLA does: summed in their own precision, 10000 bfloat16 ones give 256.
@@ -85,7 +86,7 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
             return out if type(out) is ndarray else xp.asarray(out)
         impl = run if name in SAFE else quietly(run)
         # With an n-d operand the result is always an array: eager dispatch
-        # (rune.core.trace.eager_binary) then calls the ufunc itself.
+        # (rune.core.trace.bind_binary) then calls the ufunc itself.
         impl.on_nd = fn if name in SAFE else impl
         return impl
 

@@ -1,9 +1,11 @@
-"""The backend protocol: the one object per platform that touches raw buffers.
+"""The backend protocol: the one object per platform that touches raw buffers,
+and the compiler protocol every platform's kernels are built through.
 
 A backend knows nothing of traces, primitives or Arrays: it works on raw
 buffers (NumPy arrays on the host, CuPy arrays on a GPU) and primitive names.
 `rune.backends.backend_for(device)` returns the backend of a `Device`; every
-raw-buffer operation in rune goes through one of these methods.
+raw-buffer operation in rune goes through one of these methods. Every platform
+implements the same members with the same signatures (a test compares them).
 
     impls(device)                 primitive name -> fn(*raws, **params) -> raw (or
                                   list of raws); the functions run on `device`
@@ -27,21 +29,41 @@ raw-buffer operation in rune goes through one of these methods.
     read_scalar(raw)              a device value as a Python scalar, for the host
                                   to decide with (loop predicates, branch indices,
                                   dynamic starts); counted in `stats()["scalar_reads"]`.
-    compiler()                    the native compiler kernels are built with, or
-                                  None (plans then run stretches op by op).
-    compile(compiler, prelude, units)   rendered units (name, source, kernel
-                                  names) built and loaded: one callable each
-                                  (`rune.compiler.lower` renders them, batched).
+    device_count()                how many devices of this platform exist here.
+    device_props(device)          what kernels for `device` are rendered for (a
+                                  GPU's `DeviceProps`; None on the host).
+    dialect                       the codegen dialect rendering this platform's
+                                  kernels (rune/codegen), None where there is none.
+    compiler(device=None)         the `Compiler` kernels for `device` (default: the
+                                  platform's first) are built with, or None
+                                  (plans then run stretches op by op).
+    compile(compiler, prelude, units)   rendered units [(name, source, kernels)]
+                                  built through the one compile pipeline
+                                  (rune/backends/pipeline.py: disk cache, batches,
+                                  a thread pool) and loaded: one callable each, in
+                                  order; a unit that does not build gets one
+                                  raising its CompileError when run.
+    compiled_stretch(eqns, unit, device, props=None)   the plan step running a
+                                  fused unit (rune/compiler/fuse.py) as compiled
+                                  kernels on `device` (rune/backends/stretch.py),
+                                  rendered for `props` (default: the device's), or
+                                  None where its kernels cannot be rendered (op by
+                                  op then). It compiles on its first run or with
+                                  `rune.backends.compile_pending()`.
     library                       name -> fn for the calls a kernel compiler leaves
                                   to a vendor library (`dot_general`, convolutions).
-    compiled_stretch(eqns, unit, device)   (a device platform with a compiler) the
-                                  plan step running a fused unit (rune/compiler/fuse.py)
-                                  as compiled kernels on `device`, or None where
-                                  its kernels cannot be rendered (op by op then).
 
 `IMPLS`, `stack`, `empty`, `to_host` and `from_host` are also what plans
 (`rune.compiler.plan`) read; `IMPLS` is the table of the platform's first device.
+
+A `Compiler` turns one source into the bytes of one artifact (C: a shared
+library; CUDA: a cubin) and loads those bytes as a `Program`, which hands out
+the artifact's functions. `key(source)` names the artifact in rune's disk cache
+(rune/backends/disk_cache.py): it covers the source and everything else that
+changes the bytes (the compiler and its version, the flags, the CPU features or
+GPU architecture, the calling convention).
 """
+from ..errors import CompileError
 from ..stats import COUNTERS
 
 
@@ -50,6 +72,7 @@ class Backend:
     platform = None
     IMPLS = {}          # primitive name -> implementation (every device of the platform)
     library = {}        # name -> library call a kernel compiler may emit
+    dialect = None      # the codegen dialect of this platform's kernels
 
     def impls(self, device):
         return self.IMPLS
@@ -85,11 +108,88 @@ class Backend:
         COUNTERS["scalar_reads"] += 1
         return raw.item()
 
-    def compiler(self):
+    def device_count(self):
+        raise NotImplementedError
+
+    def device_props(self, device):
+        return None
+
+    def compiler(self, device=None):
         return None  # no native kernels on this platform yet: stretches run op by op
 
     def compile(self, compiler, prelude, units):
         raise NotImplementedError(f"{self.platform}: no kernel compiler")
 
+    def compiled_stretch(self, eqns, unit, device, props=None):
+        return None
+
     def __repr__(self):
         return f"<rune backend {self.platform}>"
+
+
+class Binary(bytes):
+    """What `Compiler.compile` returns: the artifact's bytes, and in `log` what the
+    compiler printed while making them (for messages about them)."""
+    log = ""
+
+    def __new__(cls, data, log=""):
+        self = super().__new__(cls, data)
+        self.log = log
+        return self
+
+
+class SourceRejected(CompileError):
+    """The compiler rejected a source; `log` is its messages, whose line numbers
+    (`Compiler.blame`) say which units of a batched source are at fault."""
+
+    def __init__(self, message, log=""):
+        super().__init__(message)
+        self.log = log
+
+
+class Compiler:
+    """One platform's toolchain, as the compile pipeline drives it.
+
+    key(source)            the disk cache key of what `compile(source)` makes.
+    compile(source, names) the artifact's bytes (a `Binary`); raises SourceRejected
+                           when the source is at fault (`names`: the kernels it
+                           holds, for the message), another CompileError when the
+                           toolchain is (nothing usable made whatever the source).
+    load(path, data)       the artifact as a `Program`; `path` is its file (None
+                           when it is not on disk), `data` its bytes (None: read
+                           `path`). Raises OSError where it does not load.
+    symbols(unit)          the functions a rendered unit (name, source, kernels)
+                           defines, all of which its Program must have.
+    blame(log)             the source lines a rejection's log points at.
+    """
+    platform = None
+    name = "compiler"   # for messages: "the C compiler (/usr/bin/cc)", "NVRTC 12.9"
+    suffix = ""         # the artifact's file suffix in the cache
+    batch = 64          # units per compiled source when many are built at once
+
+    def key(self, source):
+        raise NotImplementedError
+
+    def compile(self, source, names=()):
+        raise NotImplementedError
+
+    def load(self, path, data=None):
+        raise NotImplementedError
+
+    def symbols(self, unit):
+        raise NotImplementedError
+
+    def blame(self, log):
+        return set()
+
+
+class Program:
+    """A loaded artifact: its functions by name."""
+
+    def has(self, name):
+        """Whether the artifact defines function `name`."""
+        raise NotImplementedError
+
+    def function(self, name):
+        """The artifact's function `name`, callable from Python."""
+        raise NotImplementedError

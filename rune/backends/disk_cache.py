@@ -1,9 +1,13 @@
-"""The on-disk kernel cache.
+"""The on-disk kernel cache: one for every platform (rune/backends/pipeline.py
+writes and reads it for C shared libraries and CUDA cubins alike).
 
 Under `$RUNE_CACHE_DIR` (default `~/.cache/rune`), `kernels/` holds compiled
-libraries named by the hash of their bytes and one small JSON entry per key
-(`<key>.json`: the library's name, its sha256 and the symbol), so many keys
-can share one library built from a batched translation unit. Every write is
+artifacts (`lib-<hash>.so`, `lib-<hash>.cubin`) named by the hash of their bytes
+and one small JSON entry per unit key (`<key>.json`: the artifact's name, its
+sha256 and a function it defines), so many keys can share one artifact built
+from a batched source. A key (`key`, through each platform's `Compiler.key`)
+covers the source, the compiler and its version, the flags, the CPU features or
+GPU architecture and rune's calling convention (`ABI_VERSION`). Every write is
 a temporary file renamed into place, so two processes compiling the same key
 at once both succeed and a reader never sees half a file; an entry that is
 unreadable, or whose library is missing or does not hash to what it says, is
@@ -65,7 +69,7 @@ def key(*parts):
 
 
 def lookup(k):
-    """(library path, symbol) for key `k`, or None on a miss (also for a damaged entry)."""
+    """(artifact path, symbol) for key `k`, or None on a miss (also for a damaged entry)."""
     d = directory()
     if d is None:
         return None

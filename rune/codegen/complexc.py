@@ -3,7 +3,7 @@
 A complex64 / complex128 value is a plain struct of its two parts (`rn_c64`,
 `rn_c128`): NumPy's memory layout, so buffers are loaded and stored as they
 are, and one text serves C (which has `_Complex`) and CUDA C++ (which has not).
-The helpers are declared `RN_FN` like `render._c_helpers`.
+The helpers are declared `RN_FN` like `cstyle.c_helpers`.
 
 Lowered: add, sub, neg, conj (exact); mul and div by rune's rule, the
 sequences of correctly rounded real operations that eager computes with the
@@ -11,7 +11,7 @@ array module's real ufuncs (rune/backends/cpu/complexfuncs.py), written here
 operation for operation with the same selects (C is compiled with
 -ffp-contract=off and NVRTC with --fmad=false, so no product is fused into a
 sum, and RN_ROUNDED below stops GCC's vectoriser from fusing anyway); real,
-imag, complex, converts to complex, eq/ne, select, isnan/isfinite; exp (glibc's
+imag, complex, converts to complex and to bool, eq/ne, select, isnan/isfinite; exp (glibc's
 cexp as a formula over the kernels' libm: within a few ulp of eager, as the
 real exp, its special values exactly eager's); and `reduce_sum` (a float-like
 sum). |z| is the real `hypot` primitive of the parts (rune/nx/ops.py), whose C
@@ -55,7 +55,7 @@ def const(value, dtype):
 
 
 # ---------------------------------------------------------------- expression rules
-# The same signature as render.RULES: (renderer, node, args, arg dtypes) -> C or None.
+# The same signature as cstyle.RULES: (renderer, node, args, arg dtypes) -> C or None.
 
 def _binary(fn):
     def rule(r, node, a, dts):
@@ -98,17 +98,18 @@ def _select(r, node, a, dts):
 
 def _convert(r, node, a, dts):
     """To complex from complex (each part cast) or from a real number (the
-    imaginary part +0). From complex to real NumPy drops the imaginary part with
-    a warning eager reports: left to eager."""
+    imaginary part +0), or from complex to bool. From complex to a number NumPy
+    drops the imaginary part with a warning eager reports: left to eager."""
     src, dst = dts[0], node.dtype
+    if is_complex(src) and dst.kind == "b":   # either part nonzero (a NaN is), as NumPy
+        return f"((({a[0]}).re != 0) | (({a[0]}).im != 0))"
     if not is_complex(dst):
         return None
     s, part, _ = STRUCTS[dst.name]
     if is_complex(src):
         return a[0] if src == dst else f"{s}_make(({part})({a[0]}).re, ({part})({a[0]}).im)"
-    if src.name == "bfloat16":
-        return None
-    # bool, integers, and floats (16-bit ones already computed as float): one rounding to the part type
+    # bool, integers, and floats (16-bit ones already computed as float, exactly): one
+    # rounding to the part type
     return f"{s}_make(({part})({a[0]}), ({part})0)"
 
 

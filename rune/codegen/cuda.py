@@ -1,7 +1,7 @@
 """The CUDA C dialect of the kernel renderer (target "cuda").
 
 `CudaDialect` shares with the C dialect every type, constant, expression rule
-and exact-semantics helper (rune/codegen/render.py: `CStyle`, `_c_helpers`); it
+and exact-semantics helper (rune/codegen/cstyle.py: `CStyle`, `c_helpers`); it
 replaces the loop form with grid-stride loops over a flat index decomposed
 into the (collapsed) axes, the reductions with block-wide trees of warp
 shuffles, and the storage of 16-bit floats with cuda_fp16.h / cuda_bf16.h
@@ -10,9 +10,11 @@ CUDA's IEEE functions: compile without --use_fast_math (rune/backends/cuda/nvrtc
 
 What a launcher needs
 ---------------------
-`CudaDialect.unit(kernels)` returns (unit name, source, [CudaKernel]). The
-source is one translation unit: `prelude()` is NOT included (prepend it; it
-includes cuda_fp16.h and cuda_bf16.h, so pass their folder with -I). Each
+`CudaDialect.render_unit(kernels)` returns a `RenderedUnit` (name, source,
+kernels: CudaKernels). The source is one translation unit: `prelude()` is NOT
+included (prepend it; it includes cuda_fp16.h and cuda_bf16.h, so pass their
+folder with -I). Rendering is pure, as in C: the IR is never written into and
+the dialect keeps no per-call state, so threads may share one. Each
 `CudaKernel` (a copy of an IR `Kernel`; the IR object itself is never
 rendered into) has
 
@@ -42,7 +44,7 @@ reduction must run in order too.
 
 Indexed IR: `index` nodes are the point's linear index, spelled from the
 grid-stride loop's axis indices (`statements`' `index_of`, as the C loop nest's);
-`random_bits` calls the shared inline Threefry (`_index_helpers`, in the
+`random_bits` calls the shared inline Threefry (`index_helpers`, in the
 prelude); loads and stores add their runtime index terms (clamped, or a dropped
 store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
 in NumPy's order) whose combination is an integer add/min/max (the same result in
@@ -63,7 +65,7 @@ propagates as in NumPy. argmax/argmin keep a (value, index) pair whose
 partials combine NaN first, then the extreme, then the smaller index, so every
 tree gives NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
 A float (or complex) sum adds at most `sum_run` elements in a row per thread: each
-run's partial goes into the thread's double (complex128) accumulator (render.py's
+run's partial goes into the thread's double (complex128) accumulator (cstyle.py's
 `WideSum`, as the C blocks), which is narrowed back before the trees, so a long row
 costs no more rounding error than a short one.
 
@@ -72,16 +74,15 @@ defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
 limit and `reduce_strategy` are parameters so small inputs can be made to
 cross blocks (the emulation tests do).
 """
-import hashlib
 import math
 
 import numpy as np
 
 from ..errors import ArgumentError
 from . import complexc
+from .cstyle import (ARG_REDUCERS, REDUCERS, RULES, CStyle, RenderedUnit, c_helpers, collapse, condition,
+                     guarded_axes, index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
 from .kernel import Const, Load, Node, contiguous_strides, rendered as rendered_kernel
-from .render import (ARG_REDUCERS, REDUCERS, RULES, CStyle, _c_helpers, _collapse, _condition, _guarded_axes,
-                     _index_helpers, _is_float, _kind, _nest, _offset, sum_blocks, wide_sum)
 
 
 class DeviceProps:
@@ -162,7 +163,7 @@ _TREE_REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce
 
 
 def _compute_dtype(dtype):
-    return np.dtype(np.float32) if _kind(dtype) == "h" else dtype
+    return np.dtype(np.float32) if kind(dtype) == "h" else dtype
 
 
 class CudaDialect(CStyle):
@@ -170,7 +171,7 @@ class CudaDialect(CStyle):
 
     target = "cuda"
     restrict = "__restrict__"
-    _CTYPES = {**CStyle._CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
+    CTYPES = {**CStyle.CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
                  items_per_thread=8, reduce_strategy=None, vector_bytes=16, sum_run=32,
@@ -221,15 +222,16 @@ class CudaDialect(CStyle):
         return super().expression(node, args)
 
     def prelude(self):
-        return _PRELUDE + _c_helpers() + complexc.helpers() + _index_helpers()
+        return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers()
 
     # -------------------------------------------------------------- units
 
-    def unit(self, kernels):
-        """(unit name, source, [CudaKernel]) for IR `kernels`, which are left untouched."""
+    def render_unit(self, kernels):
+        """The `RenderedUnit` of IR `kernels` (CudaKernels, launched in list order); the IR
+        is left untouched."""
         rendered = [self.render(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
         text = "\n\n".join(r[0] for r in rendered)
-        name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        name = unit_name(text)
         out = []
         for j, (src, launches, scratch, strategy) in enumerate(rendered):
             for ln in launches:   # made by this call: renamed in place
@@ -238,7 +240,7 @@ class CudaDialect(CStyle):
                     + [("scratch", s) for s in range(len(scratch))])
             out.append(rendered_kernel(kernels[j], self.target, launches[0].name, src.replace("@U@", name),
                                        launches=launches, scratch=scratch, strategy=strategy, args=args))
-        return name, text.replace("@U@", name), out
+        return RenderedUnit(name, text.replace("@U@", name), tuple(out))
 
     def render(self, kernel, name):
         """(source, [Launch], scratch, strategy) of one IR kernel."""
@@ -282,24 +284,24 @@ class CudaDialect(CStyle):
         out = contiguous_strides(kernel.shape)
         _, _, _, loads, nodes = self.phases(kernel)
         indices = [n for n in nodes if n.op == "index"]
-        pinned = _guarded_axes(loads, 0, len(kernel.shape))
+        pinned = guarded_axes(loads, 0, len(kernel.shape))
         walkers = loads + indices + kernel.stores
-        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] +
+        shape, acc, amap = collapse(kernel.shape, [ld.strides for ld in loads] +
                                      [n.params["strides"] for n in indices] +
                                      [s.strides or out for s in kernel.stores], pinned)
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
         def position(s):
-            return _offset(ivars, at[id(s)], s.offset)
+            return offset(ivars, at[id(s)], s.offset)
 
         def body_parts(names):
             """The lines computing a point's values, in the axis variables `ivars`."""
             return self.statements(kernel, loads, nodes, names,
-                                   lambda ld: _offset(ivars, at[id(ld)], ld.offset),
-                                   lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
+                                   lambda ld: offset(ivars, at[id(ld)], ld.offset),
+                                   lambda ld: condition(ld.guard, [ivars[m] if m is not None else None
                                                                     for m in amap], kernel.shape),
-                                   lambda n: _offset(ivars, at[id(n)], 0))
+                                   lambda n: offset(ivars, at[id(n)], 0))
 
         names = {}
         body = _decompose("t", shape, ivars, idx) + body_parts(names)
@@ -405,7 +407,7 @@ class CudaDialect(CStyle):
         second += _grid_stride("j", mt, str(m), start, step, body, 1) + ["}"]
 
         names = {}
-        walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
+        walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
         body = [f"{mt} j = ({mt})(u % {m});", "if (!s2[j]) continue;", f"const {ut} c = u / {m};"]
         body += _decompose("c", [shape[a] for a in columns], [ivars[a] for a in columns], idx) if columns else []
         body += [f"for (; j < {m}; j = s1[j]) {{"] + ["  " + x for x in walk] + ["}"]
@@ -474,8 +476,8 @@ class CudaDialect(CStyle):
         for b, kinds in access.items():
             if b in stored or len(kinds) > 1:
                 return 1
-            (stride, offset), = kinds
-            if stride not in (0, 1) or offset % width:
+            (stride, start), = kinds
+            if stride not in (0, 1) or start % width:
                 return 1
         return width
 
@@ -531,8 +533,8 @@ class CudaDialect(CStyle):
     def reduction(self, kernel, name):
         lay = self.reduction_layout(kernel)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
-        no, oshape, rshape, oacc, ov, rv, index, guard = (lay.no, lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv,
-                                                          lay.index, lay.guard)
+        oshape, rshape, oacc, ov, rv, index, guard = (lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv,
+                                                      lay.index, lay.guard)
         idx = self.index_type(kernel)
         names = {}
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
@@ -551,7 +553,7 @@ class CudaDialect(CStyle):
         finals = [a.final() for a in accs]
         epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
-        epilogue += self.stores(kernel, names, _offset(ov, oacc[-1], 0))
+        epilogue += self.stores(kernel, names, offset(ov, oacc[-1], 0))
         inits = [line for a in accs for line in a.init_lines()]
 
         rows, length = kernel.size, math.prod(kernel.reduce_shape)
@@ -573,7 +575,7 @@ class CudaDialect(CStyle):
                                                          [x for a in wide for x in a.widen_lines()], None, None)]
             loops += [x for a in wide for x in a.narrow_lines()]
         else:
-            loops = _nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]), body, 0)
+            loops = nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]), body, 0)
         point = c["inits"] + loops + c["finals"] + c["epilogue"]
         body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + point
         params = self.params(kernel, [])
@@ -779,7 +781,7 @@ class _ArgAccumulator:
         extreme = REDUCERS["reduce_max" if self.cmp == ">" else "reduce_min"]
         self.init = extreme(r, vt, self.acc, value)[0]
         self.ctype, self.compute_dtype = r.compute_type(vt), _compute_dtype(vt)
-        self.wire, self.float = _SHUFFLE[vt.name], _is_float(vt)
+        self.wire, self.float = _SHUFFLE[vt.name], is_float(vt)
         self.wide = None
         self.slot = None
 

@@ -8,10 +8,12 @@ contiguous buffers of the index space. A reduction kernel also has a
 `reduce_shape`: at each output point an inner loop over it evaluates the
 prologue (nodes over inner loads, whose strides cover the output axes then the
 reduced ones) into accumulators (`reduce_*` nodes); the epilogue (nodes over
-reduce results and outer loads) runs once per output point. Shapes are static. A renderer (C today,
-CUDA C next) turns a kernel into source; nothing here knows the target.
+reduce results and outer loads) runs once per output point. Shapes are static. A renderer
+(rune/codegen/c.py, rune/codegen/cuda.py) turns kernels into source without writing
+into them; nothing here knows the target. A node's op is one of the vocabulary in
+rune/codegen/cstyle.py (`ELEMENTWISE_OPS`, `REDUCE_OPS`, ...).
 
-Node kinds beyond the elementwise primitives (a second renderer implements these):
+Node kinds beyond the elementwise primitives (every renderer implements these):
 
 - `index` (no args; params `strides`): the point's linear index
   sum(i[a] * strides[a]) over the kernel's axes (outer then reduced ones), as

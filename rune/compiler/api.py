@@ -29,7 +29,7 @@ from ..core.aval import Aval
 from ..core.program import dce
 from ..core.staging import stage_pytree
 from ..devices import _default, default_device, get_device
-from ..errors import ArgumentError, DTypeError, RuneError, UsageError
+from ..errors import ArgumentError, DTypeError, UsageError
 from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
 from ..nx.array import Array
@@ -37,9 +37,8 @@ from ..nx.placement import place
 from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
 from . import donation
-from .plan import Plan, _wrap, is_straight
+from .plan import Plan, forget_plans
 from .straight import straight_lines
-from .target import planning_for
 
 
 def _env_cache_size():
@@ -91,7 +90,7 @@ class _Entry:
         if self.runs < 3:
             return None
         plan = self.plan
-        if not (self.bare and len(plan.in_slots) == 1 and is_straight(plan)):
+        if not (self.bare and len(plan.in_slots) == 1 and plan.straight):
             self.call = False
             return None
         self.call = _written_call(plan, *self.out_places[0])
@@ -231,8 +230,7 @@ class Jitted:
         offered = {s: raws[i] for s, i in slots.items() if donation.donatable(leaves[i], known=2)}
         for leaf in donated.values():
             leaf._raw = donation.DeletedBuffer(where)
-        with donation.offered(entry.reuse, offered):
-            return entry.plan.run(raws)
+        return entry.plan.run(raws, donation.by_step(entry.reuse, offered))
 
     def _donated_leaves(self, args):
         """Positions, among a call's leaves, of the leaves of the donated arguments."""
@@ -382,7 +380,8 @@ class Jitted:
     def _compile(self, key, leaves, args, kwargs):
         program, out_struct = self._stage(leaves, args, kwargs)
         key = _interned(key)
-        entry = _Entry(Plan(program), key, _avals_of(key), out_struct, self.device or _default.stack[-1])
+        where = self.device or _default.stack[-1]   # staged there: unplaced values lie there
+        entry = _Entry(Plan(program, None, where), key, _avals_of(key), out_struct, where)
         # Counted and kept once both succeeded: a failed trace leaves counters and cache as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
@@ -436,8 +435,7 @@ class Jitted:
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves = [x if type(x) is _SpecLeaf else self._leaf(x) for x in tree.leaves((dyn_args, dyn_kwargs))]
         program = self._stage(leaves, args, kwargs)[0]
-        with planning_for(target):
-            return Plan(program)
+        return Plan(program, target, self.device or _default.stack[-1])
 
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""
@@ -479,11 +477,12 @@ class _Bound:
 
 
 def clear_caches():
-    """Forget the traced signatures of every jitted function, and the bodies
-    eager control flow kept (with the arrays they captured)."""
+    """Forget the traced signatures of every jitted function, the bodies eager
+    control flow kept (with the arrays they captured) and every kept plan."""
     for jitted in list(_ALL):
         jitted.clear_cache()
     stage_cache.clear()
+    forget_plans()
 
 
 def _avals_of(key):

@@ -6,16 +6,16 @@ deleted: its buffer is replaced by `DeletedBuffer`, which raises on any use.
 Host buffers are never reused (NumPy allocations are cheap; donation there is
 a hint that changes nothing).
 
-Which output goes where is decided once per plan (`reuse_plan`): an output of a
-compiled device stretch (a step with `writes_in_place`) may take a donated
-input's buffer when no later step and no plan output reads that input, and,
-when the stretch itself still reads it, only where the stretch reads each
-point before writing it (`writes_in_place`). While the plan runs under
-`offered`, those stretches ask `buffer_for` for their outputs.
+Which output goes where is decided once per plan (`reuse_plan`), from the step
+protocol (rune/compiler/plan.py): an output a step `writes()` may take a donated
+input's buffer when the step `takes_donations` (a compiled device stretch),
+no later step `reads()` that input and
+no plan output is it, and, when the step itself still reads it, only where the
+step reads each point before writing it (`writes_in_place`). Each call then
+hands the plan the buffers per step (`by_step`), which passes each step its
+own as a `run` argument.
 """
-import contextlib
 import sys
-import threading
 
 from ..errors import UsageError
 
@@ -41,11 +41,6 @@ class DeletedBuffer:
         return f"<buffer deleted by {self.where}>"
 
 
-class _Offer(threading.local):
-    buffers = None   # (id(step), output slot) -> donated raw, while a plan runs
-
-
-_OFFER = _Offer()
 _END = float("inf")
 
 
@@ -58,27 +53,13 @@ def _argument_refs(raw):
 _ARGUMENT_REFS = _argument_refs(object())
 
 
-def _reads(step):
-    """The slots `step` reads; None when it cannot say (nothing is reused before it)."""
-    ops = getattr(step, "ops", None)
-    if ops is None and hasattr(step, "stretch"):
-        ops = step.stretch.ops
-    if ops is not None:
-        return {s for _, ins, _ in ops for s in ins}
-    if hasattr(step, "inputs"):
-        return {s for _, s in step.inputs}
-    if hasattr(step, "ins"):
-        return set(step.ins)
-    return None
-
-
 def reuse_plan(plan, slots):
     """{(id(step), output slot): donated input slot} for the donated input `slots` of `plan`."""
     last = {s: -1 for s in slots}
     for k, step in enumerate(plan.steps):
-        reads = _reads(step)
+        reads = step.reads()
         for s in slots:
-            if reads is None or s in reads:
+            if s in reads:
                 last[s] = k
     for s in plan.out_slots:
         if s in last:
@@ -86,18 +67,29 @@ def reuse_plan(plan, slots):
     free = list(slots)
     chosen = {}
     for k, step in enumerate(plan.steps):
-        if not hasattr(step, "writes_in_place"):
+        if not step.takes_donations:
             continue
-        for _, out, shape, dtype in step.outputs:
+        for out in step.writes():
+            made = plan.avals[out]
             for s in free:
                 aval = plan.avals[s]
-                if aval.shape != tuple(shape) or aval.dtype != dtype:
+                if aval.shape != made.shape or aval.dtype != made.dtype:
                     continue
                 if last[s] < k or (last[s] == k and step.writes_in_place(s, out)):
                     chosen[id(step), out] = s
                     free.remove(s)
                     break
     return chosen
+
+
+def by_step(reuse, raws):
+    """{id(step): {output slot: donated raw}}: the donated `raws` (input slot -> raw)
+    given out as `reuse` (`reuse_plan`) says, as `Plan.run` takes them."""
+    given = {}
+    for (step, out), s in reuse.items():
+        if s in raws:
+            given.setdefault(step, {})[out] = raws[s]
+    return given
 
 
 def donatable(array, known):
@@ -112,22 +104,3 @@ def sole_owner(raw, known):
     Array, and no view made from it (a view keeps its base alive), sees the
     buffer, and it is no view itself."""
     return sys.getrefcount(raw) - _ARGUMENT_REFS <= known and getattr(raw, "base", None) is None
-
-
-@contextlib.contextmanager
-def offered(reuse, raws):
-    """Run a plan with the donated `raws` (input slot -> raw) given out as `reuse` says."""
-    outer = _OFFER.buffers
-    _OFFER.buffers = {key: raws[s] for key, s in reuse.items() if s in raws}
-    try:
-        yield
-    finally:
-        _OFFER.buffers = outer
-
-
-def buffer_for(step, out_slot):
-    """The donated buffer `step` writes its output `out_slot` into, or None (allocate one)."""
-    buffers = _OFFER.buffers
-    if not buffers:
-        return None
-    return buffers.pop((id(step), out_slot), None)

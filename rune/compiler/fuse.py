@@ -1,9 +1,14 @@
 """Fusion: a run of primitives of one stretch grouped into kernels.
 
-`PRIM_CLASS` says what each primitive is to the compiler; `lowerable` says
-whether this compiler lowers one equation (else the stretch is split around
-it and the NumPy backend runs it). `fuse` walks a run in order and builds
-`Kernel`s (rune/codegen/kernel.py):
+Each primitive declares how it lowers where it is defined (`declare_lowering`,
+rune/core/primitive.py: an elementwise IR op, a movement, a reduction, a
+library call, an indexed load or an update; nothing: never lowered). The tables
+here are keyed by `Primitive`: how the fuser builds each movement and indexed
+op, and what it checks of an equation's params and operands. `lowerable` says
+whether the fuser lowers one equation for a target, asking that target's
+renderer (a codegen dialect) whether it renders the node; else the stretch is
+split around it and the backend runs it op by op. `fuse` walks a run in order
+and builds `Kernel`s (rune/codegen/kernel.py):
 
 - an elementwise op joins the latest kernel over its output shape that does
   not read anything produced after it; its operands become nodes of that
@@ -28,80 +33,66 @@ it and the NumPy backend runs it). `fuse` walks a run in order and builds
   the runtime index (loaded in the kernel, clamped as the eager backend does);
 - `scatter` and `dynamic_update_slice` copy their operand into a fresh buffer
   and update it in a kernel of their own (serial for scatter, so repeated
-  indices combine in NumPy's order); `dot_general` is a library call
-  (`lower.py` makes it a step of its own; its epilogue starts the next run).
+  indices combine in NumPy's order); a library call (`dot_general`) is a step
+  of its own (`lower.py`; its epilogue starts the next run).
 
 Kernels only read what earlier kernels stored, so running them in creation
 order is correct.
 """
 import numpy as np
 
+from ..core.primitive import Lowering
+from ..core.prims import P
 from ..core.program import Literal
 
 from ..codegen.kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
-from ..codegen.render import RULES, CStyle, _kind
+from ..codegen.c import CDialect
+from ..codegen.cstyle import CStyle, kind as _kind
 
-ELEMENTWISE, MOVEMENT, REDUCE, LIBRARY, SCATTER, INDEXED = (
-    "elementwise", "movement", "reduce", "library", "scatter", "indexed")
-
-PRIM_CLASS = {
-    **dict.fromkeys(RULES, ELEMENTWISE),
-    **dict.fromkeys(("broadcast_to", "reshape", "transpose", "slice", "rev", "pad",
-                     "concatenate", "full", "iota"), MOVEMENT),
-    **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
-                     "argmin"), REDUCE),
-    "dot_general": LIBRARY,
-    **dict.fromkeys(("scatter", "dynamic_update_slice"), SCATTER),
-    **dict.fromkeys(("gather", "dynamic_slice", "random_bits"), INDEXED),
-}
-
-# Movement ops lowered as index arithmetic on loads.
-_VIEW_OPS = ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad", "concatenate", "full")
-_REDUCE_OPS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin")
 _COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 
-DTYPES = frozenset(CStyle._CTYPES)
+DTYPES = frozenset(CStyle.CTYPES)
 _RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loaded back
-_PROBE = CStyle()
+HOST_DIALECT = CDialect()   # the renderer `lowerable` asks when given none (it holds no state)
 
 
-class _Probe:
-    __slots__ = ("dtype",)
-
-    def __init__(self, dtype):
-        self.dtype = dtype
-
-
-def lowerable(eqn, ins=None, constants=None):
-    """Whether the compiler lowers this equation (its dtypes and params included);
-    `ins` (its input slots) and `constants` (slot -> value) tell constant operands."""
-    kind = PRIM_CLASS.get(eqn.prim.name)
-    if kind == LIBRARY:
-        return True   # the backend's library function, whatever the dtype
+def lowerable(eqn, ins=None, constants=None, renderer=None):
+    """Whether the fuser lowers this equation (its dtypes and params included) into
+    kernels `renderer` (a target's codegen dialect; default the host's C) renders.
+    `ins` (its input slots) and `constants` (slot -> value) tell constant operands.
+    A library call is lowerable whatever its dtypes: the backend's library runs it."""
+    prim = eqn.prim
+    kind = prim.lowering
+    if kind is None:
+        return False
+    if kind is Lowering.LIBRARY:
+        return True
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
     if any(a.dtype.name not in DTYPES for a in avals):
         return False
-    if kind == ELEMENTWISE:
-        node = Node(eqn.prim.name, eqn.outputs[0].aval.dtype, [_Probe(a.aval.dtype) for a in eqn.inputs],
-                    eqn.params)
-        names = [f"a{k}" for k in range(len(eqn.inputs))]
-        if RULES[eqn.prim.name](_PROBE, node, names, [a.aval.dtype for a in eqn.inputs]) is None:
+    if kind is Lowering.ELEMENTWISE:
+        if not (renderer or HOST_DIALECT).can_render(prim.ir_op, [a.aval.dtype for a in eqn.inputs],
+                                                     eqn.outputs[0].aval.dtype):
             return False
-        check = _OPERAND_CHECKS.get(eqn.prim.name)
-        return check is None or check(eqn, _known(eqn, ins, constants))
-    if kind == REDUCE:
-        if eqn.prim.name not in _REDUCE_OPS or (_has_complex(avals) and eqn.prim.name != "reduce_sum"):
-            return False   # of complex reductions only the sum is lowered
-        axes = eqn.params["axes"] if "axes" in eqn.params else (eqn.params["axis"],)
-        shape = eqn.inputs[0].aval.shape
-        # max/min (and argmax/argmin) of nothing is an error eager raises: leave it to eager's path
-        return bool(axes) and (eqn.prim.name in ("reduce_sum", "reduce_prod") or all(shape[a] for a in axes))
-    if eqn.prim.name in _INDEXED_CHECKS:
-        return _INDEXED_CHECKS[eqn.prim.name](eqn)
-    if eqn.prim.name == "pad":   # a constant padding value becomes the loads' fill
-        return type(eqn.inputs[1]) is Literal or (
-            ins is not None and ins[1] in constants and np.ndim(constants[ins[1]]) == 0)
-    return kind == MOVEMENT and eqn.prim.name in _VIEW_OPS
+    elif kind is Lowering.REDUCE:
+        if not _reducible(eqn, avals):
+            return False
+    elif prim not in _MOVES and prim not in _INDEXED:
+        return False   # declared, but the fuser has no rule for it
+    check = _CHECKS.get(prim)
+    return check is None or check(eqn, _known(eqn, ins, constants))
+
+
+def _reducible(eqn, avals):
+    if _has_complex(avals) and eqn.prim is not P["reduce_sum"]:
+        return False   # of complex reductions only the sum is lowered
+    axes = eqn.params["axes"] if "axes" in eqn.params else (eqn.params["axis"],)
+    shape = eqn.inputs[0].aval.shape
+    # max/min (and argmax/argmin) of nothing is an error eager raises: leave it to eager's path
+    return bool(axes) and (eqn.prim in _EMPTY_REDUCIBLE or all(shape[a] for a in axes))
+
+
+_EMPTY_REDUCIBLE = frozenset({P["reduce_sum"], P["reduce_prod"]})   # of nothing: 0 and 1
 
 
 def _known(eqn, ins, constants):
@@ -126,7 +117,9 @@ def _integer_pow(eqn, known):
     return e is not None and e.dtype.kind in "iub" and bool((e >= 0).all())
 
 
-_OPERAND_CHECKS = {"pow": _integer_pow}
+def _constant_fill(eqn, known):
+    """A padding value known when planning (and 0-d) becomes the loads' fill."""
+    return known[1] is not None and known[1].ndim == 0
 
 
 def _has_complex(avals):
@@ -137,16 +130,20 @@ def _int_index(aval):
     return aval.dtype.kind in "iu"
 
 
-_INDEXED_CHECKS = {
+# primitive -> fn(eqn, known operand values) -> whether the fuser lowers this equation
+_CHECKS = {
+    P["pow"]: _integer_pow,
+    P["pad"]: _constant_fill,
     # an empty axis has nothing to clamp into: eager raises (gather) or drops every update
-    "gather": lambda e: e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval),
-    "scatter": lambda e: (e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval)
-                          and e.params["mode"] in ("set",) + tuple(_COMBINE)
-                          and (e.params["mode"] in ("set", "add") or not _has_complex([e.inputs[0].aval]))),
-    "dynamic_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[1:]),
-    "dynamic_update_slice": lambda e: all(_int_index(a.aval) for a in e.inputs[2:]),
-    "random_bits": lambda e: e.params["width"] in (8, 16, 32, 64),
-    "iota": lambda e: e.outputs[0].aval.dtype.kind != "b",
+    P["gather"]: lambda e, known: e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval),
+    P["scatter"]: lambda e, known: (
+        e.inputs[0].aval.shape[e.params["axis"]] > 0 and _int_index(e.inputs[1].aval)
+        and e.params["mode"] in ("set",) + tuple(_COMBINE)
+        and (e.params["mode"] in ("set", "add") or not _has_complex([e.inputs[0].aval]))),
+    P["dynamic_slice"]: lambda e, known: all(_int_index(a.aval) for a in e.inputs[1:]),
+    P["dynamic_update_slice"]: lambda e, known: all(_int_index(a.aval) for a in e.inputs[2:]),
+    P["random_bits"]: lambda e, known: e.params["width"] in (8, 16, 32, 64),
+    P["iota"]: lambda e, known: e.outputs[0].aval.dtype.kind != "b",
 }
 
 
@@ -350,31 +347,25 @@ class _Fuser:
     # -------------------------------------------------------------- ops
 
     def op(self, eqn, ins, outs):
-        name = eqn.prim.name
         args = [self.value(s) for s in ins]
-        if PRIM_CLASS[name] == ELEMENTWISE:
-            result = self.elementwise(eqn, args)
-        elif PRIM_CLASS[name] == REDUCE:
-            result = self.reduce(eqn, args[0])
-        elif name == "concatenate":
-            result = self.concatenate(args, eqn.outputs[0].aval, eqn.params["axis"])
-        elif name in _INDEXED:
-            result = _INDEXED[name](self, eqn, *args)
-        elif name in _MOVES_WITH_VALUE:
-            result = _MOVES_WITH_VALUE[name](self, args[0], args[1], eqn.outputs[0].aval.shape, **eqn.params)
+        kind, op = eqn.prim.lowering, eqn.prim.ir_op
+        if kind is Lowering.ELEMENTWISE:
+            result = self.elementwise(eqn, op, args)
+        elif kind is Lowering.REDUCE:
+            result = self.reduce(eqn, op, args[0])
         else:
-            result = _MOVES[name](self, args[0], eqn.outputs[0].aval.shape, **eqn.params)
+            result = (_MOVES.get(eqn.prim) or _INDEXED[eqn.prim])(self, eqn, *args)
         if outs[0] in self.live_out and type(result) is Expr and _costly(result.node):
             self.materialise(result)   # stored anyway: its readers load it, not recompute libm calls
         self.values[outs[0]] = result
 
-    def elementwise(self, eqn, args):
+    def elementwise(self, eqn, op, args):
         aval = eqn.outputs[0].aval
         kernel = self.target(aval.shape, args)
         operands = [self.operand(kernel, a) for a in args]
-        node = _through_select(kernel, eqn.prim.name, aval.dtype, operands, eqn.params)
+        node = _through_select(kernel, op, aval.dtype, operands, eqn.params)
         if node is None:
-            node = kernel.node(eqn.prim.name, aval.dtype, operands, eqn.params)
+            node = kernel.node(op, aval.dtype, operands, eqn.params)
         return Expr(kernel, node)
 
     def target(self, shape, args):
@@ -397,7 +388,7 @@ class _Fuser:
                 return k
         return self.unit.kernel(shape)
 
-    def reduce(self, eqn, x):
+    def reduce(self, eqn, op, x):
         p = eqn.params
         axes = tuple(sorted(p["axes"])) if "axes" in p else (p["axis"],)
         in_shape = eqn.inputs[0].aval.shape
@@ -417,10 +408,10 @@ class _Fuser:
             kernel.reduce_key = key
         arg = self.inner(kernel, x, order)
         for n in kernel.nodes:  # the same reduction of the same value: one accumulator
-            if n.op == eqn.prim.name and n.args[0] is arg:
+            if n.op == op and n.args[0] is arg:
                 return Expr(kernel, n)
         params = {"index_dtype": p["index_dtype"]} if "index_dtype" in p else None
-        return Expr(kernel, kernel.node(eqn.prim.name, eqn.outputs[0].aval.dtype, [arg], params))
+        return Expr(kernel, kernel.node(op, eqn.outputs[0].aval.dtype, [arg], params))
 
     def concatenate(self, parts, aval, axis):
         """Each part read through a load guarded to its range along `axis` (outside it
@@ -512,10 +503,11 @@ class _Fuser:
 
 # ---------------------------------------------------------------- costly trees
 
-# Ops that are libm calls (or as long): a tree holding one is loaded where it is
-# stored anyway rather than recomputed in each reader.
-_COSTLY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin",
-                     "acos", "atan", "atan2", "erf", "logistic", "pow", "random_bits"})
+# Kernel IR ops that are libm calls (or as long): a tree holding one is loaded
+# where it is stored anyway rather than recomputed in each reader.
+COSTLY_OPS = frozenset({"exp", "expm1", "log", "log1p", "log2", "log10", "logaddexp", "tanh", "sin", "cos", "tan",
+                        "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "hypot",
+                        "erf", "logistic", "pow", "random_bits"})
 
 
 def _costly(node, limit=_RECOMPUTE_LIMIT):
@@ -525,7 +517,7 @@ def _costly(node, limit=_RECOMPUTE_LIMIT):
         n = stack.pop()
         seen += 1
         if type(n) is Node:
-            if n.op in _COSTLY:
+            if n.op in COSTLY_OPS:
                 return True
             stack.extend(n.args)
     return False
@@ -657,9 +649,19 @@ def _full(f, v, out_shape, *, shape, device):
     return _broadcast_to(f, v, out_shape, shape=shape)
 
 
-_MOVES = {"broadcast_to": _broadcast_to, "reshape": _reshape, "transpose": _transpose,
-          "slice": _slice, "rev": _rev, "full": _full}
-_MOVES_WITH_VALUE = {"pad": _pad}
+def _shaped(move):
+    """A movement rule `move(f, v, out_shape, **params)` as a rule of the equation."""
+    return lambda f, eqn, v: move(f, v, eqn.outputs[0].aval.shape, **eqn.params)
+
+
+# primitive -> fn(fuser, eqn, *operand values) -> its value: movement as views
+_MOVES = {
+    **{P[name]: _shaped(move) for name, move in (
+        ("broadcast_to", _broadcast_to), ("reshape", _reshape), ("transpose", _transpose),
+        ("slice", _slice), ("rev", _rev), ("full", _full))},
+    P["pad"]: lambda f, eqn, v, value: _pad(f, v, value, eqn.outputs[0].aval.shape, **eqn.params),
+    P["concatenate"]: lambda f, eqn, *parts: f.concatenate(parts, eqn.outputs[0].aval, eqn.params["axis"]),
+}
 
 
 # ---------------------------------------------------------------- index arithmetic and indexed ops
@@ -788,6 +790,8 @@ def _scatter(f, eqn, x, idx, updates):
     return _finish(f, out, kernel)
 
 
-_INDEXED = {"iota": _iota, "random_bits": _random_bits, "gather": _gather,
-            "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
-            "scatter": _scatter}
+# primitive -> fn(fuser, eqn, *operand values) -> its value: index arithmetic,
+# indexed loads and updates
+_INDEXED = {P["iota"]: _iota, P["random_bits"]: _random_bits, P["gather"]: _gather,
+            P["dynamic_slice"]: _dynamic_slice, P["dynamic_update_slice"]: _dynamic_update_slice,
+            P["scatter"]: _scatter}

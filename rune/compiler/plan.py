@@ -1,44 +1,80 @@
 """Plans: how a Program is evaluated (DESIGN 2.4).
 
-A plan is a list of steps over a flat environment of raw backend arrays:
-`CompiledStretch` (a run of first-order primitives fused into C kernels: one
-compiled call, rune/compiler/lower.py), `Stretch` (a run the compiler does not
-lower, written out as one straight-line Python function over the backend's
-implementations), and host steps: callbacks, loops (scan / while, with a
-nested plan for the body), branches (cond) and transfers. Calls to custom
-rules and checkpoints are inlined: a plan evaluates only their forward
-computation.
+A plan is built from explicit inputs alone: `Plan(program, target, device)`,
+where `target` is None (this process's devices) or a target this process need
+not have ("cuda": an inspection, rune/compiler/target.py) and `device` is where
+unplaced values lie (the default device the program was staged under). The
+compiler keeps plans by those inputs (`plan_for`: a cache keyed by the
+program's identity, the target and the device, dropped with the program), so
+a loop body or branch is planned once per target and device.
 
-Host steps are registered in `STEP_KINDS`, keyed by primitive, next to each
-primitive's other rules (rune/control.py, rune/callback.py), so this module
-knows no higher-order primitive. A plan is also the one evaluator of programs
-on concrete arrays: eager scan, while, cond and calls run their bodies through
-`run_program`, as jit does.
+A plan is a list of steps over a flat environment of raw backend arrays:
+compiled stretches (a run of first-order primitives fused into kernels: one
+compiled call, rune/compiler/lower.py and the backends' `compiled_stretch`),
+NumPy `Stretch`es (a run the compiler does not lower, written out as one
+straight-line Python function over the backend's implementations,
+rune/compiler/steps.py), library calls, view steps, and host steps: callbacks,
+loops (scan / while, with a nested plan for the body), branches (cond) and
+transfers (rune/compiler/control_steps.py, registered in `STEP_KINDS` by
+primitive). Calls to custom rules and checkpoints are inlined: a plan
+evaluates only their forward computation.
+
+The step protocol: every step has
+  - `reads()`: the slots it reads (made before it);
+  - `writes()`: the slots it writes;
+  - `run(env)`: reads and writes `env` (a list of raw arrays by slot);
+  - `takes_donations`: whether it writes outputs into donated buffers (a
+    compiled stretch on a GPU). Such a step also has `run(env, donated)`, with
+    `donated` {output slot: a donated buffer to write it into} or None, and
+    `writes_in_place(slot, out_slot) -> bool`: whether the output may go into
+    the buffer of the input `slot` while the step still reads it
+    (rune/compiler/donation.py);
+  - `describe()`: what it is, as text (the first line names it);
+  - `kernels`: the compiled kernels it launches (a tuple; empty for host steps);
+  - `plans`: the plans it runs (a tuple: a loop's body, a cond's branches);
+  - `profile_kind`: how `rune.profile` names it (kernel, library, numpy, views,
+    transfer, callback, scan, while, cond).
+Donation, the profiler and the walks over nested plans read steps through it.
+
+A plan is also the one evaluator of programs on concrete arrays: eager scan,
+while, cond, checkpoints and custom rules run their bodies through plans
+(rune/compiler/eager.py), as jit does.
 """
-from ..backends import backend_for
-from ..core.prims import P
+import functools
+import threading
+import weakref
+
 from ..core.primitive import calls
 from ..core.program import Literal, dce
-from ..core.trace import EVAL, current
-from ..devices import current_default, transfer
-from ..nx.array import Array, wrap_raws
+from ..nx.array import Array
 from .. import profiler
 from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
-from .lower import lower
+from . import lower as _lower
+from .control_steps import STEP_KINDS
+from .steps import Op, Stretch, eqn_device, indent
 from .straight import straight_function
-from .target import planning_target
+from .target import dialect
 
-# primitive -> step class `cls(eqn, in_slots, out_slots)` with `run(env)`,
-# `describe()` and `ins`: the primitives a plan runs on the host between stretches.
-STEP_KINDS = {}
+
+class Planning:
+    """The inputs a plan is built from besides its program: `target` (None: this
+    process's devices) and `device` (where unplaced values lie). Host steps plan
+    their bodies through `plan(program)`, for the same inputs."""
+    __slots__ = ("target", "device")
+
+    def __init__(self, target, device):
+        self.target, self.device = target, device
+
+    def plan(self, program):
+        return plan_for(program, self.target, self.device)
 
 
 class Plan:
     """Built in passes over `program` (dead code removed first, loop and branch
     bodies included):
-      1. linearise: one flat list of first-order ops and host steps over slots,
-         calls inlined;
+      1. linearise: one flat list of first-order ops and host steps over slots
+         (`Op` records), calls inlined;
       2. count uses: drop what nothing reads (outputs of inlined calls the
          caller ignores; effects stay), then how often each slot is read,
          plan outputs included;
@@ -46,31 +82,38 @@ class Plan:
          never spans two devices; a host step or a device change ends it);
       4. attach to each stretch its inputs and the values that escape it;
       5. lower: stretches to compiled or NumPy steps, host steps to theirs.
+
+    `compiled=False`: every stretch runs op by op (a plan run once).
     """
 
-    def __init__(self, program, compiled=True):
+    def __init__(self, program, target, device, compiled=True):
+        if target is not None:
+            dialect(target)  # an unknown target fails here, kernels or not
         program = dce(program)
         self.program = program
-        self.compiled = compiled  # False: every stretch runs op by op (a plan run once)
+        self.target, self.device = target, device
+        self.compiled = compiled
         self.slots = 0
         self.constants = {}   # slot -> raw value
         self.avals = {}       # slot -> aval
-        items = []            # pass 1 output: (step kind or None, eqn, ins, outs)
+        items = []            # pass 1 output: Op records
         consts = [self._new_const(_raw(c), v.aval) for c, v in zip(program.consts, program.constvars)]
         self.in_slots = [self._new(v.aval) for v in program.invars]
         self.out_slots = self._linearise(program, consts + self.in_slots, items)
         items = _drop_dead(items, self.out_slots)
         uses = _count_uses(items, self.out_slots)
-        groups = _close_stretches(items)
+        groups = _close_stretches(items, device)
         for g in groups:
             if type(g) is _Group:
                 g.attach(uses)
-        self.steps = self._lower(groups)
+        self.steps = self._lower(groups, Planning(target, device))
         self.out_avals = program.out_avals
         self.template = [None] * self.slots
         for s, v in self.constants.items():
             self.template[s] = v
-        self._straight = None  # run() as one written function, when every step is a NumPy stretch
+        # every step a NumPy stretch: the plan can be written as straight lines (straight.py)
+        self.straight = all(type(st) is Stretch for st in self.steps)
+        self._written = None  # run() as one written function, when `straight`
 
     def _new(self, aval):
         self.slots += 1
@@ -96,54 +139,67 @@ class Plan:
             ins = [slot(a) for a in eqn.inputs]
             call = calls.get(eqn.prim)
             if call is not None:  # a plan evaluates only the called program: inline it
-                inner, keep = call(eqn.params)
+                inner, returned = call(eqn.params)
                 outs = self._linearise(dce(inner), ins, items)
-                outs = outs if keep is None else outs[:keep]
+                outs = outs if returned is None else outs[:returned]
             else:
                 outs = [self._new(v.aval) for v in eqn.outputs]
-                items.append((STEP_KINDS.get(eqn.prim), eqn, ins, outs))
+                items.append(Op(eqn, ins, outs))
             where.update(zip(eqn.outputs, outs))
         return [slot(a) for a in program.outvars]
 
-    def _lower(self, groups):
+    def _lower(self, groups, planning):
         """Pass 5: each stretch as compiled and NumPy steps, each host step as its own."""
         steps = []
+        min_size = _lower.compile_min_size()   # read once per plan
         for g in groups:
             if type(g) is _Group:
                 compile_on = g.device if self.compiled else None
-                steps.extend(lower(g.ops, self.constants, g.escaping, self.avals, Stretch, compile_on))
+
+                def numpy_stretch(ops, device=g.device):
+                    return Stretch(ops, device)
+                steps.extend(_lower.lower(
+                    g.ops, self.constants, g.escaping, self.avals, numpy_stretch, compile_on,
+                    target=self.target, min_size=min_size))
             else:
-                kind, eqn, ins, outs = g
-                steps.append(kind(eqn, ins, outs))
+                steps.append(STEP_KINDS[g.eqn.prim](g, planning))
         return steps
 
     @property
     def kernels(self):
-        """The compiled kernels of this plan's stretches (nested plans included), in order."""
+        """The compiled kernels of this plan's steps (nested plans included), in order."""
         out = []
         for step in self.steps:
-            out.extend(getattr(step, "kernels", ()))
-            for sub in _nested_plans(step):
+            out.extend(step.kernels)
+            for sub in step.plans:
                 out.extend(sub.kernels)
         return out
 
-    def run(self, args):
-        """Evaluate on raw arrays (constants first as the program orders them)."""
-        straight = self._straight
-        if straight and not _PROFILES_OPEN:
-            return straight(args)
+    def run(self, args, donated=None):
+        """Evaluate on raw arrays (constants first as the program orders them).
+        `donated`: {id(step): {output slot: donated buffer}} (rune/compiler/donation.py)."""
+        written = self._written
+        if written and not _PROFILES_OPEN:
+            return written(args)
         env = list(self.template)
         for s, a in zip(self.in_slots, args):
             env[s] = a
         if _PROFILES_OPEN:
-            profiler.run_steps(self.steps, env)
+            profiler.run_steps(self.steps, env, donated=donated)
+        elif donated:
+            for step in self.steps:
+                given = donated.get(id(step))
+                if given is None:
+                    step.run(env)
+                else:
+                    step.run(env, given)
         else:
             for step in self.steps:
                 step.run(env)
-        if straight is None:  # written on the second run, as a stretch is
-            self._straight = _Writing if is_straight(self) else False
-        elif straight is _Writing:
-            self._straight = straight_function(self)
+        if written is None:  # written on the second run, as a stretch is
+            self._written = _WRITING if self.straight else False
+        elif written is _WRITING:
+            self._written = straight_function(self)
         return [env[s] for s in self.out_slots]
 
     def __repr__(self):
@@ -154,13 +210,7 @@ class Plan:
         return "\n".join(lines)
 
 
-_Writing = 0  # a plan of NumPy stretches run once: the next run writes its function (falsy)
-
-
-def is_straight(plan):
-    """Whether `plan` can be written as straight lines (rune/compiler/straight.py):
-    every step a NumPy stretch."""
-    return all(type(st) is Stretch for st in plan.steps)
+_WRITING = 0  # a plan of NumPy stretches run once: the next run writes its function (falsy)
 
 
 # ---------------------------------------------------------------- passes 2-4
@@ -169,11 +219,10 @@ def _drop_dead(items, out_slots):
     """`items` without the steps whose results nothing reads (walking back from
     the outputs); effectful steps always stay."""
     live, kept = set(out_slots), []
-    for item in reversed(items):
-        _, eqn, ins, outs = item
-        if eqn.effectful or any(o in live for o in outs):
-            kept.append(item)
-            live.update(ins)
+    for op in reversed(items):
+        if op.eqn.effectful or any(o in live for o in op.outs):
+            kept.append(op)
+            live.update(op.ins)
     kept.reverse()
     return kept
 
@@ -181,8 +230,8 @@ def _drop_dead(items, out_slots):
 def _count_uses(items, out_slots):
     """Pass 2: slot -> how many times a step or the plan's outputs read it."""
     uses = {}
-    for _, _, ins, _ in items:
-        for s in ins:
+    for op in items:
+        for s in op.ins:
             uses[s] = uses.get(s, 0) + 1
     for s in out_slots:
         uses[s] = uses.get(s, 0) + 1
@@ -194,7 +243,7 @@ class _Group:
 
     def __init__(self, device):
         self.device = device
-        self.ops = []          # (eqn, ins, outs)
+        self.ops = []          # Op records
         self.inputs = []       # slots read here and made elsewhere (constants included)
         self.escaping = set()  # slots made here and read after it (or plan outputs)
 
@@ -211,182 +260,75 @@ class _Group:
         self.escaping = {s for s in made if uses.get(s, 0) > reads.get(s, 0)}
 
 
-def _close_stretches(items):
-    """Pass 3: consecutive first-order ops on one device become one `_Group`;
-    host steps stay as they are, in order."""
+def _close_stretches(items, default):
+    """Pass 3: consecutive first-order ops on one device (`default` for unplaced
+    values) become one `_Group`; host steps stay as they are (`Op`s), in order."""
     groups, open_ = [], None
-    for item in items:
-        kind, eqn, ins, outs = item
-        if kind is not None:
-            groups.append(item)
+    for op in items:
+        if op.eqn.prim in STEP_KINDS:
+            groups.append(op)
             open_ = None
             continue
-        device = eqn_device(eqn)
+        device = eqn_device(op.eqn, default)
         if open_ is None or open_.device != device:
             open_ = _Group(device)
             groups.append(open_)
-        open_.ops.append((eqn, ins, outs))
+        open_.ops.append(op)
     return groups
-
-
-def eqn_device(eqn):
-    """Where a first-order equation runs: its operands' device, else the device
-    it makes a constant on, else the default device (as eager evaluation decides)."""
-    for a in eqn.inputs:
-        if a.aval.device is not None:
-            return a.aval.device
-    return eqn.params.get("device") or current_default()
-
-
-# ---------------------------------------------------------------- steps
-
-def _nested_plans(step):
-    """The plans a host step runs (loop bodies, branches)."""
-    return getattr(step, "plans", ())
-
-
-def indent(text, n=2):
-    """`text` with every line indented by `n` spaces (nested plans in a printout)."""
-    return "\n".join(" " * n + line for line in text.splitlines())
 
 
 def _raw(value):
     return value._raw if isinstance(value, Array) else value
 
 
-def device_of(aval):
-    """The device of a value with this aval (unplaced values lie on the default device)."""
-    return aval.device if aval.device is not None else current_default()
+# ---------------------------------------------------------------- the compiler's plans
+
+# id(program) -> {key: what is kept with it}: plans by (target, device name), and what
+# eager evaluation keeps (rune/compiler/eager.py). An entry goes when its program
+# is collected (the weak reference's callback runs before the id can be reused);
+# looking one up costs no Python call.
+KEPT = {}
+_REFS = {}   # id(program) -> a weak reference to it, whose callback drops its entry
+_KEPT_LOCK = threading.Lock()
 
 
-class Stretch:
-    """A run of first-order primitives evaluated by the backend op by op.
-
-    The run is written out as a straight-line Python function over the plan's
-    slots (one backend call per primitive, no per-op dispatch), kept readable
-    in `source`. Writing it costs more than running the ops once, so a
-    stretch's first run calls the implementations in a loop and later runs
-    use the function (an eager cond or custom rule runs its plan once). Used
-    where the kernel compiler does not lower an op, and for every stretch when
-    no C compiler is available.
-    """
-    profile_kind = "numpy"   # how rune.profile names this step
-
-    def __init__(self, ops):
-        self.eqns = [eqn for eqn, _, _ in ops]
-        self.ops = ops
-        self.impls = []
-        for eqn, _, _ in ops:
-            device = eqn_device(eqn)
-            self.impls.append(backend_for(device).impls(device)[eqn.prim.name])
-        self._run = None
-        self._ran_once = False
-        self._source = None
-
-    @property
-    def source(self):
-        if self._source is None:
-            lines = ["def run(env):"]
-            for k, (eqn, ins, outs) in enumerate(self.ops):
-                args = ", ".join(f"env[{i}]" for i in ins)
-                if eqn.params:
-                    args += f", **params_{k}"
-                targets = ", ".join(f"env[{o}]" for o in outs)
-                lines.append(f"    {targets}{',' if eqn.prim.multiple_results and len(outs) == 1 else ''} = "
-                             f"{eqn.prim.name}_{k}({args})")
-            self._source = "\n".join(lines)
-        return self._source
-
-    def _written(self):
-        names = {}
-        for k, ((eqn, _, _), impl) in enumerate(zip(self.ops, self.impls)):
-            names[f"{eqn.prim.name}_{k}"] = impl
-            names[f"params_{k}"] = eqn.params
-        exec(compile(self.source, "<rune stretch>", "exec"), names)
-        return names["run"]
-
-    def run(self, env):
-        COUNTERS["kernels_launched"] += 1
-        self.execute(env)
-
-    def execute(self, env):
-        """The ops run on `env`, uncounted (a view step after compiled kernels)."""
-        if self._run is not None:
-            self._run(env)
-            return
-        if self._ran_once:
-            self._run = self._written()
-            self._run(env)
-            return
-        self._ran_once = True
-        for (eqn, ins, outs), impl in zip(self.ops, self.impls):
-            out = impl(*[env[i] for i in ins], **eqn.params)
-            if eqn.prim.multiple_results:
-                for o, r in zip(outs, out):
-                    env[o] = r
-            else:
-                env[outs[0]] = out
-
-    def describe(self):
-        names = " ".join(e.prim.name for e in self.eqns)
-        return f"stretch of {len(self.eqns)} ops: {names}\n{indent(self.source, 2)}"
+def _forget(ref, key):
+    KEPT.pop(key, None)
+    _REFS.pop(key, None)
 
 
-class TransferStep:
-    """`place` between devices: a counted copy by the backends."""
-    profile_kind = "transfer"   # how rune.profile names this step
-
-    def __init__(self, eqn, ins, outs):
-        self.src, self.dst = eqn.params["src"], eqn.params["device"]
-        self.ins, self.outs = ins, outs
-
-    def run(self, env):
-        env[self.outs[0]] = transfer(env[self.ins[0]], self.src, self.dst)
-
-    def describe(self):
-        return f"transfer {self.src} -> {self.dst}"
+def kept_with(program, key):
+    """What is kept with `program` under `key`, or None."""
+    found = KEPT.get(id(program))
+    return None if found is None else found.get(key)
 
 
-STEP_KINDS[P["place"]] = TransferStep
+def keep_with(program, key, value):
+    """Keep `value` with `program` under `key` (while the program lives); returns
+    what is kept there (the value another thread kept first, if one did)."""
+    k = id(program)
+    with _KEPT_LOCK:
+        found = KEPT.get(k)
+        if found is None:
+            _REFS[k] = weakref.ref(program, functools.partial(_forget, key=k))
+            found = KEPT[k] = {}
+        return found.setdefault(key, value)
 
 
-def program_plan(program):
-    """The plan of `program`, built once and kept with it (for another target: afresh)."""
-    if planning_target() is not None:  # a loop body of a plan for another device
-        return Plan(program)
-    plan = program._plan
+def plan_for(program, target, device):
+    """The plan of `program` for `target` and `device`, built once and kept."""
+    key = (target, device.name)   # a str hashes without a call into Python
+    found = KEPT.get(id(program))
+    plan = None if found is None else found.get(key)
     if plan is None:
-        plan = program._plan = Plan(program)
-        COUNTERS["compiles"] += 1
+        plan = keep_with(program, key, Plan(program, target, device))
+        if target is None:
+            COUNTERS["compiles"] += 1
     return plan
 
 
-def stack_rows(rows, aval):
-    """A loop's per-row outputs stacked along a new leading axis on their device."""
-    backend = backend_for(device_of(aval))
-    return backend.stack(rows, aval) if rows else backend.empty(aval)
-
-
-def run_program(program, args):
-    """Evaluate `program` once on concrete Arrays through a plan: the one
-    evaluator of eager higher-order primitives (an eager cond's branch, a
-    custom rule's forward). Such a program was just staged and may never run
-    again, so its plan is not kept and its stretches run op by op: compiling
-    (or loading) kernels for one run costs more than it saves. A program whose
-    plan is already built (a loop body, a branch kept between eager calls)
-    runs that plan."""
-    plan = program._plan or Plan(program, compiled=False)
-    return _wrap(plan.run([_raw(a) for a in args]), plan.out_avals)
-
-
-def call_program(program, args):
-    """`program` applied to `args` wherever it is called: on concrete arrays
-    through its plan (the one evaluator), under a transformation by binding
-    its equations again (which transforms them)."""
-    if current() is EVAL:
-        return run_program(program, args)
-    return program(*args)
-
-
-def _wrap(raws, avals):
-    return wrap_raws(raws, avals)
+def forget_plans():
+    """Drop every kept plan (and what eager evaluation kept)."""
+    with _KEPT_LOCK:
+        KEPT.clear()
+        _REFS.clear()

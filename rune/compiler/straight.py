@@ -6,8 +6,8 @@ machinery than in its ops: an environment list, a loop over steps, a call
 per step, a wrapper per op. `straight_function(plan)` writes the whole plan
 as one function over local variables; `straight_lines` writes a plan's
 statements for a caller composing plans into one function (a while loop's
-test and step, a scan's loop over rows: rune/control.py; a cached jit call:
-rune/compiler/api.py).
+test and step, a scan's loop over rows: rune/compiler/control_steps.py; a
+cached jit call: rune/compiler/api.py).
 
 The backend's implementations are called as the stretch calls them, except
 that an elementwise op whose result is an array anyway calls the bare

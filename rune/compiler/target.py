@@ -1,40 +1,16 @@
 """Plans for a target this process need not have: `jitted.plan(*args, target="cuda")`.
 
-Such a plan is built inside `planning_for(target)`: it is fused exactly as the
-host's (rune/compiler/fuse.py), and `lower` turns each run of lowerable primitives
-into a `TargetStretch` holding the target dialect's kernels (copies of the IR
-kernels carrying their source and launch shapes); loop bodies are planned for
-the target too, afresh. It is an inspection: nothing is compiled or run.
+The target is one of a plan's inputs (`Plan(program, target, device)`,
+rune/compiler/plan.py), passed down explicitly: such a plan is fused exactly as
+the host's (rune/compiler/fuse.py), and `lower(..., target=...)` turns each run
+of lowerable primitives into a `TargetStretch` holding the target dialect's
+kernels (copies of the IR kernels carrying their source and launch shapes);
+loop bodies are planned for the target too. It is an inspection: nothing is
+compiled or run.
 """
-import contextlib
-import threading
-
 from ..backends import kernel_dialect
 from ..errors import ArgumentError, UsageError
 from ..codegen.kernel import describe_launched
-
-
-class _Planning(threading.local):
-    target = None
-
-
-_PLANNING = _Planning()
-
-
-def planning_target():
-    """The target the plan being built is for (None: this process's devices)."""
-    return _PLANNING.target
-
-
-@contextlib.contextmanager
-def planning_for(target):
-    """Plans built inside (loop and branch bodies included) are for `target`."""
-    dialect(target)  # an unknown target fails here, kernels or not
-    outer, _PLANNING.target = _PLANNING.target, target
-    try:
-        yield
-    finally:
-        _PLANNING.target = outer
 
 
 def dialect(target):
@@ -46,11 +22,22 @@ def dialect(target):
 
 
 class TargetStretch:
-    """A run of primitives fused into kernels rendered for `target`."""
+    """A run of primitives fused into kernels rendered for `target` (a plan step,
+    rune/compiler/plan.py, that does not run)."""
+    profile_kind = "kernel"   # how rune.profile names this step
+    plans = ()
+    takes_donations = False
 
     def __init__(self, target, eqns, unit):
         self.eqns, self.unit, self.target = eqns, unit, target
-        self.name, self.text, self.kernels = dialect(target).unit(unit.kernels)
+        self.name, self.text, kernels = dialect(target).render_unit(unit.kernels)
+        self.kernels = tuple(kernels)
+
+    def reads(self):
+        return tuple(s for _, s in self.unit.inputs)
+
+    def writes(self):
+        return tuple(s for _, s in self.unit.outputs)
 
     def run(self, env):
         raise UsageError(f"a plan for target={self.target!r} is for inspection and does not run; "
@@ -58,4 +45,3 @@ class TargetStretch:
 
     def describe(self):
         return describe_launched(f"{self.target} stretch", self.name, self.eqns, self.kernels, "")
-

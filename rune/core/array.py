@@ -106,6 +106,12 @@ class Array(ArrayLike):
         backend_for(self.device).synchronize(self.device)
         return self
 
+    def read_scalar(self):
+        """The value as a Python scalar for the host to decide with (a loop
+        predicate, a branch index): a read that waits for the device, counted in
+        `rune.stats()["scalar_reads"]`."""
+        return backend_for(self.device).read_scalar(self._raw)
+
     # Pickling and copying keep what makes an Array more than its values: the
     # device (by name, so it resolves in the loading process) and weakness.
     def __reduce__(self):
@@ -127,8 +133,9 @@ def _rebuild(host, device_name, weak=False):
 _HOST0 = get_device("cpu")
 
 
-def wrap_outputs(prim, out, device, weak):
-    """Wrap raw backend outputs of `prim` as Arrays on `device`."""
-    if prim.multiple_results:
-        return [Array(o, device, False) for o in out]
-    return Array(out, device, weak)
+def from_foreign(obj, device):
+    """An Array on `device` holding a foreign array `obj` (NumPy, CuPy, a DLPack
+    producer): its buffer itself where `device`'s backend can take it without a
+    copy, else a copy (`Backend.from_foreign`)."""
+    return Array(backend_for(device).from_foreign(obj, device), device)
+

@@ -3,7 +3,9 @@
 Elementwise primitives broadcast their operands NumPy-style; operands already
 share one dtype (the `nx` layer promotes). Every public `nx` function is a bind
 of one of these or a composite of them, so the JVP, VJP, batching and kernel
-tables only ever cover this list.
+tables only ever cover this list. Each declares how a compiler lowers it
+(`declare_lowering`): an elementwise kernel IR op of the same name, a
+movement, a reduction, a library call, an indexed load or an update.
 """
 import functools
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .aval import Aval
-from .primitive import abstract_rules, primitive
+from .primitive import Lowering, abstract_rules, declare_lowering, primitive
 from .trace import common_device
 
 BOOL = np.dtype(bool)
@@ -32,7 +34,20 @@ for _name in UNARY + BINARY + COMPARE + PREDICATE + REDUCE + (
         "dynamic_update_slice", "dot_general", "random_bits", "place", "iota", "full"):
     P[_name] = primitive(_name)
 
-ELEMENTWISE = frozenset(UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert"))
+# How each lowers into fused kernels (rune/compiler/fuse.py); `place` (a copy
+# between devices) is never lowered.
+_LOWERINGS = {
+    Lowering.ELEMENTWISE: UNARY + BINARY + COMPARE + PREDICATE + ("select", "convert"),
+    Lowering.MOVEMENT: ("broadcast_to", "reshape", "transpose", "slice", "rev", "pad", "concatenate",
+                        "full"),
+    Lowering.REDUCE: REDUCE + ("argmax", "argmin"),
+    Lowering.LIBRARY: ("dot_general",),
+    Lowering.SCATTER: ("scatter", "dynamic_update_slice"),
+    Lowering.INDEXED: ("gather", "dynamic_slice", "random_bits", "iota"),
+}
+for _kind, _names in _LOWERINGS.items():
+    for _name in _names:
+        declare_lowering(P[_name], _kind)
 
 
 @functools.lru_cache(maxsize=4096)

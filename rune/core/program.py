@@ -40,7 +40,8 @@ class Eqn:
 
 
 class Program:
-    __slots__ = ("invars", "outvars", "eqns", "constvars", "consts", "effectful", "_plan")
+    # weakly referable: the compiler keeps a program's plans by its identity, not on it
+    __slots__ = ("invars", "outvars", "eqns", "constvars", "consts", "effectful", "__weakref__")
 
     def __init__(self, invars, outvars, eqns, constvars=(), consts=()):
         self.invars = list(invars)
@@ -49,7 +50,6 @@ class Program:
         self.constvars = list(constvars)
         self.consts = list(consts)
         self.effectful = any(e.effectful for e in self.eqns)
-        self._plan = None
 
     @property
     def in_avals(self):

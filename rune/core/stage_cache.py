@@ -1,8 +1,8 @@
 """Staged bodies kept between calls of eager control flow.
 
 An eager `cond`, `switch`, `scan` or `while_loop` stages its functions, and
-building the programs (and their plans) costs far more than running them on
-small arrays. `staged(kind, fns, signature, build)` returns what `build()`
+building the programs (and their plans, which the compiler keeps with each
+program) costs far more than running them on small arrays. `staged(kind, fns, signature, build)` returns what `build()`
 staged the last time the same functions were staged at the same signature
 (input avals and tree structures, static parameters, the default device),
 and builds it afresh when any function is not fingerprintable
@@ -37,7 +37,7 @@ def staged(kind, fns, signature, build):
             return build(), UNKEPT
         keys.append(found[0])
         held.extend(found[1])
-    key = (kind, tuple(keys), signature, current_default())
+    key = (kind, tuple(keys), signature, current_default().name)
     ids = tuple(map(id, held))
     try:
         with _lock:

@@ -4,10 +4,16 @@ Any value the staging interpreter meets that is not its own tracer (a concrete
 array, another interpreter's tracer) is captured as a constant of the program
 and reported, so a caller can pass it explicitly (closure conversion: this is
 how a scan step's closed-over weights become operands that `grad` reaches).
+
+User values (Python numbers a function returns, example arguments) become
+arrays through `nx.asarray`, which nx registers with core
+(`arraylike.register_functions`): core imports nothing above it. `rune.trace`,
+staging a user's function of pytrees, is the compiler's (rune/compiler/tracing.py).
 """
 import numpy as np
 
 from .. import tree
+from . import arraylike as _arraylike
 from .aval import Aval
 from .primitive import abstract_rules
 from .program import Eqn, Literal, Program, Var
@@ -69,8 +75,7 @@ class StagingInterpreter(Interpreter):
 
 
 def _as_array(x):
-    from ..nx.ops import asarray
-    return asarray(x)
+    return _arraylike.ops.asarray(x)
 
 
 def stage(f, in_avals):
@@ -119,33 +124,13 @@ def stage_pytree_open(f, in_avals, in_struct=None, flatten=tree.flatten):
     return interp, leaves, structure[0]
 
 
-def stage_tree(f, args, kwargs=None):
-    """Stage `f(*args, **kwargs)` at the avals of the pytree `args`.
-
-    Returns (program, out_structure): the program takes the flat leaves of
-    `(args, kwargs)` and returns the flat leaves of the result.
-    """
-    leaves, in_struct = tree.flatten((args, kwargs or {}))
-    return stage_pytree(lambda a, k: f(*a, **k), [abstract(x) for x in leaves], in_struct)
-
-
 def abstract(x):
     """The aval a staged input takes for example value `x`."""
     if isinstance(x, Aval):
         return x
     if isinstance(x, (bool, int, float)):
-        from ..nx.ops import asarray
-        return asarray(x).aval.update(weak=True)
+        return _arraylike.ops.asarray(x).aval.update(weak=True)
     spec = getattr(x, "aval", None)
     if spec is None:
-        from ..nx.ops import asarray
-        return asarray(x).aval
+        return _arraylike.ops.asarray(x).aval
     return spec
-
-
-def trace(f):
-    """`trace(f)(*args)` returns the Program `f` stages at the avals of `args` (like make_jaxpr)."""
-    def traced(*args, **kwargs):
-        program, _ = stage_tree(f, args, kwargs)
-        return program
-    return traced

@@ -10,13 +10,21 @@ what prevents perturbation confusion in `grad(grad(f))`.
 import contextlib
 import threading
 
-from ..errors import ConcretizationError, DeviceMismatchError, NotDifferentiableError
-from ..devices import current_default
+from ..backends import backend_for
+from ..errors import (ArgumentError, ConcretizationError, DeviceMismatchError, NotDifferentiableError,
+                      RuneError)
+from ..devices import get_device
 from .array import Array
 from . import arraylike as _arraylike
 from .arraylike import ArrayLike
 from .aval import Aval
-from .primitive import eval_rules
+from .dtypes import ALL as _ALL_DTYPES, dtype as _to_dtype, weak_dtype_of as _weak_dtype_of
+from .primitive import abstract_rules, eval_rules
+
+_HOST = get_device("cpu")  # where literals live
+# The literals an eager op may meet next to an Array without the general
+# placement loop: NumPy scalars of rune's dtypes (nx makes Python scalars these).
+_LITERAL_TYPES = frozenset(d.type for d in _ALL_DTYPES)
 
 
 class Interpreter:
@@ -138,7 +146,45 @@ def current():
 
 def bind(prim, *args, **params):
     """Apply primitive `prim` to `args` in the current interpreter."""
+    if not params and len(args) == 2:
+        return bind_binary(prim, args[0], args[1])
     return _current.interp.process(prim, args, params)
+
+
+def bind_binary(prim, x, y):
+    """`bind(prim, x, y)` for a primitive of two operands and no parameters, as
+    nx's binary functions call it.
+
+    The commonest eager op, on two Arrays on one device or on an Array and a
+    literal, is run here by the eval interpreter's own rule, minus the `process`
+    call, the packing of arguments and the general placement loop: at 8
+    elements, dispatch is most of the time an op takes. Its implementation is
+    the one `process` resolved for the device on the op's first call; with an
+    n-d operand, the backend's bare n-d function (`_load_impl`)."""
+    interp = _current.interp
+    if interp is EVAL:
+        tx, ty = type(x), type(y)
+        if tx is Array:
+            device, x_raw = x.device, x._raw
+            if ty is Array:
+                y_raw = y._raw if y.device is device else None
+                weak = x.weak and y.weak
+            else:
+                y_raw = y if ty in _LITERAL_TYPES else None
+                weak = x.weak
+        elif ty is Array and tx in _LITERAL_TYPES:
+            device, x_raw, y_raw, weak = y.device, x, y._raw, y.weak
+        else:
+            y_raw = None
+        if y_raw is not None and not prim.multiple_results:
+            impl = prim.impls.get(device.nd_name if x_raw.ndim or y_raw.ndim else device.name)
+            if impl is not None:  # else the first call on this device, or not a backend op
+                try:
+                    out = impl(x_raw, y_raw)
+                except Exception as e:
+                    raise_user_error(prim, (x, y), {}, e)
+                return Array(out, device, weak)
+    return interp.process(prim, (x, y), {})
 
 
 @contextlib.contextmanager
@@ -157,9 +203,8 @@ def aval_of(x):
     aval = getattr(x, "aval", None)
     if aval is not None:
         return aval
-    from .dtypes import dtype as to_dtype, weak_dtype_of
-    dt = x.dtype if hasattr(x, "dtype") else weak_dtype_of(x)
-    return Aval((), to_dtype(dt), None, True)
+    dt = x.dtype if hasattr(x, "dtype") else _weak_dtype_of(x)
+    return Aval((), _to_dtype(dt), None, True)
 
 
 def device_mismatch(prim, first, second):
@@ -185,28 +230,20 @@ def common_device(prim, avals):
 class EvalInterpreter(Interpreter):
     """Runs each primitive right away on the backend of its operands' device.
 
-    This is the one eager dispatch path (nx functions validate, promote and
-    bind; nothing calls a backend behind it): the implementation is resolved
-    once per primitive and device, a backend failure is reported once as a rune
-    error naming the operation, and results are wrapped as Arrays here."""
+    This is the one eager dispatch path: nx functions validate, promote and
+    bind, whatever their operands (arrays, literals or both), and nothing calls
+    a backend behind `bind` (whose binary form, `bind_binary`, runs the
+    commonest case itself, by the same rule). The implementation is resolved once per primitive and device, a
+    backend failure is reported once as a rune error naming the operation, and
+    results are wrapped as Arrays here. An operation on literals alone (NumPy
+    scalars) is folded on the host, and its result is a literal."""
 
     def process(self, prim, args, params):
         if prim in eval_rules:
             return self._higher_order(prim, args, params)
-        # The most common eager op, a binary one on an Array and an Array on the
-        # same device or a literal, is placed without the general loop: at 8
-        # elements the dispatch is most of the time an op takes.
-        if len(args) == 2 and type(args[0]) is Array:
-            x, y = args
-            device = x.device
-            if type(y) is Array and y.device is device:
-                weak, raws = x.weak and y.weak, (x._raw, y._raw)
-            elif type(y) is not Array and not isinstance(y, Tracer):
-                weak, raws = x.weak, (x._raw, y)
-            else:
-                device, weak, raws = _placed(prim, args, params)
-        else:
-            device, weak, raws = _placed(prim, args, params)
+        device, weak, raws = _placed(prim, args, params)
+        if device is None:
+            return _fold(prim, raws, args, params)
         impl = prim.impls.get(device.name) or _load_impl(prim, device)  # resolved once per device
         try:
             out = impl(*raws, **params)
@@ -224,45 +261,28 @@ class EvalInterpreter(Interpreter):
         return eval_rules[prim](*args, **params)
 
 
-def eager_binary(prim):
-    """apply(x, y, x_raw, y_raw, device, weak): the binary `prim` run now on
-    `device`, for operands its nx function has already checked (no promotion
-    needed, a literal already of the array's dtype) and placed (`x_raw`,
-    `y_raw`: buffers on `device`, or a literal), when EVAL is current
-    (`active.interp is EVAL`).
+def _fold(prim, literals, args, params):
+    """`prim` on literals alone, folded on the host: its result is a literal too
+    (a NumPy scalar), unplaced, as the arithmetic of Python scalars would be."""
+    impl = prim.impls.get(_HOST.name) or _load_impl(prim, _HOST)
+    try:
+        out = impl(*literals, **params)
+    except Exception as e:
+        raise_user_error(prim, args, params, e)
+    return [o[()] for o in out] if prim.multiple_results else out[()]
 
-    It is `EvalInterpreter.process` minus `bind` and the general placement loop:
-    at 8 elements, dispatch is most of what an eager op costs. With an n-d
-    operand it calls the backend's bare function (`on_nd`: its result is always
-    an array), resolved once per device."""
-    on_nd = {}  # device name (a str hashes in C, a Device in Python) -> implementation
-    source = [prim.impls]  # the table `on_nd` was read from: a replaced table empties it
 
-    def resolve_on_nd(device):
-        impl = prim.impls.get(device.name) or _load_impl(prim, device)
-        impl = on_nd[device.name] = getattr(impl, "on_nd", impl)
-        return impl
-
-    def apply(x, y, x_raw, y_raw, device, weak):
-        if x_raw.ndim or y_raw.ndim:
-            if source[0] is not prim.impls:
-                on_nd.clear()
-                source[0] = prim.impls
-            impl = on_nd.get(device.name) or resolve_on_nd(device)
-        else:
-            impl = prim.impls.get(device.name) or _load_impl(prim, device)
-        try:
-            out = impl(x_raw, y_raw)
-        except Exception as e:
-            raise_user_error(prim, (x, y), {}, e)
-        return Array(out, device, weak)
-    return apply
+def evaluate(prim, *args, **params):
+    """`bind` into the eval interpreter, whatever interpreter is current: for
+    values every transformation treats as constants (literals, host data being
+    converted), computed now as Python's own arithmetic on them would be."""
+    return EVAL.process(prim, args, params)
 
 
 def _placed(prim, args, params):
     """(device, weak, raw operands) of an eager op: the one device its Arrays lie
-    on (else the `device` param of a constant made on a device, else the default
-    device) and whether every Array among them is weak."""
+    on (else the `device` param of a constant made on a device; None for
+    literals alone) and whether every Array among them is weak."""
     device = None
     weak = True
     raws = []
@@ -280,20 +300,16 @@ def _placed(prim, args, params):
             raise escaped_tracer(a, prim.name)
         else:
             raws.append(a)
-    if device is None:  # scalars only, or a constant made on the device
+    if device is None:  # literals only, or a constant made on the device
         device = params.get("device")
         if device is not None:
             weak = False  # iota and full make strong arrays (their abstract rules say so)
-        else:
-            device = current_default()
     return device, weak, raws
 
 
 def raise_user_error(prim, args, params, error):
     """After a backend failed: the abstract rule names the operation and what was
     wrong; failing that, the backend's own message, as a rune error."""
-    from ..errors import ArgumentError
-    from .primitive import abstract_rules
     avals = [aval_of(a) for a in args]
     rule = abstract_rules.get(prim)
     if rule is not None:
@@ -302,17 +318,19 @@ def raise_user_error(prim, args, params, error):
 
 
 def _load_impl(prim, device):
-    from ..backends import backend_for
-    from ..errors import RuneError
+    """`prim`'s implementation on `device`, remembered in `prim.impls` under the
+    device's name; and under its `nd_name`, the bare function the backend offers
+    for n-d operands (`on_nd`: without the wrapper that makes a 0-d result an
+    array), which `bind` calls when an operand is n-d."""
     table = backend_for(device).impls(device)
     if prim.name not in table:
         raise RuneError(f"{prim.name} has no implementation on {device.platform}")
-    prim.impls[device.name] = table[prim.name]
-    return table[prim.name]
+    impl = prim.impls[device.name] = table[prim.name]
+    prim.impls[device.nd_name] = getattr(impl, "on_nd", impl)
+    return impl
 
 
 def escaped_tracer(tracer, where):
-    from ..errors import RuneError
     return RuneError(
         f"{where} received a tracer ({tracer.aval}) of a transformation that has already "
         f"finished: a traced value escaped (stored in a global or returned through a side "

@@ -23,7 +23,7 @@ from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin,
                   split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
                   take, tan, tanh, tensordot, transpose, var, vdot, where, real, imag, conj, angle,
                   make_complex)
-from .placement import place
+from .placement import from_dlpack, place
 from .mathfuncs import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, copysign, hypot, isinf, log2,
                         log10, logaddexp, nextafter, positive, signbit, trunc)
 from .manipulation import (count_nonzero, diff, matrix_transpose, meshgrid, repeat, roll, take_along_axis,
@@ -53,31 +53,11 @@ _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.g
                                                place=place, namespace=_sys.modules[__name__]))
 
 
-def from_dlpack(x, /, *, device=None, copy=None):
-    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it can.
-
-    x: the producer (an object with __dlpack__ and __dlpack_device__); the Array lies where its buffer lies.
-    device: then placed there if given. copy: no visible effect: rune arrays are immutable, so a shared buffer
-    is never written.
-    """
-    import numpy as np
-    from .array import Array as _A
-    from ..devices import get_device
-    from ..errors import DeviceError
-    kind, index = x.__dlpack_device__()
-    target = None if device is None else get_device(device)
-    if kind == 1:  # kDLCPU: any host device can hold the buffer without a copy
-        host = target if target is not None and target.platform == "cpu" else get_device("cpu")
-        out = _A(np.from_dlpack(x), host)
-    elif kind == 2:  # kDLCUDA
-        import cupy
-        out = _A(cupy.from_dlpack(x), get_device(f"cuda:{index}"))
-        out._shared = True  # the producer may still write the buffer: never donated
-    else:
-        raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
-    return out if target is None else place(out, target)
-from . import linalg  # noqa: E402  (the standard's linalg extension; rules in rune/linalg_rules.py)
+from . import linalg  # noqa: E402  (the standard's linalg extension, its primitives and their rules)
 from . import fft  # noqa: E402
+# The primitives under real, imag, conj and make_complex (functions of ops, whose
+# composites use them), with their rules.
+from . import complex as _complex  # noqa: E402,F401
 
 # The public API. The modules this package is built from (ops, creation, dtypes,
 # array_api, ...) stay importable by their dotted paths but are not part of it.

@@ -1,15 +1,14 @@
 """`nx.Array` (defined in `rune.core.array`) and moving raw buffers into Arrays."""
-from ..backends import backend_for
-from ..core.array import _HOST0, Array, wrap_outputs  # noqa: F401  (rune.nx.array.Array is public)
+from ..core.array import _HOST0, Array  # noqa: F401  (rune.nx.array.Array is public)
 from ..core.prims import P
 from ..core.trace import bind
 from ..devices import current_default, get_device, transfer
 
 
 def read_scalar(raw, device):
-    """A device value as a Python scalar for the host to decide with (a loop
-    predicate, a branch index): a counted read that waits for the device."""
-    return backend_for(device).read_scalar(raw)
+    """The raw buffer `raw` on `device` as a Python scalar, for plan steps that
+    hold raw buffers (`Array.read_scalar`: a counted read that waits for the device)."""
+    return Array(raw, device).read_scalar()
 
 
 def wrap_raws(raws, avals):

@@ -7,9 +7,9 @@ arithmetic). `device=None` means the default device, as for creation.
 """
 import numpy as np
 
-from ..backends import backend_for
+from ..core.array import _HOST0, Array
 from ..core.prims import P
-from ..core.trace import bind
+from ..core.trace import bind, evaluate
 from ..devices import current_default, get_device
 from ..errors import ScalarOverflowError
 from ..core import dtypes as dt
@@ -28,9 +28,17 @@ def checked_scalar(name, value, dtype):
         raise ScalarOverflowError(f"{name}: the Python scalar {value} does not fit in {dtype.name}") from None
 
 
+def host_convert(host, dtype):
+    """The NumPy array `host` converted to `dtype` by rune's rule (the `convert`
+    primitive, run now on the host: NaN into integers gives 0, out-of-range
+    values saturate), whatever transformation is current: host data is a
+    constant to every one of them."""
+    return evaluate(P["convert"], Array(host, _HOST0), dtype=dtype)._raw
+
+
 def host_cast(value, dtype, name="full"):
     """Host data `value` as a NumPy array of `dtype`. Floats into integers follow rune's
-    conversion rule (the host backend's `convert`: NaN gives 0, out-of-range values
+    conversion rule (`host_convert`: NaN gives 0, out-of-range values
     saturate), never NumPy's, which raises for some values and wraps others. A Python
     int that `dtype` cannot hold raises a ScalarOverflowError naming `name` (the
     function whose fill value it is: `full` for the fills that come here), as
@@ -40,7 +48,7 @@ def host_cast(value, dtype, name="full"):
         return np.asarray(checked_scalar(name, value, dtype), dtype)
     host = np.asarray(value)
     if host.dtype.kind in "fc" and dtype.kind in "iu":
-        return backend_for(get_device("cpu")).IMPLS["convert"](host, dtype=dtype)
+        return host_convert(host, dtype)
     try:
         return np.asarray(value, dtype)
     except OverflowError as e:  # Python ints in a sequence

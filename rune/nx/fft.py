@@ -1,21 +1,46 @@
-"""`nx.fft`: the standard's FFT extension. The transforms (fft, ifft, fftn,
-ifftn, rfft, irfft, rfftn, irfftn, hfft, ihfft) take NumPy's and the
-standard's arguments (n / s, axis / axes, norm); each moves its axes to the
-end, pads or truncates them to the requested sizes, binds the one FFT
-primitive (rune/nx/fft_prims.py) and scales for `norm`. hfft and ihfft are
-irfft and rfft of the conjugate, as NumPy defines them. The frequency functions
-(fftfreq, rfftfreq, fftshift, ifftshift) are ordinary array functions.
+"""`nx.fft`: the standard's FFT extension, its one primitive and the
+primitive's rules.
+
+The transforms (fft, ifft, fftn, ifftn, rfft, irfft, rfftn, irfftn, hfft,
+ihfft) take NumPy's and the standard's arguments (n / s, axis / axes, norm);
+each moves its axes to the end, pads or truncates them to the requested
+sizes, binds the FFT primitive and scales for `norm`. hfft and ihfft are
+irfft and rfft of the conjugate, as NumPy defines them. The frequency
+functions (fftfreq, rfftfreq, fftshift, ifftshift) are ordinary array
+functions.
+
+The primitive `fft_p` is one library call (NumPy's pocketfft on the host,
+rune/backends/xp/fft.py) over the trailing `len(lengths)` axes, in NumPy's
+default ("backward") normalization. It declares no lowering: compiled code
+runs it op by op. `kind` is one of
+  fft   complex -> complex, the unnormalized DFT;
+  ifft  complex -> complex, the inverse DFT (divided by the transform size);
+  rfft  real -> complex, the DFT's non-negative frequencies (last axis n -> n // 2 + 1);
+  irfft complex -> real, the inverse of rfft (last axis n // 2 + 1 -> n).
+`lengths` are the transform sizes (the output sizes for irfft).
+
+Every transform is linear, so its JVP applies it to the tangent; the VJP is
+its transpose, with JAX's convention for complex numbers (transposed, never
+conjugated; JAX's lax.fft rules):
+  fft, ifft: the DFT matrix is symmetric, so each is its own transpose;
+  rfft: the transpose of x -> fft(x + 0i)[:n // 2 + 1]: Re(fft(cotangent padded
+        with zeros to n)), computed as an irfft (see _rfft_transpose);
+  irfft: conj(w * rfft(ct) / N), w = 1 for the zero (and Nyquist) frequency
+        and 2 for the others, which irfft counts twice (as their Hermitian mirror).
+vmap moves the batch axis first: the primitive transforms trailing axes only.
 """
 import math
 
 import numpy as np
 
+from ..core.aval import Aval
+from ..core.primitive import abstract_rules, batch_rules, jvp_rules, primitive, vjp_rules
 from ..core.trace import bind
 from ..errors import ArgumentError, DTypeError
 from ..core import dtypes as dt
 from . import ops
-from .fft_prims import fft_p
 from .manipulation import roll
+from .rule_helpers import to_front
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn", "irfftn", "fftfreq",
            "rfftfreq", "fftshift", "ifftshift"]
@@ -23,6 +48,31 @@ __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rf
 _NORMS = ("backward", "ortho", "forward")
 _INVERSE = {"fft": False, "rfft": False, "ifft": True, "irfft": True}
 
+
+# ---------------------------------------------------------------- the primitive
+
+fft_p = primitive("fft")
+KINDS = ("fft", "ifft", "rfft", "irfft")
+
+
+def _fft_abstract(x, *, kind, lengths):
+    k = len(lengths)
+    lead, last = x.shape[:-k], tuple(lengths)
+    if kind == "rfft":
+        if not dt.is_float(x.dtype):
+            raise DTypeError(f"fft (rfft): expected a real float operand, got {x.dtype.name}")
+        return Aval(lead + last[:-1] + (last[-1] // 2 + 1,), dt.complex_dtype(x.dtype), x.device)
+    if not dt.is_complex(x.dtype):
+        raise DTypeError(f"fft ({kind}): expected a complex operand, got {x.dtype.name}")
+    if kind == "irfft":
+        return Aval(lead + last, dt.real_dtype(x.dtype), x.device)
+    return Aval(x.shape, x.dtype, x.device)
+
+
+abstract_rules[fft_p] = _fft_abstract
+
+
+# ---------------------------------------------------------------- the transforms
 
 def _resized(x, axis, size):
     """`x` truncated or zero-padded to `size` along `axis`."""
@@ -288,3 +338,59 @@ def ifftshift(x, /, *, axes=None):
     x: an array. axes: an int, a tuple of ints, or None (every axis).
     """
     return _shift(x, axes, -1)
+
+
+# ---------------------------------------------------------------- rules of the primitive
+
+def _fft_jvp(primals, tangents, *, kind, lengths):
+    return bind(fft_p, primals[0], kind=kind, lengths=lengths), bind(fft_p, tangents[0], kind=kind, lengths=lengths)
+
+
+def _rfft_transpose(ct, lengths):
+    """rfftn is the complex FFT over the leading transform axes after rfft over the
+    last, so its transpose is their transposes in the other order: fft over the
+    leading axes (the DFT is symmetric), then rfft's along the last axis,
+    Re(fft(pad(c))) = n irfft(conj(c) v) with v = 1 for the zero (and Nyquist)
+    frequency and 1/2 for the others (irfft counts those twice). Two half-size
+    transforms instead of a full complex one."""
+    k = len(lengths)
+    if k > 1:
+        last = ct.ndim - 1
+        perm = list(range(ct.ndim - k)) + [last] + list(range(ct.ndim - k, last))
+        moved = bind(fft_p, ops.transpose(ct, perm), kind="fft", lengths=lengths[:-1])
+        ct = ops.transpose(moved, [perm.index(a) for a in range(ct.ndim)])
+    n, m = lengths[-1], ct.shape[-1]
+    weights = np.full(m, 0.5)
+    weights[0] = 1.0
+    if n % 2 == 0:
+        weights[-1] = 1.0
+    scaled = ops.multiply(ops.conj(ct), ops.constant_like((weights * n).astype(ops.real(ct).dtype), ct))
+    return bind(fft_p, scaled, kind="irfft", lengths=(n,))
+
+
+def _irfft_transpose(ct, lengths):
+    x = bind(fft_p, ct, kind="rfft", lengths=lengths)
+    m, odd = x.shape[-1], lengths[-1] % 2
+    weights = np.concatenate([[1.0], np.full(m - 2 + odd, 2.0), np.ones(1 - odd)])
+    weights = weights / math.prod(lengths)
+    return ops.conj(ops.multiply(x, ops.constant_like(weights.astype(ops.real(x).dtype), x)))
+
+
+_TRANSPOSES = {
+    "fft": lambda ct, lengths: bind(fft_p, ct, kind="fft", lengths=lengths),
+    "ifft": lambda ct, lengths: bind(fft_p, ct, kind="ifft", lengths=lengths),
+    "rfft": _rfft_transpose,
+    "irfft": _irfft_transpose,
+}
+
+
+def _fft_vjp(ct, ins, out, wants, *, kind, lengths):
+    return (_TRANSPOSES[kind](ct, lengths),)
+
+
+def _fft_batch(values, dims, size, *, kind, lengths):
+    # The primitive transforms trailing axes only: any leading axis is a batch.
+    return bind(fft_p, to_front(values[0], dims[0]), kind=kind, lengths=lengths), 0
+
+
+jvp_rules[fft_p], vjp_rules[fft_p], batch_rules[fft_p] = _fft_jvp, _fft_vjp, _fft_batch

@@ -1,8 +1,37 @@
 """`nx.linalg`: the Array API standard's linear-algebra extension, batched over
-leading axes. Factorizations and solves are library-call primitives
-(rune/nx/linalg_prims.py); everything else is a composite of them and of
-ordinary nx operations, so derivatives, jit and vmap follow from their rules.
-Every factorization is differentiable (rune/linalg_rules.py); pinv through svd.
+leading axes, with its primitives and their rules.
+
+Factorizations and solves are library-call primitives (solve, cholesky, eigh,
+slogdet, det, svdvals, svd, qr; implemented on an array module in
+rune/backends/xp/linalg.py). Each takes matrices in the last two axes and any
+leading (batch) axes, as LAPACK-backed NumPy (and cuSOLVER) do, so vmap only
+moves the batch axis to the front. They declare no lowering: compiled code runs
+them op by op. Everything else is a composite of them and of ordinary nx
+operations, so derivatives, jit and vmap follow from their rules. Every
+factorization is differentiable; pinv through svd.
+
+The derivative rules are written with nx operations (so they are themselves
+differentiable, jittable and batchable). The formulas are the standard
+matrix-calculus ones JAX uses:
+solve: dx = A^-1 (db - dA x); det: d det A = tr(adj(A) dA), the adjugate
+adj(A) = det(A) A^-1 computed so that it stays finite (and exact) at singular A;
+slogdet: with z = tr(A^-1 dA), d log|det A| = re z and d sign = sign i im z;
+cholesky (Murray 2016): dL = L Phi(L^-1 dA L^-T), Phi the lower triangle with a
+halved diagonal; eigh (Hermitian dA = (dA + dA^H) / 2, as JAX symmetrizes):
+dw = re diag(V^H dA V), dV = V (F o V^H dA V) with F_ij = 1 / (w_j - w_i);
+svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's
+JVP and PyTorch's svd_backward): with dS = U^T dA V and F_ij = 1 / (s_j^2 - s_i^2),
+dU = U (F o (dS S + S dS^T)) + (I - U U^T) dA V S^-1, dV likewise on A^T;
+qr (m >= n; Liao et al. 2019): dQ = Q (do - Q^T dA R^-1) + dA R^-1,
+dR = (Q^T dA R^-1 - do) R with do the skew part of tril(Q^T dA R^-1, -1); its
+transpose gA = (gQ + Q copyltu(R gR^T - gQ^T Q)) R^-T. Full-matrix svd of a
+non-square matrix (its extra columns are not unique) and qr with m < n or
+mode="complete" on m > n raise NotDifferentiableError, as in JAX.
+
+Complex matrices follow JAX's convention (rune/nx/complex.py): a VJP rule is the
+transpose of its JVP under the pairing re sum(ct * t), without conjugation, so the
+holomorphic det and solve pull back by adj(A)^T and A^-T, and the real-valued
+eigenvalues, singular values and log|det| by conj(V) diag(ct) V^T and the like.
 """
 import builtins
 import collections
@@ -10,13 +39,15 @@ import math
 
 import numpy as np
 
-from ..core.trace import bind
-from ..errors import ArgumentError, ShapeError
+from ..core.aval import Aval
+from ..core.primitive import abstract_rules, batch_rules, jvp_rules, primitive, vjp_rules
+from ..core.trace import bind, common_device
+from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..core import dtypes as dt
 from . import ops
-from .linalg_prims import cholesky_p, det_p, eigh_p, qr_p, slogdet_p, solve_p, svd_p, svdvals_p
 from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)
 from .ops import matmul, tensordot  # noqa: F401
+from .rule_helpers import sum_terms, to_front
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
            "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
@@ -27,6 +58,68 @@ QRResult = collections.namedtuple("QRResult", "Q R")
 SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
 SVDResult = collections.namedtuple("SVDResult", "U S Vh")
 
+
+# ---------------------------------------------------------------- the primitives
+
+solve_p = primitive("linalg_solve")
+cholesky_p = primitive("linalg_cholesky")
+eigh_p = primitive("linalg_eigh", multiple_results=True)
+slogdet_p = primitive("linalg_slogdet", multiple_results=True)
+# det is its own primitive (not sign * exp(log|det|)) so that its derivative, the
+# adjugate, stays finite at singular matrices.
+det_p = primitive("linalg_det")
+svdvals_p = primitive("linalg_svdvals")
+svd_p = primitive("linalg_svd", multiple_results=True)
+qr_p = primitive("linalg_qr", multiple_results=True)
+
+
+def _solve_abstract(a, b):
+    return Aval(b.shape, b.dtype, common_device(solve_p, (a, b)))
+
+
+def _real(a):
+    """Eigenvalues, singular values and log|det| are real for complex matrices too."""
+    return dt.real_dtype(a.dtype)
+
+
+def _eigh_abstract(a):
+    return [a.update(shape=a.shape[:-1], dtype=_real(a), weak=False), a.update(weak=False)]
+
+
+def _slogdet_abstract(a):
+    return [a.update(shape=a.shape[:-2], weak=False), a.update(shape=a.shape[:-2], dtype=_real(a), weak=False)]
+
+
+def _k(a):
+    return min(a.shape[-2:])
+
+
+def _svdvals_abstract(a):
+    return a.update(shape=a.shape[:-2] + (_k(a),), dtype=_real(a), weak=False)
+
+
+def _svd_abstract(a, *, full_matrices):
+    m, n, k = a.shape[-2], a.shape[-1], _k(a)
+    lead = a.shape[:-2]
+    return [a.update(shape=lead + ((m, m) if full_matrices else (m, k)), weak=False),
+            a.update(shape=lead + (k,), dtype=_real(a), weak=False),
+            a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
+
+
+def _qr_abstract(a, *, mode):
+    m, n, k = a.shape[-2], a.shape[-1], _k(a)
+    lead = a.shape[:-2]
+    k = m if mode == "complete" else k
+    return [a.update(shape=lead + (m, k), weak=False), a.update(shape=lead + (k, n), weak=False)]
+
+
+abstract_rules.update({solve_p: _solve_abstract, cholesky_p: lambda a: a.update(weak=False),
+                       eigh_p: _eigh_abstract, slogdet_p: _slogdet_abstract,
+                       det_p: lambda a: a.update(shape=a.shape[:-2], weak=False), svdvals_p: _svdvals_abstract,
+                       svd_p: _svd_abstract, qr_p: _qr_abstract})
+
+
+# ---------------------------------------------------------------- the functions
 
 def _matrices(name, x, square=False):
     x = ops.asarray(x)
@@ -315,3 +408,395 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     else:
         raise ArgumentError(f"linalg.matrix_norm: unsupported ord {ord!r}")
     return ops.reshape(out, out.shape + (1, 1)) if keepdims else out
+
+
+# ---------------------------------------------------------------- rules: matrix helpers
+
+def _mT(x):
+    return ops.swapaxes(x, -1, -2)
+
+
+def _mm(*xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = ops.matmul(out, x)
+    return out
+
+
+def _is_complex(x):
+    return x.dtype.kind == "c"
+
+
+def _conj(x):
+    return ops.conj(x) if _is_complex(x) else x
+
+
+def _H(x):
+    """The conjugate transpose of the last two axes."""
+    return _conj(_mT(x))
+
+
+def _real_part(x):
+    return ops.real(x) if _is_complex(x) else x
+
+
+def _times_i(x):
+    """i x for real x."""
+    return ops.make_complex(ops.multiply(x, 0), x)
+
+
+def _matrix_of_scalars(x):
+    """A scalar per matrix as a (..., 1, 1) array, to scale a stack of matrices."""
+    return ops.reshape(x, x.shape + (1, 1))
+
+
+def _diag(x):
+    """The diagonal of the last two axes, as a vector."""
+    n = x.shape[-1]
+    return ops.sum(ops.multiply(x, ops.constant_like(np.eye(n, dtype=x.dtype), x)), -1)
+
+
+def _diag_matrix(v):
+    n = v.shape[-1]
+    return ops.multiply(ops.expand_dims(v, -1), ops.constant_like(np.eye(n, dtype=v.dtype), v))
+
+
+# ---------------------------------------------------------------- solve
+
+def _solve_jvp(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    x = bind(solve_p, a, b)
+    rhs = tb if tb is not None else None
+    if ta is not None:
+        term = ops.negative(_mm(ta, x))
+        rhs = term if rhs is None else ops.add(rhs, term)
+    return x, bind(solve_p, a, rhs)
+
+
+def _solve_vjp(ct, ins, out, wants):
+    a, _ = ins
+    ct_b = bind(solve_p, _mT(a), ct)
+    ct_a = ops.negative(_mm(ct_b, _mT(out))) if wants[0] else None
+    return ct_a, ct_b if wants[1] else None
+
+
+jvp_rules[solve_p], vjp_rules[solve_p] = _solve_jvp, _solve_vjp
+
+
+# ---------------------------------------------------------------- slogdet
+
+def _slogdet_jvp(primals, tangents):
+    (a,), (ta,) = primals, tangents
+    sign, logabs = bind(slogdet_p, a)
+    z = ops.sum(_diag(bind(solve_p, a, ta)), -1)
+    if not _is_complex(a):      # the sign of a real determinant is locally constant
+        return [sign, logabs], [None, z]
+    return [sign, logabs], [ops.multiply(sign, _times_i(ops.imag(z))), ops.real(z)]
+
+
+def _slogdet_vjp(cts, ins, outs, wants):
+    a = ins[0]
+    ct_sign, ct_logabs = cts
+    # the transpose of (re z, sign i im z): the coefficient of z is ct_logabs + i im(ct_sign sign)
+    turn = None
+    if ct_sign is not None and _is_complex(a):
+        turn = _times_i(ops.imag(ops.multiply(ct_sign, outs[0])))
+    coef = sum_terms(ct_logabs, turn)
+    if coef is None:
+        return (None,)
+    return (ops.multiply(_matrix_of_scalars(coef), _mT(_inverse(a))),)
+
+
+jvp_rules[slogdet_p], vjp_rules[slogdet_p] = _slogdet_jvp, _slogdet_vjp
+
+
+# ---------------------------------------------------------------- det
+
+def _adjugate(a):
+    """adj(A) = det(A) A^-1, also where A is singular (it is a polynomial in A).
+    Well-conditioned matrices take det(A) A^-1, whose own derivatives (hessians of
+    det) are exact; the others the SVD A = U diag(s) Vh, whose adjugate
+    det(U) det(Vh) Vh^H diag(prod_{j != i} s_j) U^H divides by nothing, so it stays
+    accurate as the smallest singular values reach 0 (rank n-1 gives a rank-1
+    adjugate, lower ranks 0). Derivatives of that branch (second derivatives of
+    det at singular matrices) inherit the svd rule's blind spot: they can be
+    wrong where singular values repeat (two exact zeros, say)."""
+    n = a.shape[-1]
+    if n == 0:
+        return a
+    u, s, vh = bind(svd_p, a, full_matrices=False)
+    well = _matrix_of_scalars(ops.greater(ops.min(s, -1), ops.multiply(ops.max(s, -1), float(np.sqrt(_eps(a))))))
+    # The inverse branch sees the identity where it is not taken, so that solve's NaNs
+    # at singular matrices reach neither the result nor its derivatives (the SVD branch
+    # and its derivatives are finite everywhere).
+    invertible = ops.where(well, a, ops.broadcast_to(_eye(n, a), a.shape))
+    by_inverse = ops.multiply(_matrix_of_scalars(bind(det_p, invertible)), _inverse(invertible))
+    # others[..., i] = prod_{j != i} s_j, without dividing by s_i
+    others = ops.prod(ops.where(ops.constant_like(np.eye(n, dtype=bool), s), s.dtype.type(1),
+                              ops.expand_dims(s, -2)), -1)
+    phase = ops.multiply(bind(slogdet_p, u)[0], bind(slogdet_p, vh)[0])   # det of unitary factors
+    by_svd = ops.multiply(_matrix_of_scalars(phase),
+                         _mm(_H(vh), ops.multiply(ops.expand_dims(ops.astype(others, a.dtype), -1), _H(u))))
+    return ops.where(well, by_inverse, by_svd)
+
+
+def _det_jvp(primals, tangents):
+    (a,), (ta,) = primals, tangents
+    return bind(det_p, a), ops.sum(ops.multiply(_mT(_adjugate(a)), ta), (-2, -1))
+
+
+def _det_vjp(ct, ins, out, wants):
+    return (ops.multiply(_matrix_of_scalars(ct), _mT(_adjugate(ins[0]))),)
+
+
+jvp_rules[det_p], vjp_rules[det_p] = _det_jvp, _det_vjp
+
+
+# ---------------------------------------------------------------- cholesky
+
+def _phi(x):
+    """The lower triangle with its diagonal halved."""
+    n = x.shape[-1]
+    mask = np.tril(np.ones((n, n)), -1) + 0.5 * np.eye(n)
+    return ops.multiply(x, ops.constant_like(mask.astype(x.dtype), x))
+
+
+def _inverse(a):
+    n = a.shape[-1]
+    return bind(solve_p, a, ops.broadcast_to(ops.constant_like(np.eye(n, dtype=a.dtype), a), a.shape))
+
+
+def _cholesky_jvp(primals, tangents):
+    (a,), (ta,) = primals, tangents
+    chol = bind(cholesky_p, a)
+    l_inv = _inverse(chol)
+    return chol, _mm(chol, _phi(_mm(l_inv, ta, _mT(l_inv))))
+
+
+def _cholesky_vjp(ct, ins, chol, wants):
+    l_inv = _inverse(chol)
+    p = _phi(_mm(_mT(chol), ct))
+    s = _mm(_mT(l_inv), p, l_inv)
+    return (ops.multiply(ops.add(s, _mT(s)), 0.5),)
+
+
+jvp_rules[cholesky_p], vjp_rules[cholesky_p] = _cholesky_jvp, _cholesky_vjp
+
+
+# ---------------------------------------------------------------- eigh
+
+def _gaps(w):
+    """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it (and where eigenvalues repeat)."""
+    diff = ops.subtract(ops.expand_dims(w, -2), ops.expand_dims(w, -1))
+    zero = ops.equal(diff, 0)
+    return ops.where(zero, w.dtype.type(0), ops.divide(1, ops.where(zero, w.dtype.type(1), diff)))
+
+
+def _hermitian_part(x):
+    """(x + x^H) / 2: eigh's derivatives see only the Hermitian part of a
+    perturbation, and its gradients are Hermitian, as JAX's (which symmetrizes
+    the input)."""
+    return ops.multiply(ops.add(x, _H(x)), 0.5)
+
+
+def _eigh_jvp(primals, tangents):
+    (a,), (ta,) = primals, tangents
+    w, v = bind(eigh_p, a)
+    inner = _mm(_H(v), _hermitian_part(ta), v)
+    # F o inner has a zero diagonal: V^H dV = 0 there (JAX's choice of phase)
+    return [w, v], [_real_part(_diag(inner)), _mm(v, ops.multiply(_gaps(w), inner))]
+
+
+def _eigh_vjp(cts, ins, outs, wants):
+    w, v = outs
+    ct_w, ct_v = cts
+    middle = sum_terms(ops.astype(_diag_matrix(ct_w), v.dtype) if ct_w is not None else None,
+                        ops.multiply(_gaps(w), _mm(_mT(v), ct_v)) if ct_v is not None else None)
+    if middle is None:
+        return (None,)
+    return (_hermitian_part(_mm(_conj(v), middle, _mT(v))),)
+
+
+jvp_rules[eigh_p], vjp_rules[eigh_p] = _eigh_jvp, _eigh_vjp
+
+
+# ---------------------------------------------------------------- svdvals
+
+def _svdvals_jvp(primals, tangents):
+    (a,), (ta,) = primals, tangents
+    u, s, vh = bind(svd_p, a, full_matrices=False)
+    return s, _real_part(_diag(_mm(_H(u), ta, _H(vh))))
+
+
+def _svdvals_vjp(ct, ins, out, wants):
+    u, _, vh = bind(svd_p, ins[0], full_matrices=False)
+    return (_mm(_conj(u), ops.astype(_diag_matrix(ct), u.dtype), _conj(vh)),)
+
+
+jvp_rules[svdvals_p], vjp_rules[svdvals_p] = _svdvals_jvp, _svdvals_vjp
+
+
+# ---------------------------------------------------------------- svd
+
+def _eye(n, like):
+    return ops.constant_like(np.eye(n, dtype=like.dtype), like)
+
+
+def _safe_inverse(x):
+    """1 / x, and 0 where x is 0 (repeated or zero singular values carry no rotation)."""
+    zero = ops.equal(x, 0)
+    return ops.where(zero, x.dtype.type(0), ops.divide(1, ops.where(zero, x.dtype.type(1), x)))
+
+
+def _svd_gaps(s):
+    """F_ij = 1 / (s_j^2 - s_i^2) off the diagonal (0 on it and where values repeat)."""
+    s2 = ops.multiply(s, s)
+    return _safe_inverse(ops.subtract(ops.expand_dims(s2, -2), ops.expand_dims(s2, -1)))
+
+
+def _svd_check(a, full_matrices, what):
+    if full_matrices and a.shape[-1] != a.shape[-2]:
+        raise NotDifferentiableError(
+            f"linalg.svd: {what} of full_matrices=True on a non-square {a.shape[-2]}x{a.shape[-1]} matrix "
+            f"is not defined (the extra singular vectors are not unique); use full_matrices=False")
+
+
+def _svd_jvp(primals, tangents, *, full_matrices):
+    (a,), (ta,) = primals, tangents
+    _svd_check(a, full_matrices, "the derivative")
+    u, s, vh = bind(svd_p, a, full_matrices=False)
+    v = _mT(vh)
+    m, n = a.shape[-2:]
+    ds_mat = _mm(_mT(u), ta, v)
+    row = ops.expand_dims(s, -2)                      # s_j along the last axis
+    f = _svd_gaps(s)
+    dss, sds = ops.multiply(ds_mat, row), ops.multiply(_mT(row), ds_mat)
+    du = _mm(u, ops.multiply(f, ops.add(dss, _mT(dss))))
+    dv = _mm(v, ops.multiply(f, ops.add(sds, _mT(sds))))
+    s_inv = _safe_inverse(row)
+    if m > n:
+        dav = _mm(ta, v)
+        du = ops.add(du, ops.multiply(ops.subtract(dav, _mm(u, _mT(u), dav)), s_inv))
+    if n > m:
+        dau = _mm(_mT(ta), u)
+        dv = ops.add(dv, ops.multiply(ops.subtract(dau, _mm(v, vh, dau)), s_inv))
+    return [u, s, vh], [du, _diag(ds_mat), _mT(dv)]
+
+
+def _svd_vjp(cts, ins, outs, wants, *, full_matrices):
+    a = ins[0]
+    _svd_check(a, full_matrices, "the gradient")
+    u, s, vh = outs
+    g_u, g_s, g_vh = cts
+    v = _mT(vh)
+    m, n = a.shape[-2:]
+    row = ops.expand_dims(s, -2)
+    f = _svd_gaps(s)        # F_jk = 1 / (s_k^2 - s_j^2)
+    s_inv = _safe_inverse(row)
+    # unused outputs reach the rule as None (zero cotangents): their terms drop out
+    by_s = by_u = by_v = extra_u = extra_v = None
+    if g_s is not None:
+        by_s = _diag_matrix(g_s)
+    if g_u is not None:
+        utg = _mm(_mT(u), g_u)
+        by_u = ops.multiply(ops.multiply(ops.subtract(utg, _mT(utg)), f), row)
+        if m > n:
+            extra_u = _mm(ops.multiply(ops.subtract(g_u, _mm(u, utg)), s_inv), vh)
+    if g_vh is not None:
+        g_v = _mT(g_vh)
+        vtg = _mm(vh, g_v)
+        by_v = ops.multiply(_mT(row), ops.multiply(ops.subtract(vtg, _mT(vtg)), f))
+        if n > m:
+            extra_v = _mm(u, _mT(ops.multiply(ops.subtract(g_v, _mm(v, vtg)), s_inv)))
+    middle = sum_terms(by_s, by_u, by_v)
+    return (sum_terms(_mm(u, middle, vh) if middle is not None else None, extra_u, extra_v),)
+
+
+jvp_rules[svd_p], vjp_rules[svd_p] = _svd_jvp, _svd_vjp
+
+
+# ---------------------------------------------------------------- qr
+
+def _qr_check(a, mode, what):
+    m, n = a.shape[-2:]
+    if m < n or (mode == "complete" and m > n):
+        raise NotDifferentiableError(
+            f"linalg.qr: {what} is defined for m >= n (and mode='reduced' unless square), got a "
+            f"{m}x{n} matrix with mode={mode!r}")
+
+
+def _right_solve(x, r):
+    """x R^-1 (R upper triangular, invertible)."""
+    return _mT(bind(solve_p, _mT(r), _mT(x)))
+
+
+def _lower_mask(x, k):
+    n = x.shape[-1]
+    return ops.constant_like(np.tril(np.ones((n, n)), k).astype(x.dtype), x)
+
+
+def _qr_jvp(primals, tangents, *, mode):
+    (a,), (ta,) = primals, tangents
+    _qr_check(a, mode, "the derivative")
+    q, r = bind(qr_p, a, mode=mode)
+    dx_rinv = _right_solve(ta, r)
+    qt_dx_rinv = _mm(_mT(q), dx_rinv)
+    low = ops.multiply(qt_dx_rinv, _lower_mask(qt_dx_rinv, -1))
+    do = ops.subtract(low, _mT(low))
+    dq = ops.add(_mm(q, ops.subtract(do, qt_dx_rinv)), dx_rinv)
+    dr = _mm(ops.subtract(qt_dx_rinv, do), r)
+    return [q, r], [dq, dr]
+
+
+def _qr_vjp(cts, ins, outs, wants, *, mode):
+    a = ins[0]
+    _qr_check(a, mode, "the gradient")
+    q, r = outs
+    g_q, g_r = cts      # None where an output is unused (a zero cotangent)
+    mmat = sum_terms(_mm(r, _mT(g_r)) if g_r is not None else None,
+                      ops.negative(_mm(_mT(g_q), q)) if g_q is not None else None)
+    if mmat is None:
+        return (None,)
+    low = ops.multiply(mmat, _lower_mask(mmat, -1))
+    copyltu = ops.add(ops.add(low, _mT(low)), ops.multiply(mmat, _eye(mmat.shape[-1], mmat)))
+    return (_right_solve(sum_terms(g_q, _mm(q, copyltu)), _mT(r)),)
+
+
+jvp_rules[qr_p], vjp_rules[qr_p] = _qr_jvp, _qr_vjp
+
+
+# ---------------------------------------------------------------- complex matrices
+
+def _real_matrices_only(prim, rule, matrix_of):
+    """The rule, refusing complex matrices: the cholesky, svd and qr formulas above
+    transpose where a complex matrix needs the conjugate transpose."""
+    def run(*args, **params):
+        a = matrix_of(args)
+        if a.dtype.kind == "c":
+            raise NotDifferentiableError(
+                f"{prim.name}: derivatives for complex matrices are not implemented (got {a.dtype.name}); "
+                f"differentiate the real and imaginary parts as a real block matrix instead")
+        return rule(*args, **params)
+    return run
+
+
+for _prim in (cholesky_p, svd_p, qr_p):
+    jvp_rules[_prim] = _real_matrices_only(_prim, jvp_rules[_prim], lambda args: args[0][0])
+    vjp_rules[_prim] = _real_matrices_only(_prim, vjp_rules[_prim], lambda args: args[1][0])
+
+
+# ---------------------------------------------------------------- batching
+
+def _leading_batch(prim):
+    """Every operand gets the batch as its first axis (broadcast where unbatched):
+    the primitives already loop over leading axes."""
+    def rule(values, dims, size, **params):
+        aligned = [ops.broadcast_to(v, (size,) + tuple(v.shape)) if d is None else to_front(v, d)
+                   for v, d in zip(values, dims)]
+        out = bind(prim, *aligned, **params)
+        return (out, [0] * len(out)) if prim.multiple_results else (out, 0)
+    return rule
+
+
+for _prim in (solve_p, cholesky_p, eigh_p, slogdet_p, det_p, svdvals_p, svd_p, qr_p):
+    batch_rules[_prim] = _leading_batch(_prim)

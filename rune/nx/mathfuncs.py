@@ -2,25 +2,81 @@
 asinh, atanh, log2, log10, trunc, hypot, copysign, logaddexp, nextafter,
 plus isinf, signbit and positive.
 
-The first ten are primitives (library calls to NumPy's ufuncs on the host, so
-results and their corner cases match NumPy exactly; a composite such as
-log(x + sqrt(x*x + 1)) loses accuracy near 0 and overflows for large x);
-isinf, signbit and positive are composites of existing primitives. Their
-derivative and batching rules are in rune/mathfunc_rules.py.
+The first ten are primitives, defined here with all their rules: abstract
+(NumPy broadcasting), JVP and VJP through the shared elementwise machinery
+(one partial derivative per operand, rune/nx/rule_helpers.py), batching, and
+their lowering (each an elementwise kernel IR op of its own name, where the
+target's renderer has one). Eagerly they are library calls to NumPy's ufuncs
+on the host (rune/backends/xp/mathfuncs.py), so results and their corner
+cases match NumPy exactly; a composite such as log(x + sqrt(x*x + 1)) loses
+accuracy near 0 and overflows for large x. isinf, signbit and positive are
+composites of existing primitives.
 """
-from ..core.prims import P, _register_elementwise
-from ..core.primitive import primitive
-from ..core.trace import Tracer
+import math
+
+from ..core.aval import Aval
+from ..core.prims import P, broadcast_shapes
+from ..core.primitive import (Lowering, abstract_rules, batch_rules, declare_lowering, jvp_rules, no_derivative,
+                              primitive, vjp_rules)
+from ..core.trace import Tracer, bind, common_device
 from ..errors import DTypeError
 from ..core import dtypes as dt
 from . import ops
+from .rule_helpers import elementwise_batch, elementwise_jvp, elementwise_vjp
 
 FLOAT_UNARY = ("acosh", "asinh", "atanh", "log2", "log10")
 FLOAT_BINARY = ("hypot", "copysign", "logaddexp", "nextafter")
 NEW = FLOAT_UNARY + FLOAT_BINARY + ("trunc",)
+_LN2, _LN10 = math.log(2), math.log(10)
+
+
+def _safe_ratio(num, den):
+    """num / den, and 0 where den is 0 (hypot at the origin has no slope; JAX gives 0 too)."""
+    zero = ops.equal(den, 0)
+    return ops.where(zero, den.dtype.type(0), ops.divide(num, ops.where(zero, den.dtype.type(1), den)))
+
+
+# name -> the partial derivative of the result in each operand, as a function of
+# (*operands, out); None: zero. Piecewise-constant functions (trunc, nextafter)
+# carry no derivative at all, as floor.
+_PARTIALS = {
+    "acosh": (lambda x, out: ops.rsqrt(ops.subtract(ops.multiply(x, x), 1)),),
+    "asinh": (lambda x, out: ops.rsqrt(ops.add(ops.multiply(x, x), 1)),),
+    "atanh": (lambda x, out: ops.reciprocal(ops.subtract(1, ops.multiply(x, x))),),
+    "log2": (lambda x, out: ops.reciprocal(ops.multiply(x, _LN2)),),
+    "log10": (lambda x, out: ops.reciprocal(ops.multiply(x, _LN10)),),
+    "hypot": (lambda x, y, out: _safe_ratio(x, out), lambda x, y, out: _safe_ratio(y, out)),
+    # copysign(x, y) = |x| * sign(y): its slope in x is +-1, in y zero (away from y = 0).
+    "copysign": (lambda x, y, out: copysign(x.dtype.type(1), ops.multiply(x, out)), None),
+    "logaddexp": (lambda x, y, out: ops.exp(ops.subtract(x, out)), lambda x, y, out: ops.exp(ops.subtract(y, out))),
+    "trunc": None,
+    "nextafter": None,
+}
+
+
+def _define(name, partials):
+    """The primitive `name` and its rules: abstract (NumPy broadcasting; the
+    operands already share one dtype, which the result keeps), derivatives from
+    `partials` (None: no derivative), batching, and its lowering."""
+    prim = P[name] = primitive(name)
+
+    def abstract(*avals):
+        shape = broadcast_shapes(name, *(a.shape for a in avals))
+        return Aval(shape, avals[-1].dtype, common_device(prim, avals), all(a.weak for a in avals))
+
+    abstract_rules[prim] = abstract
+    if partials is None:   # a zero tangent, and the tape never records it
+        no_derivative.add(prim)
+        jvp_rules[prim] = lambda primals, tangents: (bind(prim, *primals), None)
+    else:
+        jvp_rules[prim] = lambda primals, tangents: elementwise_jvp(prim, partials, primals, tangents)
+        vjp_rules[prim] = lambda ct, ins, out, wants: elementwise_vjp(partials, ct, ins, out, wants)
+    batch_rules[prim] = lambda values, dims, size: elementwise_batch(prim, values, dims, size)
+    declare_lowering(prim, Lowering.ELEMENTWISE)
+
+
 for _name in NEW:
-    P[_name] = primitive(_name)
-_register_elementwise(NEW)
+    _define(_name, _PARTIALS[_name])
 
 
 def _float_operand(x):

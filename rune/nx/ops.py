@@ -13,21 +13,15 @@ import numpy as np
 
 from ..core.prims import P, broadcast_shapes
 from ..core import trace as _trace
-from ..core.trace import EVAL, Tracer, active, bind
+from ..core.array import from_foreign
+from ..core.trace import Tracer, bind, bind_binary, evaluate
 from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
-from . import complex_prims  # noqa: F401  (registers real, imag, conj, complex)
 from ..core import dtypes as dt
-from ..backends import backend_for
 from ..devices import get_device
 from .array import Array, from_host, move
-from .constants import checked_scalar as _literal, host_cast, iota
+from .constants import checked_scalar as _literal, host_cast, host_convert, iota
 
 _HOST0 = get_device("cpu")
-
-
-def host_backend():
-    """The backend of host memory: literals and foreign host data live there."""
-    return backend_for(_HOST0)
 
 _SCALARS = (bool, int, float, complex)
 # Scalars that can stand as literals in an equation: Python's and NumPy's.
@@ -50,7 +44,7 @@ def asarray(x, dtype=None, device=None):
         target = dtype or dt.weak_dtype_of(x)
         host = np.asarray(_literal("asarray", x, target), target) if type(x) is int else host_cast(x, target)
     elif hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
-        host = np.asarray(host_backend().from_foreign(x, _HOST0))
+        host = np.asarray(from_foreign(x, _HOST0)._raw)
         host = host if dtype is None else host.astype(dtype)
     else:
         if isinstance(x, tuple) and type(x) is not tuple:
@@ -65,7 +59,7 @@ def asarray(x, dtype=None, device=None):
             raise ShapeError(f"array: nested sequences must be rectangular, but "
                              f"{_ragged(x) or e}") from e
         if dtype is not None:
-            host = host_backend().IMPLS["convert"](host, dtype=dtype)  # rune's cast rules, as `astype`
+            host = host_convert(host, dtype)  # rune's cast rules, as `astype`
         elif not isinstance(x, (np.ndarray, np.generic)) or host.dtype not in dt.ALL:
             target = _default_for_kind(host.dtype, x)
             if host.dtype.kind in "iu" and target.kind in "iu" and host.size:
@@ -292,46 +286,31 @@ def _binary(prim_name, kinds=None, to_float=False):
     with_int = frozenset(d for d in same if d.kind in "iuf" or d == dt.bfloat16)
     scalar_ok = {float: with_float, int: with_int}
     # (Python type, dtype, value) -> the scalar as an operand of this op next to
-    # an array of that dtype: a hit means the checks passed before.
+    # an array of that dtype: a hit means the checks passed before (the cached
+    # part of promotion).
     literals = {}
-    eager = _trace.eager_binary(prim)
 
     def op(x, y):
         tx, ty = type(x), type(y)
-        # Concrete Arrays outside every transformation go straight to the backend
-        # (the cases below that bind without promotion, minus `bind`'s frames).
-        if tx is Array and active.interp is EVAL:
-            d, device = x._raw.dtype, x.device
-            if ty is Array:
-                if y.device is device and y._raw.dtype == d and d in same:
-                    return eager(x, y, x._raw, y._raw, device, x.weak and y.weak)
-            elif ty in scalar_ok:
-                typed = literals.get((ty, d, y)) or _scalar_operand(literals, scalar_ok, d, y)
-                if typed is not None:
-                    return eager(x, typed, x._raw, typed, device, x.weak)
-        elif ty is Array and tx in scalar_ok and active.interp is EVAL:
-            d = y._raw.dtype
-            typed = literals.get((tx, d, x)) or _scalar_operand(literals, scalar_ok, d, x)
-            if typed is not None:
-                return eager(typed, y, typed, y._raw, y.device, y.weak)
         # Operands that already agree need no promotion: an array meeting an array
         # of its dtype, or a Python scalar that cannot widen it (dispatch is most
         # of the cost of small eager ops, so this is checked before `promote`).
-        d = x._raw.dtype if tx is Array else x.aval.dtype if isinstance(x, Tracer) else None
-        if d is not None:
-            if ty is Array or isinstance(y, Tracer):
-                if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
-                    return bind(prim, x, y)
-            elif ty in scalar_ok:
+        # Either way the operation is bound; the eval interpreter runs it now.
+        if tx is Array or isinstance(x, Tracer):
+            d = x._raw.dtype if tx is Array else x.aval.dtype
+            if ty in scalar_ok:
                 typed = literals.get((ty, d, y)) or _scalar_operand(literals, scalar_ok, d, y)
                 if typed is not None:
-                    return bind(prim, x, typed)
+                    return bind_binary(prim, x, typed)
+            elif ty is Array or isinstance(y, Tracer):
+                if (y._raw.dtype if ty is Array else y.aval.dtype) == d and d in same:
+                    return bind_binary(prim, x, y)
         elif ty is Array or isinstance(y, Tracer):
-            d = y._raw.dtype if ty is Array else y.aval.dtype
             if tx in scalar_ok:
+                d = y._raw.dtype if ty is Array else y.aval.dtype
                 typed = literals.get((tx, d, x)) or _scalar_operand(literals, scalar_ok, d, x)
                 if typed is not None:
-                    return bind(prim, typed, y)
+                    return bind_binary(prim, typed, y)
         elif tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
             return _literal_op(prim, op.__name__, x, y, kinds, to_float)
         x, y = promote(op.__name__, x, y)
@@ -342,7 +321,7 @@ def _binary(prim_name, kinds=None, to_float=False):
             x, y = astype(x, dt.default_float), astype(y, dt.default_float)
         if not isinstance(x, (Array, Tracer)) and not isinstance(y, (Array, Tracer)):
             x = asarray(x)
-        return bind(prim, x, y)
+        return bind_binary(prim, x, y)
     op.__name__ = prim_name
     return op
 
@@ -350,14 +329,16 @@ def _binary(prim_name, kinds=None, to_float=False):
 def _literal_op(prim, name, x, y, kinds, to_float):
     """Arithmetic on scalar literals (as derivative rules do with a Python scalar
     operand) stays a literal: unplaced, weak, placed with whatever it meets later,
-    as the Python scalar it came from would be."""
+    as the Python scalar it came from would be. It is folded now, under every
+    transformation (`evaluate`: the eval interpreter computes it on NumPy
+    scalars, by the host's implementation of `prim`)."""
     x, y = promote(name, x, y)
     d = x.dtype
     if kinds is not None and d.kind not in kinds:
         raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
     if to_float and not dt.is_inexact(d):
         x, y = dt.default_float.type(x), dt.default_float.type(y)
-    return host_backend().IMPLS[prim.name](x, y)[()]  # literals are host values
+    return evaluate(prim, x, y)
 
 
 def _scalar_operand(known, scalar_ok, dtype, value):

@@ -1,11 +1,16 @@
-"""`nx.place`: put an array on a device, copying only when it is elsewhere."""
+"""`nx.place`: put an array on a device, copying only when it is elsewhere; and
+`nx.from_dlpack`: an Array where a foreign buffer lies, sharing it."""
 from .. import tree
+from ..core.array import from_foreign
 from ..core.primitive import eval_rules
 from ..core.prims import P
 from ..core.trace import Tracer
 from ..devices import get_device, transfer
+from ..errors import DeviceError
 from .array import Array, move
 from .ops import asarray
+
+_DLPACK_DEVICES = {1: "cpu", 2: "cuda"}  # DLPack's kDLCPU and kDLCUDA
 
 
 def place(x, device):
@@ -28,3 +33,24 @@ eval_rules[P["place"]] = _place_concrete
 def place_tree(tree_, device):
     """Every array leaf of the pytree `tree_` placed on `device` (rune.place)."""
     return tree.map(lambda x: place(x, device), tree_)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An Array sharing memory with a DLPack producer (NumPy, CuPy, PyTorch) when it can.
+
+    x: the producer (an object with __dlpack__ and __dlpack_device__); the Array lies where its buffer lies.
+    device: then placed there if given. copy: no visible effect: rune arrays are immutable, so a shared buffer
+    is never written.
+    """
+    kind, index = x.__dlpack_device__()
+    platform = _DLPACK_DEVICES.get(kind)
+    if platform is None:
+        raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
+    target = None if device is None else get_device(device)
+    if platform == "cpu":  # any host device can hold a host buffer without a copy
+        where = target if target is not None and target.platform == "cpu" else get_device("cpu")
+    else:
+        where = get_device(f"cuda:{index}")
+    out = from_foreign(x, where)
+    out._shared = True  # the producer may still write the buffer: never donated
+    return out if target is None else place(out, target)

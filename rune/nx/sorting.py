@@ -7,19 +7,22 @@ derivative. `sort` gathers x at those positions (take_along_axis), so its
 derivative routes each cotangent to the element that landed there. The
 cumulative functions are an associative scan (Hillis-Steele: log2(n) shifted
 combines) of existing primitives: exact derivatives even through zeros of a
-product, and jit, vmap and every backend with no new rules. Rules of
-`argsort`: rune/sorting_rules.py; its host implementation:
-rune/backends/cpu/sorting.py.
+product, and jit, vmap and every backend with no new rules.
+
+`argsort`'s rules are here; its implementation on an array module is
+rune/backends/xp/sorting.py. It declares no lowering: compiled code runs it
+op by op through that implementation.
 """
 import builtins
 
 from ..core.aval import Aval
-from ..core.primitive import abstract_rules, primitive
+from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, primitive
 from ..core.trace import bind
 from ..errors import DTypeError, ShapeError
 from ..core import dtypes as dt
 from . import ops
 from .manipulation import take_along_axis
+from .rule_helpers import to_front
 
 argsort_p = primitive("argsort")
 
@@ -28,7 +31,20 @@ def _argsort_abstract(x, *, axis, descending, index_dtype):
     return Aval(x.shape, index_dtype, x.device)
 
 
+def _argsort_batch(values, dims, size, *, axis, **params):
+    # each lane sorts along its own axis, one place further right behind the batch axis
+    return bind(argsort_p, to_front(values[0], dims[0]), axis=axis + 1, **params), 0
+
+
+def _argsort_jvp(primals, tangents, **params):
+    return bind(argsort_p, *primals, **params), None
+
+
 abstract_rules[argsort_p] = _argsort_abstract
+# An integer result: no derivative flows through it (a zero tangent, and the tape never records it).
+no_derivative.add(argsort_p)
+jvp_rules[argsort_p] = _argsort_jvp
+batch_rules[argsort_p] = _argsort_batch
 
 
 def _index_dtype(n):

@@ -22,7 +22,7 @@ import tempfile
 import numpy as np
 
 from rune.backends import disk_cache
-from rune.compiler.plan import Plan, _nested_plans
+from rune.compiler.plan import Plan
 from rune.compiler.target import TargetStretch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -154,7 +154,7 @@ def stretches(plan):
     for step in plan.steps:
         if type(step) is TargetStretch:
             out.append(step)
-        for sub in _nested_plans(step):
+        for sub in step.plans:
             out += stretches(sub)
     return out
 
@@ -162,7 +162,7 @@ def stretches(plan):
 def rerender(plan, dialect):
     """Render `plan`'s IR kernels (its bodies' included) again with `dialect` (e.g. small
     blocks so that small inputs cross blocks); returns {stretch: (unit text, [CudaKernel])}."""
-    return {id(s): dialect.unit(s.unit.kernels)[1:] for s in stretches(plan)}
+    return {id(s): dialect.render_unit(s.unit.kernels)[1:] for s in stretches(plan)}
 
 
 def run_unit(library, unit, kernels, env, grid=None, block=None):
@@ -208,7 +208,7 @@ def run_plan(plan, args, library, rendered):
 def _bodies_through(step, library, rendered):
     """While `step` runs, each of its nested plans runs through `run_plan` (the step calls
     `plan.run`, shadowed here on the plan object and restored after)."""
-    subs = list(_nested_plans(step))
+    subs = list(step.plans)
     for sub in subs:
         sub.run = lambda args, sub=sub: run_plan(sub, args, library, rendered)
     try:

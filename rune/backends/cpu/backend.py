@@ -11,11 +11,13 @@ import functools
 
 import numpy as np
 
-from ... import threads
+from ... import config, threads
+from ...codegen.c import CDialect
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
+from ..stretch import CompiledStretch
 from . import compiler as c_compiler
-from .stretch import CompiledStretch
+from .stretch import CKernels
 
 
 def to_host(raw):
@@ -50,6 +52,10 @@ class CpuBackend(Backend):
     """Every host device: NumPy buffers; host devices are distinct places that
     happen to share memory, so a copy between them is a real copy."""
     platform = "cpu"
+    dialect = CDialect()
+
+    def __init__(self):
+        self._kernels = {}   # compiler -> the CKernels its stretches share
 
     def to_host(self, raw):
         return to_host(raw)
@@ -84,20 +90,34 @@ class CpuBackend(Backend):
     def stack(self, rows, aval):
         return stack(rows, aval)
 
-    def compiler(self):
+    def device_count(self):
+        """The host devices (RUNE_HOST_DEVICES, default 1)."""
+        return config.host_devices()
+
+    def compiler(self, device=None):
         """The C compiler stretches are built with (`RUNE_CC`, else cc/gcc/clang on
-        PATH), or None: then plans run their stretches on NumPy."""
+        PATH; the same for every host device), or None: then plans run their
+        stretches on NumPy."""
         return c_compiler.find()
 
     def compile(self, compiler, prelude, units):
-        """Rendered C units (name, source) built into shared libraries (batched,
-        through the disk cache) and loaded with ctypes: one driver function each."""
+        """Rendered C units (name, source, kernels) built into shared libraries
+        through the compile pipeline and loaded with ctypes: one entry function each."""
         return c_compiler.build(compiler, prelude, units)
 
-    def compiled_stretch(self, eqns, unit, device):
-        """The plan step running a fused unit as one compiled C entry (built on first run)."""
-        compiler = self.compiler()
-        return None if compiler is None else CompiledStretch(eqns, unit, compiler)
+    def compiled_stretch(self, eqns, unit, device, props=None):
+        """The plan step running a fused unit as one compiled C entry (built on first
+        run); the host renders for no device properties (`props` is unused)."""
+        compiler = self.compiler(device)
+        if compiler is None:
+            return None
+        kernels = self._kernels.get(compiler)
+        if kernels is None:
+            kernels = self._kernels.setdefault(compiler, CKernels(self, compiler))
+        try:
+            return CompiledStretch(eqns, unit, device, kernels)
+        except NotImplementedError:   # a node the C dialect has no rule for: op by op
+            return None
 
 
 def _is_host_dlpack(obj):

@@ -1,1 +1,3 @@
-"""The CUDA platform: a Backend on CuPy (backend.py) and the CUDA C dialect of the kernel renderer (dialect.py, nvrtc.py)."""
+"""The CUDA platform: a Backend on CuPy (backend.py); NVRTC as its `Compiler`
+(nvrtc.py) and cubins loaded as CuPy modules (module.py); launching a unit's
+kernels (launch.py) and a compiled stretch's buffers on a GPU (stretch.py)."""

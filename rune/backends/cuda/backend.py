@@ -6,10 +6,12 @@ rune/backends/array_impls.py on CuPy; each function runs under its GPU's
 context (`cupy.cuda.Device`), so arrays on `cuda:1` are computed on `cuda:1`.
 Matmul is cuBLAS and the special functions are `cupyx.scipy.special`, both
 through CuPy; convolution is im2col plus cuBLAS (CuPy 14 dropped cuDNN).
-jit stretches on a GPU become `CudaCompiledStretch`es (`compiled_stretch`:
-the CUDA dialect's kernels for the GPU's `device_props`, compiled by NVRTC
-through CuPy). Importing this module imports CuPy; rune imports it only when
-a `cuda` device is first used.
+jit stretches on a GPU become `CompiledStretch`es (rune/backends/stretch.py;
+`compiled_stretch`: the CUDA dialect's kernels for the GPU's `device_props`),
+compiled by rune's own NVRTC call (`compiler`, rune/backends/cuda/nvrtc.py)
+through the compile pipeline and disk cache every platform shares. Importing
+this module imports CuPy; rune imports it only when a `cuda` device is first
+used.
 """
 import contextlib
 import functools
@@ -18,11 +20,12 @@ import cupy
 import numpy as np
 
 from ... import config
+from ...codegen.cuda import CudaDialect, DeviceProps
 from ..array_impls import make_impls
 from ..base import Backend
+from ..stretch import CompiledStretch
 from . import launch
-from ...codegen.cuda import DeviceProps
-from .stretch import CudaCompiledStretch
+from .stretch import CudaKernels
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
 
@@ -65,6 +68,7 @@ def _on_device(fn, index):
 class CudaBackend(Backend):
     """Every `cuda:N`: CuPy buffers, one table per GPU running on that GPU."""
     platform = "cuda"
+    dialect = CudaDialect()   # for the default DeviceProps; a GPU's stretches render for its own
 
     def __init__(self):
         self._raw = make_impls(cupy, self, special=_special, cheap_reads=False)
@@ -72,6 +76,7 @@ class CudaBackend(Backend):
         self.library = {name: self.IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}
         self._per_device = {}
         self._props = {}  # GPU index -> DeviceProps
+        self._kernels = {}  # (GPU index, DeviceProps fields, compiler) -> the CudaKernels its stretches share
 
     def impls(self, device):
         table = self._per_device.get(device.index)
@@ -144,17 +149,21 @@ class CudaBackend(Backend):
     def synchronize(self, device):
         _gpu(device).synchronize()
 
-    def compiler(self):
-        """NVRTC's options: plans compile their CUDA stretches. None (op by op, as
-        the host without a C compiler) with RUNE_CUDA_COMPILE=0, or where the
-        cuda_fp16.h every unit includes is not installed (nvidia-cuda-runtime)."""
+    def device_count(self):
+        """The GPUs CuPy sees (0 without a driver or a GPU)."""
+        try:
+            return cupy.cuda.runtime.getDeviceCount()
+        except Exception:  # no driver, or a driver without a GPU: none here
+            return 0
+
+    def compiler(self, device=None):
+        """The NVRTC compiler (rune/backends/cuda/nvrtc.py) for the architecture of
+        `device` (default: GPU 0): plans compile their CUDA stretches. None (op by op,
+        as the host without a C compiler) with RUNE_CUDA_COMPILE=0, or where NVRTC or
+        the cuda_fp16.h every unit includes is not installed (nvidia-cuda-runtime)."""
         if not config.cuda_compile():
             return None
-        from .nvrtc import NvrtcError
-        try:
-            return nvrtc_options()
-        except NvrtcError:
-            return None
+        return _nvrtc_compiler(self.device_props(device if device is not None else _Index(0)).arch)
 
     def device_props(self, device):
         """The `DeviceProps` launch shapes are chosen from, read from the GPU once."""
@@ -167,25 +176,38 @@ class CudaBackend(Backend):
 
     def compiled_stretch(self, eqns, unit, device, props=None):
         """A plan step running the fused `unit` on `device` as CUDA kernels
-        (rune/backends/cuda/stretch.py); `props` default to the GPU's own. None
-        for a unit holding a node the CUDA dialect has no rule for (it raises
-        NotImplementedError, naming it): that run stays op by op."""
-        options = self.compiler() or nvrtc_options()
+        (rune/backends/stretch.py); `props` default to the GPU's own. None for a
+        unit holding a node the CUDA dialect has no rule for (it raises
+        NotImplementedError, naming it), or where NVRTC is missing: that run stays
+        op by op."""
         props = self.device_props(device) if props is None else props
+        compiler = _nvrtc_compiler(props.arch)
+        if compiler is None:
+            return None
+        where = (device.index, props.sm_count, props.max_threads_per_block, props.arch, compiler)
+        kernels = self._kernels.get(where)
+        if kernels is None:
+            kernels = self._kernels.setdefault(where, CudaKernels(
+                device.index, props, lambda prelude, units: self.compile(compiler, prelude, units)))
         try:
-            return CudaCompiledStretch(eqns, unit, device, props,
-                                       lambda prelude, units: self.compile(None, prelude, units, options))
+            return CompiledStretch(eqns, unit, device, kernels)
         except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
             return None
 
-    def compile(self, compiler, prelude, units, options=None):
-        """Units of CUDA kernels (see `rune.backends.cuda.launch`) compiled as one
-        NVRTC program (rune's own call: launch.cubin_path) and loaded as one
-        `cupy.RawModule`: one launcher per unit.
-        `options` default to the CUDA dialect's NVRTC flags (IEEE math, the
-        fp16/bf16 header folder)."""
-        options = nvrtc_options() if options is None else options
-        return launch.load_many(prelude, units, options)
+    def compile(self, compiler, prelude, units):
+        """Units of CUDA kernels (see `rune.backends.cuda.launch`) compiled through the
+        compile pipeline with `compiler` (an NVRTC compiler: one cubin per batch, in
+        rune's disk cache) and loaded as CuPy modules: one launcher per unit."""
+        return launch.launchers(compiler, prelude, units)
+
+
+def _nvrtc_compiler(arch):
+    """The NVRTC compiler for `arch`, or None where NVRTC or the CUDA headers are missing."""
+    from . import nvrtc
+    try:
+        return nvrtc.compiler(arch)
+    except nvrtc.NvrtcError:
+        return None
 
 
 def nvrtc_options():

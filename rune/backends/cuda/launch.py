@@ -18,15 +18,16 @@ Scalars are passed as NumPy scalars of exactly their parameter's C type: CuPy
 copies a scalar's bytes into the argument buffer, so a Python int where the
 kernel reads `long long` is read as garbage.
 
-The units (after the dialect's prelude) are one program that rune compiles
-itself with NVRTC (rune/backends/cuda/nvrtc.py) into a cubin for the GPU's
-architecture, with exactly rune's flags: CuPy's own compile path would add
-`-ftz=true`, flushing float32 subnormals in arithmetic and comparisons. The
-cubin goes into rune's disk kernel cache (RUNE_CACHE_DIR, keyed by source,
-flags, NVRTC version and architecture; `disk_cache_hits` counts hits) and is
-loaded as a `cupy.RawModule(path=...)`. `load` returns `run(buffers)`, which launches every kernel on
-the current stream of the current GPU (`load_many`: many units, one module); a unit NVRTC rejects is a
-`KernelCompileError` naming its kernels, with the numbered source and NVRTC's log.
+Units (after the dialect's prelude) go through rune's one compile pipeline
+(rune/backends/pipeline.py) with the NVRTC compiler of the GPU's architecture
+(rune/backends/cuda/nvrtc.py): cubins compiled with exactly rune's flags (CuPy's
+own compile path would add `-ftz=true`, flushing float32 subnormals in arithmetic
+and comparisons), kept in rune's disk kernel cache, and loaded as a `Module`
+(rune/backends/cuda/module.py: a `cupy.RawModule(path=...)`, loaded on each GPU
+when a kernel of it is first launched there). `launchers` returns one `run(buffers)` per unit, which launches
+every kernel on the current stream of the current GPU; a unit NVRTC rejects gets
+a `run` raising its `KernelCompileError`, naming its kernels, with the numbered
+source and NVRTC's log. Compiling needs no GPU.
 """
 import os
 import tempfile
@@ -34,9 +35,10 @@ import tempfile
 import cupy
 import numpy as np
 
-from ...errors import RuneError
-from ...stats import COUNTERS
-from .. import disk_cache
+from ...errors import CompileError, RuneError
+from .. import disk_cache, pipeline
+from . import nvrtc
+from .nvrtc import KernelCompileError  # noqa: F401  (where launch errors were raised before)
 
 # The C type of a kernel parameter -> the NumPy scalar type passed for it.
 SCALAR_TYPES = {
@@ -55,10 +57,6 @@ def scalar(value, ctype, kernel):
     return kind(value)
 
 
-class KernelCompileError(RuneError, RuntimeError):
-    """NVRTC rejected a unit of rendered kernels."""
-
-
 def arguments(kernel):
     """What each launch of `kernel` is passed, in parameter order: ("buffer", i),
     ("scratch", k) or ("scalar", NumPy scalar of the parameter's exact C type)."""
@@ -72,40 +70,43 @@ def arguments(kernel):
 
 
 class _Kernel:
-    """One kernel of a loaded unit: its functions, launch shapes and argument plan."""
+    """One kernel of a loaded unit: its functions (taken on the first launch, on the GPU
+    then current), launch shapes and argument plan."""
 
-    def __init__(self, module, kernel):
-        self.launches = [(module.get_function(l.name), (int(l.grid),), (int(l.block),), int(l.shared))
-                         for l in kernel.launches]
+    def __init__(self, program, kernel):
+        self.program = program
+        self.names = [(l.name, (int(l.grid),), (int(l.block),), int(l.shared)) for l in kernel.launches]
+        self.launches = None
         self.scratch_shapes = [(np.dtype(dtype), int(count)) for dtype, count in kernel.scratch]
         self.plan = arguments(kernel)
 
     def run(self, buffers):
+        launches = self.launches
+        if launches is None:
+            launches = self.launches = [(self.program.function(name), grid, block, shared)
+                                        for name, grid, block, shared in self.names]
         scratch = [cupy.empty(n, dtype) for dtype, n in self.scratch_shapes]   # on the current GPU
         args = tuple(buffers[v] if kind == "buffer" else scratch[v] if kind == "scratch" else v
                      for kind, v in self.plan)
-        for fn, grid, block, shared in self.launches:
+        for fn, grid, block, shared in launches:
             fn(grid, block, args, shared_mem=shared)
 
 
-def load(prelude, unit, options=()):
-    """The unit compiled and loaded; returns `run(buffers)` (see the module docstring)."""
-    return load_many(prelude, [unit], options)[0]
+def launchers(compiler, prelude, units):
+    """One `run(buffers)` per unit (name, source, kernels), in order: the units built
+    through the compile pipeline with `compiler` (rune/backends/cuda/nvrtc.py)."""
+    out = []
+    for program, (name, _, kernels) in zip(pipeline.build(compiler, prelude, units), units):
+        out.append(_failing(name, program) if isinstance(program, CompileError)
+                   else _launcher(name, [_Kernel(program, k) for k in kernels]))
+    return out
 
 
-def load_many(prelude, units, options=()):
-    """Many units compiled as one NVRTC program and loaded as one module (NVRTC's
-    fixed cost paid once); one `run(buffers)` each, in order. Units with the same
-    name (the same source) are compiled once."""
-    texts = list({name: source for name, source, _ in units}.values())
-    code = prelude + "\n" + "\n\n".join(texts)
-    names = [k.name for _, _, kernels in units for k in kernels]
-    path, temporary = cubin_path(code, options, names)
-    module = cupy.RawModule(path=path)
-    loaded = [[_Kernel(module, k) for k in kernels] for _, _, kernels in units]  # reads the file
-    if temporary:
-        os.unlink(path)
-    return [_launcher(name, kernels) for (name, _, _), kernels in zip(units, loaded)]
+def load(prelude, unit, options=(), arch=None):
+    """One unit compiled for `arch` (default: the current GPU's) with rune's NVRTC
+    flags and `options`, and loaded; its `run(buffers)`, which raises the unit's
+    KernelCompileError where NVRTC rejects it."""
+    return launchers(_compiler(options, arch), prelude, [unit])[0]
 
 
 def gpu_arch():
@@ -116,21 +117,15 @@ def gpu_arch():
 def cubin_path(code, options, kernels=(), arch=None):
     """(path, temporary): a file holding `code` compiled for `arch` (default: the
     current GPU's) with rune's NVRTC flags and `options`, from the disk cache, else
-    compiled and stored there, or in a temporary file (for the caller to remove once
-    loaded) when the cache is off or unwritable."""
-    from . import nvrtc
-    arch = arch or gpu_arch()
-    extra = tuple(o for o in options if not o.startswith("-I") and o not in nvrtc.OPTIONS)
-    k = disk_cache.key("cuda-cubin", code, " ".join((*nvrtc.OPTIONS, *extra)), nvrtc.version(), arch)
-    hit = disk_cache.lookup(k) if disk_cache.enabled() else None
+    compiled and stored there, or in a temporary file (for the caller to remove)
+    when the cache is off or unwritable."""
+    compiler = _compiler(options, arch)
+    k = compiler.key(code)
+    hit = pipeline.cached(compiler, k, ())
     if hit is not None:
-        COUNTERS["disk_cache_hits"] += 1
-        return hit[0], False
-    try:
-        cubin = nvrtc.compile_unit(code, arch=arch, kernels=kernels, options=extra)
-    except nvrtc.NvrtcError as e:
-        raise KernelCompileError(str(e)) from e
-    stored = disk_cache.store_library(cubin, suffix=".cubin") if disk_cache.enabled() else None
+        return hit.path, False
+    cubin = pipeline.compile_source(compiler, code, tuple(kernels))
+    stored = disk_cache.store_library(cubin, suffix=compiler.suffix)
     if stored is not None:
         disk_cache.store_entry(k, stored[0], stored[1], "")
         return stored[0], False
@@ -140,9 +135,21 @@ def cubin_path(code, options, kernels=(), arch=None):
     return path, True
 
 
+def _compiler(options, arch):
+    extra = tuple(o for o in options if not o.startswith("-I") and o not in nvrtc.OPTIONS)
+    return nvrtc.compiler(arch or gpu_arch(), extra)
+
+
 def _launcher(name, loaded):
     def run(buffers):
         for k in loaded:
             k.run(buffers)
+    run.unit = name
+    return run
+
+
+def _failing(name, error):
+    def run(buffers):
+        raise error.with_traceback(None)
     run.unit = name
     return run

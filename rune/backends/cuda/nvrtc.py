@@ -1,23 +1,36 @@
 """Compiling CUDA units with NVRTC through cuda-bindings (no GPU or driver needed).
 
 `compile_unit(source, arch="sm_90")` returns the cubin (or PTX with
-`ptx=True`). NVRTC carries no copy of cuda_fp16.h / cuda_bf16.h: they come
-from the CUDA runtime's headers, found as CuPy finds them (`include_dir`).
-Never --use_fast_math: the dialect relies on CUDA's IEEE functions, NaN
-tests and denormals. cuda-bindings is imported on first use, so importing
-rune never needs it.
+`ptx=True`). `compiler(arch)` is the CUDA platform's `Compiler`
+(rune/backends/base.py) for one GPU architecture: rune's compile pipeline
+(rune/backends/pipeline.py) builds cubins through it into rune's disk cache,
+keyed by the source, the NVRTC version, the flags, the architecture and the
+header folder, and loads them as `rune.backends.cuda.module.Module`s. NVRTC
+carries no copy of cuda_fp16.h / cuda_bf16.h: they come from the CUDA runtime's
+headers, found as CuPy finds them (`include_dir`). Exactly rune's flags: never
+--use_fast_math (the dialect relies on CUDA's IEEE functions, NaN tests and
+denormals), --fmad=false, and no -ftz (CuPy's own compile path would add it,
+flushing float32 subnormals). cuda-bindings is imported on first use, so
+importing rune never needs it.
 """
 import functools
 import os
 import re
 
-from ...errors import RuneError
+from ...errors import CompileError
+from .. import disk_cache
+from ..base import Binary, Compiler, SourceRejected
 
 OPTIONS = ("-std=c++17", "--fmad=false", "--diag-suppress=177,550")  # fmad off: a*b+c rounds twice, as C with -ffp-contract=off
+BATCH = 200   # units per NVRTC program when many are built at once
 
 
-class NvrtcError(RuneError):
+class NvrtcError(CompileError):
     """NVRTC is missing, or rejected a unit (the message holds its source and log)."""
+
+
+class KernelCompileError(NvrtcError, SourceRejected):
+    """NVRTC rejected a unit of rendered kernels (`log`: NVRTC's messages)."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -114,8 +127,8 @@ def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=Fals
         log = log.decode(errors="replace").rstrip("\x00 \n")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             which = ", ".join(kernels) if kernels else name
-            raise NvrtcError(f"NVRTC could not compile {which} for {arch} ({' '.join(opts)}):\n"
-                             f"{log}\n--- source ---\n{_excerpt(source, log)}")
+            raise KernelCompileError(f"NVRTC could not compile {which} for {arch} ({' '.join(opts)}):\n"
+                                     f"{log}\n--- source ---\n{_excerpt(source, log)}", log)
         if ptx:
             _, size = nvrtc.nvrtcGetPTXSize(prog)
             out = b" " * size
@@ -127,3 +140,47 @@ def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=Fals
         return out
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
+
+
+class NvrtcCompiler(Compiler):
+    """NVRTC for one GPU architecture (`arch`, "sm_90"), with rune's OPTIONS and `extra`
+    options: cubins of CUDA units (rune/codegen/cuda.py)."""
+    platform = "cuda"
+    suffix = ".cubin"
+    batch = BATCH
+
+    def __init__(self, arch, extra=()):
+        self.arch, self.extra = arch, tuple(extra)
+        self.name = f"NVRTC {version()}"
+        self.identity = "\0".join(("cuda-cubin", version(), arch, " ".join((*OPTIONS, *self.extra)),
+                                   include_dir()))
+
+    def key(self, source):
+        return disk_cache.key(self.identity, source)
+
+    def compile(self, source, names=()):
+        cubin = compile_unit(source, arch=self.arch, kernels=names, options=self.extra)
+        return Binary(cubin)
+
+    def load(self, path, data=None):
+        from .module import Module   # CuPy: only to load what was compiled
+        return Module(path, data)
+
+    def symbols(self, unit):
+        return tuple(ln.name for k in unit[2] for ln in k.launches)
+
+    def blame(self, log):
+        return {int(n) for n in re.findall(r"\((\d+)\): (?:catastrophic )?error", log)}
+
+
+_COMPILERS = {}
+
+
+def compiler(arch, extra=()):
+    """The NvrtcCompiler of `arch` (one per architecture and options, so that the
+    units compiled with it batch together); raises NvrtcError where NVRTC or the
+    CUDA headers are missing."""
+    found = _COMPILERS.get((arch, tuple(extra)))
+    if found is None:
+        found = _COMPILERS.setdefault((arch, tuple(extra)), NvrtcCompiler(arch, extra))
+    return found

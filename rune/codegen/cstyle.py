@@ -1,33 +1,71 @@
-"""One C-style renderer for the kernel IR, with a C dialect for the CPU.
+"""The dialect-independent core of rune's C-style kernel renderers.
 
-`CStyle` spells dtypes, constants and every primitive as C expressions (the
-rule tables below, keyed by primitive), with NumPy's semantics written out
-where C differs: NaN-propagating max/min, round half to even, float->int
-conversions as rune defines them (saturating, NaN -> 0; one rounding into 16-bit floats),
-integer division and remainder by zero, Python-signed floor division and
-remainder, shifts wider than the type, float16/bfloat16 computed in float32
-and rounded to their format after every operation (so a fused chain gives
-the eager bits). A dialect decides what is target specific: the prelude,
-qualifiers, the index source and the loop form. `CDialect` renders loops with
-OpenMP (`parallel for` above a size where threads pay, `simd` inside, with
-some of libm's vector variants declared), computes what is the same along the
-innermost loop before it, and runs reductions over strided leading axes in a
-column form (the output's last axis innermost); the CUDA dialect will replace
-the loop form with a grid-stride loop and the prelude with CUDA's.
+What the C dialect (rune/codegen/c.py) and the CUDA dialect (rune/codegen/cuda.py)
+share, written once:
+
+- the IR op vocabulary (`UNARY_OPS`, `BINARY_OPS`, ..., `ELEMENTWISE_OPS`,
+  `REDUCE_OPS`): every op a kernel `Node` may carry;
+- the expression rules (`RULES`, keyed by op): each spells one node as a C
+  expression, with NumPy's semantics written out where C differs:
+  NaN-propagating max/min, round half to even, float->int conversions as rune
+  defines them (saturating, NaN -> 0; one rounding into 16-bit floats),
+  integer division and remainder by zero, Python-signed floor division and
+  remainder, shifts wider than the type, float16/bfloat16 computed in float32
+  and rounded to their format after every operation (so a fused chain gives
+  the eager bits); complex values through rune/codegen/complexc.py;
+- the reductions (`REDUCERS`, `ARG_REDUCERS`) and the blocked float sums
+  (`sum_blocks`, `WideSum`) that keep a long row's rounding error that of a short one;
+- `CStyle`, the base of both dialects: types, constants, loads and stores,
+  a kernel's statements and phases, the loops of a reduction (`reduction_layout`),
+  and `can_render`, the question a planner asks before it fuses a node;
+- index math (`collapse`, `nest`, `offset`, `condition`, `guarded_axes`) and the
+  exact-semantics C helpers both preludes include (`c_helpers`, `index_helpers`).
+
+Rendering is a pure function of the IR: a dialect object holds only its
+configuration, every per-kernel value (names, index expressions) is passed
+per call, and the IR kernels are never written into (`render_unit` returns
+copies in a `RenderedUnit`), so any thread may render with a shared dialect.
+Nothing here imports the backends or the compiler.
 """
 import hashlib
 import math
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 
 from . import complexc
-from .kernel import Const, Load, Node, contiguous_strides, rendered
+from .kernel import Const, Node, contiguous_strides
+
+# ---------------------------------------------------------------- the IR op vocabulary
+# Per-point ops (one `Node` per point; a primitive's name where it is one, so an
+# elementwise primitive `p` becomes the node op `p.ir_op`). Arities are fixed.
+UNARY_OPS = ("neg", "exp", "log", "log1p", "expm1", "log2", "log10", "sqrt", "rsqrt",
+             "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
+             "asinh", "acosh", "atanh", "erf", "logistic", "floor", "ceil", "round", "trunc",
+             "sign", "abs", "not", "stop_gradient", "real", "imag", "conj")
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "rem", "pow", "max", "min", "atan2",
+              "hypot", "copysign", "logaddexp", "nextafter", "and", "or", "xor",
+              "shift_left", "shift_right", "complex")
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+PREDICATE_OPS = ("isnan", "isfinite")
+SELECT_OP, CONVERT_OP = "select", "convert"   # select(pred, on_true, on_false); convert to the node's dtype
+ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + COMPARE_OPS + PREDICATE_OPS + (SELECT_OP, CONVERT_OP)
+# Ops of the point's index (rune/codegen/kernel.py): `index` (no operands) and
+# `random_bits` (key words k0, k1 and the counter).
+INDEX_OP, RANDOM_BITS_OP = "index", "random_bits"
+# Reductions: nodes evaluated by a kernel's inner loop over its reduced axes.
+REDUCE_OPS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
+ARG_REDUCE_OPS = ("argmax", "argmin")
+
+ARITY = {**dict.fromkeys(UNARY_OPS + PREDICATE_OPS + (CONVERT_OP,), 1),
+         **dict.fromkeys(BINARY_OPS + COMPARE_OPS, 2), SELECT_OP: 3,
+         INDEX_OP: 0, RANDOM_BITS_OP: 3}
 
 BOOL = np.dtype(bool)
 
 
-def _kind(dtype):
+def kind(dtype):
     """b (bool), i (signed), u (unsigned), h (16-bit floats: f16/bf16), f (f32/f64),
     c (complex64/complex128)."""
     if dtype == BOOL:
@@ -39,18 +77,19 @@ def _kind(dtype):
     return "f"
 
 
-def _is_float(dtype):
-    return _kind(dtype) in "hf"
+def is_float(dtype):
+    """Real floating point (16-bit ones included)."""
+    return kind(dtype) in "hf"
 
 
 # ---------------------------------------------------------------- expression rules
 # Each rule: (renderer, node, args as C expressions, arg dtypes) -> C expression,
-# or None where the compiler does not lower the op for these dtypes (the stretch
-# then runs that op through the NumPy backend). `supports` asks the same rules.
+# or None where the op is not rendered for these dtypes (the planner then leaves
+# it to the eager backend). `CStyle.can_render` asks the same rules.
 
 def _unary_float(fname):
     def rule(r, node, a, dts):
-        return f"{r.math(fname, node.dtype)}({a[0]})" if _is_float(node.dtype) else None
+        return f"{r.math(fname, node.dtype)}({a[0]})" if is_float(node.dtype) else None
     return rule
 
 
@@ -65,7 +104,7 @@ def _uwide(dtype):
 
 def _arith(op, bool_op):
     def rule(r, node, a, dts):
-        k = _kind(node.dtype)
+        k = kind(node.dtype)
         if k in "hf":
             return f"({a[0]} {op} {a[1]})"
         if k in "iu":
@@ -76,7 +115,7 @@ def _arith(op, bool_op):
 
 
 def _neg(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     if k in "hf":
         return f"(-{a[0]})"
     if k in "iu":
@@ -85,20 +124,20 @@ def _neg(r, node, a, dts):
 
 
 def _div(r, node, a, dts):
-    return f"({a[0]} / {a[1]})" if _is_float(node.dtype) else None
+    return f"({a[0]} / {a[1]})" if is_float(node.dtype) else None
 
 
 def _helper(prefix, kinds):
     """A prelude helper per C type: rn_<prefix>_<ctype>(a, b)."""
     def rule(r, node, a, dts):
-        if _kind(node.dtype) not in kinds:
+        if kind(node.dtype) not in kinds:
             return None
         return f"rn_{prefix}_{r.compute_name(node.dtype)}({a[0]}, {a[1]})"
     return rule
 
 
 def _pow(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     if k in "iu":   # exponents are known non-negative (fuse.lowerable): NumPy raises on negative ones
         return f"(({r.ctype(node.dtype)})rn_powu64((uint64_t)({a[0]}), (uint64_t)({a[1]})))"
     return f"{r.math('pow', node.dtype)}({a[0]}, {a[1]})" if k in "hf" else None
@@ -110,16 +149,17 @@ def _index(r, node, a, dts):
 
 
 def _random_bits(r, node, a, dts):
-    """Threefry-2x32 of the counter: y0's low bits, or y0:y1 for 64-bit draws."""
+    """Threefry-2x32 of the counter: y0's low bits, or y0:y1 for 64-bit draws (the
+    node's unsigned dtype is as wide as its `width`)."""
     bits = f"rn_threefry({a[0]}, {a[1]}, (uint64_t)({a[2]}))"
-    if node.params["width"] == 64:
+    if node.dtype.itemsize == 8:
         return bits
     return f"(({r.ctype(node.dtype)})({bits} >> 32))"
 
 
 def _extremum(cmp):
     def rule(r, node, a, dts):
-        if _is_float(node.dtype):
+        if is_float(node.dtype):
             # NaN wins. On equal values (+-0) NumPy's float32/float64 loops return the
             # second operand and its float16 loop the first.
             c = cmp + "=" if node.dtype == np.dtype("float16") else cmp
@@ -130,7 +170,7 @@ def _extremum(cmp):
 
 def _bitwise(op):
     def rule(r, node, a, dts):
-        k = _kind(node.dtype)
+        k = kind(node.dtype)
         if k == "b":
             return f"({a[0]} {op} {a[1]})"
         return _wrap_int(r, node.dtype, f"({a[0]}) {op} ({a[1]})") if k in "iu" else None
@@ -138,7 +178,7 @@ def _bitwise(op):
 
 
 def _shift_left(r, node, a, dts):
-    if _kind(node.dtype) not in "iu":
+    if kind(node.dtype) not in "iu":
         return None
     bits, u = 8 * node.dtype.itemsize, _uwide(node.dtype)
     return (f"(((uint64_t)({a[1]}) < {bits}u) ? "
@@ -146,7 +186,7 @@ def _shift_left(r, node, a, dts):
 
 
 def _shift_right(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     if k not in "iu":
         return None
     bits = 8 * node.dtype.itemsize
@@ -162,14 +202,14 @@ def _compare(op):
 
 
 def _not(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     if k == "b":
         return f"(!{a[0]})"
     return _wrap_int(r, node.dtype, f"~({a[0]})") if k in "iu" else None
 
 
 def _abs(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     if k in "hf":
         return f"{r.math('fabs', node.dtype)}({a[0]})"
     if k == "i":
@@ -178,7 +218,7 @@ def _abs(r, node, a, dts):
 
 
 def _sign(r, node, a, dts):
-    k = _kind(node.dtype)
+    k = kind(node.dtype)
     t = r.compute_type(node.dtype)
     if k in "hf":  # NaN stays NaN; -0.0 gives +0.0 in NumPy, itself in ml_dtypes' bfloat16
         zero = a[0] if node.dtype.name == "bfloat16" else f"({t})0"
@@ -191,7 +231,7 @@ def _sign(r, node, a, dts):
 
 
 def _rsqrt(r, node, a, dts):
-    if not _is_float(node.dtype):
+    if not is_float(node.dtype):
         return None
     # eager computes 1 / sqrt(x): a 16-bit float rounds the square root first
     root = r.rounded(node.dtype, f"{r.math('sqrt', node.dtype)}({a[0]})")
@@ -199,18 +239,18 @@ def _rsqrt(r, node, a, dts):
 
 
 def _logistic(r, node, a, dts):
-    if not _is_float(node.dtype):
+    if not is_float(node.dtype):
         return None
     t = r.compute_type(node.dtype)
     return f"(({t})1 / (({t})1 + {r.math('exp', node.dtype)}(-({a[0]}))))"
 
 
 def _isnan(r, node, a, dts):
-    return f"isnan({a[0]})" if _is_float(dts[0]) else "0"
+    return f"isnan({a[0]})" if is_float(dts[0]) else "0"
 
 
 def _isfinite(r, node, a, dts):
-    return f"isfinite({a[0]})" if _is_float(dts[0]) else "1"
+    return f"isfinite({a[0]})" if is_float(dts[0]) else "1"
 
 
 def _identity(r, node, a, dts):
@@ -223,7 +263,7 @@ def _select(r, node, a, dts):
 
 def _convert(r, node, a, dts):
     src, dst = dts[0], node.dtype
-    ks, kd = _kind(src), _kind(dst)
+    ks, kd = kind(src), kind(dst)
     x = a[0]
     if kd == "b":
         return f"(({x}) != 0)"
@@ -244,6 +284,23 @@ def _convert(r, node, a, dts):
     return f"(({r.compute_type(dst)})({x}))"
 
 
+def _libm_binary(fname):
+    """A float function of two operands from the target's math library (libm, CUDA's)."""
+    def rule(r, node, a, dts):
+        return f"{r.math(fname, node.dtype)}({a[0]}, {a[1]})" if is_float(node.dtype) else None
+    return rule
+
+
+def _nextafter(r, node, a, dts):
+    """The next value after a[0] toward a[1] in the node's own format: libm's for
+    float32/float64, a step of the 16-bit pattern for float16/bfloat16 (a float32
+    step would land between two of their values)."""
+    k = kind(node.dtype)
+    if k == "h":
+        return f"rn_nextafter_{'f16' if node.dtype.name == 'float16' else 'bf16'}({a[0]}, {a[1]})"
+    return f"{r.math('nextafter', node.dtype)}({a[0]}, {a[1]})" if k == "f" else None
+
+
 def _float_to_int(r, src, dst, x):
     """Float -> integer as rune defines it (rune/backends/float_semantics.py): NaN -> 0,
     saturating at the type's bounds, truncation toward zero inside."""
@@ -257,15 +314,23 @@ _REAL_RULES = {
     "tan": _unary_float("tan"), "tanh": _unary_float("tanh"), "sinh": _unary_float("sinh"),
     "cosh": _unary_float("cosh"), "asin": _unary_float("asin"), "acos": _unary_float("acos"),
     "atan": _unary_float("atan"), "erf": _unary_float("erf"), "logistic": _logistic,
-    "floor": _unary_float("floor"), "ceil": _unary_float("ceil"),
+    # the target's math library, as every function above: glibc's, or CUDA's (whose guide
+    # bounds log2f, log2 and log10 by 1 ulp, log10f by 2); not correctly rounded, and
+    # within 2 ulp of NumPy's (tests/test_codegen.py). 16-bit floats compute in float32
+    # and round once.
+    "log2": _unary_float("log2"), "log10": _unary_float("log10"),
+    "asinh": _unary_float("asinh"), "acosh": _unary_float("acosh"), "atanh": _unary_float("atanh"),
+    "floor": _unary_float("floor"), "ceil": _unary_float("ceil"), "trunc": _unary_float("trunc"),
     "round": _unary_float("rint"),  # rint rounds half to even in the default mode
     "sign": _sign, "abs": _abs, "not": _not, "stop_gradient": _identity,
     "isnan": _isnan, "isfinite": _isfinite,
     "add": _arith("+", "|"), "sub": _arith("-", None), "mul": _arith("*", "&"), "div": _div,
     "floordiv": _helper("floordiv", "hfiu"), "rem": _helper("rem", "hfiu"), "pow": _pow,
     "max": _extremum(">"), "min": _extremum("<"),
-    "atan2": lambda r, n, a, d: f"{r.math('atan2', n.dtype)}({a[0]}, {a[1]})" if _is_float(n.dtype) else None,
+    "atan2": _libm_binary("atan2"), "copysign": _libm_binary("copysign"),
     "hypot": _helper("hypot", "hf"),   # rune's hypot (complexc.helpers; complexfuncs.py has the rule)
+    "logaddexp": _helper("logaddexp", "hf"),   # NumPy's npy_logaddexp (c_helpers)
+    "nextafter": _nextafter,
     "and": _bitwise("&"), "or": _bitwise("|"), "xor": _bitwise("^"),
     "shift_left": _shift_left, "shift_right": _shift_right,
     "eq": _compare("=="), "ne": _compare("!="), "lt": _compare("<"), "le": _compare("<="),
@@ -281,13 +346,13 @@ def _complex_aware(op):
     real, cplx = _REAL_RULES.get(op), complexc.RULES.get(op)
 
     def rule(r, node, a, dts):
-        if _kind(node.dtype) == "c" or any(_kind(d) == "c" for d in dts):
+        if kind(node.dtype) == "c" or any(kind(d) == "c" for d in dts):
             return None if cplx is None else cplx(r, node, a, dts)
         return None if real is None else real(r, node, a, dts)
     return rule
 
 
-RULES = {op: _complex_aware(op) for op in {**_REAL_RULES, **complexc.RULES}}
+RULES = {op: _complex_aware(op) for op in ELEMENTWISE_OPS + (INDEX_OP, RANDOM_BITS_OP)}
 
 # Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
 # whether a NaN flag rides along). Float max/min ignore NaN in the vectorised
@@ -295,7 +360,7 @@ RULES = {op: _complex_aware(op) for op in {**_REAL_RULES, **complexc.RULES}}
 # then NaN, as NumPy's (so every reduction has an OpenMP clause and vectorises).
 def _reducer(init, update, clause):
     def rule(r, dtype, acc, v):
-        k = _kind(dtype)
+        k = kind(dtype)
         return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k), k in "hf" and clause(k) in ("max", "min")
     return rule
 
@@ -331,7 +396,7 @@ def _fold(op, bool_op):
 def _complex_sum(real_rule):
     """A complex sum folds with complexc's add (a C user reduction keeps its clause)."""
     def rule(r, dtype, acc, v):
-        if _kind(dtype) == "c":
+        if kind(dtype) == "c":
             return (*complexc.sum_reducer(r, dtype, acc, v), False)
         return real_rule(r, dtype, acc, v)
     return rule
@@ -362,7 +427,7 @@ class WideSum:
     total back in the compute type."""
 
     def __init__(self, r, dtype):
-        self.struct = complexc.struct(dtype) if _kind(dtype) == "c" else None
+        self.struct = complexc.struct(dtype) if kind(dtype) == "c" else None
         self.compute = r.compute_type(dtype)
         if self.struct:
             self.ctype, self.init, self.clause = "rn_c128", "rn_c128_make(0, 0)", "rn_c128_add"
@@ -387,7 +452,7 @@ class WideSum:
 def wide_sum(r, op, dtype):
     """The `WideSum` a reduction `op` of `dtype` accumulates its blocks into, or None
     where it keeps one accumulator (every reduction but float and complex sums)."""
-    return WideSum(r, dtype) if op == "reduce_sum" and _kind(dtype) in "hfc" else None
+    return WideSum(r, dtype) if op == "reduce_sum" and kind(dtype) in "hfc" else None
 
 
 def sum_blocks(rshape, block=SUM_BLOCK):
@@ -408,22 +473,24 @@ REDUCE_NODES = frozenset(REDUCERS) | frozenset(ARG_REDUCERS)
 
 # Results that are already values of their (16-bit float) dtype: no rounding needed.
 _EXACT = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "floor", "ceil",
-                    "round", "sign", "random_bits", "index"})
+                    "round", "trunc", "sign", "copysign", "nextafter", "random_bits", "index"})
+
 
 
 class CStyle:
     """What every C-like target shares: types, constants, expressions, the unit layout."""
 
     target = None
-    _CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-               "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
-               "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
-               "bfloat16": "uint16_t", "float32": "float", "float64": "double",
-               **complexc.CTYPES}
+    # dtype name -> the C type its values are stored as (the dtypes the dialect renders)
+    CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+              "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+              "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
+              "bfloat16": "uint16_t", "float32": "float", "float64": "double",
+              **complexc.CTYPES}
 
     def ctype(self, dtype):
         """How values of `dtype` are stored."""
-        return self._CTYPES[dtype.name]
+        return self.CTYPES[dtype.name]
 
     def pointer_type(self, dtype):
         """How a kernel's buffer of `dtype` is addressed (its elements' type)."""
@@ -431,7 +498,7 @@ class CStyle:
 
     def compute_type(self, dtype):
         """How values of `dtype` are computed with (16-bit floats in float32)."""
-        return "float" if _kind(dtype) == "h" else self.ctype(dtype)
+        return "float" if kind(dtype) == "h" else self.ctype(dtype)
 
     def compute_name(self, dtype):
         return {"_Bool": "bool"}.get(self.compute_type(dtype), self.compute_type(dtype)).replace("_t", "")
@@ -442,7 +509,7 @@ class CStyle:
     # -------------------------------------------------------------- values
 
     def const(self, c, dtype):
-        v, k = c.value, _kind(dtype)
+        v, k = c.value, kind(dtype)
         if k == "c":
             return complexc.const(v, dtype)
         if k == "b":
@@ -490,7 +557,7 @@ class CStyle:
     def expression(self, node, args):
         dts = [a.dtype for a in node.args]
         expr = RULES[node.op](self, node, args, dts)
-        if _kind(node.dtype) == "h" and node.op not in _EXACT and not (
+        if kind(node.dtype) == "h" and node.op not in _EXACT and not (
                 node.op == "convert" and dts[0] == node.dtype):
             expr = self.rounded(node.dtype, expr)
         return expr
@@ -613,12 +680,12 @@ class CStyle:
             return tuple(s) + (0,) * (no + nr - len(s))
 
         out = contiguous_strides(kernel.shape)
-        opin = _guarded_axes(inner_loads + outer_loads, 0, no)
-        rpin = {a - no for a in _guarded_axes(inner_loads, no, no + nr)}
+        opin = guarded_axes(inner_loads + outer_loads, 0, no)
+        rpin = {a - no for a in guarded_axes(inner_loads, no, no + nr)}
         inner_w = [ld.strides for ld in inner_loads] + [full(n) for n in inner_idx]
         outer_w = [ld.strides for ld in outer_loads] + [full(n)[:no] for n in outer_idx]
-        oshape, oacc, omap = _collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
-        rshape, racc, rmap = _collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
+        oshape, oacc, omap = collapse(kernel.shape, [w[:no] for w in inner_w] + outer_w + [out], opin)
+        rshape, racc, rmap = collapse(kernel.reduce_shape, [w[no:] for w in inner_w], rpin)
         ov = [f"i{a}" for a in range(len(oshape))]
         rv = [f"j{a}" for a in range(len(rshape))]
         axis_vars = ([ov[m] if m is not None else None for m in omap] +
@@ -626,14 +693,14 @@ class CStyle:
         extents = kernel.shape + kernel.reduce_shape
 
         def guard(ld):
-            return _condition(ld.guard, axis_vars, extents)
+            return condition(ld.guard, axis_vars, extents)
         n_in = len(inner_w)
         at = {id(w): (oacc[k], racc[k]) for k, w in enumerate(inner_loads + inner_idx)}
         at.update({id(w): (oacc[n_in + k], []) for k, w in enumerate(outer_loads + outer_idx)})
 
-        def index(w, offset=0):
+        def index(w, base=0):
             o, r = at[id(w)]
-            return _offset(ov + rv, list(o) + list(r), offset)
+            return offset(ov + rv, list(o) + list(r), base)
 
         return SimpleNamespace(phases=(inner_loads, inner_nodes, reduces, outer_loads, outer_nodes), no=no,
                                oshape=oshape, rshape=rshape, oacc=oacc, racc=racc, n_inner=n_in, ov=ov, rv=rv,
@@ -656,10 +723,10 @@ class CStyle:
             coll = f" collapse({len(rshape) - a})" if len(rshape) - a > 1 else ""
             inner.append("#pragma omp simd" + coll + "".join(f" reduction({x})" for x in clauses))
         inner.append(f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{")
-        inner += _nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), body, 1)
+        inner += nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), body, 1)
         inner.append("}")
         chunk = [f"const {idx} je = jb < {n - c} ? jb + {c} : {n};"] + block_accs + inner + block_ends
-        lines = _nest(idx, rv[:a], rshape[:a], outer, [], 1)
+        lines = nest(idx, rv[:a], rshape[:a], outer, [], 1)
         # the chunk loop sits innermost of the outer axes (its step is not 1: written out here)
         depth = a + 1
         pad = "  " * depth
@@ -667,66 +734,77 @@ class CStyle:
         chunk_loop += [pad + "  " + x for x in chunk] + [pad + "}"]
         return lines[:len(lines) - a] + chunk_loop + lines[len(lines) - a:]
 
+    # -------------------------------------------------------------- units
+
+    def render_unit(self, kernels):
+        """The `RenderedUnit` of one stretch's IR `kernels` (run in list order), which
+        are left untouched. Each dialect defines it."""
+        raise NotImplementedError(f"{type(self).__name__} renders no units")
+
     def unit(self, kernels):
-        """(unit name, source, [rendered kernels]): one stretch's kernels and a driver
-        running them in order. The IR `kernels` are left untouched; each rendered one
-        is a copy carrying its `name`, `source` and `target` (kernel.rendered).
+        """`render_unit(kernels)` (a `RenderedUnit`, which unpacks as (name, source, kernels))."""
+        return self.render_unit(kernels)
 
-        Symbols are named by a hash of the unit's text, so identical stretches
-        share one compiled function and many units fit one translation unit."""
-        texts = [self.kernel(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
-        driver = self.driver([f"@U@_k{j}" for j in range(len(kernels))])
-        text = "\n\n".join(texts + [driver])
-        name = "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        out = [rendered(k, self.target, f"{name}_k{j}", texts[j].replace("@U@", name))
-               for j, k in enumerate(kernels)]
-        return name, text.replace("@U@", name), out
+    def can_render(self, op, in_dtypes, out_dtype):
+        """Whether this dialect renders a per-point node `op` whose operands have the
+        NumPy dtypes `in_dtypes` (one per operand, in order) and whose value has
+        `out_dtype`.
+
+        `op` is an IR op name as the fusion pass emits it: an elementwise
+        primitive's IR op (its name: "add", "log2", "convert", "real", ...), or
+        "index" / "random_bits". True exactly when the op is one of
+        `ELEMENTWISE_OPS` or those two, the operand count is its `ARITY`, every
+        dtype is one the dialect stores (`CTYPES`), and the op's rule spells
+        it for these dtypes: such a node then renders without raising. False
+        otherwise: an op outside the vocabulary (movements, reductions and library
+        calls are not per-point nodes), or dtypes its rule leaves alone (complex
+        log2 or sin, a float `and`, a 16-bit float into complex, ...).
+
+        It judges dtypes, never operand values: an integer `pow` renders NumPy's
+        loop, which is right for non-negative exponents only, so whether the
+        exponent is known to be one stays the planner's to check. It builds no
+        kernel, holds no state and may be called from any thread."""
+        if op not in RULES or len(in_dtypes) != ARITY[op]:
+            return False
+        dtypes = [np.dtype(d) for d in in_dtypes]
+        out = np.dtype(out_dtype)
+        if any(d.name not in self.CTYPES for d in dtypes + [out]):
+            return False
+        node = Node(op, out, [Const(0, d) for d in dtypes])
+        # placeholder C operands (an `index` node's one is its index expression)
+        return RULES[op](self, node, ["a0", "a1", "a2"], dtypes) is not None
 
 
-def _offset(ivars, strides, offset):
+class RenderedUnit(NamedTuple):
+    """One stretch's kernels rendered for a target: `name` (its symbols' prefix, from
+    a hash of its text, so identical stretches share one compiled function and many
+    units fit one translation unit), `source` (its text; the dialect's `prelude()` is
+    not in it) and `kernels` (copies of the IR kernels carrying their `target`,
+    entry `name` and `source`, and for CUDA their launches: rune/codegen/kernel.py
+    `rendered`). It unpacks as (name, source, kernels)."""
+    name: str
+    source: str
+    kernels: tuple
+
+
+def unit_name(text):
+    """The symbol prefix of a unit whose text (with its placeholder name) is `text`."""
+    return "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def offset(ivars, strides, constant=0):
+    """The C expression sum(ivars[a] * strides[a]) + constant (zero terms dropped)."""
     terms = [v if s == 1 else f"{v} * {s}" for v, s in zip(ivars, strides) if s != 0]
-    if offset:
-        terms.append(str(offset))
+    if constant:
+        terms.append(str(constant))
     return " + ".join(terms) or "0"
 
 
-# Column reductions (CDialect.column_reduction_kernel): accumulators per tile of the
-# output's last axis, and the run each sums in the compute type before its wide add.
-COLUMN_TILE = 64
-COLUMN_BLOCK = SUM_BLOCK // 16
 
 
-def _columns(lay):
-    """Whether a reduction reads its values contiguously along the output's last axis
-    and strided along the reduced ones: then it runs in the column form. Not arg
-    reductions (in order), complex sums (their user reductions) or short rows."""
-    inner_loads, inner_nodes, reduces, _, _ = lay.phases
-    if not lay.oshape or not lay.rshape or lay.oshape[-1] < 8:
-        return False
-    if any(r.op not in REDUCERS or _kind(r.dtype) == "c" for r in reduces):
-        return False
-    if any(ld.guard or ld.dynamic for ld in inner_loads):
-        return False
-    walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
-    # a read broadcast along the output (o == 0) is one value per row of the column form
-    return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
-
-
-def _row_invariant(loads, nodes, invariant):
-    """(loads, nodes) split into those the same at every index of the inner loop
-    (`invariant(load or index node)`; a node whose arguments all are) and the rest,
-    each in its order. A guarded or gathered load stays inside."""
-    fixed = {id(ld) for ld in loads if not ld.guard and not ld.dynamic and invariant(ld)}
-    for n in nodes:
-        if (invariant(n) if n.op == "index" else
-                all(type(a) is Const or id(a) in fixed for a in n.args)):
-            fixed.add(id(n))
-    return ([ld for ld in loads if id(ld) in fixed], [n for n in nodes if id(n) in fixed],
-            [ld for ld in loads if id(ld) not in fixed], [n for n in nodes if id(n) not in fixed])
-
-
-def _nest(idx, ivars, shape, pragmas, body, depth):
-    """Loops over `shape` (a pragma, or None, before each) around `body`."""
+def nest(idx, ivars, shape, pragmas, body, depth):
+    """Lines of loops over `shape` (index type `idx`, variables `ivars`; a pragma, or
+    None, before each) around the lines `body`, indented from `depth`."""
     lines = []
     for v, d, p in zip(ivars, shape, pragmas):
         if p:
@@ -740,7 +818,7 @@ def _nest(idx, ivars, shape, pragmas, body, depth):
     return lines
 
 
-def _collapse(shape, accesses, pinned=()):
+def collapse(shape, accesses, pinned=()):
     """Merge adjacent axes that every access walks as one, and drop unit axes.
 
     Returns (shape, [strides per access], the new axis of each old one or None
@@ -768,12 +846,13 @@ def _collapse(shape, accesses, pinned=()):
     return shp, acc, amap
 
 
-def _guarded_axes(loads, start, stop):
+def guarded_axes(loads, start, stop):
+    """The axes in [start, stop) that some guarded (padded) load guards: loops kept apart."""
     return {a for ld in loads if ld.guard for a in range(start, stop)
             if a < len(ld.guard) and ld.guard[a] is not None}
 
 
-def _condition(guard, axis_vars, extents):
+def condition(guard, axis_vars, extents):
     """C condition for a guarded load: each guarded axis's index inside [lo, hi)."""
     terms = []
     for g, v, n in zip(guard, axis_vars, extents):
@@ -791,250 +870,9 @@ def _condition(guard, axis_vars, extents):
     return " && ".join(terms) or "1"
 
 
-class CDialect(CStyle):
-    """C for the CPU: OpenMP loops, libm's vector functions, `restrict` pointers."""
-
-    target = "c"
-    restrict = "restrict"
-    parallel_threshold = 1 << 20   # elements; below it one thread is faster than waking more (and than
-                                   # contending with BLAS threads for the cores between kernels)
-
-    # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
-    # `#pragma omp simd` loops call them, only for the float32 functions NumPy
-    # computes with its own SIMD routines (so eager's bits are not libm's either).
-    # Every other function stays scalar libm: the very function NumPy calls, so
-    # float64 transcendentals (and float32 tan, erf, ...) match eager bit for bit.
-    _SIMD_MATH = ("sinf", "cosf", "expf", "logf", "tanhf")
-
-    def pointer_type(self, dtype):
-        # Bool buffers are read and written as bytes (NumPy's bools are 0 or 1): gcc
-        # vectorises no loop that loads a _Bool beside a wider type (a relu's mask
-        # selecting floats), and a scalar select on a random mask mispredicts.
-        return "unsigned char" if dtype.name == "bool" else self.ctype(dtype)
-
-    def prelude(self):
-        decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
-        return (_C_PRELUDE + "\n".join(decls) + "\n" + _c_helpers() + complexc.helpers()
-                + complexc.omp_reductions() + _index_helpers())
-
-    def kernel(self, kernel, name):
-        if kernel.reduce_shape:
-            return self.reduction_kernel(kernel, name)
-        out = contiguous_strides(kernel.shape)
-        _, _, _, loads, nodes = self.phases(kernel)
-        indices = [n for n in nodes if n.op == "index"]
-        pinned = _guarded_axes(loads, 0, len(kernel.shape))
-        walkers = loads + indices + kernel.stores
-        shape, acc, amap = _collapse(kernel.shape, [ld.strides for ld in loads] +
-                                     [n.params["strides"] for n in indices] +
-                                     [s.strides or out for s in kernel.stores], pinned)
-        ivars = [f"i{a}" for a in range(len(shape))]
-        at = {id(w): s for w, s in zip(walkers, acc)}
-        names = {}
-        # what is the same along the innermost loop is computed once per row, before it
-        row_loads, row_nodes, loads, nodes = _row_invariant(
-            loads, nodes, lambda w: len(shape) > 1 and at[id(w)][-1] == 0)
-
-        def statements(loads, nodes):
-            return self.statements(kernel, loads, nodes, names,
-                                   lambda ld: _offset(ivars, at[id(ld)], ld.offset),
-                                   lambda ld: _condition(ld.guard, [ivars[m] if m is not None else None
-                                                                    for m in amap], kernel.shape),
-                                   lambda n: _offset(ivars, at[id(n)], 0))
-        per_row = statements(row_loads, row_nodes)
-        body = statements(loads, nodes)
-        body += self.stores(kernel, names, lambda s: _offset(ivars, at[id(s)], s.offset))
-        par = kernel.size >= self.parallel_threshold
-        pragmas = [None] * len(shape)
-        if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
-            pragmas[-1] = "#pragma omp simd"
-            if par and len(shape) == 1:
-                pragmas[0] = "#pragma omp parallel for simd"
-            elif par:
-                pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
-        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        idx = self.index_type(kernel)
-        if per_row:
-            body = per_row + _nest(idx, ivars[-1:], shape[-1:], pragmas[-1:], body, 0)
-            ivars, shape, pragmas = ivars[:-1], shape[:-1], pragmas[:-1]
-        lines += _nest(idx, ivars, shape, pragmas, body, 1)
-        return "\n".join(lines + ["}"])
-
-    def index_type(self, kernel):
-        return "int32_t" if kernel.index_bits == 32 else "int64_t"
-
-    def reduction_kernel(self, kernel, name):
-        """Outer loops over the output, accumulators, an inner loop over the reduced
-        axes (the prologue), then the epilogue and stores per output point. A float
-        sum over more than SUM_BLOCK elements runs its inner loop in blocks (`sum_blocks`),
-        each block's partial added into a wide accumulator (`WideSum`)."""
-        lay = self.reduction_layout(kernel)
-        if _columns(lay):
-            return self.column_reduction_kernel(kernel, name, lay)
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
-        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
-        blocks = sum_blocks(rshape)
-        names = {}
-        # per output point: accumulators, those reset per block, the wide ones
-        accs, block_accs, block_ends, updates, finals = [], [], [], [], []
-        clauses, outer_clauses = [], []   # reduction clauses of the inner loop, of the block loop
-        # prologue values the same across the reduced axes are computed once per output point
-        nr = len(kernel.reduce_shape)
-        point_loads, point_nodes, inner_loads, inner_nodes = _row_invariant(
-            inner_loads, inner_nodes,
-            lambda w: nr > 0 and type(w) is Load and not any(w.strides[-nr:]))
-        per_point = self.statements(kernel, point_loads, point_nodes, names, lambda ld: index(ld, ld.offset),
-                                    guard, index)
-        prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
-                                   guard, index)
-        position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
-        for k, r in enumerate(reduces):
-            acc = f"acc{k}"
-            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
-            vt = r.args[0].dtype
-            names[id(r)] = f"r{k}"
-            if r.op in ARG_REDUCERS:
-                cmp = ARG_REDUCERS[r.op]
-                init, _, _, _ = REDUCERS["reduce_max" if cmp == ">" else "reduce_min"](self, vt, acc, v)
-                accs += [f"{self.compute_type(vt)} {acc} = {init};", f"int64_t arg{k} = 0;"]
-                beats = f"{v} {cmp} {acc}" + (f" || ({v} != {v} && {acc} == {acc})" if _is_float(vt) else "")
-                updates.append(f"if ({beats}) {{ {acc} = {v}; arg{k} = {position}; }}")
-                clauses.append(None)   # two accumulators: the inner loop runs in order
-                finals.append(f"const {self.ctype(r.dtype)} r{k} = ({self.ctype(r.dtype)})arg{k};")
-                continue
-            init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
-            wide = wide_sum(self, r.op, r.dtype) if blocks else None
-            declare = f"{self.compute_type(r.dtype)} {acc} = {init};"
-            updates.append(f"{acc} = {update};")
-            clauses.append(f"{clause}:{acc}")
-            result = acc
-            if wide:
-                accs.append(f"{wide.ctype} wide{k} = {wide.init};")
-                block_accs.append(declare)
-                block_ends.append(wide.add(f"wide{k}", acc))
-                outer_clauses.append(f"{wide.clause}:wide{k}")
-                result = wide.narrow(f"wide{k}")
-            else:
-                accs.append(declare)
-                outer_clauses.append(f"{clause}:{acc}")
-            if nan:
-                accs.append(f"int nan{k} = 0;")
-                updates.append(f"nan{k} |= ({v} != {v});")
-                clauses.append(f"|:nan{k}")
-                outer_clauses.append(f"|:nan{k}")
-                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {result})"
-            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
-                                   guard, index)
-        epilogue += self.stores(kernel, names, lambda s: _offset(ov, oacc[-1], s.offset))
-
-        ordered = None in clauses
-        total = kernel.size * math.prod(kernel.reduce_shape)
-        big = total >= self.parallel_threshold
-        inner_par = big and (oshape == [] or kernel.size < 8) and not ordered
-        idx = self.index_type(kernel)
-        if not block_ends:
-            rp = [None] * len(rshape)
-            if rshape and not ordered:
-                coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
-                red = "".join(f" reduction({c})" for c in clauses)
-                rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
-            loops = _nest(idx, rv, rshape, rp, prologue + updates, 1)
-        else:
-            loops = self.blocked_loops(idx, rv, rshape, blocks, prologue + updates, block_accs, block_ends,
-                                       None if ordered else clauses, outer_clauses if inner_par else None)
-        point = ["  " + x for x in accs + per_point] + loops + ["  " + x for x in finals + epilogue]
-        op = [None] * len(oshape)
-        if oshape and big and not inner_par:
-            op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
-        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        lines += _nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1)
-        return "\n".join(lines + ["}"])
-
-    def column_reduction_kernel(self, kernel, name, lay):
-        """A reduction over leading (strided) axes whose reads are contiguous along the
-        output's last axis (a bias gradient, a sum over the batch): the output's last
-        axis runs innermost, vectorised, in tiles of COLUMN_TILE accumulators, under
-        the reduced loops, so every read is contiguous. A float sum adds each column's
-        runs of at most COLUMN_BLOCK values (what one vector lane of the row form sums)
-        into a wide accumulator: the row form's accuracy."""
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
-        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
-        idx = self.index_type(kernel)
-        n, tile = oshape[-1], min(COLUMN_TILE, oshape[-1])
-        names = {}
-        body = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard, index)
-        accs, updates, finals, block_accs, block_ends = [], [], [], [], []
-        blocks = sum_blocks(rshape, COLUMN_BLOCK)
-        for k, r in enumerate(reduces):
-            acc, v = f"acc{k}[t]", names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(
-                r.args[0], r.args[0].dtype)
-            names[id(r)] = f"r{k}"
-            init, update, _, nan = REDUCERS[r.op](self, r.dtype, acc, v)
-            wide = wide_sum(self, r.op, r.dtype) if blocks else None
-            accs.append(f"{self.compute_type(r.dtype)} acc{k}[{tile}];")
-            updates.append(f"{acc} = {update};")
-            result = acc
-            if wide:
-                accs.append(f"{wide.ctype} wide{k}[{tile}];")
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) wide{k}[t] = {wide.init};")
-                block_accs.append(f"{acc} = {init};")
-                block_ends.append(wide.add(f"wide{k}[t]", acc))
-                result = wide.narrow(f"wide{k}[t]")
-            else:
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) {acc} = {init};")
-            if nan:
-                accs.append(f"int nan{k}[{tile}];")
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) nan{k}[t] = 0;")
-                updates.append(f"nan{k}[t] |= ({v} != {v});")
-                result = f"(nan{k}[t] ? ({self.compute_type(r.dtype)})NAN : {result})"
-            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
-                                   guard, index)
-        epilogue += self.stores(kernel, names, lambda st: _offset(ov, oacc[-1], st.offset))
-
-        column = f"const {idx} {ov[-1]} = io + t;"
-        span = f"{idx} t = 0; t < tn; t++"
-        row = ["#pragma omp simd", f"for ({span}) {{", "  " + column] + ["  " + x for x in body + updates] + ["}"]
-        if blocks is None:
-            reduced = _nest(idx, rv, rshape, [None] * len(rshape), row, 0)
-        else:
-            a, c = blocks
-            chunk = _nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), row, 0)
-            chunk = [f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{"] + ["  " + x for x in chunk] + ["}"]
-            chunk = ([f"const {idx} je = jb < {rshape[a] - c} ? jb + {c} : {rshape[a]};",
-                      "#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_accs] + ["}"] + chunk
-                     + ["#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_ends] + ["}"])
-            chunk = [f"for ({idx} jb = 0; jb < {rshape[a]}; jb += {c}) {{"] + ["  " + x for x in chunk] + ["}"]
-            reduced = _nest(idx, rv[:a], rshape[:a], [None] * a, chunk, 0)
-        point = ([f"const {idx} tn = io + {tile} <= {n} ? {tile} : {n} - io;"] + accs + reduced
-                 + [f"for ({span}) {{", "  " + column] + ["  " + x for x in finals + epilogue] + ["}"])
-        point = [f"for ({idx} io = 0; io < {n}; io += {tile}) {{"] + ["  " + x for x in point] + ["}"]
-        total = kernel.size * math.prod(kernel.reduce_shape)
-        outer = [None] * (len(oshape) - 1)
-        if total >= self.parallel_threshold:
-            if outer:
-                outer[0] = "#pragma omp parallel for" + (f" collapse({len(outer)})" if len(outer) > 1 else "")
-            else:
-                point = ["#pragma omp parallel for"] + point
-        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        lines += _nest(idx, ov[:-1], oshape[:-1], outer, point, 1)
-        return "\n".join(lines + ["}"])
-
-    def driver(self, names):
-        calls = "\n".join(f"  {n}(b);" for n in names)
-        return f"void @U@_run(void **b) {{\n{calls}\n}}"
 
 
-_C_PRELUDE = """\
-#include <stdint.h>
-#include <string.h>
-#include <math.h>
-#define RN_FN static inline
-"""
-
-
-def _c_helpers():
+def c_helpers():
     """Exact NumPy semantics C leaves undefined or different, one helper per C type.
 
     Shared by the C and CUDA dialects: each declares `RN_FN` (C: static inline,
@@ -1051,6 +889,7 @@ RN_FN float rn_bf16(float f) {
 RN_FN uint16_t rn_bf16_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); }
 """]
     parts.append(_conversion_helpers())
+    parts.append(_nextafter16_helpers())
     for t, s in (("float", "f"), ("double", "")):
         parts.append(f"""
 /* NumPy's npy_divmod: Python-signed floor division and remainder */
@@ -1068,6 +907,15 @@ RN_FN {t} rn_rem_{t}({t} a, {t} b) {{
   if (mod) {{ if ((b < 0) != (mod < 0)) mod += b; }}
   else mod = copysign{s}(({t})0, b);
   return mod;
+}}
+/* NumPy's npy_logaddexp: log(e^a + e^b) without overflow; equal operands (infinities
+   of one sign included) give a + log 2, a NaN difference gives that NaN */
+RN_FN {t} rn_logaddexp_{t}({t} a, {t} b) {{
+  if (a == b) return a + {_part_literal(math.log(2), t)};
+  const {t} d = a - b;
+  if (d > 0) return a + log1p{s}(exp{s}(-d));
+  if (d <= 0) return b + log1p{s}(exp{s}(d));
+  return d;
 }}""")
     for bits in (8, 16, 32, 64):
         t = f"int{bits}_t"
@@ -1089,6 +937,52 @@ RN_FN {t} rn_rem_int{bits}({t} a, {t} b) {{
 RN_FN uint{bits}_t rn_floordiv_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a / b : 0; }}
 RN_FN uint{bits}_t rn_rem_uint{bits}(uint{bits}_t a, uint{bits}_t b) {{ return b ? a % b : 0; }}""")
     return "\n".join(parts) + "\n"
+
+
+def _part_literal(value, ctype):
+    """`value` rounded to the C type `ctype` ("float" or "double"), as an exact hex literal."""
+    v = float(np.float32(value)) if ctype == "float" else float(value)
+    return f"(({ctype}){v.hex()})"
+
+
+def _nextafter16_helpers():
+    """nextafter in float16 and bfloat16, whose values the kernels hold in float32: a
+    step of the 16-bit pattern toward y. NaN in either gives NaN. Equal operands give
+    x for float16 (NumPy's npy_half_nextafter) and y for bfloat16 (ml_dtypes, as C's
+    nextafter), which differ only for a pair of zeros of opposite signs."""
+    return r"""
+/* float16 bits <-> its value in float32 (exact both ways; no _Float16 or __half needed) */
+RN_FN float rn_f16_value(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t u;
+  if (e == 0) { float f = ldexpf((float)m, -24); memcpy(&u, &f, 4); u |= sign; }
+  else if (e == 31) u = sign | 0x7f800000u | (m << 13);
+  else u = sign | ((e + 112u) << 23) | (m << 13);
+  float f; memcpy(&f, &u, 4); return f;
+}
+RN_FN uint16_t rn_f16_pattern(float f) {   /* f: a float16 value */
+  uint32_t u; memcpy(&u, &f, 4);
+  const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u);
+  if (a >= 0x38800000u) return sign | (uint16_t)((((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3ffu));
+  return sign | (uint16_t)(fabsf(f) * 16777216.0f);   /* subnormal: a multiple of 2^-24 */
+}
+/* the pattern one step away from zero where y lies beyond x, else one step toward it */
+RN_FN int rn_step16(float x, float y) { return (y > x) == (x > 0) ? 1 : -1; }
+RN_FN float rn_nextafter_f16(float x, float y) {
+  if (x != x || y != y) return NAN;
+  if (x == y) return x;
+  if (x == 0) return copysignf(5.9604644775390625e-08f, y);   /* 2^-24 */
+  return rn_f16_value((uint16_t)(rn_f16_pattern(x) + rn_step16(x, y)));
+}
+RN_FN float rn_nextafter_bf16(float x, float y) {
+  if (x != x || y != y) return NAN;
+  if (x == y) return y;
+  if (x == 0) return copysignf(9.183549615799121e-41f, y);   /* 2^-133 */
+  return rn_bf16_load((uint16_t)(rn_bf16_bits(x) + rn_step16(x, y)));
+}
+"""
 
 
 def _conversion_helpers():
@@ -1129,9 +1023,9 @@ RN_FN float rn_bf16_from_i64_srcu(int64_t v) { return rn_bf16_from_magnitude((ui
     return "\n".join(parts) + "\n"
 
 
-def _index_helpers():
+def index_helpers():
     """Index arithmetic, integer powers and Threefry, shared by the C and CUDA
-    dialects like `_c_helpers` (declared `RN_FN`, no C-only types)."""
+    dialects like `c_helpers` (declared `RN_FN`, no C-only types)."""
     return r"""
 /* a runtime index as the eager backend reads it: negative counts from the end, then clamped to [0, hi] */
 RN_FN int64_t rn_from_end(int64_t v, int64_t n) { return v < 0 ? v + n : v; }
