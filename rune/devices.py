@@ -7,7 +7,7 @@ placement logic is exercised without a GPU.
 import contextlib
 import threading
 
-from . import config, profiler
+from . import config, contexts, profiler
 from .backends import backend_for, has_cuda_backend
 from .errors import DeviceError
 from .stats import COUNTERS
@@ -117,10 +117,12 @@ def current_default():
 def default_device(device):
     """Within the block, arrays are created on `device` unless told otherwise."""
     _default.stack.append(get_device(device))
+    contexts.opened()
     try:
         yield _default.stack[-1]
     finally:
         _default.stack.pop()
+        contexts.closed()
 
 
 def transfer(raw, src, dst):

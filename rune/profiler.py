@@ -26,6 +26,8 @@ import os
 import threading
 import time
 
+from . import contexts
+
 _OPEN = []            # the open profiles, innermost last
 _LOCK = threading.Lock()
 
@@ -56,11 +58,13 @@ class Profile:
         self._origin = time.perf_counter()
         with _LOCK:
             _OPEN.append(self)
+        contexts.opened()
         return self
 
     def __exit__(self, *exc):
         with _LOCK:
             _OPEN.remove(self)
+        contexts.closed()
         return False
 
     # -- recording (called by the plan runner, the compilers and transfers)

@@ -34,6 +34,7 @@ from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
 from ..nx.array import Array
 from ..nx.placement import place
+from ..contexts import OPEN as _CONTEXTS  # never rebound: read without a call
 from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
 from . import donation
@@ -62,7 +63,7 @@ class _Entry:
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
     __slots__ = ("plan", "key", "out_struct", "out_places", "out_avals", "checked", "bare", "reuse", "call",
-                 "runs")
+                 "runs", "hot_call")
 
     def __init__(self, plan, key, in_avals, out_struct, where):
         self.plan, self.key, self.out_struct = plan, key, out_struct
@@ -83,6 +84,7 @@ class _Entry:
         # from its third call; False where it cannot be written.
         self.call = None
         self.runs = 0
+        self.hot_call = None   # the same, as a Jitted's own `__call__` (Jitted._write_hot_call)
 
     def single_call(self):
         """`call` once it is worth writing (the plan has run twice), else None."""
@@ -126,6 +128,29 @@ def _written_call(plan, device, weak):
     return names["call"]
 
 
+_NO_ARGUMENT = object()
+
+
+def _hot_call(plan, aval, device, weak):
+    """`Jitted.__call__` for one array of `aval` running `plan` (one input, one
+    output, NumPy stretches only) written out, as `_written_call` writes it, behind
+    the checks that make it that call: any other call goes to `Jitted.__call__`."""
+    names = {"COUNTERS": COUNTERS, "Array": Array, "device": device, "weak": weak, "AVAL": aval,
+             "OPEN": _CONTEXTS, "NO": _NO_ARGUMENT, "full_call": Jitted.__call__}
+    body, (out,) = straight_lines(plan, ["x"], "", names)
+    lines = ["def __call__(self, a=NO, /, *args, **kwargs):",
+             "    if type(a) is Array and a._aval is AVAL and not OPEN[0] and not args and not kwargs:",
+             "        x = a._raw",
+             "        COUNTERS['cache_hits'] += 1",
+             f"        COUNTERS['kernels_launched'] += {len(plan.steps)}"]
+    lines += ["        " + line for line in body] + [f"        return Array({out}, device, weak)",
+                                                     "    if a is NO:",
+                                                     "        return full_call(self, *args, **kwargs)",
+                                                     "    return full_call(self, a, *args, **kwargs)"]
+    exec(compile("\n".join(lines), "<rune jit call>", "exec"), names)
+    return names["__call__"]
+
+
 class Jitted:
     """A jitted function; see `jit`."""
 
@@ -140,6 +165,7 @@ class Jitted:
         self.cache = collections.OrderedDict()  # key -> _Entry, least recently used first
         self._latest = None  # the entry at the end of `cache` (moving it there again is a no-op)
         self._last_single = (None, None, None)  # (aval, default device's name, entry) of a one-array call
+        self._hot_aval = None  # the aval `_write_hot_call` wrote this function's call for
         self.cache_size = CACHE_SIZE
         # The cheap key applies when nothing can make a call differ from its avals.
         self._fast = (not self.static_argnums and not self.static_argnames and self.device is None
@@ -166,7 +192,8 @@ class Jitted:
             a = args[0]
             aval, where = a._aval or a.aval, _default.stack[-1].name
             last_aval, last_where, entry = self._last_single
-            if aval is not last_aval or where is not last_where:
+            repeated = aval is last_aval and where is last_where
+            if not repeated:
                 entry = self.cache.get((where, aval))
                 if entry is None or entry is not self._latest:
                     entry = None
@@ -177,6 +204,9 @@ class Jitted:
                 if call is None:
                     call = entry.single_call()
                 if call and not _PROFILES_OPEN:  # a profile times each plan step
+                    # (never for signatures that alternate: each would rewrite the class)
+                    if repeated and not _CONTEXTS[0] and self._hot_aval is not aval:
+                        self._write_hot_call(entry, aval)
                     return call(a._raw)
                 COUNTERS["cache_hits"] += 1
                 out = entry.plan.run([a._raw])
@@ -443,6 +473,25 @@ class Jitted:
         self._latest = None
         self._last_single = (None, None, None)
         self._match = None
+        self._forget_hot_call()
+
+    def _write_hot_call(self, entry, aval):
+        """This function's calls with one array of `aval`, while no trace, default
+        device block or profile is open anywhere (`rune.contexts`), written as the
+        class's own `__call__`: the argument checks and the plan's NumPy ops in one
+        frame, every other call handed to `Jitted.__call__`. The class is this
+        function's own, made here (Python finds `__call__` on the type)."""
+        if type(self) is Jitted:
+            self.__class__ = type("Jitted", (Jitted,), {"__module__": Jitted.__module__})
+        if entry.hot_call is None:
+            entry.hot_call = _hot_call(entry.plan, aval, *entry.out_places[0])
+        type(self).__call__ = entry.hot_call
+        self._hot_aval = aval
+
+    def _forget_hot_call(self):
+        if type(self) is not Jitted and "__call__" in vars(type(self)):
+            del type(self).__call__
+        self._hot_aval = None
 
 
 class _SpecLeaf:

@@ -10,6 +10,7 @@ what prevents perturbation confusion in `grad(grad(f))`.
 import contextlib
 import threading
 
+from .. import contexts
 from ..backends import backend_for
 from ..errors import (ArgumentError, ConcretizationError, DeviceMismatchError, NotDifferentiableError,
                       RuneError)
@@ -192,10 +193,12 @@ def using(interp):
     """Make `interp` current within the block; restored even if user code raises."""
     saved = _current.interp
     _current.interp = interp
+    contexts.opened()
     try:
         yield interp
     finally:
         _current.interp = saved
+        contexts.closed()
 
 
 def aval_of(x):

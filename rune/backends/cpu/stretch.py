@@ -12,6 +12,7 @@ else holds it any more, else a fresh one. Host runs take no donated buffers
 import ctypes
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -48,6 +49,11 @@ class PointerArray:
                 self.temps.append(t)
                 self.ptrs[b.index] = t.ctypes.data
         self._last = [None] * len(self.outputs)   # each output's array of the last call
+        # Each input's array of the last call, weakly: reading an address (`ctypes.data`)
+        # costs a microsecond, and a training step passes the same arrays (parameters,
+        # the outputs of stretches that reuse theirs) call after call. An array keeps
+        # its address while it lives, and a dead one's weakref answers None.
+        self._seen = [None] * len(self.inputs)
         # ctypes releases the GIL during the call: two threads running this stretch
         # at once would share its pointer array and intermediates.
         self._lock = threading.Lock()
@@ -56,20 +62,28 @@ class PointerArray:
         ptrs = self.ptrs
         keep = []
         with self._lock:
-            for b, s in self.inputs:
+            seen = self._seen
+            for j, (b, s) in enumerate(self.inputs):
                 a = env[s]
+                r = seen[j]
+                if r is not None and r() is a:
+                    continue   # the array of the last call: its address is in place
                 if type(a) is not np.ndarray or not a.flags.c_contiguous:
                     a = np.ascontiguousarray(a)
                     keep.append(a)
+                    seen[j] = None
+                else:
+                    seen[j] = weakref.ref(a)
                 ptrs[b] = a.ctypes.data
             last = self._last
             for k, (b, s, shape, dtype) in enumerate(self.outputs):
                 o = last[k]
                 # the last call's array again where nothing else holds it (no caller, no
                 # view: only `last`, `o` and getrefcount's argument): a fresh one costs an
-                # allocation and, for large ones, the page faults of new memory every call
+                # allocation and, for large ones, the page faults of new memory every call;
+                # the same array keeps its address in place
                 if o is None or sys.getrefcount(o) > 3:
                     o = last[k] = np.empty(shape, dtype)
+                    ptrs[b] = o.ctypes.data
                 env[s] = o
-                ptrs[b] = o.ctypes.data
             fn(ptrs)
