@@ -1,13 +1,11 @@
-"""Checks that jit really compiled: shared by the op-table and compiler tests."""
-import pytest
+"""Checks that jit really compiled: shared by the op-table and compiler tests.
 
+Tests of the compiler itself carry `pytest.mark.cc`: without a C compiler (none
+installed, or RUNE_CC=none) jit runs NumPy stretches and they are skipped
+(tests/conftest.py)."""
 from rune.backends.cpu import compiler
 from rune.compiler import fuse
 from rune.compiler.plan import Stretch
-
-# For tests of the compiler itself: without a C compiler (none installed, or
-# RUNE_CC=none) jit runs NumPy stretches and these tests do not apply.
-needs_cc = pytest.mark.skipif(compiler.find() is None, reason="no C compiler (or RUNE_CC=none)")
 
 
 def numpy_stretches(plan):

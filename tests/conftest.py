@@ -4,7 +4,7 @@ import sys
 import pytest
 
 # Tests live in folders by layer; the shared helpers (op_table, oracles, compiled,
-# api_support, cuda_emu) live at the top of tests/.
+# api_support, host_devices, cuda_emu) live at the top of tests/.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Compile every stretch, however small (by default tiny stretches run on NumPy,

@@ -1,7 +1,7 @@
 """The op table: every public `nx` function, with a NumPy/SciPy reference and sample arguments.
 
 One entry (`OpCase`) per function. Other test files reuse the same table:
-`test_ops.py` checks eager results against the reference; gradient, jit and
+`nx/test_ops.py` checks eager results against the reference; gradient, jit and
 vmap tests can walk the same entries (`grad`, `diff_argnums`, `domain`,
 `draw`) instead of writing tests op by op.
 
@@ -15,7 +15,7 @@ Conventions
   sample", so integer-array indices are real (traceable, batchable) arguments.
 - `grad`: the op is differentiable in `diff_argnums` at the sample points
   (the samples keep away from kinks, ties and discontinuities: see `domain`;
-  tests/test_ties.py checks derivatives exactly at ties and kinks).
+  tests/transforms/test_ties.py checks derivatives exactly at ties and kinks).
   Piecewise-constant ops (floor, sign, ...) are marked differentiable with a
   zero derivative, as in JAX; finite differences away from their jumps are 0.
 - `domain` names how float (and int) inputs are drawn (`DOMAINS`); use

@@ -7,7 +7,7 @@ The helpers are declared `RN_FN` like `cstyle.c_helpers`.
 
 Lowered: add, sub, neg, conj (exact); mul and div by rune's rule, the
 sequences of correctly rounded real operations that eager computes with the
-array module's real ufuncs (rune/backends/cpu/complexfuncs.py), written here
+array module's real ufuncs (rune/backends/xp/complexfuncs.py), written here
 operation for operation with the same selects (C is compiled with
 -ffp-contract=off and NVRTC with --fmad=false, so no product is fused into a
 sum, and RN_ROUNDED below stops GCC's vectoriser from fusing anyway); real,

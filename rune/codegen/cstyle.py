@@ -316,7 +316,7 @@ _REAL_RULES = {
     "atan": _unary_float("atan"), "erf": _unary_float("erf"), "logistic": _logistic,
     # the target's math library, as every function above: glibc's, or CUDA's (whose guide
     # bounds log2f, log2 and log10 by 1 ulp, log10f by 2); not correctly rounded, and
-    # within 2 ulp of NumPy's (tests/test_codegen.py). 16-bit floats compute in float32
+    # within 2 ulp of NumPy's (tests/codegen/test_codegen.py). 16-bit floats compute in float32
     # and round once.
     "log2": _unary_float("log2"), "log10": _unary_float("log10"),
     "asinh": _unary_float("asinh"), "acosh": _unary_float("acosh"), "atanh": _unary_float("atanh"),

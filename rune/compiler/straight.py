@@ -18,6 +18,7 @@ Python operators on NumPy scalars (`_OPERATORS`).
 """
 import numpy as np
 
+from ..core.prims import P
 from ..stats import COUNTERS
 
 
@@ -41,15 +42,14 @@ def straight_function(plan):
 # machinery (a tenth of its cost on one element) with the same IEEE result and
 # the same floating-point warnings. Arithmetic only on floats: an integer
 # scalar operator warns on overflow where the ufunc wraps silently.
-_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
-              "eq": "==", "ne": "!="}
-_COMPARISONS = {"lt", "le", "gt", "ge", "eq", "ne"}
+_COMPARISONS = {P["lt"]: "<", P["le"]: "<=", P["gt"]: ">", P["ge"]: ">=", P["eq"]: "==", P["ne"]: "!="}
+_OPERATORS = {P["add"]: "+", P["sub"]: "-", P["mul"]: "*", **_COMPARISONS}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _operator(eqn, plan, ins):
     """The operator `eqn` is written as on NumPy scalars, or None."""
-    symbol = _OPERATORS.get(eqn.prim.name)
+    symbol = _OPERATORS.get(eqn.prim)
     if symbol is None or eqn.params or len(ins) != 2:
         return None
     a, b = (plan.avals[i] for i in ins)
@@ -58,7 +58,7 @@ def _operator(eqn, plan, ins):
     devices = {v.device.platform for v in (a, b) if v.device is not None}
     if devices != {"cpu"}:
         return None  # NumPy scalars are host values
-    if a.dtype in _FLOATS or (eqn.prim.name in _COMPARISONS and a.dtype.kind in "iub"):
+    if a.dtype in _FLOATS or (eqn.prim in _COMPARISONS and a.dtype.kind in "iub"):
         return symbol
     return None
 

@@ -361,12 +361,7 @@ print("@@RESULTS@@" + json.dumps({"files": len(files), "compiles": rune.stats()[
 '''
 
 
-def _no_cc():
-    from rune.backends.cpu import compiler
-    return compiler.find() is None
-
-
-@pytest.mark.skipif(_no_cc(), reason="no C compiler: jit runs NumPy stretches, nothing is cached")
+@pytest.mark.cc   # without a C compiler jit runs NumPy stretches: nothing is cached
 def test_compile_cache_dir_is_used(tmp_path):
     r = run_script(CACHE_SCRIPT, RUNE_CACHE_DIR=str(tmp_path / "c"), RUNE_CACHE="1")
     assert r["files"] > 0, r
@@ -393,7 +388,7 @@ def test_host_device_transfer_counted():
     assert any(v == 12 for k, v in s.items() if "bytes" in k), s
 
 
-@pytest.mark.skipif(_no_cc(), reason="no C compiler: jit runs NumPy stretches")
+@pytest.mark.cc   # without a C compiler jit runs NumPy stretches: no kernel source
 def test_jit_plan_shows_kernel_source():
     import re
     s = str(rune.jit(lambda x: nx.sin(x) * 2.0 + 1.0).plan(f32(1.0)))

@@ -12,7 +12,7 @@ enough work runs instead as a direct loop nest compiled for its geometry
 (rune's C compiler, once per geometry, through the disk cache): each output
 pixel's channels are a few vector registers, a block of pixels along a row
 shares every kernel load, zero padding is skipped rather than copied, and no
-patch matrix is written. A kernel's cotangent (rune/conv_rules.py: the input
+patch matrix is written. A kernel's cotangent (rune/nx/conv.py: the input
 seen with images as channels, the output's cotangent as the kernel) gets its
 own loop that reads both operands in their own layouts, without the
 transposing copies. At a small CNN's sizes that is 2-4x faster than im2col

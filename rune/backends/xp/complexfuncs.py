@@ -1,4 +1,4 @@
-"""The complex-number primitives (rune/nx/complex_prims.py) on an array module `xp`,
+"""The complex-number primitives (rune/nx/complex.py) on an array module `xp`,
 and rune's complex mul and div and its hypot (|z| is hypot(re, im)).
 
 Complex mul, div and abs are rune's own rule, not the array module's loop (NumPy

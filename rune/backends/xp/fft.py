@@ -1,4 +1,4 @@
-"""The FFT primitive (rune/nx/fft_prims.py) on an array module `xp`: NumPy's
+"""The FFT primitive (rune/nx/fft.py) on an array module `xp`: NumPy's
 pocketfft on the host, cuFFT through CuPy on a GPU, over the trailing axes, in
 the input's precision."""
 import numpy as np

@@ -1,4 +1,4 @@
-"""Implementations of the linalg primitives (rune/nx/linalg_prims.py) on an
+"""Implementations of the linalg primitives (rune/nx/linalg.py) on an
 array module `xp`: NumPy's LAPACK calls (CuPy's cuSOLVER ones), batched over leading
 axes. float16/bfloat16 (which LAPACK lacks) compute in float32 and round once."""
 import numpy as np

@@ -1,0 +1,319 @@
+"""rune's thread policy (rune/threads.py): RUNE_NUM_THREADS, the threads a
+compiled kernel's parallel loops and a BLAS call actually run on, and the
+OpenMP runtime loaded with idle threads that sleep."""
+import ctypes
+import os
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+import rune
+from rune import config, nx, threads
+from rune.backends.cpu import compiler as cc
+from rune.backends import pipeline
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
+
+PROBE = r"""
+int omp_get_num_threads(void);
+void probe_run(void **buffers) {
+  int *out = (int *)buffers[0];
+  #pragma omp parallel
+  {
+    #pragma omp master
+    out[0] = omp_get_num_threads();
+  }
+}
+"""
+
+
+def _raises_naming(value, call):
+    with pytest.raises(rune.ArgumentError) as info:
+        call()
+    message = str(info.value)
+    assert "RUNE_NUM_THREADS" in message and repr(value) in message and "positive integer" in message, message
+
+
+@pytest.fixture
+def fresh_cpus():
+    """usable_cpus() read anew under the test's readers, and anew again after them."""
+    threads.usable_cpus.cache_clear()
+    yield
+    threads.usable_cpus.cache_clear()
+
+
+def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_count(monkeypatch, fresh_cpus):
+    monkeypatch.delenv("RUNE_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: None)   # no quota: the affinity decides
+    assert threads.num_threads() == len(os.sched_getaffinity(0))
+    threads.usable_cpus.cache_clear()
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: 1)      # a quota of one CPU's time
+    assert threads.num_threads() == 1
+    monkeypatch.setenv("RUNE_NUM_THREADS", " 3 ")
+    assert threads.num_threads() == config.num_threads(1) == 3
+    for bad in ("0", "-2", "many", "1.5", "2 threads"):
+        monkeypatch.setenv("RUNE_NUM_THREADS", bad)
+        _raises_naming(bad, threads.num_threads)
+
+
+def test_a_bad_rune_num_threads_fails_the_call_that_reads_it(monkeypatch):
+    if threads._blas() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find: no BLAS call reads it")
+    monkeypatch.setenv("RUNE_NUM_THREADS", "lots")
+    a = nx.ones((512, 512))
+    _raises_naming("lots", lambda: a @ a)
+
+
+@pytest.mark.parametrize("running, free", [(1, 4), (2, 3), (4, 1), (40, 1)])
+def test_free_cpus_count_the_other_running_tasks(running, free):
+    assert threads.free_cpus_of(f"3.10 2.05 1.00 {running}/321 4567\n", 4) == free
+    assert threads.free_cpus_of("garbled", 4) == 4
+
+
+def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
+    """A machine of `cpus` CPUs whose /proc/loadavg shows `running` running tasks."""
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"9.00 9.00 9.00 {running}/900 12345\n")
+    monkeypatch.setattr(threads, "_LOADAVG", str(loadavg))
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: quota)
+    threads.usable_cpus.cache_clear()
+    return threads._read_free_cpus()
+
+
+def test_the_hosts_load_bounds_threads_only_when_the_process_may_use_the_whole_host(monkeypatch, tmp_path,
+                                                                                       fresh_cpus):
+    # the whole host: 64 CPUs, 40 running tasks (one is the reader) leave 25
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=64, quota=None, running=40) == 25
+    # a container on a busy node: its cpuset's or its quota's CPUs, whatever the host's load
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=4, quota=None, running=200) == 4
+    assert _machine(monkeypatch, tmp_path, cpus=64, affinity=64, quota=3, running=200) == 3
+
+
+class _FakeBLAS:
+    """A process-wide BLAS thread count, as libopenblas keeps it."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def get(self):
+        return self.count
+
+    def set(self, n):
+        self.count = n
+
+
+def test_overlapping_blas_calls_from_two_threads_put_back_the_process_count(monkeypatch):
+    blas = _FakeBLAS(16)
+    monkeypatch.setattr(threads, "_blas", lambda: blas)
+    monkeypatch.setattr(threads, "blas_threads", lambda work: work)   # work stands for the call's limit
+    a_in, b_in, a_out, b_out = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def a_body():
+        seen["a inside"] = blas.get()
+        a_in.set()
+        assert b_in.wait(10)
+        return "a"
+
+    def b_body():
+        seen["b inside"] = blas.get()
+        b_in.set()
+        assert a_out.wait(10)
+        seen["b after a ended"] = blas.get()
+        return "b"
+
+    def run(limit, body, done):
+        try:
+            seen[limit] = threads.blas_call(limit, body)
+        finally:
+            done.set()
+
+    # A (limit 4) starts, B (limit 1) starts, A ends, B ends
+    ta = threading.Thread(target=run, args=(4, a_body, a_out))
+    ta.start()
+    assert a_in.wait(10)
+    tb = threading.Thread(target=run, args=(1, b_body, b_out))
+    tb.start()
+    ta.join(10)
+    tb.join(10)
+    assert seen[4] == "a" and seen[1] == "b"
+    assert seen["a inside"] == 4 and seen["b inside"] == 1
+    assert seen["b after a ended"] == 1   # A's end does not lift B's limit
+    assert blas.get() == 16               # the count the process had before either
+
+
+@pytest.fixture
+def roomy(monkeypatch):
+    """A policy of two threads on a machine that has them free."""
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+
+
+def _blas_threads():
+    """The threads of NumPy's BLAS (SciPy may have loaded its own beside it)."""
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info()
+            if i["user_api"] == "blas" and "numpy" in i["filepath"]]
+
+
+@pytest.fixture
+def blas_seen(monkeypatch):
+    """The BLAS threads threadpoolctl sees inside each np.matmul rune makes."""
+    if threads._blas() is None:
+        pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find")
+    seen, matmul = [], np.matmul
+
+    def recording(*args, **kwargs):
+        seen.append(_blas_threads())
+        return matmul(*args, **kwargs)
+    monkeypatch.setattr(np, "matmul", recording)
+    return seen
+
+
+@pytest.mark.parametrize("call", ["eager", "jit"])
+def test_a_blas_call_gets_threads_only_for_work_that_pays(roomy, blas_seen, call):
+    matmul = (lambda a, b: a @ b) if call == "eager" else rune.jit(lambda a, b: a @ b)
+    small, large = nx.ones((128, 128)), nx.ones((512, 512))   # 2**21 and 2**27 multiply-adds
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        outside = _blas_threads()
+        np.asarray(matmul(small, small))
+        np.asarray(matmul(large, large))
+        assert _blas_threads() == outside   # put back after each call
+    assert outside == [2]
+    assert blas_seen == [[1], [2]]
+
+
+def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, blas_seen, monkeypatch):
+    large = nx.ones((512, 512))
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):   # never raised above the process's limit
+        np.asarray(large @ large)
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        monkeypatch.setattr(threads, "free_cpus", lambda: 1)    # the other running tasks fill the machine
+        np.asarray(large @ large)
+        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        monkeypatch.setenv("RUNE_NUM_THREADS", "1")
+        np.asarray(large @ large)
+        assert _blas_threads() == [2]
+    assert blas_seen == [[1], [1], [1]]
+
+
+def test_the_compiler_runs_at_most_rune_num_threads_builds_at_once(monkeypatch):
+    import concurrent.futures
+    sizes = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers=None, *args, **kwargs):
+            sizes.append(max_workers)
+            super().__init__(max_workers, *args, **kwargs)
+
+    def fake_batch(compiler, prelude, units, keys, batch, failed):   # builds nothing, loads a stand-in
+        for i in batch:
+            pipeline._LOADED[keys[i]] = object()
+
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(pipeline, "_compile_batch", fake_batch)
+    monkeypatch.setattr(pipeline, "cached", lambda compiler, key, symbols: None)   # nothing on disk: all five batches build
+    compiler = types.SimpleNamespace(key=lambda text: ("rune-test-pool", text), batch=cc.BATCH,
+                                     symbols=lambda unit: ())
+    units = [(f"u{i}", f"void u{i}_run(void **b) {{ }}", [f"u{i}"]) for i in range(5 * cc.BATCH)]
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    pipeline.build(compiler, "", units)
+    monkeypatch.setenv("RUNE_NUM_THREADS", "3")
+    pipeline.build(compiler, "", [(n, t + " ", k) for n, t, k in units])
+    assert sizes == [2, 3]
+
+
+@pytest.fixture(scope="module")
+def probe():
+    """A compiled unit with a parallel region that writes how many threads ran it."""
+    compiler = cc.find()
+    if compiler is None:
+        pytest.skip("no C compiler")
+    [fn] = cc.build(compiler, "", [("probe", PROBE, ["probe"])])
+    if threads._openmp is None:
+        pytest.skip("the kernels link no OpenMP runtime rune can find")
+
+    def run():
+        out = np.zeros(1, np.int32)
+        fn((ctypes.c_void_p * 1)(out.ctypes.data))
+        return int(out[0])
+    return run
+
+
+def _openmp_threads():
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "openmp"]
+
+
+def test_a_parallel_kernel_runs_on_the_policys_threads(roomy, probe, monkeypatch):
+    with threadpoolctl.threadpool_limits(2, user_api="openmp"):
+        outside = _openmp_threads()
+        assert probe() == 2
+        monkeypatch.setenv("RUNE_NUM_THREADS", "1")
+        assert probe() == 1
+        monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+        monkeypatch.setattr(threads, "free_cpus", lambda: 1)
+        assert probe() == 1
+        assert _openmp_threads() == outside   # the thread's OpenMP setting is put back
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):   # never raised above the process's limit
+        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        assert probe() == 1
+
+
+def test_the_renderers_parallel_loops_reach_the_policy(monkeypatch):
+    """A jit stretch over 2**21 elements has a parallel loop, and its entry point is the policy's."""
+    f = rune.jit(lambda v: nx.exp(v) + 1.0)
+    np.asarray(f(nx.ones(1 << 21, dtype="float32")))
+    if threads._openmp is None:
+        pytest.skip("no compiled kernels here")
+    calls = []
+    monkeypatch.setattr(threads, "parallel_threads", lambda: calls.append(1) or 1)
+    g = rune.jit(lambda v: nx.exp(v) * 3.0)
+    np.asarray(g(nx.ones(1 << 21, dtype="float32")))
+    assert calls
+
+
+SHOW_ENV = """
+import ctypes, os, sys
+import numpy as np
+import rune
+from rune import nx, threads
+np.asarray(rune.jit(lambda v: nx.exp(v) + 2.0)(nx.ones(1 << 21, dtype="float32")))
+if threads._openmp is None:
+    print("no-openmp"); sys.exit(0)
+try:
+    gomp = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+    gomp.omp_display_env(1)   # verbose: with the spin count idle threads wait for
+except (OSError, AttributeError):
+    print("no-libgomp"); sys.exit(0)
+print("environ:", os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+def _kernel_runtime_env(tmp_path, **env):
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    clean.update(env, RUNE_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    p = subprocess.run([sys.executable, "-c", SHOW_ENV], env=clean, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    if "no-openmp" in p.stdout or "no-libgomp" in p.stdout:
+        pytest.skip("the kernels' OpenMP runtime is not libgomp")
+    return p.stdout, p.stderr
+
+
+def test_the_kernels_openmp_runtime_lets_idle_threads_sleep(tmp_path):
+    out, shown = _kernel_runtime_env(tmp_path)
+    assert "GOMP_SPINCOUNT = '0'" in shown, shown   # libgomp's own default spins 300000 times
+    assert "environ: None" in out   # set for the runtime's load only
+
+
+@pytest.mark.parametrize("name, value, spins", [("OMP_WAIT_POLICY", "active", "30000000000"),
+                                                ("GOMP_SPINCOUNT", "12345", "12345")])
+def test_a_wait_policy_the_user_set_is_kept(tmp_path, name, value, spins):
+    _, shown = _kernel_runtime_env(tmp_path, **{name: value})
+    assert f"GOMP_SPINCOUNT = '{spins}'" in shown, shown

@@ -1,0 +1,31 @@
+"""Run under mpiexec by tests/distributed/test_distributed_mpi.py: one rank misbehaves (argv[1] says how)."""
+import os
+import sys
+import time
+
+import rune.distributed as dist
+from rune import nx
+from rune.distributed import runtime
+
+mode = sys.argv[1]
+if mode.startswith("raise-before-start") and runtime.launch_variable()[1] == "1":
+    raise ValueError("boom before any collective")   # MPI has not started on any rank yet
+if mode == "raise-before-start-busy":
+    time.sleep(600)                    # the others are busy (not yet in MPI start-up) when rank 1 fails
+dist.initialize()
+r = dist.rank()
+dist.all_reduce(nx.ones(2))            # one collective that every rank completes
+if mode == "raise" and r == 1:
+    raise ValueError("boom on purpose")
+if mode == "shape":
+    dist.all_reduce({"w": nx.zeros((3, r + 2))})
+if mode == "dtype":
+    dist.all_gather(nx.zeros((2,), dtype="float32" if r == 0 else "int32"))
+if mode == "structure":                # the same shapes and dtypes under different keys
+    dist.all_reduce({"w": nx.zeros(2), "b" if r == 0 else "bias": nx.zeros(3)})
+if mode == "exit" and r == 1:
+    sys.exit(0)
+if mode == "kill" and r == 1:
+    os._exit(0)                        # no Python clean-up: the launcher sees the process vanish
+dist.all_reduce(nx.ones(3))
+print("rank", r, "done", flush=True)

@@ -1,0 +1,176 @@
+"""The training examples run (tiny settings, a few seconds each) and their metric moves."""
+import importlib.util
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
+STEP_KEYS = {"step", "loss", "lr", "step_time", "images_per_s"}
+EPOCH_KEYS = {"step", "epoch", "epoch_loss", "test_accuracy"}
+
+
+def _run(script, *args):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", script), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_digits_cnn_learns_checkpoints_and_resumes(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    ckpt = str(tmp_path / "digits.safetensors")
+    out = _run("train_digits.py", "--epochs", "1", "--limit", "320", "--no-progress", "--checkpoint", ckpt)
+    accuracy = float(re.search(r"final test accuracy ([0-9.]+)", out).group(1))
+    assert accuracy > 0.3, out  # chance is 0.1
+    assert os.path.exists(ckpt) and os.path.exists(str(tmp_path / "digits.jsonl"))  # the log goes beside it
+    out = _run("train_digits.py", "--epochs", "2", "--limit", "320", "--no-progress", "--checkpoint", ckpt,
+               "--resume")
+    assert "resumed from" in out and "epoch   2" in out and "epoch   1 " not in out, out
+
+
+def _lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _example(name):
+    """An example script imported as a module, to call its main() in this process
+    (no interpreter start-up per run)."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}", os.path.join(REPO, "examples", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def digits():
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    return _example("train_digits")
+
+
+def _digits_run(digits, folder, name, *args):
+    """train_digits.main on 160 digits (5 batches of 32 an epoch); the lines of its log."""
+    ckpt = os.path.join(folder, name + ".safetensors")
+    digits.main(["--limit", "160", "--no-progress", "--checkpoint", ckpt, *args])
+    return _lines(os.path.join(folder, name + ".jsonl"))
+
+
+@pytest.fixture(scope="module")
+def float32_log(digits, tmp_path_factory):
+    """The log of an uninterrupted 2-epoch float32 run: the reference."""
+    return _digits_run(digits, str(tmp_path_factory.mktemp("digits")), "whole", "--epochs", "2")
+
+
+def test_digits_log_holds_every_step_and_epoch(float32_log):
+    steps = [line for line in float32_log if "loss" in line]
+    epochs = [line for line in float32_log if "epoch" in line]
+    assert all(set(line) == STEP_KEYS for line in steps), steps
+    assert [line["step"] for line in steps] == list(range(1, 11))
+    assert all(line["lr"] == 2e-3 and 0 < line["loss"] < 5 for line in steps), steps
+    assert all(math.isclose(line["images_per_s"] * line["step_time"], 32, rel_tol=1e-9) for line in steps)
+    assert [(line["step"], line["epoch"]) for line in epochs] == [(5, 1), (10, 2)]
+    assert all(set(line) == EPOCH_KEYS and 0 <= line["test_accuracy"] <= 1 for line in epochs), epochs
+    first, second = ([line["loss"] for line in steps[i:i + 5]] for i in (0, 5))
+    assert math.isclose(epochs[0]["epoch_loss"], np.mean(first), rel_tol=1e-9)
+    assert math.isclose(epochs[1]["epoch_loss"], np.mean(second), rel_tol=1e-9)
+
+
+def test_digits_resume_continues_at_the_saved_loader_position(digits, float32_log, tmp_path, capsys):
+    stopped = _digits_run(digits, str(tmp_path), "run", "--epochs", "2", "--max-steps", "7")
+    assert [line["step"] for line in stopped] == [1, 2, 3, 4, 5, 5, 6, 7]
+    assert "stopped at step 7" in capsys.readouterr().out
+    resumed = _digits_run(digits, str(tmp_path), "run", "--epochs", "2", "--resume")
+    assert "at epoch 2, step 2 of 5 (step 7 in all)" in capsys.readouterr().out   # the saved loader.state()
+    assert [line["step"] for line in resumed] == [line["step"] for line in float32_log]
+    # The same batches in the same order from the same model and Adam state: the
+    # losses of the uninterrupted run, step for step.
+    np.testing.assert_allclose([line.get("loss", np.nan) for line in resumed],
+                               [line.get("loss", np.nan) for line in float32_log], rtol=1e-6)
+    assert resumed[-1]["epoch"] == 2 and resumed[-1]["test_accuracy"] == float32_log[-1]["test_accuracy"]
+
+
+def test_digits_bfloat16_compute_trains_and_logs(digits, float32_log, tmp_path, capsys):
+    log = _digits_run(digits, str(tmp_path), "bf16", "--epochs", "2", "--compute-dtype", "bfloat16")
+    assert "compute bfloat16" in capsys.readouterr().out
+    steps = [line for line in log if "loss" in line]
+    assert [line["step"] for line in steps] == list(range(1, 11))
+    assert all(set(line) == STEP_KEYS for line in steps), steps
+    # The same first batch and initial model: the first loss differs from float32's by
+    # bfloat16 rounding only (about 3 significant digits), and differs.
+    reference = float32_log[0]["loss"]
+    assert steps[0]["loss"] != reference and math.isclose(steps[0]["loss"], reference, rel_tol=2e-2)
+    assert log[-1]["epoch"] == 2 and log[-1]["test_accuracy"] > 0.3, log[-1]   # chance is 0.1
+
+
+def test_char_transformer_loss_falls(tmp_path):
+    log = str(tmp_path / "charlm.jsonl")
+    out = _run("train_charlm.py", "--steps", "24", "--log-every", "8", "--batch-size", "8", "--seq-len", "32",
+               "--d-model", "32", "--max-chars", "200000", "--sample-chars", "20", "--lr", "1e-2", "--log", log)
+    losses = [float(v) for v in re.findall(r"step +\d+  loss ([0-9.]+)", out)]
+    first = float(re.search(r"first step ([0-9.]+)", out).group(1))
+    assert len(losses) == 3 and losses[-1] < first - 0.5, out
+    assert "--- sample ---" in out
+    lines = _lines(log)
+    assert [line["step"] for line in lines] == list(range(1, 25)) + [24]
+    assert all(set(line) == {"step", "loss", "lr", "step_time", "chars_per_s"} for line in lines[:-1])
+    assert lines[0]["loss"] == pytest.approx(first, abs=5e-4)
+    assert np.mean([line["loss"] for line in lines[16:24]]) == pytest.approx(losses[-1], abs=5e-4)
+    assert lines[0]["lr"] == 0 and max(line["lr"] for line in lines[:-1]) == pytest.approx(1e-2)  # warm-up from 0
+    assert set(lines[-1]) == {"step", "validation_loss"} and lines[-1]["validation_loss"] < first
+
+
+def _digits_stderr(tmp_path, stderr):
+    """train_digits.py's stderr at a tiny size (two batches), the progress bar left on."""
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    args = [sys.executable, os.path.join(REPO, "examples", "train_digits.py"), "--epochs", "1", "--limit", "64",
+            "--checkpoint", str(tmp_path / "digits.safetensors")]
+    if stderr == "pipe":
+        done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "final test accuracy" in done.stdout, done.stdout
+        return done.stderr
+    import fcntl
+    import pty
+    import struct
+    import termios
+    parent, child = pty.openpty()
+    # A new pseudo-terminal is 0 columns wide, which tqdm would fill with a bar of no characters.
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    with subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=child) as proc:
+        os.close(child)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:  # the terminal's other end closed: the script has ended
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=300) == 0, b"".join(chunks)[-3000:]
+    os.close(parent)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_digits_progress_bar_is_quiet_when_stderr_is_not_a_terminal(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    err = _digits_stderr(tmp_path, "pipe")
+    assert "\r" not in err and "batch/s" not in err and "epoch 1/1" not in err, err
+
+
+def test_digits_progress_bar_shows_on_a_terminal(tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    if not hasattr(os, "openpty") or sys.platform == "win32":
+        pytest.skip("no pseudo-terminals on this platform")
+    assert "epoch 1/1" in _digits_stderr(tmp_path, "tty")
