@@ -11,6 +11,7 @@ only add noise on a shared machine.
 import contextlib
 import importlib.util
 import os
+import time
 
 import numpy as np
 
@@ -243,26 +244,47 @@ def where_the_time_goes(step, calls=20, top=8):
     return prof.table(top=top)
 
 
+SETTLE_SECONDS = 0.3   # the last library's idle threads spin a while (OpenBLAS ~0.1 s): let them stop
+
+
+def _timed(step):
+    time.sleep(SETTLE_SECONDS)
+    return per_call(step, budget=1.0)
+
+
+def _step_rows(rune_digits, rune_charlm, label):
+    """Both training steps timed side by side in rune, torch and jax.jit, each
+    after the previous one's threads have gone quiet."""
+    digits = {"rune": _timed(rune_digits)}
+    if torch is not None:
+        digits["torch"] = _timed(torch_digits_step())
+    if jax is not None:
+        digits["jax.jit"] = _timed(jax_digits_step())
+    charlm = {"rune": _timed(rune_charlm)}
+    if torch is not None:
+        charlm["torch"] = _timed(torch_charlm_step())
+    if jax is not None:
+        charlm["jax.jit"] = _timed(jax_charlm_step())
+    return [Row(f"digits CNN train step (batch 32){label}", "per step", digits),
+            Row(f"char transformer train step (32 x 64){label}", "per step", charlm)]
+
+
 def run():
+    torch_threads = torch.get_num_threads() if torch is not None else None
     with _one_thread():
         if torch is not None:
             torch.set_num_threads(1)
         rune_digits, rune_charlm = rune_digits_step(), rune_charlm_step()
-        digits = {"rune": per_call(rune_digits, budget=1.0)}
-        if torch is not None:
-            digits["torch"] = per_call(torch_digits_step(), budget=1.0)
-        if jax is not None:
-            digits["jax.jit"] = per_call(jax_digits_step(), budget=1.0)
-        charlm = {"rune": per_call(rune_charlm, budget=1.0)}
-        if torch is not None:
-            charlm["torch"] = per_call(torch_charlm_step(), budget=1.0)
-        if jax is not None:
-            charlm["jax.jit"] = per_call(jax_charlm_step(), budget=1.0)
-    rows = [Row("digits CNN train step (batch 32)", "per step", digits),
-            Row("char transformer train step (32 x 64)", "per step", charlm)]
+        rows = _step_rows(rune_digits, rune_charlm, "")
+    if torch is not None:
+        torch.set_num_threads(torch_threads)
+    note = "torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / AdamW written out"
     print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
-                note="torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / "
-                     "AdamW written out")
+                note=note)
+    # Each library's own default threads (rune: its thread policy, rune/threads.py).
+    threaded = _step_rows(rune_digits, rune_charlm, ", default threads")
+    print_table("the same steps, each library with its default threads", threaded, note=note)
+    rows += threaded
     with _one_thread():
         for name, step in (("digits CNN", rune_digits), ("char transformer", rune_charlm)):
             print(f"\nwhere rune's {name} step spends its time (rune.profile, 20 steps):")

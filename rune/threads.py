@@ -126,9 +126,23 @@ def parallel_threads():
     return max(1, min(num_threads(), free_cpus()))
 
 
+# After a threaded BLAS call, OpenBLAS's idle threads spin for about 2**28 cycles
+# (a tenth of a second and more) and /proc/loadavg counts them as running: the
+# next kernel must leave their cores alone, but the next BLAS call runs on those
+# very threads, so within BLAS_SPIN_SECONDS of the last threaded call the
+# spinners are counted back as free for it.
+BLAS_SPIN_SECONDS = 0.05
+_blas_warm = [-math.inf, 1]   # until when BLAS's threads spin, and how many ran
+
+
 def blas_threads(work):
     """The BLAS threads for a call of `work` multiply-adds."""
-    return 1 if work < BLAS_MIN_WORK else parallel_threads()
+    if work < BLAS_MIN_WORK:
+        return 1
+    until, warm = _blas_warm
+    if time.monotonic() < until:   # BLAS's own warm-1 spinners are in the reading: they are free to it
+        return max(1, min(num_threads(), free_cpus() + warm - 1))
+    return parallel_threads()
 
 
 # ---- the kernels' OpenMP runtime
@@ -274,8 +288,10 @@ def blas_call(work, fn, *args, **kwargs):
                 if not _blas_limits[n]:
                     del _blas_limits[n]
                 blas.set(min(_blas_limits, default=_blas_baseline[0]))
-        if min(n, have) > 1:   # its idle threads now spin a while: look again before the next parallel work
+        ran = min(n, have)
+        if ran > 1:   # its idle threads now spin a while: look again before the next kernel
             _sample[0] = -math.inf
+            _blas_warm[:] = [time.monotonic() + BLAS_SPIN_SECONDS, ran]
 
 
 def _dot_general_work(x, y, *, dims):
