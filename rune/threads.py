@@ -46,7 +46,7 @@ import time
 
 from . import config
 
-BLAS_MIN_WORK = 1 << 24      # multiply-adds (a 256x256x256 matmul: ~0.3 ms on one core)
+BLAS_MIN_WORK = 1 << 23      # multiply-adds (a 2048x64x64 matmul: ~0.18 ms on one core, half that on two)
 BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
 SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
 _KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
