@@ -1,5 +1,6 @@
 """The compiler: plans (rune/compiler/plan.py), their steps, lowering and fusion
-into kernels, donation, and `rune.jit` (rune/compiler/api.py).
+into kernels, donation, `rune.jit` (rune/compiler/api.py) and `rune.trace`
+(rune/compiler/tracing.py).
 
 Importing the package installs the eager evaluation of the primitives whose
 bodies are programs (scan, while, cond, checkpoints, custom rules) through
