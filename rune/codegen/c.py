@@ -19,9 +19,9 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 import math
 
 from . import complexc
-from .cstyle import (ARG_REDUCERS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers, collapse, condition,
-                     guarded_axes, index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
-from .kernel import Const, Load, contiguous_strides, rendered
+from .cstyle import (ARG_REDUCERS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers, condition,
+                     index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
+from .kernel import Const, Load, rendered
 
 # Column reductions (CDialect.column_reduction_kernel): accumulators per tile of the
 # output's last axis, and the run each sums in the compute type before its wide add.
@@ -89,14 +89,7 @@ class CDialect(CStyle):
     def kernel(self, kernel, name):
         if kernel.reduce_shape:
             return self.reduction_kernel(kernel, name)
-        out = contiguous_strides(kernel.shape)
-        _, _, _, loads, nodes = self.phases(kernel)
-        indices = [n for n in nodes if n.op == "index"]
-        pinned = guarded_axes(loads, 0, len(kernel.shape))
-        walkers = loads + indices + kernel.stores
-        shape, acc, amap = collapse(kernel.shape, [ld.strides for ld in loads] +
-                                     [n.params["strides"] for n in indices] +
-                                     [s.strides or out for s in kernel.stores], pinned)
+        loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
         names = {}

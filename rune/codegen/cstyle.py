@@ -623,6 +623,21 @@ class CStyle:
                 lines.append(f"{line}] = {self.stored(s.buffer.dtype, val)};")
         return lines
 
+    def collapsed_walk(self, kernel):
+        """An elementwise kernel's loads, nodes, index nodes, everything that walks
+        its points (loads, index nodes, stores), and its shape collapsed over the
+        axes every walker steps through contiguously (`collapse`): (shape, each
+        walker's strides, the map of collapsed to kernel axes)."""
+        out = contiguous_strides(kernel.shape)
+        _, _, _, loads, nodes = self.phases(kernel)
+        indices = [n for n in nodes if n.op == "index"]
+        pinned = guarded_axes(loads, 0, len(kernel.shape))
+        walkers = loads + indices + kernel.stores
+        shape, acc, amap = collapse(kernel.shape, [ld.strides for ld in loads] +
+                                    [n.params["strides"] for n in indices] +
+                                    [s.strides or out for s in kernel.stores], pinned)
+        return loads, nodes, indices, walkers, shape, acc, amap
+
     def phases(self, kernel):
         """(inner loads, inner nodes, reduce nodes, outer loads, outer nodes) in order."""
         live = kernel.live_nodes()

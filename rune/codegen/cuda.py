@@ -80,9 +80,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from . import complexc
-from .cstyle import (ARG_REDUCERS, REDUCERS, RULES, CStyle, RenderedUnit, c_helpers, collapse, condition,
-                     guarded_axes, index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
-from .kernel import Const, Load, Node, contiguous_strides, rendered as rendered_kernel
+from .cstyle import (ARG_REDUCERS, REDUCERS, RULES, CStyle, RenderedUnit, c_helpers, condition,
+                     index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
+from .kernel import Const, Load, Node, rendered as rendered_kernel
 
 
 class DeviceProps:
@@ -281,14 +281,7 @@ class CudaDialect(CStyle):
         """A grid-stride loop over the flat output index; a `serial` kernel (scatter:
         repeated indices combine in NumPy's order) runs its points in order on one thread,
         unless its combination is an integer add/min/max, which atomics make parallel."""
-        out = contiguous_strides(kernel.shape)
-        _, _, _, loads, nodes = self.phases(kernel)
-        indices = [n for n in nodes if n.op == "index"]
-        pinned = guarded_axes(loads, 0, len(kernel.shape))
-        walkers = loads + indices + kernel.stores
-        shape, acc, amap = collapse(kernel.shape, [ld.strides for ld in loads] +
-                                     [n.params["strides"] for n in indices] +
-                                     [s.strides or out for s in kernel.stores], pinned)
+        loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
