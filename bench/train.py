@@ -4,13 +4,18 @@ conv-conv-pool-dense-dense, Adam) and the character transformer (batch 32,
 gradient, optimizer update) as `rune.jit` compiles it.
 
 PyTorch runs the same steps eagerly (autograd, torch.optim.Adam / AdamW) when it
-is installed; JAX runs them under jax.jit when installed (Adam, AdamW and clipping written out). Every
-library gets one BLAS/intra-op thread: these matrices are small, and threads
-only add noise on a shared machine.
+is installed; JAX runs them under jax.jit when installed (Adam, AdamW and clipping written out).
+The first table gives every library one thread (rune and NumPy's BLAS through
+threadpoolctl, torch.set_num_threads(1), and XLA's CPU pool set to one thread in
+a child process, since it cannot be limited once jax has run); the second lets
+each use its default threads.
 """
 import contextlib
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -252,18 +257,44 @@ def _timed(step):
     return per_call(step, budget=1.0)
 
 
-def _step_rows(rune_digits, rune_charlm, label):
+# XLA's CPU thread pool ignores threadpoolctl and is sized when jax first runs:
+# jax.jit's one-thread times come from a child process started with it set to one.
+_JAX_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+_JAX_CHILD = """
+import json, sys
+from bench import train
+print(json.dumps({"digits": train._timed(train.jax_digits_step()),
+                  "charlm": train._timed(train.jax_charlm_step())}))
+"""
+
+
+def _jax_one_thread():
+    """jax.jit's seconds per digits and char step on one thread, or None where the child fails."""
+    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + _JAX_ONE_THREAD).strip(),
+               OMP_NUM_THREADS="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", _JAX_CHILD], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        print(f"(jax.jit on one thread: the child failed: {proc.stderr.strip().splitlines()[-1:]})")
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _step_rows(rune_digits, rune_charlm, label, jax_times=None):
     """Both training steps timed side by side in rune, torch and jax.jit, each
-    after the previous one's threads have gone quiet."""
+    after the previous one's threads have gone quiet; `jax_times`, where given,
+    are jax.jit's (timed in a child process)."""
     digits = {"rune": _timed(rune_digits)}
     if torch is not None:
         digits["torch"] = _timed(torch_digits_step())
-    if jax is not None:
-        digits["jax.jit"] = _timed(jax_digits_step())
     charlm = {"rune": _timed(rune_charlm)}
     if torch is not None:
         charlm["torch"] = _timed(torch_charlm_step())
-    if jax is not None:
+    if jax_times is not None:
+        digits["jax.jit"], charlm["jax.jit"] = jax_times["digits"], jax_times["charlm"]
+    elif jax is not None:
+        digits["jax.jit"] = _timed(jax_digits_step())
         charlm["jax.jit"] = _timed(jax_charlm_step())
     return [Row(f"digits CNN train step (batch 32){label}", "per step", digits),
             Row(f"char transformer train step (32 x 64){label}", "per step", charlm)]
@@ -275,11 +306,11 @@ def run():
         if torch is not None:
             torch.set_num_threads(1)
         rune_digits, rune_charlm = rune_digits_step(), rune_charlm_step()
-        rows = _step_rows(rune_digits, rune_charlm, "")
+        rows = _step_rows(rune_digits, rune_charlm, "", _jax_one_thread() if jax is not None else None)
     if torch is not None:
         torch.set_num_threads(torch_threads)
     note = "torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / AdamW written out"
-    print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one BLAS thread", rows,
+    print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one thread", rows,
                 note=note)
     # Each library's own default threads (rune: its thread policy, rune/threads.py).
     threaded = _step_rows(rune_digits, rune_charlm, ", default threads")
