@@ -302,13 +302,7 @@ def _dot_general_work(x, y, *, dims):
     return x.size * y.size // bk if bk else 0     # batch * m * n * k
 
 
-def _conv_work(x, w, *, strides, lhs_dilation, **_):
-    # x (G, N, *spatial, C), w (G, *window, C, O): each output (about spatial * dilation
-    # / strides of them per image and feature) sums over a window of C channels
-    return x.size * w.size * math.prod(lhs_dilation) // (w.shape[0] * x.shape[-1] * math.prod(strides) or 1)
-
-
-_BLAS_WORK = {"dot_general": _dot_general_work, "conv": _conv_work}
+_BLAS_WORK = {"dot_general": _dot_general_work}   # (conv: its im2col matmul, rune/backends/cpu/conv.py)
 
 
 def blas_bound(impls):

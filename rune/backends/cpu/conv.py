@@ -27,6 +27,7 @@ import threading
 
 import numpy as np
 
+from ... import threads
 from ...codegen.windows import dilate_pad, window_count, windows
 from ...errors import CompileError
 
@@ -52,9 +53,19 @@ def identity(op, dtype):
     return dtype.type(-math.inf)
 
 
+def _host_matmul(a, b):
+    """np.matmul of (G, M, K) patches by (G, K, N) kernels on the BLAS threads its work
+    pays for (rune/threads.py); the direct loops above call no BLAS and set no threads."""
+    work = a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+    if work <= threads.BLAS_SERIAL_WORK:
+        return np.matmul(a, b)
+    return threads.blas_call(work, np.matmul, a, b)
+
+
 def make_impls(xp):
     # NumPy's views are made read-only by `windows`; other modules bring their own.
     strided = None if xp is np else (lambda x, shape, steps: xp.lib.stride_tricks.as_strided(x, shape, steps))
+    matmul = _host_matmul if xp is np else xp.matmul
 
     def conv(x, w, *, strides, padding, lhs_dilation, rhs_dilation):
         g, n, c, o = x.shape[0], x.shape[1], x.shape[-1], w.shape[-1]
@@ -80,9 +91,9 @@ def make_impls(xp):
         kernel_matrix = w.reshape(g, math.prod(kernel) * c, o)
         if _half(x.dtype):
             # Half precision is computed in float32 (BLAS) and rounded once on store.
-            out = xp.matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
+            out = matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
         else:
-            out = xp.matmul(patches, kernel_matrix)
+            out = matmul(patches, kernel_matrix)
         return out.reshape(out_shape)
 
     def reduce_window(x, *, op, window, strides, padding):
