@@ -46,7 +46,7 @@ import time
 
 from . import config
 
-BLAS_MIN_WORK = 1 << 23      # multiply-adds (a 2048x64x64 matmul: ~0.18 ms on one core, half that on two)
+BLAS_MIN_WORK = 1 << 24      # multiply-adds (a 256x256x256 matmul: ~0.3 ms on one core)
 BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
 SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
 _KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -126,23 +126,9 @@ def parallel_threads():
     return max(1, min(num_threads(), free_cpus()))
 
 
-# After a threaded BLAS call, OpenBLAS's idle threads spin for about 2**28 cycles
-# (a tenth of a second and more) and /proc/loadavg counts them as running: the
-# next kernel must leave their cores alone, but the next BLAS call runs on those
-# very threads, so within BLAS_SPIN_SECONDS of the last threaded call the
-# spinners are counted back as free for it.
-BLAS_SPIN_SECONDS = 0.05
-_blas_warm = [-math.inf, 1]   # until when BLAS's threads spin, and how many ran
-
-
 def blas_threads(work):
     """The BLAS threads for a call of `work` multiply-adds."""
-    if work < BLAS_MIN_WORK:
-        return 1
-    until, warm = _blas_warm
-    if time.monotonic() < until:   # BLAS's own warm-1 spinners are in the reading: they are free to it
-        return max(1, min(num_threads(), free_cpus() + warm - 1))
-    return parallel_threads()
+    return 1 if work < BLAS_MIN_WORK else parallel_threads()
 
 
 # ---- the kernels' OpenMP runtime
@@ -288,10 +274,8 @@ def blas_call(work, fn, *args, **kwargs):
                 if not _blas_limits[n]:
                     del _blas_limits[n]
                 blas.set(min(_blas_limits, default=_blas_baseline[0]))
-        ran = min(n, have)
-        if ran > 1:   # its idle threads now spin a while: look again before the next kernel
+        if min(n, have) > 1:   # its idle threads now spin a while: look again before the next parallel work
             _sample[0] = -math.inf
-            _blas_warm[:] = [time.monotonic() + BLAS_SPIN_SECONDS, ran]
 
 
 def _dot_general_work(x, y, *, dims):

@@ -2,7 +2,6 @@
 compiled kernel's parallel loops and a BLAS call actually run on, and the
 OpenMP runtime loaded with idle threads that sleep."""
 import ctypes
-import math
 import os
 import subprocess
 import sys
@@ -169,8 +168,6 @@ def blas_seen(monkeypatch):
     """The BLAS threads threadpoolctl sees inside each np.matmul rune makes."""
     if threads._blas() is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find")
-    # no BLAS threads still spinning from an earlier test's call (threads.blas_threads)
-    monkeypatch.setattr(threads, "_blas_warm", [-math.inf, 1])
     seen, matmul = [], np.matmul
 
     def recording(*args, **kwargs):
@@ -205,20 +202,6 @@ def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, 
         np.asarray(large @ large)
         assert _blas_threads() == [2]
     assert blas_seen == [[1], [1], [1]]
-
-
-def test_blas_runs_the_next_call_on_its_own_spinning_threads(roomy, blas_seen, monkeypatch):
-    # On two CPUs, a reading taken while OpenBLAS's second thread still spins after a
-    # call shows one CPU free: that spinner is BLAS's own, free to its next call (not
-    # to a kernel), until it would have stopped.
-    large = nx.ones((512, 512))
-    np.asarray(large @ large)
-    monkeypatch.setattr(threads, "free_cpus", lambda: 1)
-    np.asarray(large @ large)
-    threads._blas_warm[0] = -math.inf   # the spin is over: the reading is another task's
-    np.asarray(large @ large)
-    assert blas_seen == [[2], [2], [1]]
-    assert threads.parallel_threads() == 1   # a kernel leaves the spinner's core alone
 
 
 def test_the_compiler_runs_at_most_rune_num_threads_builds_at_once(monkeypatch):
