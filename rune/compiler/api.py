@@ -115,40 +115,44 @@ class _Entry:
         return arrays[0] if self.bare else self.out_struct.unflatten(arrays)
 
 
-def _written_call(plan, device, weak):
-    """The cached call of `plan` (one input, one output, NumPy stretches only)
-    as one function of the input's buffer: counted as a cache hit and its
-    stretches as launched, its result an Array on `device`."""
-    names = {"COUNTERS": COUNTERS, "Array": Array, "device": device, "weak": weak}
+def _call_body(plan, device, weak, names, indent):
+    """The statements of a cached call of `plan` (one input `x`, one output, NumPy
+    stretches only): counted as a cache hit and its stretches as launched, the
+    result returned as an Array on `device`. Names they use go into `names`."""
+    names.update(COUNTERS=COUNTERS, Array=Array, device=device, weak=weak)
     body, (out,) = straight_lines(plan, ["x"], "", names)
-    lines = ["def call(x):", "    COUNTERS['cache_hits'] += 1",
-             f"    COUNTERS['kernels_launched'] += {len(plan.steps)}"]
-    lines += ["    " + line for line in body] + [f"    return Array({out}, device, weak)"]
+    lines = ["COUNTERS['cache_hits'] += 1", f"COUNTERS['kernels_launched'] += {len(plan.steps)}",
+             *body, f"return Array({out}, device, weak)"]
+    return [indent + line for line in lines]
+
+
+def _written(lines, names, name):
     exec(compile("\n".join(lines), "<rune jit call>", "exec"), names)
-    return names["call"]
+    return names[name]
+
+
+def _written_call(plan, device, weak):
+    """The cached call of `plan` as one function of the input's buffer."""
+    names = {}
+    return _written(["def call(x):", *_call_body(plan, device, weak, names, "    ")], names, "call")
 
 
 _NO_ARGUMENT = object()
 
 
 def _hot_call(plan, aval, device, weak):
-    """`Jitted.__call__` for one array of `aval` running `plan` (one input, one
-    output, NumPy stretches only) written out, as `_written_call` writes it, behind
-    the checks that make it that call: any other call goes to `Jitted.__call__`."""
-    names = {"COUNTERS": COUNTERS, "Array": Array, "device": device, "weak": weak, "AVAL": aval,
-             "OPEN": _CONTEXTS, "NO": _NO_ARGUMENT, "full_call": Jitted.__call__}
-    body, (out,) = straight_lines(plan, ["x"], "", names)
+    """`Jitted.__call__` for one array of `aval` running `plan`, written out as
+    `_written_call` writes it, behind the checks that make it that call: any
+    other call goes to `Jitted.__call__`."""
+    names = {"AVAL": aval, "OPEN": _CONTEXTS, "NO": _NO_ARGUMENT, "full_call": Jitted.__call__}
     lines = ["def __call__(self, a=NO, /, *args, **kwargs):",
              "    if type(a) is Array and a._aval is AVAL and not OPEN[0] and not args and not kwargs:",
              "        x = a._raw",
-             "        COUNTERS['cache_hits'] += 1",
-             f"        COUNTERS['kernels_launched'] += {len(plan.steps)}"]
-    lines += ["        " + line for line in body] + [f"        return Array({out}, device, weak)",
-                                                     "    if a is NO:",
-                                                     "        return full_call(self, *args, **kwargs)",
-                                                     "    return full_call(self, a, *args, **kwargs)"]
-    exec(compile("\n".join(lines), "<rune jit call>", "exec"), names)
-    return names["__call__"]
+             *_call_body(plan, device, weak, names, "        "),
+             "    if a is NO:",
+             "        return full_call(self, *args, **kwargs)",
+             "    return full_call(self, a, *args, **kwargs)"]
+    return _written(lines, names, "__call__")
 
 
 class Jitted:

@@ -152,6 +152,10 @@ class _HostStep:
     def writes(self):
         return self.outs
 
+    def store(self, env, results):
+        for o, r in zip(self.outs, results):
+            env[o] = r
+
 
 class ScanStep(_HostStep):
     """A scan in a plan: a host loop over rows running the body's plan."""
@@ -168,9 +172,7 @@ class ScanStep(_HostStep):
 
     def run(self, env):
         _, _, length, reverse = self.params
-        result = self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals)
-        for o, r in zip(self.outs, result):
-            env[o] = r
+        self.store(env, self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals))
 
     def describe(self):
         nc, nk, length, reverse = self.params
@@ -191,9 +193,7 @@ class WhileStep(_HostStep):
                               device_of(p["cond"].out_avals[0], planning.device))
 
     def run(self, env):
-        result = self.loop.run([env[i] for i in self.ins])
-        for o, r in zip(self.outs, result):
-            env[o] = r
+        self.store(env, self.loop.run([env[i] for i in self.ins]))
 
     def describe(self):
         return (f"loop while, cond:\n{indent(repr(self.cond))}\n  body:\n"
@@ -211,9 +211,7 @@ class BranchStep(_HostStep):
 
     def run(self, env):
         index = read_scalar(env[self.ins[0]], self.device)
-        result = self.branches[index].run([env[i] for i in self.ins[1:]])
-        for o, r in zip(self.outs, result):
-            env[o] = r
+        self.store(env, self.branches[index].run([env[i] for i in self.ins[1:]]))
 
     def describe(self):
         return "branch cond:\n" + "\n".join(indent(f"branch {k}: {b!r}")
