@@ -17,7 +17,7 @@ from ..backends import backend_for
 from ..callback import callback_p
 from ..control import cond_p, scan_p, while_p
 from ..core.prims import P
-from ..nx.array import Array, read_scalar
+from ..nx.array import Array
 from ..stats import COUNTERS
 from .steps import TransferStep, device_of, indent
 from .straight import straight_lines
@@ -207,10 +207,10 @@ class BranchStep(_HostStep):
     def __init__(self, op, planning):
         super().__init__(op)
         self.branches = self.plans = tuple(planning.plan(b) for b in op.eqn.params["branches"])
-        self.device = device_of(op.eqn.inputs[0].aval, planning.device)
+        self.read = backend_for(device_of(op.eqn.inputs[0].aval, planning.device)).read_scalar
 
     def run(self, env):
-        index = read_scalar(env[self.ins[0]], self.device)
+        index = self.read(env[self.ins[0]])
         self.store(env, self.branches[index].run([env[i] for i in self.ins[1:]]))
 
     def describe(self):

@@ -5,12 +5,6 @@ from ..core.trace import bind
 from ..devices import current_default, get_device, transfer
 
 
-def read_scalar(raw, device):
-    """The raw buffer `raw` on `device` as a Python scalar, for plan steps that
-    hold raw buffers (`Array.read_scalar`: a counted read that waits for the device)."""
-    return Array(raw, device).read_scalar()
-
-
 def wrap_raws(raws, avals):
     """Raw outputs of a program as Arrays, each where its aval says (unplaced
     values on the default device)."""
