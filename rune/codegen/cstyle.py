@@ -756,10 +756,6 @@ class CStyle:
         are left untouched. Each dialect defines it."""
         raise NotImplementedError(f"{type(self).__name__} renders no units")
 
-    def unit(self, kernels):
-        """`render_unit(kernels)` (a `RenderedUnit`, which unpacks as (name, source, kernels))."""
-        return self.render_unit(kernels)
-
     def can_render(self, op, in_dtypes, out_dtype):
         """Whether this dialect renders a per-point node `op` whose operands have the
         NumPy dtypes `in_dtypes` (one per operand, in order) and whose value has

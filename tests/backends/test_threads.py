@@ -139,7 +139,7 @@ def test_rendering_returns_the_kernels_names_and_sources_and_leaves_the_ir_alone
         "planning wrote rendered text into the IR kernels"
     names = [[k.name for k in ks] for ks in units]
     for ks in units:
-        name, text, rendered = CDialect().unit(ks)
+        name, text, rendered = CDialect().render_unit(ks)
         assert [r.name for r in rendered] == [f"{name}_k{j}" for j in range(len(ks))]
         assert all(r.target == "c" and r.source in text and r.shape == k.shape for r, k in zip(rendered, ks))
     assert all(k.source is None and k.target is None for ks in units for k in ks)
@@ -149,10 +149,10 @@ def test_rendering_returns_the_kernels_names_and_sources_and_leaves_the_ir_alone
 def test_a_shared_dialect_renders_in_threads_what_it_renders_alone():
     units = _ir_units()
     dialect = CDialect()
-    alone = [dialect.unit(ks)[:2] for ks in units]
+    alone = [dialect.render_unit(ks)[:2] for ks in units]
 
     def work(k):
-        return [[dialect.unit(ks)[:2] for ks in units] for _ in range(20)]
+        return [[dialect.render_unit(ks)[:2] for ks in units] for _ in range(20)]
 
     for rounds in _together(work):
         for again in rounds:
@@ -164,8 +164,8 @@ def test_the_cuda_dialect_renders_in_threads_what_it_renders_alone():
     from rune.codegen.cuda import CudaDialect
     units = _ir_units()
     dialect = CudaDialect()
-    alone = [dialect.unit(ks)[:2] for ks in units]
-    for rounds in _together(lambda k: [[dialect.unit(ks)[:2] for ks in units] for _ in range(3)]):
+    alone = [dialect.render_unit(ks)[:2] for ks in units]
+    for rounds in _together(lambda k: [[dialect.render_unit(ks)[:2] for ks in units] for _ in range(3)]):
         for again in rounds:
             assert again == alone
     assert all(k.source is None and k.target is None for ks in units for k in ks)
