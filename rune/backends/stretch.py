@@ -123,6 +123,7 @@ class CompiledStretch:
         self.prelude = platform.prelude
         rendered = platform.dialect.render_unit(unit.kernels)
         self.name, self.text, self.kernels = rendered.name, rendered.source, tuple(rendered.kernels)
+        self.kernel_count = len(self.kernels)   # counted as launched on every run
         self.inputs = [(b.index, s) for b, s in unit.inputs]
         self.outputs = [(b.index, s, b.shape, b.dtype) for b, s in unit.outputs]
         self.buffers = platform.buffers(self)   # how one run addresses the unit's buffers
@@ -162,7 +163,7 @@ class CompiledStretch:
             compile_pending()   # (or waits for the thread compiling this one)
             launch = self._launch or self.compile()
         self.buffers.run(launch, env, donated)
-        COUNTERS["kernels_launched"] += len(self.kernels)
+        COUNTERS["kernels_launched"] += self.kernel_count
 
     def writes_in_place(self, slot, out_slot):
         """Whether the output `out_slot` may be written into the buffer of the input

@@ -12,12 +12,12 @@ steps here and eager evaluation (rune/compiler/eager.py) share them. A body of
 NumPy stretches only is written, from the loop's second run, as one Python
 function (rune/compiler/straight.py).
 """
-from .. import profiler
 from ..backends import backend_for
 from ..callback import callback_p
 from ..control import cond_p, scan_p, while_p
 from ..core.prims import P
 from ..nx.array import Array
+from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..stats import COUNTERS
 from .steps import TransferStep, device_of, indent
 from .straight import straight_lines
@@ -48,7 +48,7 @@ class ScanLoop:
         consts, carry, xs = args[:nc], args[nc:nc + nk], args[nc + nk:]
         order = range(length - 1, -1, -1) if reverse else range(length)
         written = self.written
-        if written and not profiler.active():
+        if written and not _PROFILES_OPEN:
             carry, rows = written(consts, carry, xs, order)
         else:
             if written is None:
@@ -106,7 +106,7 @@ class WhileLoop:
         ncc, nbc = self.ncc, self.nbc
         cc, bc, carry = args[:ncc], args[ncc:ncc + nbc], args[ncc + nbc:]
         written = self.written
-        if written and not profiler.active():
+        if written and not _PROFILES_OPEN:
             return written(cc, bc, carry, self.read)
         if written is None:
             self.written = _WRITE_NEXT if carry and self.cond.straight and self.body.straight else False
@@ -152,10 +152,6 @@ class _HostStep:
     def writes(self):
         return self.outs
 
-    def store(self, env, results):
-        for o, r in zip(self.outs, results):
-            env[o] = r
-
 
 class ScanStep(_HostStep):
     """A scan in a plan: a host loop over rows running the body's plan."""
@@ -172,7 +168,8 @@ class ScanStep(_HostStep):
 
     def run(self, env):
         _, _, length, reverse = self.params
-        self.store(env, self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals))
+        for o, r in zip(self.outs, self.loop.run([env[i] for i in self.ins], length, reverse, self.out_avals)):
+            env[o] = r
 
     def describe(self):
         nc, nk, length, reverse = self.params
@@ -193,7 +190,8 @@ class WhileStep(_HostStep):
                               device_of(p["cond"].out_avals[0], planning.device))
 
     def run(self, env):
-        self.store(env, self.loop.run([env[i] for i in self.ins]))
+        for o, r in zip(self.outs, self.loop.run([env[i] for i in self.ins])):
+            env[o] = r
 
     def describe(self):
         return (f"loop while, cond:\n{indent(repr(self.cond))}\n  body:\n"
@@ -211,7 +209,8 @@ class BranchStep(_HostStep):
 
     def run(self, env):
         index = self.read(env[self.ins[0]])
-        self.store(env, self.branches[index].run([env[i] for i in self.ins[1:]]))
+        for o, r in zip(self.outs, self.branches[index].run([env[i] for i in self.ins[1:]])):
+            env[o] = r
 
     def describe(self):
         return "branch cond:\n" + "\n".join(indent(f"branch {k}: {b!r}")

@@ -147,9 +147,10 @@ def current():
 
 def bind(prim, *args, **params):
     """Apply primitive `prim` to `args` in the current interpreter."""
-    if not params and len(args) == 2:
+    interp = _current.interp
+    if interp is EVAL and not params and len(args) == 2:   # eager: bind_binary's shortcut
         return bind_binary(prim, args[0], args[1])
-    return _current.interp.process(prim, args, params)
+    return interp.process(prim, args, params)
 
 
 def bind_binary(prim, x, y):
