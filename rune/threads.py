@@ -46,7 +46,7 @@ import time
 
 from . import config
 
-BLAS_MIN_WORK = 1 << 24      # multiply-adds (a 256x256x256 matmul: ~0.3 ms on one core)
+BLAS_MIN_WORK = 1 << 22      # multiply-adds (a 2048x64x32 matmul: ~0.1 ms on one core, 0.06 ms on two)
 BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
 SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
 _KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -85,40 +85,65 @@ def num_threads():
     return config.num_threads(usable_cpus())
 
 
-_sample = [-math.inf, 1]   # when the machine was last looked at, and the CPUs it had free
+# /proc/loadavg's running count is a snapshot: a system task passing through
+# shows in one reading and is gone by the next, while a process competing for
+# the cores shows in all. The other tasks are the fewest of the readings within
+# RECENT_SECONDS, so one passing task does not cost the next calls their
+# threads (a competitor is seen within RECENT_SECONDS).
+RECENT_SECONDS = 4 * SAMPLE_PERIOD
+_readings = collections.deque(maxlen=4)   # (when, other running tasks then) of the last readings
+_sample = [-math.inf, None]   # when the machine was last looked at, and the other running tasks it had
 
 
-def free_cpus():
-    """The CPUs the machine's other running tasks leave free for this thread's work (at least 1)."""
+def free_cpus(for_blas=False):
+    """The CPUs the machine's other running tasks leave free for this thread's
+    work (at least 1). This process's idle BLAS threads, spinning after its
+    last threaded BLAS call, are free to a BLAS call (`for_blas`: it runs on
+    them) and busy to anything else."""
     now = time.monotonic()
     if now - _sample[0] > SAMPLE_PERIOD:
-        _sample[:] = [now, _read_free_cpus()]
-    return _sample[1]
+        _sample[:] = [now, _read_others(now)]
+    others = _sample[1]
+    if others is None:   # nothing to tell: the usable CPUs alone decide
+        return usable_cpus()
+    if not for_blas:
+        others += _blas_spinners(now)
+    cpus = os.cpu_count() or 1
+    return max(1, min(cpus, cpus - others))
+
+
+def _read_others(now):
+    running = _read_running()
+    if running is None:
+        _readings.clear()
+        return None
+    # the reader is one of the running tasks, and so are BLAS's spinners
+    _readings.append((now, max(0, running - 1 - _blas_spinners(now))))
+    return min(others for when, others in _readings if now - when <= RECENT_SECONDS)
 
 
 _LOADAVG = "/proc/loadavg"
 
 
-def _read_free_cpus():
-    cpus = os.cpu_count() or 1
-    usable = usable_cpus()
-    if usable < cpus:   # a cpuset or quota: the host's load is not the load on our CPUs
-        return usable
+def _read_running():
+    """The running tasks /proc/loadavg counts (the reader among them), or None
+    where the host's load says nothing of this process's CPUs (a cpuset or a
+    quota: their number alone is the bound) or cannot be read."""
+    if usable_cpus() < (os.cpu_count() or 1):
+        return None
     try:
         with open(_LOADAVG) as f:
-            return free_cpus_of(f.read(), cpus)
+            return running_of(f.read())
     except OSError:
-        return cpus   # nothing to tell: num_threads alone decides
+        return None
 
 
-def free_cpus_of(loadavg, cpus):
-    """The CPUs free by a reading of /proc/loadavg, whose 4th field is running/total
-    tasks (the running ones include the thread reading it)."""
+def running_of(loadavg):
+    """The running tasks of a reading of /proc/loadavg (its 4th field is running/total), or None."""
     try:
-        running = int(loadavg.split()[3].split("/")[0])
+        return int(loadavg.split()[3].split("/")[0])
     except (ValueError, IndexError):
-        return cpus
-    return max(1, min(cpus, cpus - (running - 1)))
+        return None
 
 
 def parallel_threads():
@@ -126,9 +151,23 @@ def parallel_threads():
     return max(1, min(num_threads(), free_cpus()))
 
 
+# After a threaded BLAS call, OpenBLAS's idle threads spin for about 2**28
+# cycles (a tenth of a second) and /proc/loadavg counts them as running: the
+# next kernel must leave their cores alone, but the next BLAS call runs on
+# those very threads. So for BLAS_SPIN_SECONDS after this process's last
+# threaded call, that many running tasks are its own.
+BLAS_SPIN_SECONDS = 0.08
+_blas_spinning = [-math.inf, 0]   # until when BLAS's idle threads spin, and how many
+
+
+def _blas_spinners(now):
+    until, spinning = _blas_spinning
+    return spinning if now < until else 0
+
+
 def blas_threads(work):
     """The BLAS threads for a call of `work` multiply-adds."""
-    return 1 if work < BLAS_MIN_WORK else parallel_threads()
+    return 1 if work < BLAS_MIN_WORK else max(1, min(num_threads(), free_cpus(for_blas=True)))
 
 
 # ---- the kernels' OpenMP runtime
@@ -274,8 +313,9 @@ def blas_call(work, fn, *args, **kwargs):
                 if not _blas_limits[n]:
                     del _blas_limits[n]
                 blas.set(min(_blas_limits, default=_blas_baseline[0]))
-        if min(n, have) > 1:   # its idle threads now spin a while: look again before the next parallel work
-            _sample[0] = -math.inf
+        ran = min(n, have)
+        if ran > 1:   # its idle threads now spin a while
+            _blas_spinning[:] = [time.monotonic() + BLAS_SPIN_SECONDS, ran - 1]
 
 
 def _dot_general_work(x, y, *, dims):

@@ -70,10 +70,67 @@ def test_a_bad_rune_num_threads_fails_the_call_that_reads_it(monkeypatch):
     _raises_naming("lots", lambda: a @ a)
 
 
-@pytest.mark.parametrize("running, free", [(1, 4), (2, 3), (4, 1), (40, 1)])
-def test_free_cpus_count_the_other_running_tasks(running, free):
-    assert threads.free_cpus_of(f"3.10 2.05 1.00 {running}/321 4567\n", 4) == free
-    assert threads.free_cpus_of("garbled", 4) == 4
+def test_running_tasks_are_read_from_proc_loadavg():
+    assert threads.running_of("3.10 2.05 1.00 7/321 4567\n") == 7
+    assert threads.running_of("garbled") is None
+
+
+@pytest.fixture
+def two_cpus(monkeypatch, fresh_cpus):
+    """A whole machine of two CPUs with a policy of two threads; `feed(running)`
+    makes the next reading of /proc/loadavg show that many running tasks."""
+    clock = [1000.0]
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(threads, "_cgroup_quota", lambda: None)
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads, "_sample", [-threads.math.inf, None])
+    monkeypatch.setattr(threads, "_readings", threads.collections.deque(maxlen=4))
+    monkeypatch.setattr(threads, "_blas_spinning", [-threads.math.inf, 0])
+    shown = [1]
+    monkeypatch.setattr(threads, "_read_running", lambda: shown[0])
+
+    def feed(running, later=threads.SAMPLE_PERIOD * 1.5):
+        clock[0] += later
+        shown[0] = running
+    feed.clock = clock
+    return feed
+
+
+def _decisions():
+    """(BLAS threads for work that pays, a kernel's threads) now."""
+    return threads.blas_threads(threads.BLAS_MIN_WORK), threads.parallel_threads()
+
+
+def test_a_task_passing_through_one_reading_costs_no_threads_a_competitor_in_every_one_does(two_cpus):
+    two_cpus(1)
+    assert _decisions() == (2, 2)
+    two_cpus(2)          # a system task shows in one reading: the fewer of the recent ones counts
+    assert _decisions() == (2, 2)
+    for _ in range(4):   # a competing process shows in every reading
+        two_cpus(2)
+    assert _decisions() == (1, 1)
+    two_cpus(1)          # it ended
+    assert _decisions() == (2, 2)
+
+
+def test_blas_reads_its_own_spinning_threads_as_free_and_a_kernel_as_busy(two_cpus):
+    """Just after a threaded BLAS call its idle thread spins and /proc/loadavg
+    counts it: the next BLAS call runs on it, so it is free to that call,
+    while a kernel's loop must leave its core alone; another process's
+    running task stays busy to both."""
+    threads._blas_spinning[:] = [two_cpus.clock[0] + 60, 1]   # one spinner, a while yet
+    two_cpus(2)          # the reader and the spinner
+    assert _decisions() == (2, 1)
+    for _ in range(4):   # and a competitor's busy thread
+        two_cpus(3)
+    assert _decisions() == (1, 1)
+    threads._blas_spinning[:] = [-threads.math.inf, 1]   # it stopped spinning long ago
+    for _ in range(4):
+        two_cpus(1)
+    assert _decisions() == (2, 2)
+    assert threads.blas_threads(threads.BLAS_MIN_WORK - 1) == 1
 
 
 def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
@@ -85,7 +142,9 @@ def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
     monkeypatch.setattr(threads, "_cgroup_quota", lambda: quota)
     threads.usable_cpus.cache_clear()
-    return threads._read_free_cpus()
+    monkeypatch.setattr(threads, "_sample", [-threads.math.inf, None])
+    monkeypatch.setattr(threads, "_readings", threads.collections.deque(maxlen=4))
+    return threads.free_cpus()
 
 
 def test_the_hosts_load_bounds_threads_only_when_the_process_may_use_the_whole_host(monkeypatch, tmp_path,
@@ -154,7 +213,7 @@ def test_overlapping_blas_calls_from_two_threads_put_back_the_process_count(monk
 def roomy(monkeypatch):
     """A policy of two threads on a machine that has them free."""
     monkeypatch.setenv("RUNE_NUM_THREADS", "2")
-    monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+    monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
 
 
 def _blas_threads():
@@ -195,9 +254,9 @@ def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, 
     with threadpoolctl.threadpool_limits(1, user_api="blas"):   # never raised above the process's limit
         np.asarray(large @ large)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        monkeypatch.setattr(threads, "free_cpus", lambda: 1)    # the other running tasks fill the machine
+        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 1)    # the other running tasks fill the machine
         np.asarray(large @ large)
-        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
         monkeypatch.setenv("RUNE_NUM_THREADS", "1")
         np.asarray(large @ large)
         assert _blas_threads() == [2]
@@ -258,11 +317,11 @@ def test_a_parallel_kernel_runs_on_the_policys_threads(roomy, probe, monkeypatch
         monkeypatch.setenv("RUNE_NUM_THREADS", "1")
         assert probe() == 1
         monkeypatch.setenv("RUNE_NUM_THREADS", "2")
-        monkeypatch.setattr(threads, "free_cpus", lambda: 1)
+        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 1)
         assert probe() == 1
         assert _openmp_threads() == outside   # the thread's OpenMP setting is put back
     with threadpoolctl.threadpool_limits(1, user_api="openmp"):   # never raised above the process's limit
-        monkeypatch.setattr(threads, "free_cpus", lambda: 8)
+        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
         assert probe() == 1
 
 
