@@ -52,6 +52,30 @@ def per_call(fn, *, budget=0.25, repeat=5, number=None, sync=None):
     return best
 
 
+def per_call_each(fns, *, budget=1.0, repeat=5, settle=0.0):
+    """Seconds one call of each of `fns` ({name: fn}) takes, the min over `repeat`
+    rounds that each time one batch of every fn in turn: on a machine whose speed
+    drifts (a shared host), a slow spell then hits every library alike instead
+    of whichever was being timed. `settle` seconds of sleep go before each batch
+    (the last library's idle threads spin a while: let them stop)."""
+    numbers = {}
+    for name, fn in fns.items():
+        fn()
+        start = time.perf_counter()
+        fn()
+        once = max(time.perf_counter() - start, 1e-7)
+        numbers[name] = max(1, int(budget / repeat / once))
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            time.sleep(settle)
+            start = time.perf_counter()
+            for _ in range(numbers[name]):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / numbers[name])
+    return best
+
+
 class Row:
     """One case: microseconds per unit for each library that ran it."""
 

@@ -1,7 +1,7 @@
 """rune's default threads against one thread, on a quiet machine and beside a busy process.
 
-The MLP `value_and_grad` (784-256-10, batch 128) under jit and a row softmax of
-4096x1024 float32 under jit, each timed with rune's default threads ("rune")
+The MLP `value_and_grad` (784-256-10, batch 128) under jit, a row softmax of
+4096x1024 float32 under jit and the two examples' training steps (bench/train.py), each timed with rune's default threads ("rune")
 and limited to one thread ("1 thread": threadpoolctl's limit, which rune keeps
 for its kernels and BLAS calls alike), alternating the two. Then the same
 while a child process spins on one core: it stops by itself after
@@ -19,7 +19,7 @@ import numpy as np
 import rune
 from rune import nx
 
-from . import models
+from . import models, train
 from .common import Row, per_call, print_table
 
 COMPETITOR_SECONDS = 120
@@ -50,17 +50,20 @@ def _cases():
     softmax = rune.jit(lambda v: _softmax(nx, v))
     return (("MLP value_and_grad, jit", lambda: step(params, x, y),
              lambda: models.mlp_value_and_grad_numpy(params0, x0, y0)),
-            ("row softmax (4096x1024 f32), jit", lambda: softmax(rs), lambda: _softmax(np, s)))
+            ("row softmax (4096x1024 f32), jit", lambda: softmax(rs), lambda: _softmax(np, s)),
+            ("digits CNN train step", train.rune_digits_step(), None),
+            ("char transformer train step", train.rune_charlm_step(), None))
 
 
 def _alternating(fn, limit):
     """Median seconds per call of `fn` with default threads and under `limit()` (one
     thread), measured in alternation so that a change of load hits both alike."""
     default, one = [], []
+    budget = max(0.1, 3 * per_call(fn, number=1, repeat=1))   # a training step: a few calls per batch
     for _ in range(ROUNDS):
-        default.append(per_call(fn, budget=0.1, repeat=3))
+        default.append(per_call(fn, budget=budget, repeat=3))
         with limit():
-            one.append(per_call(fn, budget=0.1, repeat=3))
+            one.append(per_call(fn, budget=budget, repeat=3))
     return statistics.median(default), statistics.median(one)
 
 
@@ -68,8 +71,10 @@ def _rows(cases, limit, where):
     rows = []
     for name, fn, numpy_fn in cases:
         default, one = _alternating(fn, limit)
-        rows.append(Row(f"{name}, {where}", "per call",
-                        {"rune": default, "1 thread": one, "numpy": per_call(numpy_fn, budget=0.1, repeat=3)}))
+        times = {"rune": default, "1 thread": one}
+        if numpy_fn is not None:
+            times["numpy"] = per_call(numpy_fn, budget=0.1, repeat=3)
+        rows.append(Row(f"{name}, {where}", "per call", times))
     return rows
 
 

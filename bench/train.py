@@ -5,10 +5,12 @@ gradient, optimizer update) as `rune.jit` compiles it.
 
 PyTorch runs the same steps eagerly (autograd, torch.optim.Adam / AdamW) when it
 is installed; JAX runs them under jax.jit when installed (Adam, AdamW and clipping written out).
-The first table gives every library one thread (rune and NumPy's BLAS through
-threadpoolctl, torch.set_num_threads(1), and XLA's CPU pool set to one thread in
-a child process, since it cannot be limited once jax has run); the second lets
-each use its default threads.
+The libraries are timed in alternation, a batch of steps each per round, the best
+of six rounds kept, so a slow spell of a shared machine hits them alike. The first
+table gives every library one thread from the start, in a child process
+(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and RUNE_NUM_THREADS at 1, XLA's CPU pool
+at one thread: it cannot be limited once jax has run); the second lets each use
+its default threads.
 """
 import contextlib
 import importlib.util
@@ -16,14 +18,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 
 import rune
 from rune import nx, optim
 
-from .common import Row, jax, per_call, print_table, torch
+from .common import Row, jax, per_call_each, print_table, torch
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 BATCH = 32
@@ -250,76 +251,67 @@ def where_the_time_goes(step, calls=20, top=8):
 
 
 SETTLE_SECONDS = 0.3   # the last library's idle threads spin a while (OpenBLAS ~0.1 s): let them stop
+MODELS = (("digits", "digits CNN train step (batch 32)"), ("charlm", "char transformer train step (32 x 64)"))
 
 
-def _timed(step):
-    time.sleep(SETTLE_SECONDS)
-    return per_call(step, budget=1.0)
+def _steps(model):
+    """{library: step} of `model` for rune and every installed peer."""
+    makers = {"digits": {"rune": rune_digits_step, "torch": torch_digits_step, "jax.jit": jax_digits_step},
+              "charlm": {"rune": rune_charlm_step, "torch": torch_charlm_step, "jax.jit": jax_charlm_step}}[model]
+    installed = {"rune": True, "torch": torch is not None, "jax.jit": jax is not None}
+    return {name: make() for name, make in makers.items() if installed[name]}
 
 
-# XLA's CPU thread pool ignores threadpoolctl and is sized when jax first runs:
-# jax.jit's one-thread times come from a child process started with it set to one.
-_JAX_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-_JAX_CHILD = """
-import json, sys
-from bench import train
-print(json.dumps({"digits": train._timed(train.jax_digits_step()),
-                  "charlm": train._timed(train.jax_charlm_step())}))
-"""
+def step_times():
+    """{model: {library: seconds per step}}, the libraries timed in alternation."""
+    return {model: per_call_each(_steps(model), budget=3.0, repeat=6, settle=SETTLE_SECONDS)
+            for model, _ in MODELS}
 
 
-def _jax_one_thread():
-    """jax.jit's seconds per digits and char step on one thread, or None where the child fails."""
-    env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + _JAX_ONE_THREAD).strip(),
-               OMP_NUM_THREADS="1")
+def _rows(times, label):
+    return [Row(title + label, "per step", times[model]) for model, title in MODELS if model in times]
+
+
+# One thread for every library at once, from the start: XLA's CPU pool ignores
+# threadpoolctl and is sized when jax first runs, so the one-thread table comes
+# from a child process started with every library's thread setting at one.
+_ONE_THREAD_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+                   "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "RUNE_NUM_THREADS": "1"}
+_CHILD = "import json; from bench import train; print(json.dumps(train.step_times()))"
+
+
+def one_thread_times():
+    """step_times() in a child process where every library runs on one thread, or None if it fails."""
+    env = dict(os.environ, **_ONE_THREAD_ENV)
+    env["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _ONE_THREAD_ENV["XLA_FLAGS"]).strip()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", _JAX_CHILD], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _CHILD], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
     if proc.returncode != 0:
-        print(f"(jax.jit on one thread: the child failed: {proc.stderr.strip().splitlines()[-1:]})")
+        print(f"(the one-thread child failed: {proc.stderr.strip().splitlines()[-1:]})")
         return None
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _step_rows(rune_digits, rune_charlm, label, jax_times=None):
-    """Both training steps timed side by side in rune, torch and jax.jit, each
-    after the previous one's threads have gone quiet; `jax_times`, where given,
-    are jax.jit's (timed in a child process)."""
-    digits = {"rune": _timed(rune_digits)}
-    if torch is not None:
-        digits["torch"] = _timed(torch_digits_step())
-    charlm = {"rune": _timed(rune_charlm)}
-    if torch is not None:
-        charlm["torch"] = _timed(torch_charlm_step())
-    if jax_times is not None:
-        digits["jax.jit"], charlm["jax.jit"] = jax_times["digits"], jax_times["charlm"]
-    elif jax is not None:
-        digits["jax.jit"] = _timed(jax_digits_step())
-        charlm["jax.jit"] = _timed(jax_charlm_step())
-    return [Row(f"digits CNN train step (batch 32){label}", "per step", digits),
-            Row(f"char transformer train step (32 x 64){label}", "per step", charlm)]
-
-
 def run():
-    torch_threads = torch.get_num_threads() if torch is not None else None
-    with _one_thread():
-        if torch is not None:
-            torch.set_num_threads(1)
-        rune_digits, rune_charlm = rune_digits_step(), rune_charlm_step()
-        rows = _step_rows(rune_digits, rune_charlm, "", _jax_one_thread() if jax is not None else None)
-    if torch is not None:
-        torch.set_num_threads(torch_threads)
-    note = "torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / AdamW written out"
-    print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one thread", rows,
-                note=note)
-    # Each library's own default threads (rune: its thread policy, rune/threads.py).
-    threaded = _step_rows(rune_digits, rune_charlm, ", default threads")
+    note = ("torch: eager autograd + torch.optim.Adam / AdamW; jax: jax.jit of the step with Adam / AdamW written "
+            "out; the libraries are timed in alternation (the best of 6 rounds each)")
+    rows = []
+    one = one_thread_times()
+    if one is not None:
+        rows = _rows(one, "")
+        print_table("training steps (examples/train_digits.py, examples/train_charlm.py), one thread "
+                    "(a child process: OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, RUNE_NUM_THREADS = 1, XLA on one "
+                    "thread)", rows, note=note)
+    threaded = _rows(step_times(), ", default threads")
     print_table("the same steps, each library with its default threads", threaded, note=note)
     rows += threaded
+    rune_steps = {"digits": rune_digits_step, "charlm": rune_charlm_step}
     with _one_thread():
-        for name, step in (("digits CNN", rune_digits), ("char transformer", rune_charlm)):
-            print(f"\nwhere rune's {name} step spends its time (rune.profile, 20 steps):")
-            print(where_the_time_goes(step))
+        for model, title in MODELS:
+            print(f"\nwhere rune's {title.split(' train')[0]} step spends its time (rune.profile, 20 steps, "
+                  "one BLAS thread):")
+            print(where_the_time_goes(rune_steps[model]()))
     return rows
 
 

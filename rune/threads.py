@@ -1,30 +1,40 @@
 """How many threads rune's parallel work runs on: one policy for the compiled
 kernels (OpenMP) and the BLAS library calls (OpenBLAS through NumPy).
 
-Each of the two keeps its own pool of threads, and left to their defaults both
-keep idle threads spinning on a core after a parallel region (libgomp for a
-while, OpenBLAS for about 2**28 cycles). A plan runs its steps one after the
-other, so a pool that spins steals the cores the next step needs, and a
-parallel loop whose threads wait for a core (another pool's spinner, another
-process) holds every other thread at its end: on a busy machine threads made
-a step 2 to 20 times slower than one thread. So:
+Left to themselves the two keep a pool of threads each, and after parallel
+work both keep their idle threads spinning on a core (OpenBLAS for about
+2**28 cycles, in a loop that never yields). A plan runs its steps one after
+the other, so one pool's spinners steal the cores the other's next step
+needs, and a parallel loop whose threads wait for a core (another pool's
+spinner, another process) holds every other thread at its end: on a busy
+machine threads made a step 2 to 20 times slower than one thread. So:
 
-- idle kernel threads sleep: the kernels' OpenMP runtime is loaded with
-  OMP_WAIT_POLICY=PASSIVE unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set
-  (the runtime reads them once, when it loads; rune sets it for that load
-  only, so child processes and other libraries keep the environment as it was;
-  a runtime something else loaded first keeps its own). Waking sleeping threads
-  costs tens of microseconds per parallel loop: small beside a loop over the
-  renderer's parallel threshold (2**20 elements);
-- work too small to pay for waking threads runs on one: a kernel below the
-  renderer's parallel threshold has no parallel loop, and a BLAS call of fewer
-  than BLAS_MIN_WORK multiply-adds runs on one BLAS thread;
+- one pool: where NumPy's OpenBLAS lets its caller run its parallel work
+  (0.3.27 and later) and a C compiler is found, BLAS runs on the kernels'
+  OpenMP threads (rune/backends/cpu/blas_pool.py), so kernels and BLAS calls
+  take turns on the same threads. Otherwise BLAS keeps its own, and each
+  pool's spinning threads count as busy cores to the other's work (below);
+- idle threads spin briefly, then sleep: the kernels' OpenMP runtime is
+  loaded with GOMP_SPINCOUNT=30000 (libgomp: a fraction of a millisecond)
+  and KMP_BLOCKTIME=1 (LLVM's libomp: a millisecond) unless OMP_WAIT_POLICY,
+  GOMP_SPINCOUNT or KMP_BLOCKTIME is set (the runtime reads them once, when
+  it loads; rune sets them for that load only, so child processes and other
+  libraries keep the environment as it was; a runtime something else loaded
+  first keeps its own). Waking a sleeping thread costs 50-100 us on a
+  virtual machine, more than a mid-sized loop, while a team that ran a
+  moment ago starts at once;
+- work too small to pay for threads runs on one: a kernel below the
+  renderer's parallel threshold (2**20 elements) has no parallel loop, and a
+  BLAS call of fewer than BLAS_MIN_WORK multiply-adds runs on one thread;
 - larger work runs on at most RUNE_NUM_THREADS threads (default: the CPUs this
   process may use: its affinity, within its cgroup's CPU quota), never more
   than the library is set to (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
   threadpoolctl's limits) and never more than the CPUs the machine's other
-  running tasks leave free (read from /proc/loadavg every SAMPLE_PERIOD
-  seconds), since a thread that waits for a core costs more than it brings.
+  running tasks leave free, since a thread that waits for a core costs more
+  than it brings. Those are read from /proc/loadavg (every SAMPLE_PERIOD
+  seconds; the fewest of the readings within RECENT_SECONDS, so a system
+  task passing through one reading costs nothing), less this process's own
+  spinning threads, which are free to the next work on their pool.
   /proc/loadavg counts the whole host's tasks: it is read only when this
   process may use every CPU of the machine; within a cpuset or a CPU quota
   (a container on a shared node) the host's load says nothing of the CPUs
@@ -49,8 +59,11 @@ from . import config
 BLAS_MIN_WORK = 1 << 22      # multiply-adds (a 2048x64x32 matmul: ~0.1 ms on one core, 0.06 ms on two)
 BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
 SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
-_KERNEL_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-_KERNEL_ENV_SET_BY_USER = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+# Idle OpenMP threads spin this many turns (libgomp: ~0.3-1 ms) or a millisecond
+# (LLVM's libomp), then sleep: waking a sleeping thread costs 50-100 us here, more
+# than a whole mid-sized loop, while a team that ran a moment ago is ready at once.
+_KERNEL_ENV = {"GOMP_SPINCOUNT": "30000", "KMP_BLOCKTIME": "1"}
+_KERNEL_ENV_SET_BY_USER = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,19 +108,18 @@ _readings = collections.deque(maxlen=4)   # (when, other running tasks then) of 
 _sample = [-math.inf, None]   # when the machine was last looked at, and the other running tasks it had
 
 
-def free_cpus(for_blas=False):
+def free_cpus(pool=None):
     """The CPUs the machine's other running tasks leave free for this thread's
-    work (at least 1). This process's idle BLAS threads, spinning after its
-    last threaded BLAS call, are free to a BLAS call (`for_blas`: it runs on
-    them) and busy to anything else."""
+    work (at least 1). This process's idle threads spinning after its last
+    parallel work count as free to work on their own pool (`pool`: "openmp",
+    "openblas"; it runs on them) and as busy to any other."""
     now = time.monotonic()
     if now - _sample[0] > SAMPLE_PERIOD:
         _sample[:] = [now, _read_others(now)]
     others = _sample[1]
     if others is None:   # nothing to tell: the usable CPUs alone decide
         return usable_cpus()
-    if not for_blas:
-        others += _blas_spinners(now)
+    others += sum(n for name, (until, n) in _spinning.items() if name != pool and now < until)
     cpus = os.cpu_count() or 1
     return max(1, min(cpus, cpus - others))
 
@@ -117,8 +129,9 @@ def _read_others(now):
     if running is None:
         _readings.clear()
         return None
-    # the reader is one of the running tasks, and so are BLAS's spinners
-    _readings.append((now, max(0, running - 1 - _blas_spinners(now))))
+    # the reader is one of the running tasks, and so are this process's spinners
+    own = sum(n for until, n in _spinning.values() if now < until)
+    _readings.append((now, max(0, running - 1 - own)))
     return min(others for when, others in _readings if now - when <= RECENT_SECONDS)
 
 
@@ -147,27 +160,35 @@ def running_of(loadavg):
 
 
 def parallel_threads():
-    """The threads parallel work runs on now."""
-    return max(1, min(num_threads(), free_cpus()))
+    """The threads a kernel's parallel loops run on now."""
+    return max(1, min(num_threads(), free_cpus("openmp")))
 
 
-# After a threaded BLAS call, OpenBLAS's idle threads spin for about 2**28
-# cycles (a tenth of a second) and /proc/loadavg counts them as running: the
-# next kernel must leave their cores alone, but the next BLAS call runs on
-# those very threads. So for BLAS_SPIN_SECONDS after this process's last
-# threaded call, that many running tasks are its own.
-BLAS_SPIN_SECONDS = 0.08
-_blas_spinning = [-math.inf, 0]   # until when BLAS's idle threads spin, and how many
+# After parallel work a pool's idle threads spin a while, and /proc/loadavg
+# counts them as running: the next work on that pool runs on those very
+# threads, while work on another pool must leave their cores alone. OpenBLAS's
+# own threads spin about 2**28 cycles (a tenth of a second), the kernels'
+# OpenMP threads up to a millisecond or so (_KERNEL_ENV). BLAS runs on the
+# kernels' pool where rune could route it there (rune/backends/cpu/blas_pool.py).
+SPIN_SECONDS = {"openmp": 0.002, "openblas": 0.08}
+_spinning = {pool: [-math.inf, 0] for pool in SPIN_SECONDS}   # until when each pool's idle threads spin, how many
+_blas_pool = ["openblas"]   # the pool BLAS's parallel work runs on
 
 
-def _blas_spinners(now):
-    until, spinning = _blas_spinning
-    return spinning if now < until else 0
+def _spun(pool, ran):
+    """`ran` threads of `pool` just ran parallel work: all but the caller spin now."""
+    if ran > 1:
+        _spinning[pool][:] = [time.monotonic() + SPIN_SECONDS[pool], ran - 1]
+
+
+def blas_on_kernel_pool(routed):
+    """BLAS's parallel work runs on the kernels' OpenMP pool from now on (`routed`), or on its own."""
+    _blas_pool[0] = "openmp" if routed else "openblas"
 
 
 def blas_threads(work):
     """The BLAS threads for a call of `work` multiply-adds."""
-    return 1 if work < BLAS_MIN_WORK else max(1, min(num_threads(), free_cpus(for_blas=True)))
+    return 1 if work < BLAS_MIN_WORK else max(1, min(num_threads(), free_cpus(_blas_pool[0])))
 
 
 # ---- the kernels' OpenMP runtime
@@ -226,12 +247,15 @@ def parallel_kernel(fn):
     def run(buffers):
         n, have = parallel_threads(), omp.get()
         if n >= have:
-            return fn(buffers)
+            fn(buffers)
+            _spun("openmp", have)
+            return
         omp.set(n)
         try:
-            return fn(buffers)
+            fn(buffers)
         finally:
             omp.set(have)
+        _spun("openmp", n)
     run.__wrapped__ = fn
     return run
 
@@ -239,7 +263,9 @@ def parallel_kernel(fn):
 # ---- BLAS
 
 class _OpenBLAS:
-    """OpenBLAS's thread count, under the names its builds export (NumPy's wheels: scipy_openblas, 64-bit)."""
+    """OpenBLAS's thread count, under the names its builds export (NumPy's wheels:
+    scipy_openblas, 64-bit), and where it has one (0.3.27 and later) the setter of
+    the callback that runs its parallel work (`set_callback`, else None)."""
     _PREFIXES = (("openblas_", ""), ("scipy_openblas_", "64_"), ("openblas_", "64_"), ("scipy_openblas_", ""))
 
     def __init__(self, lib):
@@ -254,6 +280,14 @@ class _OpenBLAS:
             raise AttributeError("no openblas_get_num_threads / openblas_set_num_threads")
         self.get.argtypes, self.get.restype = [], ctypes.c_int
         self.set.argtypes, self.set.restype = [ctypes.c_int], None
+        self.set_callback = getattr(lib, f"{prefix}set_threads_callback_function{suffix}", None)
+        if self.set_callback is not None:
+            self.set_callback.argtypes, self.set_callback.restype = [ctypes.c_void_p], None
+
+
+def openblas():
+    """NumPy's OpenBLAS as loaded in this process, or None (see _blas)."""
+    return _blas()
 
 
 @functools.lru_cache(maxsize=1)
@@ -286,6 +320,16 @@ _blas_limits = collections.Counter()   # the thread limit of each limited call r
 _blas_baseline = [None]                # BLAS's own count, while _blas_limits is not empty
 
 
+_blas_router = [None]   # moves BLAS's parallel work onto the kernels' pool, once (set by the host backend)
+
+
+def route_blas_with(router):
+    """`router()` runs before the first BLAS call that may run on several threads
+    (rune/backends/cpu/blas_pool.py: the host backend sets it, so that routing
+    costs nothing to a process that never makes such a call)."""
+    _blas_router[0] = router
+
+
 def blas_call(work, fn, *args, **kwargs):
     """fn(*args, **kwargs), a call into BLAS of `work` multiply-adds, on
     blas_threads(work) BLAS threads (no more than BLAS is set to, which is put
@@ -293,6 +337,10 @@ def blas_call(work, fn, *args, **kwargs):
     blas = _blas()
     if blas is None:
         return fn(*args, **kwargs)
+    router = _blas_router[0]
+    if router is not None and work >= BLAS_MIN_WORK:
+        _blas_router[0] = None
+        router()
     n = blas_threads(work)
     with _blas_lock:
         have = _blas_baseline[0] if _blas_limits else blas.get()
@@ -313,9 +361,7 @@ def blas_call(work, fn, *args, **kwargs):
                 if not _blas_limits[n]:
                     del _blas_limits[n]
                 blas.set(min(_blas_limits, default=_blas_baseline[0]))
-        ran = min(n, have)
-        if ran > 1:   # its idle threads now spin a while
-            _blas_spinning[:] = [time.monotonic() + BLAS_SPIN_SECONDS, ran - 1]
+        _spun(_blas_pool[0], min(n, have))
 
 
 def _dot_general_work(x, y, *, dims):

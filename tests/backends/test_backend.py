@@ -113,8 +113,11 @@ def test_compile_is_the_kernel_compilers_slot(monkeypatch):
     f = rune.jit(lambda x: nx.exp(x) * 3 - 1)
     x = nx.asarray(np.linspace(-1, 1, 7))
     np.testing.assert_allclose(np.asarray(f(x)), np.exp(np.linspace(-1, 1, 7)) * 3 - 1, rtol=1e-15)
-    assert [k.target for k in f.plan(x).kernels] == ["c"]
-    assert len(built) == 1  # the plan's one stretch was built through the backend's slot
+    kernels = f.plan(x).kernels
+    assert [k.target for k in kernels] == ["c"]
+    # the plan's one stretch was built through the backend's slot (with whatever other
+    # tests' stretches were still waiting to be built in this process)
+    assert built.count(kernels[0].name.rsplit("_k", 1)[0]) == 1, built
 
 
 def test_block_until_ready_synchronizes_the_device(monkeypatch):

@@ -87,7 +87,8 @@ def two_cpus(monkeypatch, fresh_cpus):
     monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(threads, "_sample", [-threads.math.inf, None])
     monkeypatch.setattr(threads, "_readings", threads.collections.deque(maxlen=4))
-    monkeypatch.setattr(threads, "_blas_spinning", [-threads.math.inf, 0])
+    monkeypatch.setattr(threads, "_spinning", {pool: [-threads.math.inf, 0] for pool in threads.SPIN_SECONDS})
+    monkeypatch.setattr(threads, "_blas_pool", ["openblas"])
     shown = [1]
     monkeypatch.setattr(threads, "_read_running", lambda: shown[0])
 
@@ -115,22 +116,31 @@ def test_a_task_passing_through_one_reading_costs_no_threads_a_competitor_in_eve
     assert _decisions() == (2, 2)
 
 
-def test_blas_reads_its_own_spinning_threads_as_free_and_a_kernel_as_busy(two_cpus):
-    """Just after a threaded BLAS call its idle thread spins and /proc/loadavg
-    counts it: the next BLAS call runs on it, so it is free to that call,
-    while a kernel's loop must leave its core alone; another process's
-    running task stays busy to both."""
-    threads._blas_spinning[:] = [two_cpus.clock[0] + 60, 1]   # one spinner, a while yet
+def test_a_pools_own_spinning_threads_are_free_to_it_and_busy_to_the_other_pool(two_cpus):
+    """Just after parallel work a pool's idle thread spins and /proc/loadavg
+    counts it: the next work on that pool runs on it, so it is free to that
+    work, while work on the other pool must leave its core alone; another
+    process's running task stays busy to both."""
+    threads._spinning["openblas"][:] = [two_cpus.clock[0] + 60, 1]   # OpenBLAS's spinner, a while yet
     two_cpus(2)          # the reader and the spinner
     assert _decisions() == (2, 1)
     for _ in range(4):   # and a competitor's busy thread
         two_cpus(3)
     assert _decisions() == (1, 1)
-    threads._blas_spinning[:] = [-threads.math.inf, 1]   # it stopped spinning long ago
+    threads._spinning["openblas"][:] = [-threads.math.inf, 1]   # it stopped spinning long ago
     for _ in range(4):
         two_cpus(1)
     assert _decisions() == (2, 2)
     assert threads.blas_threads(threads.BLAS_MIN_WORK - 1) == 1
+
+
+def test_blas_on_the_kernels_pool_shares_its_spinning_threads_with_the_kernels(two_cpus):
+    threads.blas_on_kernel_pool(True)
+    threads._spinning["openmp"][:] = [two_cpus.clock[0] + 60, 1]   # the kernels' pool, warm
+    two_cpus(2)
+    assert _decisions() == (2, 2)
+    threads.blas_on_kernel_pool(False)
+    assert _decisions() == (1, 2)   # OpenBLAS's own threads would wait for the spinning core
 
 
 def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
@@ -213,7 +223,7 @@ def test_overlapping_blas_calls_from_two_threads_put_back_the_process_count(monk
 def roomy(monkeypatch):
     """A policy of two threads on a machine that has them free."""
     monkeypatch.setenv("RUNE_NUM_THREADS", "2")
-    monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
+    monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 8)
 
 
 def _blas_threads():
@@ -254,9 +264,9 @@ def test_blas_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, 
     with threadpoolctl.threadpool_limits(1, user_api="blas"):   # never raised above the process's limit
         np.asarray(large @ large)
     with threadpoolctl.threadpool_limits(2, user_api="blas"):
-        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 1)    # the other running tasks fill the machine
+        monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 1)    # the other running tasks fill the machine
         np.asarray(large @ large)
-        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
+        monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 8)
         monkeypatch.setenv("RUNE_NUM_THREADS", "1")
         np.asarray(large @ large)
         assert _blas_threads() == [2]
@@ -317,11 +327,11 @@ def test_a_parallel_kernel_runs_on_the_policys_threads(roomy, probe, monkeypatch
         monkeypatch.setenv("RUNE_NUM_THREADS", "1")
         assert probe() == 1
         monkeypatch.setenv("RUNE_NUM_THREADS", "2")
-        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 1)
+        monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 1)
         assert probe() == 1
         assert _openmp_threads() == outside   # the thread's OpenMP setting is put back
     with threadpoolctl.threadpool_limits(1, user_api="openmp"):   # never raised above the process's limit
-        monkeypatch.setattr(threads, "free_cpus", lambda for_blas=False: 8)
+        monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 8)
         assert probe() == 1
 
 
@@ -356,7 +366,7 @@ print("environ:", os.environ.get("OMP_WAIT_POLICY"))
 
 
 def _kernel_runtime_env(tmp_path, **env):
-    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    clean = {k: v for k, v in os.environ.items() if k not in threads._KERNEL_ENV_SET_BY_USER}
     clean.update(env, RUNE_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
     p = subprocess.run([sys.executable, "-c", SHOW_ENV], env=clean, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -365,9 +375,9 @@ def _kernel_runtime_env(tmp_path, **env):
     return p.stdout, p.stderr
 
 
-def test_the_kernels_openmp_runtime_lets_idle_threads_sleep(tmp_path):
+def test_the_kernels_openmp_runtime_spins_idle_threads_briefly_then_lets_them_sleep(tmp_path):
     out, shown = _kernel_runtime_env(tmp_path)
-    assert "GOMP_SPINCOUNT = '0'" in shown, shown   # libgomp's own default spins 300000 times
+    assert "GOMP_SPINCOUNT = '30000'" in shown, shown   # libgomp's own default spins 300000 times
     assert "environ: None" in out   # set for the runtime's load only
 
 

@@ -16,7 +16,7 @@ from ...codegen.c import CDialect
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
 from ..stretch import CompiledStretch
-from . import compiler as c_compiler
+from . import blas_pool, compiler as c_compiler
 from .stretch import CKernels
 
 
@@ -129,4 +129,6 @@ def _is_host_dlpack(obj):
 
 BACKEND = CpuBackend()
 IMPLS = CpuBackend.IMPLS = threads.blas_bound(make_impls(np, BACKEND, special=_special, quiet=numpy_quiet))
+# BLAS's parallel work goes onto the kernels' OpenMP pool before its first threaded call
+threads.route_blas_with(lambda: blas_pool.route(c_compiler.find()))
 CpuBackend.library = {name: IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}

@@ -1,0 +1,135 @@
+"""OpenBLAS's parallel work on the kernels' OpenMP threads: one pool of threads
+for the process.
+
+OpenBLAS keeps threads of its own, and after each parallel call they spin on
+their cores (a loop of `nop`s that never yields) for about 2**28 cycles. A
+compiled kernel whose parallel loop runs next finds its cores taken and waits,
+so while BLAS calls come every few milliseconds (a transformer's step) the
+kernels had to stay on one thread (rune/threads.py). OpenBLAS 0.3.27 and
+later let the caller run its parallel work instead
+(`openblas_set_threads_callback_function`): rune hands it `rune_blas_pool`,
+which runs the jobs in one OpenMP parallel region on the very threads the
+kernels use. Kernels and BLAS calls then take turns on one pool, whose idle
+threads spin briefly and then sleep (rune/threads.py), and a team warm from
+one is warm for the next.
+
+OpenBLAS's jobs wait on one another (a GEMM's threads exchange packed
+panels), so every job must run at once: when OpenMP gives a smaller team
+(a thread limit, a call from inside a parallel region) the jobs run on
+threads of their own instead. OpenBLAS's per-job buffers are shared, so one
+parallel BLAS call runs at a time (a mutex). A forked child goes back to
+OpenBLAS's own threads (which OpenBLAS restarts after a fork).
+
+Where NumPy's BLAS is not an OpenBLAS with the callback, or no C compiler is
+found, BLAS keeps its own threads and rune/threads.py keeps them apart from
+the kernels' as before.
+"""
+import ctypes
+import os
+import threading
+
+from ... import threads
+from ...errors import CompileError
+from .. import pipeline
+
+NAME = "rune_blas_pool"
+SOURCE = r"""
+#include <omp.h>
+#include <pthread.h>
+#include <stddef.h>
+
+typedef void (*rune_blas_job)(int thread, void *job, int arg);
+
+struct rune_blas_task { rune_blas_job run; char *job; int thread, arg; };
+
+static void *rune_blas_task_run(void *p) {
+  struct rune_blas_task *t = (struct rune_blas_task *)p;
+  t->run(t->thread, t->job, t->arg);
+  return NULL;
+}
+
+/* Every job on a thread of its own: OpenMP could not give the whole team. */
+static void rune_blas_on_pthreads(rune_blas_job run, int n, size_t size, char *jobs, int arg) {
+  struct rune_blas_task tasks[n];
+  pthread_t ids[n];
+  int started[n];
+  for (int i = 1; i < n; i++) {
+    tasks[i] = (struct rune_blas_task){run, jobs + (size_t)i * size, i, arg};
+    started[i] = pthread_create(&ids[i], NULL, rune_blas_task_run, &tasks[i]) == 0;
+  }
+  run(0, jobs, arg);
+  for (int i = 1; i < n; i++) {
+    if (started[i]) pthread_join(ids[i], NULL);
+    else run(i, jobs + (size_t)i * size, arg);   /* no thread to be had: the job runs last */
+  }
+}
+
+static pthread_mutex_t rune_blas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void rune_blas_pool(int sync, rune_blas_job run, int n, size_t size, void *jobs, int arg) {
+  (void)sync;
+  pthread_mutex_lock(&rune_blas_lock);
+  if (n <= 1) {
+    if (n == 1) run(0, jobs, arg);
+  } else {
+    int whole = 0;
+    if (!omp_in_parallel()) {
+      #pragma omp parallel num_threads(n)
+      {
+        /* the jobs wait on each other: run them only in a team where all run at once */
+        if (omp_get_num_threads() == n) {
+          int t = omp_get_thread_num();
+          run(t, (char *)jobs + (size_t)t * size, arg);
+          if (t == 0) whole = 1;
+        }
+      }
+    }
+    if (!whole) rune_blas_on_pthreads(run, n, size, (char *)jobs, arg);
+  }
+  pthread_mutex_unlock(&rune_blas_lock);
+}
+
+/* The largest team the pool gives a BLAS call now (a check for tests). */
+void rune_blas_pool_run(void **b) {
+  int *out = (int *)b[0];
+  out[0] = omp_get_max_threads();
+}
+"""
+
+_lock = threading.Lock()
+_routed = [None]   # None: not tried yet; else whether BLAS runs on the pool
+
+
+def route(compiler):
+    """Run NumPy's OpenBLAS parallel work on the kernels' OpenMP pool from now on;
+    True when it does (once tried, the answer stays)."""
+    if _routed[0] is not None:
+        return _routed[0]
+    with _lock:
+        if _routed[0] is None:
+            _routed[0] = _install(compiler)
+        return _routed[0]
+
+
+def _install(compiler):
+    blas = threads.openblas()
+    if blas is None or blas.set_callback is None or compiler is None:
+        return False
+    program = pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
+    if isinstance(program, CompileError):
+        return False
+    callback = ctypes.cast(program.lib.rune_blas_pool, ctypes.c_void_p)
+    blas.set_callback(callback)
+    threads.blas_on_kernel_pool(True)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_unroute_in_child)
+    return True
+
+
+def _unroute_in_child():
+    """A forked child's OpenMP pool is not to be trusted: BLAS goes back to its own threads."""
+    blas = threads.openblas()
+    if blas is not None and blas.set_callback is not None:
+        blas.set_callback(None)
+    threads.blas_on_kernel_pool(False)
+    _routed[0] = False
