@@ -9,7 +9,9 @@ where threads pay, `simd` inside, with some of libm's vector variants
 declared); what is the same along the innermost loop is computed once before
 it; reductions over strided leading axes run in a column form (the output's
 last axis innermost, so every read is contiguous); long float sums run in
-blocks added into a wide accumulator.
+blocks added into a wide accumulator; consecutive kernels over the same rows
+(a softmax's maxima, exponentials, sums and quotients) run row by row, so a
+row is still in cache for the next kernel (rune/codegen/rows.py).
 
 `CDialect().render_unit(kernels)` gives a `RenderedUnit`: the unit's source
 (compile it after `prelude()`) with one entry point `<name>_run(void **buffers)`
@@ -18,7 +20,7 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 """
 import math
 
-from . import complexc
+from . import complexc, rows
 from .cstyle import (ARG_REDUCERS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers, condition,
                      index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
 from .kernel import Const, Load, rendered
@@ -43,6 +45,11 @@ def _columns(lay):
     walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
     # a read broadcast along the output (o == 0) is one value per row of the column form
     return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
+
+
+def _rows(row):
+    """The first loop's bounds in a row function running `row` of its iterations per row r."""
+    return None if row is None else ("r" if row == 1 else f"r * {row}", "r + 1" if row == 1 else f"r * {row} + {row}")
 
 
 def _row_invariant(loads, nodes, invariant):
@@ -86,9 +93,12 @@ class CDialect(CStyle):
         return (_C_PRELUDE + "\n".join(decls) + "\n" + c_helpers() + complexc.helpers()
                 + complexc.omp_reductions() + index_helpers())
 
-    def kernel(self, kernel, name):
+    def kernel(self, kernel, name, row=None):
+        """`kernel` as a C function `name(void **b)`; with `row` (rune/codegen/rows.py),
+        as `name(void **b, int64_t r)` running iterations [r * row, (r + 1) * row) of
+        its outermost loop, on the calling thread."""
         if kernel.reduce_shape:
-            return self.reduction_kernel(kernel, name)
+            return self.reduction_kernel(kernel, name, row)
         loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
         at = {id(w): s for w, s in zip(walkers, acc)}
@@ -106,7 +116,7 @@ class CDialect(CStyle):
         per_row = statements(row_loads, row_nodes)
         body = statements(loads, nodes)
         body += self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
-        par = kernel.size >= self.parallel_threshold
+        par = kernel.size >= self.parallel_threshold and row is None
         pragmas = [None] * len(shape)
         if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
             pragmas[-1] = "#pragma omp simd"
@@ -114,18 +124,23 @@ class CDialect(CStyle):
                 pragmas[0] = "#pragma omp parallel for simd"
             elif par:
                 pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
-        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
+        lines = [self.signature(name, row)] + ["  " + x for x in self.pointers(kernel)]
         idx = self.index_type(kernel)
         if per_row:
             body = per_row + nest(idx, ivars[-1:], shape[-1:], pragmas[-1:], body, 0)
             ivars, shape, pragmas = ivars[:-1], shape[:-1], pragmas[:-1]
-        lines += nest(idx, ivars, shape, pragmas, body, 1)
+        lines += nest(idx, ivars, shape, pragmas, body, 1, _rows(row))
         return "\n".join(lines + ["}"])
+
+    def signature(self, name, row=None):
+        if row is None:
+            return f"static void {name}(void **{self.restrict} b) {{"
+        return f"static inline void {name}(void **{self.restrict} b, int64_t r) {{"
 
     def index_type(self, kernel):
         return "int32_t" if kernel.index_bits == 32 else "int64_t"
 
-    def reduction_kernel(self, kernel, name):
+    def reduction_kernel(self, kernel, name, row=None):
         """Outer loops over the output, accumulators, an inner loop over the reduced
         axes (the prologue), then the epilogue and stores per output point. A float
         sum over more than SUM_BLOCK elements runs its inner loop in blocks (`sum_blocks`),
@@ -192,7 +207,7 @@ class CDialect(CStyle):
 
         ordered = None in clauses
         total = kernel.size * math.prod(kernel.reduce_shape)
-        big = total >= self.parallel_threshold
+        big = total >= self.parallel_threshold and row is None
         inner_par = big and (oshape == [] or kernel.size < 8) and not ordered
         idx = self.index_type(kernel)
         if not block_ends:
@@ -209,8 +224,8 @@ class CDialect(CStyle):
         op = [None] * len(oshape)
         if oshape and big and not inner_par:
             op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
-        lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
-        lines += nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1)
+        lines = [self.signature(name, row)] + ["  " + x for x in self.pointers(kernel)]
+        lines += nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1, _rows(row))
         return "\n".join(lines + ["}"])
 
     def column_reduction_kernel(self, kernel, name, lay):
@@ -285,19 +300,73 @@ class CDialect(CStyle):
 
     def render_unit(self, kernels):
         """The `RenderedUnit` of one stretch's IR `kernels` and a driver `<name>_run`
-        running them in order. The IR is left untouched; each rendered kernel is a
-        copy carrying its `name`, `source` and `target` (kernel.rendered)."""
+        running them in order, consecutive kernels over the same rows row by row
+        (rune/codegen/rows.py). The IR is left untouched; each rendered kernel is a
+        copy carrying its `name`, `source` and `target` (kernel.rendered): a kernel
+        of a row group, its row function (the group's loop with the last)."""
+        found = rows.groups([self.row_form(k) for k in kernels], _writers(kernels))
         texts = [self.kernel(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
-        driver = self.driver([f"@U@_k{j}" for j in range(len(kernels))])
+        calls = [f"@U@_k{j}" for j in range(len(kernels))]
+        for g in found:
+            for j, chunk in zip(range(g.start, g.stop), g.chunks):
+                texts[j] = self.kernel(kernels[j], f"@U@_k{j}", chunk)
+            texts[g.stop - 1] += "\n\n" + self.row_loop(f"@U@_g{g.start}", kernels[g.start:g.stop], g)
+            calls[g.start:g.stop] = [f"@U@_g{g.start}"] + [None] * (g.stop - g.start - 1)
+        driver = self.driver([c for c in calls if c is not None])
         text = "\n\n".join(texts + [driver])
         name = unit_name(text)
         out = tuple(rendered(k, self.target, f"{name}_k{j}", texts[j].replace("@U@", name))
                     for j, k in enumerate(kernels))
         return RenderedUnit(name, text.replace("@U@", name), out)
 
+    def row_loop(self, name, kernels, group):
+        """The function running a row group's row functions, row by row: on the
+        OpenMP threads when the group's points are many enough (rows are independent)."""
+        work = sum(k.size * math.prod(k.reduce_shape) for k in kernels)
+        pragma = ["  #pragma omp parallel for"] if work >= self.parallel_threshold else []
+        calls = [f"    @U@_k{group.start + j}(b, r);" for j in range(len(kernels))]
+        return "\n".join([f"static void {name}(void **{self.restrict} b) {{"] + pragma
+                         + [f"  for (int64_t r = 0; r < {group.rows}; r++) {{"] + calls + ["  }", "}"])
+
+    def row_form(self, kernel):
+        """`kernel` seen as the iterations of its outermost (collapsed) loop, for
+        rune/codegen/rows.py; None where it runs only whole: a serial or closed
+        kernel, one storing anywhere but contiguously, a column reduction, one
+        without loops."""
+        if kernel.serial or kernel.closed or any(st.strides is not None or st.offset or st.dynamic
+                                                 for st in kernel.stores):
+            return None
+        if kernel.reduce_shape:
+            lay = self.reduction_layout(kernel)
+            if not lay.oshape or _columns(lay):
+                return None
+            inner_loads, _, _, outer_loads, _ = lay.phases
+            inner = [(ld, lay.oacc[k] + lay.racc[k]) for k, ld in enumerate(inner_loads)]
+            outer = [(ld, lay.oacc[lay.n_inner + k] + [0] * len(lay.rshape)) for k, ld in enumerate(outer_loads)]
+            walks, extents, out = inner + outer, list(lay.oshape) + list(lay.rshape), lay.oshape
+        else:
+            loads, _, _, _, shape, acc, _ = self.collapsed_walk(kernel)
+            if not shape:
+                return None
+            walks, extents, out = list(zip(loads, acc)), list(shape), shape
+        reads = tuple(rows.Read(ld.buffer.index, strides[0], tuple(extents[1:]), tuple(strides[1:]), ld.offset,
+                                bool(ld.dynamic)) for ld, strides in walks)
+        each = math.prod(out[1:])
+        return rows.RowForm(out[0], reads, {st.buffer.index: each for st in kernel.stores},
+                            kernel.size * math.prod(kernel.reduce_shape))
+
     def driver(self, names):
         calls = "\n".join(f"  {n}(b);" for n in names)
         return f"void @U@_run(void **b) {{\n{calls}\n}}"
+
+
+def _writers(kernels):
+    """Buffer index -> how many of `kernels` store into it."""
+    count = {}
+    for k in kernels:
+        for st in k.stores:
+            count[st.buffer.index] = count.get(st.buffer.index, 0) + 1
+    return count
 
 
 _C_PRELUDE = """\

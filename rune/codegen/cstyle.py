@@ -813,14 +813,16 @@ def offset(ivars, strides, constant=0):
 
 
 
-def nest(idx, ivars, shape, pragmas, body, depth):
+def nest(idx, ivars, shape, pragmas, body, depth, first=None):
     """Lines of loops over `shape` (index type `idx`, variables `ivars`; a pragma, or
-    None, before each) around the lines `body`, indented from `depth`."""
+    None, before each) around the lines `body`, indented from `depth`. `first`, where
+    given, is the (start, stop) C expressions of the first loop instead of (0, extent)."""
     lines = []
-    for v, d, p in zip(ivars, shape, pragmas):
+    for a, (v, d, p) in enumerate(zip(ivars, shape, pragmas)):
         if p:
             lines.append("  " * depth + p)
-        lines.append("  " * depth + f"for ({idx} {v} = 0; {v} < {d}; {v}++) {{")
+        lo, hi = first if a == 0 and first is not None else ("0", d)
+        lines.append("  " * depth + f"for ({idx} {v} = {lo}; {v} < {hi}; {v}++) {{")
         depth += 1
     lines += ["  " * depth + x for x in body]
     for _ in shape:
