@@ -30,6 +30,7 @@ import numpy as np
 from ... import threads
 from ...codegen.windows import dilate_pad, window_count, windows
 from ...errors import CompileError
+from .address import address
 
 
 def _counts(sizes, window, strides, dilation):
@@ -191,7 +192,7 @@ def _run_direct(fn, x, w, out_shape):
     out = np.empty(out_shape, x.dtype)
     ptrs = (ctypes.c_void_p * 3)()
     for i in range(out_shape[0]):
-        ptrs[0], ptrs[1], ptrs[2] = x[i].ctypes.data, w[i].ctypes.data, out[i].ctypes.data
+        ptrs[0], ptrs[1], ptrs[2] = address(x[i]), address(w[i]), address(out[i])
         try:
             fn(ptrs)
         except CompileError:

@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from ..stretch import Kernels
+from .address import address
 
 
 class CKernels(Kernels):
@@ -47,12 +48,12 @@ class PointerArray:
             if b.role == "tmp":
                 t = np.empty(b.shape, b.dtype)
                 self.temps.append(t)
-                self.ptrs[b.index] = t.ctypes.data
+                self.ptrs[b.index] = address(t)
         self._last = [None] * len(self.outputs)   # each output's array of the last call
-        # Each input's array of the last call, weakly: reading an address (`ctypes.data`)
-        # costs a microsecond, and a training step passes the same arrays (parameters,
-        # the outputs of stretches that reuse theirs) call after call. An array keeps
-        # its address while it lives, and a dead one's weakref answers None.
+        # Each input's array of the last call, weakly: a training step passes the same
+        # arrays (parameters, the outputs of stretches that reuse theirs) call after
+        # call, and their addresses stay in place. An array keeps its address while it
+        # lives, and a dead one's weakref answers None.
         self._seen = [None] * len(self.inputs)
         # ctypes releases the GIL during the call: two threads running this stretch
         # at once would share its pointer array and intermediates.
@@ -74,7 +75,7 @@ class PointerArray:
                     seen[j] = None
                 else:
                     seen[j] = weakref.ref(a)
-                ptrs[b] = a.ctypes.data
+                ptrs[b] = address(a)
             last = self._last
             for k, (b, s, shape, dtype) in enumerate(self.outputs):
                 o = last[k]
@@ -84,6 +85,6 @@ class PointerArray:
                 # the same array keeps its address in place
                 if o is None or sys.getrefcount(o) > 3:
                     o = last[k] = np.empty(shape, dtype)
-                    ptrs[b] = o.ctypes.data
+                    ptrs[b] = address(o)
                 env[s] = o
             fn(ptrs)
