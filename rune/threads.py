@@ -191,6 +191,21 @@ def blas_threads(work):
     return 1 if work < BLAS_MIN_WORK else max(1, min(num_threads(), free_cpus(_blas_pool[0])))
 
 
+def stack_threads(work):
+    """The OpenMP threads a stack of small BLAS products, `work` multiply-adds in all,
+    is shared out on (rune/backends/cpu/batched_matmul.py): what one BLAS call of that
+    work would get, within what BLAS and OpenMP are set to now."""
+    blas, omp = _blas(), _openmp
+    if blas is None or omp is None or work < BLAS_MIN_WORK:
+        return 1
+    return max(1, min(num_threads(), free_cpus("openmp"), blas.get(), omp.get()))
+
+
+def pool_ran(n):
+    """Work just ran on `n` of the kernels' OpenMP threads (outside a kernel)."""
+    _spun("openmp", n)
+
+
 # ---- the kernels' OpenMP runtime
 
 class _OpenMP:
@@ -273,6 +288,7 @@ class _OpenBLAS:
             try:
                 self.get = getattr(lib, f"{prefix}get_num_threads{suffix}")
                 self.set = getattr(lib, f"{prefix}set_num_threads{suffix}")
+                self.lib, self.prefix, self.suffix = lib, prefix[:-len("openblas_")], suffix
                 break
             except AttributeError:
                 continue
@@ -283,6 +299,15 @@ class _OpenBLAS:
         self.set_callback = getattr(lib, f"{prefix}set_threads_callback_function{suffix}", None)
         if self.set_callback is not None:
             self.set_callback.argtypes, self.set_callback.restype = [ctypes.c_void_p], None
+
+
+    def symbol(self, name):
+        """The address of the library's function `name` ("cblas_sgemm") under this
+        build's names, or None where it has none."""
+        try:
+            return ctypes.cast(getattr(self.lib, f"{self.prefix}{name}{self.suffix}"), ctypes.c_void_p).value
+        except AttributeError:
+            return None
 
 
 def openblas():

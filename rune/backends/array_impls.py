@@ -69,8 +69,10 @@ def numpy_quiet():
     return np.errstate(all="ignore")
 
 
-def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_reads=True):
-    """The primitive table on `xp` (see the module docstring)."""
+def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_reads=True, matmul=None):
+    """The primitive table on `xp` (see the module docstring); `matmul(a, b)`: the
+    stacked matrix product dot_general ends in (default `xp.matmul`)."""
+    matmul = matmul or xp.matmul
     ndarray = xp.ndarray
 
     def quietly(fn):
@@ -265,8 +267,8 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         k = math.prod(xt.shape[nb + len(lfree):])
         m, n = math.prod(lshape), math.prod(rshape)
         acc = ACCUMULATOR.get(x.dtype, x.dtype)  # NumPy's bfloat16 matmul returns float32
-        out = xp.matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
-                        yt.reshape(bshape + (k, n)).astype(acc, copy=False))
+        out = matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
+                     yt.reshape(bshape + (k, n)).astype(acc, copy=False))
         return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
     def iota(start, *, shape, dimension, device):

@@ -16,7 +16,7 @@ from ...codegen.c import CDialect
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
 from ..stretch import CompiledStretch
-from . import blas_pool, compiler as c_compiler
+from . import batched_matmul, blas_pool, compiler as c_compiler
 from .stretch import CKernels
 
 
@@ -128,7 +128,9 @@ def _is_host_dlpack(obj):
 
 
 BACKEND = CpuBackend()
-IMPLS = CpuBackend.IMPLS = threads.blas_bound(make_impls(np, BACKEND, special=_special, quiet=numpy_quiet))
+IMPLS = CpuBackend.IMPLS = threads.blas_bound(make_impls(
+    np, BACKEND, special=_special, quiet=numpy_quiet,
+    matmul=lambda a, b: batched_matmul.matmul(a, b, c_compiler.find())))
 # BLAS's parallel work goes onto the kernels' OpenMP pool before its first threaded call
 threads.route_blas_with(lambda: blas_pool.route(c_compiler.find()))
 CpuBackend.library = {name: IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}
