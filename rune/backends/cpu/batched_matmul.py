@@ -22,39 +22,25 @@ from .. import pipeline
 from .address import address
 
 NAME = "rune_batched_gemm"
-SOURCE = r"""
-#include <stdint.h>
-
-typedef void (*rune_sgemm)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
-                           const float *, int64_t, float, float *, int64_t);
-typedef void (*rune_dgemm)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
-                           const double *, int64_t, double, double *, int64_t);
+_ENTRY = r"""
+typedef void (*rune_{p}gemm)(int, int, int, int64_t, int64_t, int64_t, {t}, const {t} *, int64_t,
+                           const {t} *, int64_t, {t}, {t} *, int64_t);
 
 /* count products c_i = a_i b_i (row-major; ta, tb: CblasNoTrans 111 / CblasTrans 112), the
    byte offsets of a_i, b_i, c_i in offsets[3 i ...], on `threads` OpenMP threads */
-void rune_batched_sgemm(void *gemm, int64_t count, const int64_t *offsets, const char *a, const char *b,
+void rune_batched_{p}gemm(void *gemm, int64_t count, const int64_t *offsets, const char *a, const char *b,
                         char *c, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                        int64_t ldc, int threads) {
-  const rune_sgemm f = (rune_sgemm)gemm;
+                        int64_t ldc, int threads) {{
+  const rune_{p}gemm f = (rune_{p}gemm)gemm;
   #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < count; i++)
-    f(101, ta, tb, m, n, k, 1.0f, (const float *)(a + offsets[3 * i]), lda,
-      (const float *)(b + offsets[3 * i + 1]), ldb, 0.0f, (float *)(c + offsets[3 * i + 2]), ldc);
-}
-
-void rune_batched_dgemm(void *gemm, int64_t count, const int64_t *offsets, const char *a, const char *b,
-                        char *c, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                        int64_t ldc, int threads) {
-  const rune_dgemm f = (rune_dgemm)gemm;
-  #pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t i = 0; i < count; i++)
-    f(101, ta, tb, m, n, k, 1.0, (const double *)(a + offsets[3 * i]), lda,
-      (const double *)(b + offsets[3 * i + 1]), ldb, 0.0, (double *)(c + offsets[3 * i + 2]), ldc);
-}
-
-/* the unit's entry point (every unit has one): unused */
-void rune_batched_gemm_run(void **b) { (void)b; }
+    f(101, ta, tb, m, n, k, 1, (const {t} *)(a + offsets[3 * i]), lda,
+      (const {t} *)(b + offsets[3 * i + 1]), ldb, 0, ({t} *)(c + offsets[3 * i + 2]), ldc);
+}}
 """
+_TYPES = {np.dtype(np.float32): ("s", "float"), np.dtype(np.float64): ("d", "double")}
+SOURCE = ("#include <stdint.h>\n" + "".join(_ENTRY.format(p=p, t=t) for p, t in _TYPES.values())
+          + "\n/* the unit's entry point (every unit has one): unused */\nvoid rune_batched_gemm_run(void **b) { (void)b; }\n")
 
 _NO_TRANS, _TRANS = 111, 112
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
@@ -80,15 +66,15 @@ def _load(compiler):
     blas = threads.openblas()
     if blas is None or compiler is None or blas.suffix != "64_":
         return None
-    gemms = {np.dtype(np.float32): blas.symbol("cblas_sgemm"), np.dtype(np.float64): blas.symbol("cblas_dgemm")}
+    gemms = {dtype: blas.symbol(f"cblas_{p}gemm") for dtype, (p, _) in _TYPES.items()}
     if any(g is None for g in gemms.values()):
         return None
     program = pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
     if isinstance(program, CompileError):
         return None
     entries = {}
-    for dtype, name in ((np.dtype(np.float32), "rune_batched_sgemm"), (np.dtype(np.float64), "rune_batched_dgemm")):
-        fn = getattr(program.lib, name)
+    for dtype, (p, _) in _TYPES.items():
+        fn = getattr(program.lib, f"rune_batched_{p}gemm")
         fn.argtypes, fn.restype = _ARGS, None
         entries[dtype] = (fn, ctypes.cast(gemms[dtype], ctypes.c_void_p).value)
     return entries
