@@ -110,7 +110,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device, target=None, m
         runs.append((kind, current))
     runs = [part for kind, run in runs
             for part in (_split_views(run) if kind is Run.FUSED else [(kind, run)])]
-    runs = _recomputed_across(runs, live_out)
+    runs = _recomputed_across(_views_into_readers(runs, live_out), live_out)
     steps = []
     for k, (kind, run) in enumerate(runs):
         if kind is Run.OP_BY_OP:
@@ -184,6 +184,43 @@ def _recomputed_across(runs, live_out):
                 runs[j][1].insert(front.get(j, 0), op)
                 front[j] = front.get(j, 0) + 1
     return runs
+
+
+def _views_into_readers(runs, live_out):
+    """Movement ops of a views step whose only reader is one later compiled run,
+    moved to the start of that run: its kernels then read through them in place,
+    where a view handed to a compiled run (a transposed gradient on its way to the
+    optimizer's update) is first copied contiguous. Views a library call or the
+    caller reads stay (BLAS reads transposed operands in place)."""
+    runs = [(kind, list(run)) for kind, run in runs]
+    readers = {}   # slot -> positions of the runs reading it
+    for j, (_, run) in enumerate(runs):
+        for _, ins, _ in run:
+            for s in ins:
+                readers.setdefault(s, set()).add(j)
+    for k, (kind, run) in enumerate(runs):
+        if kind is not Run.VIEWS:
+            continue
+        target = {}   # id(op) -> the run it moves to
+        for op in reversed(run):   # an op read by this step's own ops moves only with them
+            into = set()
+            for s in op[2]:
+                if s in live_out:
+                    into.add(None)
+                for j in readers.get(s, ()):
+                    if j != k:
+                        into.add(j)
+                        continue
+                    for other in (o for o in run if s in o[1]):
+                        into.add(target.get(id(other)))
+            if len(into) == 1:
+                j = next(iter(into))
+                if j is not None and j > k and runs[j][0] is Run.FUSED:
+                    target[id(op)] = j
+        for op in reversed([op for op in run if id(op) in target]):
+            runs[target[id(op)]][1].insert(0, op)
+        run[:] = [op for op in run if id(op) not in target]
+    return [(kind, run) for kind, run in runs if run]
 
 
 # Movement NumPy does as a view: free there, a strided copy in a kernel.
