@@ -74,6 +74,8 @@ class CDialect(CStyle):
     restrict = "restrict"
     parallel_threshold = 1 << 20   # elements; below it one thread is faster than waking more (and than
                                    # contending with BLAS threads for the cores between kernels)
+    # a row group's points (summed over its kernels): one parallel loop serves all its kernels
+    row_parallel_threshold = 1 << 18
 
     # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
     # `#pragma omp simd` loops call them, only for the float32 functions NumPy
@@ -323,7 +325,7 @@ class CDialect(CStyle):
         """The function running a row group's row functions, row by row: on the
         OpenMP threads when the group's points are many enough (rows are independent)."""
         work = sum(k.size * math.prod(k.reduce_shape) for k in kernels)
-        pragma = ["  #pragma omp parallel for"] if work >= self.parallel_threshold else []
+        pragma = ["  #pragma omp parallel for"] if work >= self.row_parallel_threshold else []
         calls = [f"    @U@_k{group.start + j}(b, r);" for j in range(len(kernels))]
         return "\n".join([f"static void {name}(void **{self.restrict} b) {{"] + pragma
                          + [f"  for (int64_t r = 0; r < {group.rows}; r++) {{"] + calls + ["  }", "}"])

@@ -98,8 +98,11 @@ def test_a_row_reading_other_rows_results_stays_right():
     np.testing.assert_allclose(np.asarray(f(nx.asarray(x))), want, rtol=2e-6)
 
 
-def test_a_large_group_runs_its_rows_on_the_openmp_threads():
+def test_a_large_group_runs_its_rows_on_the_openmp_threads_a_small_one_on_one():
     x = nx.asarray(np.random.default_rng(2).standard_normal((4096, 1024)).astype(np.float32))
     plan = rune.jit(lambda v: nx.softmax(v, axis=-1)).plan(x)
     group = [k.source for k in plan.kernels if "(b, r);" in k.source]
     assert group and "#pragma omp parallel for\n  for (int64_t r = 0; r < 4096; r++)" in group[0]
+    small = rune.jit(lambda v: nx.softmax(v, axis=-1)).plan(nx.ones((64, 64)))   # 16k points: one thread pays
+    group = [k.source for k in small.kernels if "(b, r);" in k.source]
+    assert group and "omp parallel" not in group[0]
