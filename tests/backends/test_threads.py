@@ -133,6 +133,7 @@ def _steps(plan):
             yield from _steps(sub)
 
 
+@pytest.mark.cc   # the IR comes from compiled stretches, which need a C compiler to be planned
 def test_rendering_returns_the_kernels_names_and_sources_and_leaves_the_ir_alone():
     units = _ir_units()
     assert all(k.source is None and k.target is None for ks in units for k in ks), \
@@ -146,6 +147,7 @@ def test_rendering_returns_the_kernels_names_and_sources_and_leaves_the_ir_alone
     assert [[k.name for k in ks] for ks in units] == names
 
 
+@pytest.mark.cc   # the IR comes from compiled stretches, which need a C compiler to be planned
 def test_a_shared_dialect_renders_in_threads_what_it_renders_alone():
     units = _ir_units()
     dialect = CDialect()
@@ -159,6 +161,7 @@ def test_a_shared_dialect_renders_in_threads_what_it_renders_alone():
             assert again == alone
 
 
+@pytest.mark.cc   # the IR comes from compiled stretches, which need a C compiler to be planned
 def test_the_cuda_dialect_renders_in_threads_what_it_renders_alone():
     pytest.importorskip("cupy")
     from rune.codegen.cuda import CudaDialect

@@ -12,6 +12,8 @@ import pytest
 import rune
 from rune import nx
 
+pytestmark = pytest.mark.cc   # the sums under test are the compiled kernels'
+
 
 def _compiled(f, *args):
     """f jitted, its plan checked to run the reduction as a compiled kernel."""

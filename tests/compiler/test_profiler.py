@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import rune
 from rune import nx
@@ -15,6 +16,7 @@ def _plan_steps(jitted, *args):
     return jitted.plan(*args).steps
 
 
+@pytest.mark.cc   # its plans hold compiled stretches
 def test_each_step_of_each_run_is_one_event_with_the_bytes_it_wrote():
     x = nx.asarray(np.linspace(-1, 1, 64 * 32, dtype=np.float32).reshape(64, 32))
     w = nx.asarray(np.ones((32, 16), np.float32))
@@ -60,6 +62,7 @@ def test_loop_bodies_nest_inside_their_loop_and_callbacks_are_steps():
     assert sum(e.seconds for e in inner) <= loops[0].seconds
 
 
+@pytest.mark.cc   # its plans hold compiled stretches
 def test_table_sums_by_step_and_the_trace_is_chrome_trace_json(tmp_path):
     f = rune.jit(lambda x: nx.exp(x) * 2.0)
     x = nx.asarray(np.ones(1000, np.float32))
@@ -97,6 +100,7 @@ print(e.name, e.bytes, e.device)
     assert out.stdout.split() == ["cpu:0", "->", "cpu:1", "1024", "cpu:1"]
 
 
+@pytest.mark.cc   # its plans hold compiled stretches
 def test_kernel_compiles_are_recorded(monkeypatch):
     monkeypatch.setenv("RUNE_CACHE", "0")   # a compiler run, not a disk cache hit
     f = rune.jit(lambda x: nx.cos(x) * 3.0 - 0.25)
