@@ -21,8 +21,8 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 import math
 
 from . import complexc, rows
-from .cstyle import (ARG_REDUCERS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers, condition,
-                     index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
+from .cstyle import (ARG_REDUCERS, COSTLY_OPS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers,
+                     condition, index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
 from .kernel import Const, Load, rendered
 
 # Column reductions (CDialect.column_reduction_kernel): accumulators per tile of the
@@ -45,6 +45,11 @@ def _columns(lay):
     walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
     # a read broadcast along the output (o == 0) is one value per row of the column form
     return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
+
+
+def _cost(nodes):
+    """What a point of these nodes costs, in adds: a libm call is tens."""
+    return sum(16 if n.op in COSTLY_OPS else 1 for n in nodes)
 
 
 def _rows(row):
@@ -76,6 +81,9 @@ class CDialect(CStyle):
                                    # contending with BLAS threads for the cores between kernels)
     # a row group's points (summed over its kernels): one parallel loop serves all its kernels
     row_parallel_threshold = 1 << 18
+    # an elementwise kernel's points times its per-point cost (_cost) from which its loop is parallel
+    # too (a GELU's tanh over 2048x256 floats): a warm team starts in microseconds
+    parallel_work = 1 << 22
 
     # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
     # `#pragma omp simd` loops call them, only for the float32 functions NumPy
@@ -118,7 +126,8 @@ class CDialect(CStyle):
         per_row = statements(row_loads, row_nodes)
         body = statements(loads, nodes)
         body += self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
-        par = kernel.size >= self.parallel_threshold and row is None
+        par = row is None and (kernel.size >= self.parallel_threshold
+                               or kernel.size * _cost(nodes + row_nodes) >= self.parallel_work)
         pragmas = [None] * len(shape)
         if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
             pragmas[-1] = "#pragma omp simd"

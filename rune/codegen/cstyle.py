@@ -786,6 +786,14 @@ class CStyle:
         return RULES[op](self, node, ["a0", "a1", "a2"], dtypes) is not None
 
 
+# Kernel IR ops that are libm calls (or as long): a tree holding one is loaded where
+# it is stored anyway rather than recomputed in each reader (rune/compiler/fuse.py),
+# and a loop of few points but many of them pays for threads (rune/codegen/c.py).
+COSTLY_OPS = frozenset({"exp", "expm1", "log", "log1p", "log2", "log10", "logaddexp", "tanh", "sin", "cos", "tan",
+                        "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "hypot",
+                        "erf", "logistic", "pow", "random_bits"})
+
+
 class RenderedUnit(NamedTuple):
     """One stretch's kernels rendered for a target: `name` (its symbols' prefix, from
     a hash of its text, so identical stretches share one compiled function and many

@@ -47,7 +47,7 @@ from ..core.program import Literal
 
 from ..codegen.kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
 from ..codegen.c import CDialect
-from ..codegen.cstyle import CStyle, kind as _kind
+from ..codegen.cstyle import COSTLY_OPS, CStyle, kind as _kind
 
 _COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 
@@ -502,12 +502,6 @@ class _Fuser:
 
 
 # ---------------------------------------------------------------- costly trees
-
-# Kernel IR ops that are libm calls (or as long): a tree holding one is loaded
-# where it is stored anyway rather than recomputed in each reader.
-COSTLY_OPS = frozenset({"exp", "expm1", "log", "log1p", "log2", "log10", "logaddexp", "tanh", "sin", "cos", "tan",
-                        "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "hypot",
-                        "erf", "logistic", "pow", "random_bits"})
 
 
 def _costly(node, limit=_RECOMPUTE_LIMIT):

@@ -386,3 +386,13 @@ def test_the_kernels_openmp_runtime_spins_idle_threads_briefly_then_lets_them_sl
 def test_a_wait_policy_the_user_set_is_kept(tmp_path, name, value, spins):
     _, shown = _kernel_runtime_env(tmp_path, **{name: value})
     assert f"GOMP_SPINCOUNT = '{spins}'" in shown, shown
+
+
+@pytest.mark.cc
+def test_a_costly_elementwise_loop_runs_on_the_threads_below_the_size_threshold():
+    # 2048 x 256 floats: under the 2**20-point threshold, but tanh per point is the work of many adds
+    x = nx.ones((2048, 256))
+    gelu = rune.jit(lambda v: 0.5 * v * (1 + nx.tanh(0.79788456 * (v + 0.044715 * v * v * v)))).plan(x)
+    cheap = rune.jit(lambda v: v * 2 + 1).plan(x)
+    assert "omp parallel" in gelu.kernels[0].source
+    assert "omp parallel" not in cheap.kernels[0].source
