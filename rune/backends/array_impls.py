@@ -267,8 +267,15 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         k = math.prod(xt.shape[nb + len(lfree):])
         m, n = math.prod(lshape), math.prod(rshape)
         acc = ACCUMULATOR.get(x.dtype, x.dtype)  # NumPy's bfloat16 matmul returns float32
-        out = matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
-                     yt.reshape(bshape + (k, n)).astype(acc, copy=False))
+        if k == 1 and x.dtype.kind != "c":
+            # one product per point (outer products: per-example gradients): the same
+            # values as a one-deep matmul, without a BLAS call per matrix
+            with quiet():
+                out = xp.multiply(xt.reshape(bshape + (m, 1)).astype(acc, copy=False),
+                                  yt.reshape(bshape + (1, n)).astype(acc, copy=False))
+        else:
+            out = matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
+                         yt.reshape(bshape + (k, n)).astype(acc, copy=False))
         return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
     def iota(start, *, shape, dimension, device):

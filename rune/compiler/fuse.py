@@ -354,7 +354,7 @@ class _Fuser:
         elif kind is Lowering.REDUCE:
             result = self.reduce(eqn, op, args[0])
         else:
-            result = (_MOVES.get(eqn.prim) or _INDEXED[eqn.prim])(self, eqn, *args)
+            result = _RULES[eqn.prim](self, eqn, *args)
         if outs[0] in self.live_out and type(result) is Expr and _costly(result.node):
             self.materialise(result)   # stored anyway: its readers load it, not recompute libm calls
         self.values[outs[0]] = result
@@ -789,3 +789,41 @@ def _scatter(f, eqn, x, idx, updates):
 _INDEXED = {P["iota"]: _iota, P["random_bits"]: _random_bits, P["gather"]: _gather,
             P["dynamic_slice"]: _dynamic_slice, P["dynamic_update_slice"]: _dynamic_update_slice,
             P["scatter"]: _scatter}
+
+
+_OUTER_DTYPES = frozenset(np.dtype(d) for d in (np.float32, np.float64))
+
+
+def outer_product(eqn):
+    """Whether `eqn` is a dot_general contracting nothing over float32/float64: a
+    batch of outer products (per-example gradients under vmap), one product per
+    point, which a kernel computes elementwise (a library call would run a
+    one-deep matrix product per matrix)."""
+    return (eqn.prim is P["dot_general"] and not eqn.params["dims"][0][0]
+            and all(v.aval.dtype in _OUTER_DTYPES for v in (*eqn.inputs, *eqn.outputs)))
+
+
+def _outer_product(f, eqn, x, y):
+    """The product of operands read in place over the output's (batch, x's free,
+    y's free) axes (rune/nx/linalg.py's dot_general layout)."""
+    (_, _), (lb, rb) = eqn.params["dims"]
+    out = eqn.outputs[0].aval
+    nb = len(lb)
+    xs, ys = eqn.inputs[0].aval.shape, eqn.inputs[1].aval.shape
+    nx_free, ny_free = len(xs) - nb, len(ys) - nb
+
+    def spread(v, shape, batch, before, after):
+        order = tuple(batch) + tuple(i for i in range(len(shape)) if i not in batch)
+        t = _transpose(f, v, tuple(shape[i] for i in order), perm=order)
+        if type(t) is Scalar:
+            return Scalar(t.const, out.shape)
+        g = t.guards()
+        return View(t.buffer, out.shape, list(t.strides[:nb]) + [0] * before + list(t.strides[nb:]) + [0] * after,
+                    t.offset, list(g[:nb]) + [None] * before + list(g[nb:]) + [None] * after, t.fill)
+
+    operands = (spread(x, xs, lb, 0, ny_free), spread(y, ys, rb, nx_free, 0))
+    kernel = f.target(out.shape, operands)
+    return Expr(kernel, kernel.node("mul", out.dtype, [f.operand(kernel, v) for v in operands]))
+
+
+_RULES = {**_MOVES, **_INDEXED, P["dot_general"]: _outer_product}   # what op() lowers besides the math

@@ -140,6 +140,8 @@ def _run_kind(op, constants, backend, renderer):
     if not fuse.lowerable(eqn, ins, constants, renderer):
         return Run.OP_BY_OP
     if eqn.prim.lowering is Lowering.LIBRARY:
+        if fuse.outer_product(eqn):
+            return Run.FUSED
         return Run.LIBRARY if eqn.prim.ir_op in backend.library else Run.OP_BY_OP
     return Run.FUSED
 
