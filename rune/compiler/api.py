@@ -36,7 +36,7 @@ from ..nx.array import Array
 from ..nx.placement import place
 from ..contexts import OPEN as _CONTEXTS  # never rebound: read without a call
 from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
-from ..stats import COUNTERS
+from ..stats import COUNTERS, call_cell, release_cell
 from . import donation
 from .plan import Plan, forget_plans
 from .straight import straight_lines
@@ -63,7 +63,7 @@ class _Entry:
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
     __slots__ = ("plan", "key", "out_struct", "out_places", "out_avals", "checked", "bare", "reuse", "call",
-                 "runs", "hot_call")
+                 "runs", "hot_call", "hot_cell")
 
     def __init__(self, plan, key, in_avals, out_struct, where):
         self.plan, self.key, self.out_struct = plan, key, out_struct
@@ -85,6 +85,7 @@ class _Entry:
         self.call = None
         self.runs = 0
         self.hot_call = None   # the same, as a Jitted's own `__call__` (Jitted._write_hot_call)
+        self.hot_cell = None   # where hot_call counts its calls (rune/stats.py)
 
     def single_call(self):
         """`call` once it is worth writing (the plan has run twice), else None."""
@@ -115,14 +116,16 @@ class _Entry:
         return arrays[0] if self.bare else self.out_struct.unflatten(arrays)
 
 
-def _call_body(plan, device, weak, names, indent):
+def _call_body(plan, device, weak, names, indent, cell=None):
     """The statements of a cached call of `plan` (one input `x`, one output, NumPy
-    stretches only): counted as a cache hit and its stretches as launched, the
-    result returned as an Array on `device`. Names they use go into `names`."""
-    names.update(COUNTERS=COUNTERS, Array=Array, device=device, weak=weak)
+    stretches only): counted as a cache hit and its stretches as launched (in
+    `cell`, rune/stats.py's call_cell, where given), the result returned as an
+    Array on `device`. Names they use go into `names`."""
+    names.update(COUNTERS=COUNTERS, Array=Array, device=device, weak=weak, CELL=cell)
     body, (out,) = straight_lines(plan, ["x"], "", names)
-    lines = ["COUNTERS['cache_hits'] += 1", f"COUNTERS['kernels_launched'] += {len(plan.steps)}",
-             *body, f"return Array({out}, device, weak)"]
+    counting = (["CELL[0] += 1"] if cell is not None else
+                ["COUNTERS['cache_hits'] += 1", f"COUNTERS['kernels_launched'] += {len(plan.steps)}"])
+    lines = [*counting, *body, f"return Array({out}, device, weak)"]
     return [indent + line for line in lines]
 
 
@@ -140,15 +143,21 @@ def _written_call(plan, device, weak):
 _NO_ARGUMENT = object()
 
 
-def _hot_call(plan, aval, device, weak):
+def _release(entry):
+    """An entry leaving a function's cache: what its hot call counted is counted."""
+    if entry.hot_cell is not None:
+        release_cell(entry.hot_cell)
+
+
+def _hot_call(plan, aval, device, weak, cell):
     """`Jitted.__call__` for one array of `aval` running `plan`, written out as
     `_written_call` writes it, behind the checks that make it that call: any
-    other call goes to `Jitted.__call__`."""
+    other call goes to `Jitted.__call__`. Its calls count in `cell`."""
     names = {"AVAL": aval, "OPEN": _CONTEXTS, "NO": _NO_ARGUMENT, "full_call": Jitted.__call__}
     lines = ["def __call__(self, a=NO, /, *args, **kwargs):",
              "    if type(a) is Array and a._aval is AVAL and not OPEN[0] and not args and not kwargs:",
              "        x = a._raw",
-             *_call_body(plan, device, weak, names, "        "),
+             *_call_body(plan, device, weak, names, "        ", cell),
              "    if a is NO:",
              "        return full_call(self, *args, **kwargs)",
              "    return full_call(self, a, *args, **kwargs)"]
@@ -422,7 +431,7 @@ class Jitted:
         self.cache[key] = entry
         self._latest = entry
         while len(self.cache) > self.cache_size:
-            self.cache.popitem(last=False)
+            _release(self.cache.popitem(last=False)[1])
         return entry
 
     def _stage(self, leaves, args, kwargs):
@@ -473,6 +482,8 @@ class Jitted:
 
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""
+        for entry in self.cache.values():
+            _release(entry)
         self.cache.clear()
         self._latest = None
         self._last_single = (None, None, None)
@@ -488,7 +499,8 @@ class Jitted:
         if type(self) is Jitted:
             self.__class__ = type("Jitted", (Jitted,), {"__module__": Jitted.__module__})
         if entry.hot_call is None:
-            entry.hot_call = _hot_call(entry.plan, aval, *entry.out_places[0])
+            entry.hot_cell = call_cell(len(entry.plan.steps))
+            entry.hot_call = _hot_call(entry.plan, aval, *entry.out_places[0], entry.hot_cell)
         type(self).__call__ = entry.hot_call
         self._hot_aval = aval
 
