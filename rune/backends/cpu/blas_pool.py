@@ -89,11 +89,8 @@ void rune_blas_pool(int sync, rune_blas_job run, int n, size_t size, void *jobs,
   pthread_mutex_unlock(&rune_blas_lock);
 }
 
-/* The largest team the pool gives a BLAS call now (a check for tests). */
-void rune_blas_pool_run(void **b) {
-  int *out = (int *)b[0];
-  out[0] = omp_get_max_threads();
-}
+/* the unit's entry point (every unit has one): unused */
+void rune_blas_pool_run(void **b) { (void)b; }
 """
 
 _lock = threading.Lock()
