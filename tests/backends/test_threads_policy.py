@@ -40,19 +40,24 @@ def _raises_naming(value, call):
     assert "RUNE_NUM_THREADS" in message and repr(value) in message and "positive integer" in message, message
 
 
+def _forget_cpus():
+    threads.machine_cpus.cache_clear()
+    threads.usable_cpus.cache_clear()
+
+
 @pytest.fixture
 def fresh_cpus():
     """usable_cpus() read anew under the test's readers, and anew again after them."""
-    threads.usable_cpus.cache_clear()
+    _forget_cpus()
     yield
-    threads.usable_cpus.cache_clear()
+    _forget_cpus()
 
 
 def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_count(monkeypatch, fresh_cpus):
     monkeypatch.delenv("RUNE_NUM_THREADS", raising=False)
     monkeypatch.setattr(threads, "_cgroup_quota", lambda: None)   # no quota: the affinity decides
     assert threads.num_threads() == len(os.sched_getaffinity(0))
-    threads.usable_cpus.cache_clear()
+    _forget_cpus()
     monkeypatch.setattr(threads, "_cgroup_quota", lambda: 1)      # a quota of one CPU's time
     assert threads.num_threads() == 1
     monkeypatch.setenv("RUNE_NUM_THREADS", " 3 ")
@@ -151,7 +156,7 @@ def _machine(monkeypatch, tmp_path, *, cpus, affinity, quota, running):
     monkeypatch.setattr(os, "cpu_count", lambda: cpus)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(affinity)))
     monkeypatch.setattr(threads, "_cgroup_quota", lambda: quota)
-    threads.usable_cpus.cache_clear()
+    _forget_cpus()
     monkeypatch.setattr(threads, "_sample", [-threads.math.inf, None])
     monkeypatch.setattr(threads, "_readings", threads.collections.deque(maxlen=4))
     return threads.free_cpus()
