@@ -159,8 +159,8 @@ class CDialect(CStyle):
         lay = self.reduction_layout(kernel)
         if _columns(lay):
             return self.column_reduction_kernel(kernel, name, lay)
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
-        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
+        inner_loads, inner_nodes, reduces, _, _ = lay.phases
+        oshape, rshape, ov, rv, index, guard = lay.oshape, lay.rshape, lay.ov, lay.rv, lay.index, lay.guard
         blocks = sum_blocks(rshape)
         names = {}
         # per output point: accumulators, those reset per block, the wide ones
@@ -212,9 +212,7 @@ class CDialect(CStyle):
                 outer_clauses.append(f"|:nan{k}")
                 result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {result})"
             finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
-                                   guard, index)
-        epilogue += self.stores(kernel, names, lambda s: offset(ov, oacc[-1], s.offset))
+        epilogue = self.reduction_epilogue(kernel, lay, names)
 
         ordered = None in clauses
         total = kernel.size * math.prod(kernel.reduce_shape)
@@ -239,6 +237,14 @@ class CDialect(CStyle):
         lines += nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1, _rows(row))
         return "\n".join(lines + ["}"])
 
+    def reduction_epilogue(self, kernel, lay, names):
+        """A reduction's statements once per output point, after its accumulators are
+        final (`names` holds them): the outer nodes, then the stores."""
+        _, _, _, outer_loads, outer_nodes = lay.phases
+        lines = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: lay.index(ld, ld.offset),
+                                lay.guard, lay.index)
+        return lines + self.stores(kernel, names, lambda st: offset(lay.ov, lay.oacc[-1], st.offset))
+
     def column_reduction_kernel(self, kernel, name, lay):
         """A reduction over leading (strided) axes whose reads are contiguous along the
         output's last axis (a bias gradient, a sum over the batch): the output's last
@@ -246,8 +252,8 @@ class CDialect(CStyle):
         the reduced loops, so every read is contiguous. A float sum adds each column's
         runs of at most COLUMN_BLOCK values (what one vector lane of the row form sums)
         into a wide accumulator: the row form's accuracy."""
-        inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
-        oshape, rshape, oacc, ov, rv, index, guard = lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv, lay.index, lay.guard
+        inner_loads, inner_nodes, reduces, _, _ = lay.phases
+        oshape, rshape, ov, rv, index, guard = lay.oshape, lay.rshape, lay.ov, lay.rv, lay.index, lay.guard
         idx = self.index_type(kernel)
         n, tile = oshape[-1], min(COLUMN_TILE, oshape[-1])
         names = {}
@@ -277,9 +283,7 @@ class CDialect(CStyle):
                 updates.append(f"nan{k}[t] |= ({v} != {v});")
                 result = f"(nan{k}[t] ? ({self.compute_type(r.dtype)})NAN : {result})"
             finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
-        epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
-                                   guard, index)
-        epilogue += self.stores(kernel, names, lambda st: offset(ov, oacc[-1], st.offset))
+        epilogue = self.reduction_epilogue(kernel, lay, names)
 
         column = f"const {idx} {ov[-1]} = io + t;"
         span = f"{idx} t = 0; t < tn; t++"
