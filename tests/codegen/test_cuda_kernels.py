@@ -289,6 +289,23 @@ def test_nvrtc_failure_names_the_kernel_with_source_and_log():
 
 
 @pytest.mark.nvrtc
+def test_nvrtc_writes_only_into_buffers_rune_owns():
+    """A clean compile's log is one byte (its NUL). Read into `b" " * 1`, it would land
+    in CPython's shared one-byte bytes object: from then on `" ".encode()` is NUL in
+    the whole process. Checked through values that cannot be that shared object."""
+    space = int("20", 16)
+    for ptx in (False, True):
+        out = nvrtc.compile_unit('extern "C" __global__ void rn_k(float *p) { p[0] = 1.0f; }', ptx=ptx)
+        assert type(out) is bytes and len(out) > 100
+        assert " ".encode()[0] == space and bytes([space]).hex() == "20"
+        assert "a b".encode().split(chr(space).encode()) == ["a".encode(), "b".encode()]
+    # a log longer than its NUL (a warning) still reaches the caller's error text intact
+    with pytest.raises(nvrtc.NvrtcError, match="rn_bad"):
+        nvrtc.compile_unit('extern "C" __global__ void rn_bad(float *p) { p[0] = nope; }', kernels=["rn_bad"])
+    assert bytes([space]).hex() == "20"
+
+
+@pytest.mark.nvrtc
 def test_nvrtc_gives_ptx_and_cubin():
     k = rune.jit(lambda x: nx.tanh(x) * 2).plan(rune.Spec((100,), "float16"), target="cuda").kernels[0]
     src = CudaDialect().prelude() + k.source

@@ -111,6 +111,14 @@ def _excerpt(source, log, context=30, whole=400):
     return "\n".join(out)
 
 
+def _owned_buffer(size):
+    """A writable buffer of `size` bytes that belongs to rune alone, for NVRTC to write
+    its log, PTX or cubin into. Never a `bytes` object: CPython shares small ones across
+    the whole process (`b" " * 1` is the interpreter's one-byte singleton), so C writing
+    into one would change that value for every user of it."""
+    return bytearray(max(int(size), 1))
+
+
 def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=False, options=()):
     """The cubin (or PTX) of CUDA C++ `source` for `arch`. On a compile error raises
     NvrtcError naming `kernels` (or the unit), with the numbered source and NVRTC's log."""
@@ -122,22 +130,22 @@ def compile_unit(source, arch="sm_90", name="rune_unit.cu", kernels=(), ptx=Fals
         opts = [f"--gpu-architecture={target}", f"-I{include_dir()}", *OPTIONS, *options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
+        log = _owned_buffer(size)
         nvrtc.nvrtcGetProgramLog(prog, log)
-        log = log.decode(errors="replace").rstrip("\x00 \n")
+        log = bytes(log).decode(errors="replace").rstrip("\x00 \n")
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             which = ", ".join(kernels) if kernels else name
             raise KernelCompileError(f"NVRTC could not compile {which} for {arch} ({' '.join(opts)}):\n"
                                      f"{log}\n--- source ---\n{_excerpt(source, log)}", log)
         if ptx:
             _, size = nvrtc.nvrtcGetPTXSize(prog)
-            out = b" " * size
+            out = _owned_buffer(size)
             _check(nvrtc.nvrtcGetPTX(prog, out), "get PTX")
         else:
             _, size = nvrtc.nvrtcGetCUBINSize(prog)
-            out = b" " * size
+            out = _owned_buffer(size)
             _check(nvrtc.nvrtcGetCUBIN(prog, out), "get cubin")
-        return out
+        return bytes(out)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 
