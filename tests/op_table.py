@@ -1294,7 +1294,14 @@ def _float_binary(name, fn, ref, domains=("real", "real"), grad=True, diff_argnu
 _float_binary("hypot", nx.hypot, np.hypot, ("nonzero", "nonzero"))
 _float_binary("copysign", nx.copysign, np.copysign, ("nonzero", "nonzero"))
 _float_binary("logaddexp", nx.logaddexp, np.logaddexp)
-_float_binary("nextafter", nx.nextafter, np.nextafter, grad=False)
+def _nextafter_c99(x, y):
+    """nextafter with C99's rule for equal operands (y), in every dtype: rune's rule;
+    NumPy's float16 loop gave x before NumPy 2.5."""
+    x, y = np.asarray(x), np.asarray(y)
+    return np.where(x == y, y, np.nextafter(x, y)).astype(np.result_type(x, y))
+
+
+_float_binary("nextafter", nx.nextafter, _nextafter_c99, grad=False)
 ALIASES.update({"arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh"})
 
 

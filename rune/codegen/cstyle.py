@@ -968,9 +968,10 @@ def _part_literal(value, ctype):
 
 def _nextafter16_helpers():
     """nextafter in float16 and bfloat16, whose values the kernels hold in float32: a
-    step of the 16-bit pattern toward y. NaN in either gives NaN. Equal operands give
-    x for float16 (NumPy's npy_half_nextafter) and y for bfloat16 (ml_dtypes, as C's
-    nextafter), which differ only for a pair of zeros of opposite signs."""
+    step of the 16-bit pattern toward y. NaN in either gives NaN. Equal operands give y
+    (C99's and IEEE 754's rule, as float32/float64 do; it matters only for zeros of
+    opposite signs: nextafter(+0, -0) is -0), for both types: rune's rule, whatever the
+    NumPy installed (NumPy before 2.5 gave x for float16)."""
     return r"""
 /* float16 bits <-> its value in float32 (exact both ways; no _Float16 or __half needed) */
 RN_FN float rn_f16_value(uint16_t h) {
@@ -993,7 +994,7 @@ RN_FN uint16_t rn_f16_pattern(float f) {   /* f: a float16 value */
 RN_FN int rn_step16(float x, float y) { return (y > x) == (x > 0) ? 1 : -1; }
 RN_FN float rn_nextafter_f16(float x, float y) {
   if (x != x || y != y) return NAN;
-  if (x == y) return x;
+  if (x == y) return y;
   if (x == 0) return copysignf(5.9604644775390625e-08f, y);   /* 2^-24 */
   return rn_f16_value((uint16_t)(rn_f16_pattern(x) + rn_step16(x, y)));
 }

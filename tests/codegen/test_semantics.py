@@ -8,6 +8,8 @@ bit by bit; never from NumPy's or ml_dtypes' casts.
 - float -> integer: NaN -> 0, saturating at the target's bounds, truncation toward zero.
 - float `//` and `%`: Python's signs (NumPy's npy_divmod), `x // 0 == x / 0`.
 - into float16 / bfloat16: one rounding to nearest even of the exact value.
+- nextafter(x, y) with x == y gives y (C99, IEEE 754) in every float dtype, so
+  nextafter(+0, -0) is -0 (NumPy's float16 loop gave +0 before NumPy 2.5).
 """
 import math
 import types
@@ -410,6 +412,37 @@ def test_float_to_bool_is_nonzero():
     assert np.asarray(rune.jit(f)(x)).tolist() == [True, False, False, True, True]
 
 
+def _nextafter_case(dtype):
+    """Operands and the expected bits (as float64 values with their signs) of nextafter:
+    equal operands give y, so signed zeros follow y; one step from zero is the smallest
+    subnormal of the dtype, with y's sign."""
+    tiny = {F16: 2.0 ** -24, BF16: 2.0 ** -133, F32: 2.0 ** -149, F64: 5e-324}[dtype]
+    x = [0.0, -0.0, 0.0, -0.0, 1.0, 0.0, -0.0, math.nan, 2.0]
+    y = [-0.0, 0.0, 0.0, -0.0, 1.0, 1.0, -1.0, 0.0, math.nan]
+    want = [-0.0, 0.0, 0.0, -0.0, 1.0, tiny, -tiny, math.nan, math.nan]
+    return np.array(x, dtype), np.array(y, dtype), want
+
+
+def _assert_same_floats(got, want, what):
+    got = np.asarray(got, np.float64).tolist()
+    for g, w in zip(got, want, strict=True):
+        assert (math.isnan(g) and math.isnan(w)) or (g == w and math.copysign(1, g) == math.copysign(1, w)), \
+            f"{what}: {got} != {want}"
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.name for d in FLOATS])
+def test_nextafter_of_equal_operands_is_y_eager(dtype):
+    x, y, want = _nextafter_case(dtype)
+    _assert_same_floats(nx.nextafter(nx.asarray(x), nx.asarray(y)), want, f"eager {dtype.name}")
+
+
+@pytest.mark.cc
+@pytest.mark.parametrize("dtype", FLOATS, ids=[d.name for d in FLOATS])
+def test_nextafter_of_equal_operands_is_y_compiled(dtype):
+    x, y, want = _nextafter_case(dtype)
+    _assert_same_floats(rune.jit(nx.nextafter)(x, y), want, f"jit {dtype.name}")
+
+
 # ---------------------------------------------------------------- the CUDA dialect
 
 def _cuda_programs():
@@ -428,6 +461,10 @@ def _cuda_programs():
             _assert_floats(outs[0], q, f"{src.name} //")
             _assert_floats(outs[1], r, f"{src.name} %")
         progs.append((f"divmod_{src.name}", _divmod, (x, y), check_divmod))
+    for dtype in FLOATS:
+        x, y, want = _nextafter_case(dtype)
+        progs.append((f"nextafter_{dtype.name}", lambda a, b: (nx.nextafter(a, b),), (x, y),
+                      lambda outs, want=want, dtype=dtype: _assert_same_floats(outs[0], want, dtype.name)))
     for dst in (F16, BF16):
         for src in {c[0] for c in HALF_CASES if c[2] == dst}:
             cases = [c for c in HALF_CASES if c[0] == src and c[2] == dst]

@@ -39,7 +39,9 @@ def make_impls(xp):
             tiny = xp.where(y > 0, np.uint16(1), np.uint16(0x8001)).view(dtype)
             out = xp.where(zero, tiny, out)
             return xp.where(xp.isnan(x) | xp.isnan(y), np.nan, xp.where(x == y, y, out)).astype(dtype)
-        return xp.nextafter(x, y)
+        # Equal operands give y (C99, IEEE 754) in every dtype: NumPy's float16 loop gave
+        # x before NumPy 2.5, which differs for zeros of opposite signs.
+        return xp.where(x == y, y, xp.nextafter(x, y)).astype(dtype)
 
     impls = {name: ufunc(low(getattr(xp, fn))) for name, fn in _UFUNCS.items()}
     impls["nextafter"] = ufunc(nextafter)
