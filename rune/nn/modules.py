@@ -166,6 +166,29 @@ def _boundary(call):
     return __call__
 
 
+def _machinery_names():
+    """The names a field cannot take: the Module methods and properties every
+    instance needs (`replace`, `policy`) and the entries the machinery keeps in
+    each instance (`_children`, `_policy`, `_sealed`). A field of such a name
+    would either fail to be set (a property) or hide what jit, the optimizers
+    and `replace` call."""
+    own = {n for n in vars(Module) if not (n.startswith("__") and n.endswith("__"))}
+    return frozenset(own | {"_children", "_policy", "_sealed"})
+
+
+def _check_field_names(cls):
+    """Refuse the class's own fields named like the machinery, before the dataclass
+    machinery reads the inherited property or method as the field's default."""
+    taken = _machinery_names()
+    for name in cls.__dict__.get("__annotations__", {}):
+        if name in taken:
+            attribute = getattr(Module, name, None)
+            what = ("a property of every module" if isinstance(attribute, property)
+                    else "a method of every module" if callable(attribute) else "kept by the Module machinery")
+            raise UsageError(f"{cls.__name__}: a field cannot be named {name!r}: {name} is {what}; "
+                             f"rename the field (e.g. {name.strip('_')}_)")
+
+
 class Module:
     """Base class of layers: a dataclass-like pytree whose array fields are
     parameters (leaves) and whose other fields are static hyperparameters.
@@ -191,6 +214,7 @@ class Module:
         super().__init_subclass__(**kwargs)
         own_init = "__init__" in cls.__dict__
         cls._custom_init = own_init or cls._custom_init
+        _check_field_names(cls)
         dataclasses.dataclass(cls, init=not cls._custom_init, repr=False, eq=False)
         cls._module_fields = tuple(f.name for f in dataclasses.fields(cls))
         cls.__init__ = _sealing(cls, cls.__init__)
@@ -345,6 +369,21 @@ def _init(init, key, shape, fan_in, dtype):
     return _fan_in_uniform(key, shape, fan_in, dtype) if init is None else init(key, shape, dtype)
 
 
+def _in_dtype_of(where, x, param):
+    """The input `x` in the dtype of the layer's parameter `param` (under a policy,
+    the compute dtype its parameters were cast to): int ids or float64 data given
+    to a float32 layer compute in float32 and give float32, as the layer's own
+    arithmetic would, not in NumPy's promoted dtype. Complex inputs to a real
+    layer are refused (a cast would drop their imaginary part)."""
+    x = nx.asarray(x)
+    if param is None or x.dtype == param.dtype:
+        return x
+    if nx.isdtype(x.dtype, "complex floating") and not nx.isdtype(param.dtype, "complex floating"):
+        raise DTypeError(f"{where}: expected a real input for its {nx.dtype(param.dtype).name} parameters, "
+                         f"got {nx.dtype(x.dtype).name} of shape {x.shape}")
+    return nx.astype(x, param.dtype)
+
+
 def _tuple(name, what, value, n):
     value = (value,) * n if isinstance(value, int) else tuple(value)
     if len(value) != n:
@@ -369,10 +408,10 @@ class Linear(Module):
         self.bias = _init(bias_init, bkey, (self.out_features,), self.in_features, dtype) if use_bias else None
 
     def __call__(self, x):
-        x = nx.asarray(x)
+        where = f"Linear(in_features={self.in_features}, out_features={self.out_features})"
+        x = _in_dtype_of(where, x, self.weight)
         if x.ndim < 1 or x.shape[-1] != self.in_features:
-            raise ShapeError(f"Linear(in_features={self.in_features}, out_features={self.out_features}): "
-                             f"expected an input whose last axis is {self.in_features}, got shape {x.shape}")
+            raise ShapeError(f"{where}: expected an input whose last axis is {self.in_features}, got shape {x.shape}")
         y = x @ self.weight
         return y if self.bias is None else y + self.bias
 
@@ -416,11 +455,12 @@ class Conv(Module):
         self.bias = _init(bias_init, bkey, (self.out_channels,), fan_in, dtype) if use_bias else None
 
     def __call__(self, x):
-        x = nx.asarray(x)
+        where = (f"Conv(in_channels={self.in_channels}, out_channels={self.out_channels}, "
+                 f"kernel_size={self.kernel_size})")
+        x = _in_dtype_of(where, x, self.weight)
         nd = len(self.kernel_size)
         if x.ndim not in (nd + 1, nd + 2) or x.shape[-1] != self.in_channels:
-            raise ShapeError(f"Conv(in_channels={self.in_channels}, out_channels={self.out_channels}, "
-                             f"kernel_size={self.kernel_size}): expected an input (N, *spatial, {self.in_channels}) "
+            raise ShapeError(f"{where}: expected an input (N, *spatial, {self.in_channels}) "
                              f"or (*spatial, {self.in_channels}) with {nd} spatial axes, got shape {x.shape}")
         single = x.ndim == nd + 1
         y = nx.conv(x[None] if single else x, self.weight, self.strides, self.padding, self.dilation, self.groups)
@@ -485,7 +525,8 @@ class LayerNorm(Module):
         self.bias = nx.zeros(self.shape, nx.dtype(dtype)) if use_bias else None
 
     def __call__(self, x):
-        x = nx.asarray(x)
+        param = self.weight if self.weight is not None else self.bias
+        x = _in_dtype_of(f"LayerNorm(shape={self.shape})", x, param)
         axes = _normalised_axes("LayerNorm", self.shape, x)
         return functional.layer_norm(x, self.weight, self.bias, axis=axes, eps=self.eps)
 
@@ -503,7 +544,7 @@ class RMSNorm(Module):
         self.weight = nx.ones(self.shape, nx.dtype(dtype)) if use_weight else None
 
     def __call__(self, x):
-        x = nx.asarray(x)
+        x = _in_dtype_of(f"RMSNorm(shape={self.shape})", x, self.weight)
         axes = _normalised_axes("RMSNorm", self.shape, x)
         out = x * nx.rsqrt(nx.mean(x * x, axis=axes, keepdims=True) + self.eps)
         return out if self.weight is None else out * self.weight
@@ -526,14 +567,72 @@ class Dropout(Module):
         return functional.dropout(key, self.rate, x)
 
 
+def _mask_forms(batch, heads, lq, lk):
+    """{ndim: (name, shape)} of the masks `mask=` takes, decided by the number of
+    axes alone (never by comparing sizes: a (batch, L_k) padding mask and an
+    (L_q, L_k) one have the same rank, and batch == L_q happens)."""
+    nb = len(batch)
+    return {nb + 3: ("(*batch, num_heads, L_q, L_k)", batch + (heads, lq, lk)),
+            nb + 2: ("(*batch, L_q, L_k)", batch + (lq, lk)),
+            2: ("(L_q, L_k)", (lq, lk))}
+
+
+def _fits(shape, expected):
+    return len(shape) == len(expected) and all(n in (1, e) for n, e in zip(shape, expected))
+
+
+def _bool_mask(where, argument, mask, accepted):
+    mask = nx.asarray(mask)
+    if mask.dtype != nx.bool:
+        raise DTypeError(f"{where}: expected {argument}= a bool mask of shape {accepted}, "
+                         f"got {nx.dtype(mask.dtype).name}{list(mask.shape)}")
+    return mask
+
+
+def _attention_mask(where, mask, key_mask, causal, batch, heads, lq, lk):
+    """Which scores stay, broadcastable to (*batch, num_heads, L_q, L_k), or None."""
+    allowed = nx.arange(lq)[:, None] >= nx.arange(lk)[None, :] if causal else None
+    if mask is not None:
+        forms = _mask_forms(batch, heads, lq, lk)
+        accepted = " or ".join(f"{name} = {shape}" for name, shape in reversed(forms.values()))
+        mask = _bool_mask(where, "mask", mask, accepted)
+        form = forms.get(mask.ndim)
+        if form is None or not _fits(mask.shape, form[1]):
+            raise ShapeError(f"{where}: expected mask= a bool mask of shape {accepted} (an axis of 1 broadcasts), "
+                             f"got bool{list(mask.shape)}; a (*batch, L_k) padding mask of the keys goes in "
+                             f"key_mask=")
+        if mask.ndim == len(batch) + 2 and batch:
+            mask = mask[..., None, :, :]   # one mask for every head
+        allowed = mask if allowed is None else nx.logical_and(allowed, mask)
+    if key_mask is not None:
+        expected = batch + (lk,)
+        accepted = f"(*batch, L_k) = {expected}"
+        key_mask = _bool_mask(where, "key_mask", key_mask, accepted)
+        if not _fits(key_mask.shape, expected):
+            raise ShapeError(f"{where}: expected key_mask= a bool mask of shape {accepted} (an axis of 1 "
+                             f"broadcasts), got bool{list(key_mask.shape)}")
+        key_mask = key_mask[..., None, None, :]   # every head and every query
+        allowed = key_mask if allowed is None else nx.logical_and(allowed, key_mask)
+    return allowed
+
+
 class MultiHeadAttention(Module):
     """Scaled dot-product attention over `num_heads` heads (Vaswani et al. 2017):
-    softmax(q k^T / sqrt(head_dim)) v per head, with q from `x` (..., L_q,
-    features) and k, v from `context` (..., L_k, context_features; default: x,
+    softmax(q k^T / sqrt(head_dim)) v per head, with q from `x` (*batch, L_q,
+    features) and k, v from `context` (*batch, L_k, context_features; default: x,
     self-attention), then an output projection back to `features`.
 
-    mask: booleans broadcastable to (..., L_q, L_k), True where a query may attend
-    (the same for every head); causal=True also hides the later positions.
+    Masks are bools, True where a query may attend to a key; `causal=True` also
+    hides the later positions. `mask=` takes, told apart by its number of axes:
+      (L_q, L_k)                        the same for every example and head;
+      (*batch, L_q, L_k)                one per example, the same for every head;
+      (*batch, num_heads, L_q, L_k)     one per example and head (Flax's form);
+    any axis may be 1 to broadcast (Flax and Hugging Face's (B, 1, L_q, L_k)).
+    `key_mask=` takes (*batch, L_k): which keys are real tokens (True) and which
+    are padding (False), for every query and head. It is the complement of
+    PyTorch's `key_padding_mask` (True there marks padding). Any other shape is a
+    ShapeError: a 2-d mask is always (L_q, L_k), never guessed to be a
+    (batch, L_k) padding mask from its sizes.
     """
     q_proj: Linear
     k_proj: Linear
@@ -553,7 +652,7 @@ class MultiHeadAttention(Module):
         self.v_proj = Linear(kv, context_features, features, use_bias, dtype)
         self.out_proj = Linear(ko, features, features, use_bias, dtype)
 
-    def __call__(self, x, context=None, *, mask=None, causal=False):
+    def __call__(self, x, context=None, *, mask=None, key_mask=None, causal=False):
         x = nx.asarray(x)
         context = x if context is None else nx.asarray(context)
         where = f"MultiHeadAttention(num_heads={self.num_heads}, features={self.features})"
@@ -562,22 +661,16 @@ class MultiHeadAttention(Module):
         if context.ndim < 2 or context.shape[-1] != self.k_proj.in_features:
             raise ShapeError(f"{where}: expected a context (..., length, {self.k_proj.in_features}), "
                              f"got shape {context.shape}")
+        try:
+            batch = tuple(np.broadcast_shapes(x.shape[:-2], context.shape[:-2]))
+        except ValueError:
+            raise ShapeError(f"{where}: the batch axes of the queries {x.shape} and the context "
+                             f"{context.shape} do not broadcast") from None
         heads = lambda t: nx.reshape(t, t.shape[:-1] + (self.num_heads, self.features // self.num_heads))  # noqa: E731
         q, k, v = heads(self.q_proj(x)), heads(self.k_proj(context)), heads(self.v_proj(context))
         scores = nx.einsum("...qhd,...khd->...hqk", q, k) * (1.0 / math.sqrt(self.features // self.num_heads))
-        allowed = None
-        if causal:
-            allowed = nx.arange(x.shape[-2])[:, None] >= nx.arange(context.shape[-2])[None, :]
-        if mask is not None:
-            mask = nx.asarray(mask)
-            if mask.dtype != nx.bool:
-                raise DTypeError(f"{where}: expected a bool mask (..., {x.shape[-2]}, {context.shape[-2]}), "
-                                 f"got {nx.dtype(mask.dtype).name}{list(mask.shape)}")
-            if mask.ndim < 2:
-                raise ShapeError(f"{where}: expected a bool mask (..., {x.shape[-2]}, {context.shape[-2]}), "
-                                 f"got {nx.dtype(mask.dtype).name}{list(mask.shape)}")
-            mask = mask[..., None, :, :]   # one mask for every head
-            allowed = mask if allowed is None else nx.logical_and(allowed, mask)
+        allowed = _attention_mask(where, mask, key_mask, causal, batch, self.num_heads, x.shape[-2],
+                                  context.shape[-2])
         if allowed is not None:
             scores = nx.where(allowed, scores, nx.finfo(scores.dtype).min)
         weights = nx.softmax(scores, axis=-1)
