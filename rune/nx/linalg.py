@@ -16,22 +16,30 @@ matrix-calculus ones JAX uses:
 solve: dx = A^-1 (db - dA x); det: d det A = tr(adj(A) dA), the adjugate
 adj(A) = det(A) A^-1 computed so that it stays finite (and exact) at singular A;
 slogdet: with z = tr(A^-1 dA), d log|det A| = re z and d sign = sign i im z;
-cholesky (Murray 2016): dL = L Phi(L^-1 dA L^-T), Phi the lower triangle with a
-halved diagonal; eigh (Hermitian dA = (dA + dA^H) / 2, as JAX symmetrizes):
-dw = re diag(V^H dA V), dV = V (F o V^H dA V) with F_ij = 1 / (w_j - w_i);
-svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's
-JVP and PyTorch's svd_backward): with dS = U^T dA V and F_ij = 1 / (s_j^2 - s_i^2),
-dU = U (F o (dS S + S dS^T)) + (I - U U^T) dA V S^-1, dV likewise on A^T;
-qr (m >= n; Liao et al. 2019): dQ = Q (do - Q^T dA R^-1) + dA R^-1,
-dR = (Q^T dA R^-1 - do) R with do the skew part of tril(Q^T dA R^-1, -1); its
-transpose gA = (gQ + Q copyltu(R gR^T - gQ^T Q)) R^-T. Full-matrix svd of a
-non-square matrix (its extra columns are not unique) and qr with m < n or
-mode="complete" on m > n raise NotDifferentiableError, as in JAX.
+cholesky (Murray 2016, of the Hermitian part (dA + dA^H) / 2 as JAX symmetrizes):
+dL = L Phi(L^-1 dA L^-H), Phi the lower triangle with a halved diagonal; eigh
+(Hermitian dA likewise): dw = re diag(V^H dA V), dV = V (F o V^H dA V) with
+F_ij = 1 / (w_j - w_i); svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's
+JVP and PyTorch's svd_backward): with dS = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2),
+dU = U (F o (dS S + S dS^H) + i im diag(dS) S^-1) + (I - U U^H) dA V S^-1, dV
+likewise on A^H without the phase term: a complex singular pair is unique only up
+to a phase, and JAX's gauge (V^H dV has a zero diagonal) moves it with U, so
+losses that do not depend on the phases (S, U S Vh, |U|, pinv) get their true
+derivatives; qr (m >= n; Liao et al. 2019): dQ = Q (do - Q^H dA R^-1) + dA R^-1,
+dR = (Q^H dA R^-1 - do) R with do = L - L^H + i im diag(Q^H dA R^-1), L the
+strict lower triangle of Q^H dA R^-1 (the imaginary diagonal keeps R's diagonal
+real, as JAX's). Full-matrix svd of a non-square matrix (its extra columns are
+not unique) and qr with m < n or mode="complete" on m > n raise
+NotDifferentiableError, as in JAX.
 
 Complex matrices follow JAX's convention (rune/nx/complex.py): a VJP rule is the
 transpose of its JVP under the pairing re sum(ct * t), without conjugation, so the
-holomorphic det and solve pull back by adj(A)^T and A^-T, and the real-valued
-eigenvalues, singular values and log|det| by conj(V) diag(ct) V^T and the like.
+holomorphic det and solve pull back by adj(A)^T and A^-T, the real-valued
+eigenvalues, singular values and log|det| by conj(V) diag(ct) V^T and the like,
+and each factor U^H ... V of a JVP by conj(U) ... conj(Vh) (conjugate transposes
+become plain transposes of the conjugates; the Hermitian part and taking the
+real or imaginary diagonal are their own transposes). The real formulas are the
+same with conj dropped.
 """
 import builtins
 import collections
@@ -146,7 +154,8 @@ def cholesky(x, /, *, upper=False):
     """The Cholesky factor of symmetric (Hermitian) positive-definite matrices, lower triangular.
 
     x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
-    Only the lower triangle is read. upper: return U = Lᴴ (upper triangular, x = Uᴴ U) instead: the lower
+    Only the lower triangle is read; derivatives, as JAX's, are those of the Hermitian part (x + x^H) / 2, so
+    gradients are Hermitian. upper: return U = Lᴴ (upper triangular, x = Uᴴ U) instead: the lower
     factor's conjugate transpose, as NumPy's upper=True.
     """
     x = _matrices("cholesky", x, square=True)
@@ -445,6 +454,27 @@ def _times_i(x):
     return ops.make_complex(ops.multiply(x, 0), x)
 
 
+def _hermitian_part(x):
+    """(x + x^H) / 2: cholesky's and eigh's derivatives see only the Hermitian
+    part of a perturbation, and their gradients are Hermitian, as JAX's (which
+    symmetrizes the input)."""
+    return ops.multiply(ops.add(x, _H(x)), 0.5)
+
+
+def _imaginary_diagonal(x, scale=None):
+    """The diagonal matrix of i im(x_jj) (times scale_j): where a complex factorization's
+    phase moves. None for real x, whose diagonal has no phase."""
+    if not _is_complex(x):
+        return None
+    d = ops.imag(_diag(x))
+    return _diag_matrix(_times_i(d if scale is None else ops.multiply(d, scale)))
+
+
+def _real_diagonal(x):
+    """The diagonal matrix of re x_jj, in x's dtype."""
+    return ops.astype(_diag_matrix(_real_part(_diag(x))), x.dtype)
+
+
 def _matrix_of_scalars(x):
     """A scalar per matrix as a (..., 1, 1) array, to scale a stack of matrices."""
     return ops.reshape(x, x.shape + (1, 1))
@@ -570,14 +600,15 @@ def _cholesky_jvp(primals, tangents):
     (a,), (ta,) = primals, tangents
     chol = bind(cholesky_p, a)
     l_inv = _inverse(chol)
-    return chol, _mm(chol, _phi(_mm(l_inv, ta, _mT(l_inv))))
+    # of the Hermitian part of the tangent, as the VJP (and JAX, which symmetrizes the input)
+    return chol, _mm(chol, _phi(_mm(l_inv, _hermitian_part(ta), _H(l_inv))))
 
 
 def _cholesky_vjp(ct, ins, chol, wants):
+    # the JVP transposed factor by factor: X -> L X to G -> L^T G, Y -> L^-1 Y L^-H to
+    # P -> L^-T P conj(L^-1); Phi (a real mask) and the Hermitian part are their own transposes
     l_inv = _inverse(chol)
-    p = _phi(_mm(_mT(chol), ct))
-    s = _mm(_mT(l_inv), p, l_inv)
-    return (ops.multiply(ops.add(s, _mT(s)), 0.5),)
+    return (_hermitian_part(_mm(_mT(l_inv), _phi(_mm(_mT(chol), ct)), _conj(l_inv))),)
 
 
 jvp_rules[cholesky_p], vjp_rules[cholesky_p] = _cholesky_jvp, _cholesky_vjp
@@ -590,13 +621,6 @@ def _gaps(w):
     diff = ops.subtract(ops.expand_dims(w, -2), ops.expand_dims(w, -1))
     zero = ops.equal(diff, 0)
     return ops.where(zero, w.dtype.type(0), ops.divide(1, ops.where(zero, w.dtype.type(1), diff)))
-
-
-def _hermitian_part(x):
-    """(x + x^H) / 2: eigh's derivatives see only the Hermitian part of a
-    perturbation, and its gradients are Hermitian, as JAX's (which symmetrizes
-    the input)."""
-    return ops.multiply(ops.add(x, _H(x)), 0.5)
 
 
 def _eigh_jvp(primals, tangents):
@@ -665,51 +689,56 @@ def _svd_jvp(primals, tangents, *, full_matrices):
     (a,), (ta,) = primals, tangents
     _svd_check(a, full_matrices, "the derivative")
     u, s, vh = bind(svd_p, a, full_matrices=False)
-    v = _mT(vh)
+    v = _H(vh)
     m, n = a.shape[-2:]
-    ds_mat = _mm(_mT(u), ta, v)
+    ds_mat = _mm(_H(u), ta, v)
     row = ops.expand_dims(s, -2)                      # s_j along the last axis
     f = _svd_gaps(s)
-    dss, sds = ops.multiply(ds_mat, row), ops.multiply(_mT(row), ds_mat)
-    du = _mm(u, ops.multiply(f, ops.add(dss, _mT(dss))))
-    dv = _mm(v, ops.multiply(f, ops.add(sds, _mT(sds))))
     s_inv = _safe_inverse(row)
+    dss, sds = ops.multiply(ds_mat, row), ops.multiply(_mT(row), ds_mat)
+    # complex: the phase of each singular pair moves with U (i im(dS_jj) / s_j), so
+    # V^H dV has a zero diagonal (JAX's gauge)
+    du = _mm(u, sum_terms(ops.multiply(f, ops.add(dss, _H(dss))), _imaginary_diagonal(ds_mat, _safe_inverse(s))))
+    dv = _mm(v, ops.multiply(f, ops.add(sds, _H(sds))))
     if m > n:
         dav = _mm(ta, v)
-        du = ops.add(du, ops.multiply(ops.subtract(dav, _mm(u, _mT(u), dav)), s_inv))
+        du = ops.add(du, ops.multiply(ops.subtract(dav, _mm(u, _H(u), dav)), s_inv))
     if n > m:
-        dau = _mm(_mT(ta), u)
+        dau = _mm(_H(ta), u)
         dv = ops.add(dv, ops.multiply(ops.subtract(dau, _mm(v, vh, dau)), s_inv))
-    return [u, s, vh], [du, _diag(ds_mat), _mT(dv)]
+    return [u, s, vh], [du, _real_part(_diag(ds_mat)), _H(dv)]
 
 
 def _svd_vjp(cts, ins, outs, wants, *, full_matrices):
+    """The JVP transposed under re sum(ct * t): dS = U^H dA V pulls a middle
+    cotangent back by conj(U) middle conj(Vh); the terms of dU and dV that
+    leave the span of U and V, likewise by the conjugated projectors."""
     a = ins[0]
     _svd_check(a, full_matrices, "the gradient")
     u, s, vh = outs
     g_u, g_s, g_vh = cts
-    v = _mT(vh)
     m, n = a.shape[-2:]
     row = ops.expand_dims(s, -2)
     f = _svd_gaps(s)        # F_jk = 1 / (s_k^2 - s_j^2)
     s_inv = _safe_inverse(row)
     # unused outputs reach the rule as None (zero cotangents): their terms drop out
-    by_s = by_u = by_v = extra_u = extra_v = None
+    by_s = by_u = by_v = phase = extra_u = extra_v = None
     if g_s is not None:
-        by_s = _diag_matrix(g_s)
+        by_s = ops.astype(_diag_matrix(g_s), a.dtype)
     if g_u is not None:
         utg = _mm(_mT(u), g_u)
-        by_u = ops.multiply(ops.multiply(ops.subtract(utg, _mT(utg)), f), row)
+        by_u = ops.multiply(ops.multiply(ops.subtract(utg, _H(utg)), f), row)
+        phase = _imaginary_diagonal(utg, _safe_inverse(s))
         if m > n:
-            extra_u = _mm(ops.multiply(ops.subtract(g_u, _mm(u, utg)), s_inv), vh)
+            extra_u = _mm(ops.multiply(ops.subtract(g_u, _mm(_conj(u), utg)), s_inv), _conj(vh))
     if g_vh is not None:
-        g_v = _mT(g_vh)
-        vtg = _mm(vh, g_v)
-        by_v = ops.multiply(_mT(row), ops.multiply(ops.subtract(vtg, _mT(vtg)), f))
+        vtg = _mm(_conj(vh), _H(g_vh))          # V^T g_V, with g_V = g_Vh^H
+        by_v = ops.multiply(_mT(row), ops.multiply(ops.subtract(vtg, _H(vtg)), f))
         if n > m:
-            extra_v = _mm(u, _mT(ops.multiply(ops.subtract(g_v, _mm(v, vtg)), s_inv)))
-    middle = sum_terms(by_s, by_u, by_v)
-    return (sum_terms(_mm(u, middle, vh) if middle is not None else None, extra_u, extra_v),)
+            off_span = ops.subtract(g_vh, _mm(g_vh, _mT(vh), _conj(vh)))
+            extra_v = _mm(_conj(u), ops.multiply(_mT(s_inv), off_span))
+    middle = sum_terms(by_s, by_u, phase, by_v)
+    return (sum_terms(_mm(_conj(u), middle, _conj(vh)) if middle is not None else None, extra_u, extra_v),)
 
 
 jvp_rules[svd_p], vjp_rules[svd_p] = _svd_jvp, _svd_vjp
@@ -740,9 +769,10 @@ def _qr_jvp(primals, tangents, *, mode):
     _qr_check(a, mode, "the derivative")
     q, r = bind(qr_p, a, mode=mode)
     dx_rinv = _right_solve(ta, r)
-    qt_dx_rinv = _mm(_mT(q), dx_rinv)
+    qt_dx_rinv = _mm(_H(q), dx_rinv)
     low = ops.multiply(qt_dx_rinv, _lower_mask(qt_dx_rinv, -1))
-    do = ops.subtract(low, _mT(low))
+    # Q^H dQ: skew-Hermitian; complex, its diagonal i im(Q^H dA R^-1)_jj keeps R's diagonal real (JAX's)
+    do = sum_terms(ops.subtract(low, _H(low)), _imaginary_diagonal(qt_dx_rinv))
     dq = ops.add(_mm(q, ops.subtract(do, qt_dx_rinv)), dx_rinv)
     dr = _mm(ops.subtract(qt_dx_rinv, do), r)
     return [q, r], [dq, dr]
@@ -753,36 +783,18 @@ def _qr_vjp(cts, ins, outs, wants, *, mode):
     _qr_check(a, mode, "the gradient")
     q, r = outs
     g_q, g_r = cts      # None where an output is unused (a zero cotangent)
-    mmat = sum_terms(_mm(r, _mT(g_r)) if g_r is not None else None,
-                      ops.negative(_mm(_mT(g_q), q)) if g_q is not None else None)
+    # M: the cotangent of X = Q^H dA R^-1 through dR = (X - do) R and dQ = Q (do - X) + ...
+    mmat = sum_terms(_mm(g_r, _mT(r)) if g_r is not None else None,
+                      ops.negative(_mm(_mT(q), g_q)) if g_q is not None else None)
     if mmat is None:
         return (None,)
-    low = ops.multiply(mmat, _lower_mask(mmat, -1))
-    copyltu = ops.add(ops.add(low, _mT(low)), ops.multiply(mmat, _eye(mmat.shape[-1], mmat)))
-    return (_right_solve(sum_terms(g_q, _mm(q, copyltu)), _mT(r)),)
+    # and through do's transpose: triu(M, 1) + re diag(M) + tril(M^H, -1) (copyutl for real M)
+    up = ops.multiply(mmat, _mT(_lower_mask(mmat, -1)))
+    g_x = ops.add(ops.add(up, _H(up)), _real_diagonal(mmat))
+    return (_right_solve(sum_terms(g_q, _mm(_conj(q), g_x)), _mT(r)),)
 
 
 jvp_rules[qr_p], vjp_rules[qr_p] = _qr_jvp, _qr_vjp
-
-
-# ---------------------------------------------------------------- complex matrices
-
-def _real_matrices_only(prim, rule, matrix_of):
-    """The rule, refusing complex matrices: the cholesky, svd and qr formulas above
-    transpose where a complex matrix needs the conjugate transpose."""
-    def run(*args, **params):
-        a = matrix_of(args)
-        if a.dtype.kind == "c":
-            raise NotDifferentiableError(
-                f"{prim.name}: derivatives for complex matrices are not implemented (got {a.dtype.name}); "
-                f"differentiate the real and imaginary parts as a real block matrix instead")
-        return rule(*args, **params)
-    return run
-
-
-for _prim in (cholesky_p, svd_p, qr_p):
-    jvp_rules[_prim] = _real_matrices_only(_prim, jvp_rules[_prim], lambda args: args[0][0])
-    vjp_rules[_prim] = _real_matrices_only(_prim, vjp_rules[_prim], lambda args: args[1][0])
 
 
 # ---------------------------------------------------------------- batching
