@@ -46,25 +46,41 @@ class Event:
 
 
 class Profile:
-    """The events recorded while it is open (`rune.profile()`)."""
+    """The events recorded while it is open (`rune.profile()`).
+
+    Its clock starts when it is first entered: an event's `start` is seconds
+    since then. Entered again after it closed, it goes on recording on the same
+    clock (its earlier events keep their times); entered again while open (a
+    `with prof:` inside another), the inner block changes nothing and every step
+    is still recorded once."""
 
     def __init__(self, synchronize=False):
         self.synchronize = synchronize
         self.events = []
         self._origin = None
+        self._entered = 0                 # open blocks of this profile (nested `with`s)
         self._local = threading.local()   # nesting depth per thread
 
     def __enter__(self):
-        self._origin = time.perf_counter()
         with _LOCK:
-            _OPEN.append(self)
-        contexts.opened()
+            if self._origin is None:
+                self._origin = time.perf_counter()
+            self._entered += 1
+            first = self._entered == 1
+            if first:
+                _OPEN.append(self)
+        if first:
+            contexts.opened()
         return self
 
     def __exit__(self, *exc):
         with _LOCK:
-            _OPEN.remove(self)
-        contexts.closed()
+            self._entered -= 1
+            last = self._entered == 0
+            if last:
+                _OPEN.remove(self)
+        if last:
+            contexts.closed()
         return False
 
     # -- recording (called by the plan runner, the compilers and transfers)
@@ -86,13 +102,16 @@ class Profile:
 
     def summary(self):
         """[(kind, name, calls, total seconds, bytes)] summed over events of the same
-        kind and name, longest total first. Nested steps (a loop's body) count both
-        in themselves and in the step that holds them."""
+        kind and name, longest total first. A step's time includes the steps nested
+        in it (a loop's body), which also have rows of their own; a step nested in
+        one of its own kind and name (a loop in a loop of the same description)
+        adds its call and bytes but not its time, which the outer one holds already,
+        so no total exceeds the time the profile saw."""
         rows = collections.OrderedDict()
-        for e in self.events:
+        for e, counted in _outermost_of_their_row(self.events):
             row = rows.setdefault((e.kind, e.name), [0, 0.0, 0])
             row[0] += 1
-            row[1] += e.seconds
+            row[1] += e.seconds if counted else 0.0
             row[2] += e.bytes
         return sorted(((k, n, c, s, b) for (k, n), (c, s, b) in rows.items()), key=lambda r: -r[3])
 
@@ -126,6 +145,27 @@ class Profile:
         with open(path, "w") as f:
             json.dump({"traceEvents": self.trace_events(), "displayTimeUnit": "ms"}, f)
         return path
+
+
+def _outermost_of_their_row(events):
+    """(event, whether no event of the same kind and name encloses it), for each
+    event in order. Within a thread a step's nested steps start after it and are
+    deeper: a sweep by (start, depth) keeps the chain of steps enclosing each one."""
+    counted = {}
+    by_thread = collections.defaultdict(list)
+    for e in events:
+        by_thread[e.thread].append(e)
+    for thread_events in by_thread.values():
+        chain, open_rows = [], collections.Counter()   # the enclosing steps, and their rows
+        for e in sorted(thread_events, key=lambda e: (e.start, e.depth)):
+            while chain and chain[-1].depth >= e.depth:
+                done = chain.pop()
+                open_rows[(done.kind, done.name)] -= 1
+            key = (e.kind, e.name)
+            counted[id(e)] = open_rows[key] == 0
+            chain.append(e)
+            open_rows[key] += 1
+    return [(e, counted[id(e)]) for e in events]
 
 
 def profile(synchronize=False):
