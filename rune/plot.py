@@ -76,10 +76,16 @@ def figure(paths, *, size=(1000, 600), names=None):
     labels = [os.path.basename(os.fspath(p)) for p in paths]
     if len(set(labels)) < len(labels):   # run1/log.jsonl and run2/log.jsonl: the paths tell them apart
         labels = [os.fspath(p) for p in paths]
-    runs = [(label, curves(metrics_log.read(p), names)) for label, p in zip(labels, paths)]
-    shown = list(names) if names is not None else list(dict.fromkeys(k for _, series in runs for k in series))
-    if not shown:
+    logs = [_read(p) for p in paths]
+    present = list(dict.fromkeys(k for columns in logs for k in curves(columns)))
+    if not present:
         raise ArgumentError(f"rune.plot: no numeric metric to draw in {', '.join(map(os.fspath, paths))}")
+    unknown = [n for n in names or () if n not in present]
+    if unknown:
+        raise ArgumentError(f"rune.plot: no metric {', '.join(map(repr, unknown))} in "
+                            f"{', '.join(map(os.fspath, paths))}; the metrics there: {', '.join(present)}")
+    runs = [(label, curves(columns, names)) for label, columns in zip(labels, logs)]
+    shown = list(names) if names is not None else present
     width, height = size
     columns = min(len(shown), 3)
     rows = math.ceil(len(shown) / columns)
@@ -100,6 +106,32 @@ def figure(paths, *, size=(1000, 600), names=None):
     return drawing
 
 
+def _read(path):
+    """The columns of the log at `path`, or an ArgumentError naming the file: missing,
+    not text, empty, not JSON lines or without steps."""
+    where = os.fspath(path)
+    if not os.path.isfile(where):
+        raise ArgumentError(f"rune.plot: no such log file: {where}")
+    try:
+        columns = metrics_log.read(where)
+    except UnicodeDecodeError:
+        raise ArgumentError(f"rune.plot: {where} is not a text file (expected JSON lines from "
+                            f"rune.metrics.Logger)") from None
+    if not columns:
+        raise ArgumentError(f"rune.plot: the log {where} is empty")
+    if "step" not in columns:
+        raise ArgumentError(f"rune.plot: the log {where} has no 'step' key (its keys: {', '.join(columns)}); "
+                            f"expected a log written by rune.metrics.Logger")
+    return columns
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (no usage block), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _size(text):
     width, _, height = text.lower().partition("x")
     if not (width.isdigit() and height.isdigit()) or int(width) < 1 or int(height) < 1:
@@ -108,21 +140,24 @@ def _size(text):
 
 
 def main(argv=None):
-    """`python -m rune.plot`: parse the command line `argv` and write the image."""
-    parser = argparse.ArgumentParser(prog="python -m rune.plot", description=__doc__.splitlines()[0])
+    """`python -m rune.plot`: parse the command line `argv` and write the image.
+    Returns 0 when written, 2 for a mistake in the command or its logs (one line
+    on stderr), 1 when matplotlib is missing."""
+    parser = _Parser(prog="python -m rune.plot", description=__doc__.splitlines()[0])
     parser.add_argument("logs", nargs="+", help="metrics logs (JSON lines from rune.metrics.Logger)")
     parser.add_argument("-o", "--output", default="curves.png", help="the PNG to write (default curves.png)")
     parser.add_argument("--size", type=_size, default=(1000, 600), help="WIDTHxHEIGHT in pixels")
     parser.add_argument("--metrics", nargs="+", help="the metrics to draw (default: all)")
     args = parser.parse_args(argv)
-    for path in args.logs:
-        if not os.path.isfile(path):
-            parser.error(f"no such log: {path}")
     try:
         plot(args.logs, args.output, size=args.size, names=args.metrics)
     except ImportError as e:
-        print(f"python -m rune.plot: {e}", file=sys.stderr)
+        print(f"{parser.prog}: {e}", file=sys.stderr)
         return 1
+    except (ArgumentError, OSError) as e:   # a wrong log, metric or output path: the user's to fix
+        message = str(e).removeprefix("rune.plot: ")
+        print(f"{parser.prog}: error: {message}", file=sys.stderr)
+        return 2
     print(f"wrote {args.output}")
     return 0
 

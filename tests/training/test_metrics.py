@@ -1,6 +1,7 @@
 """rune.metrics (a JSON-lines log) and `python -m rune.plot` (its curves as a PNG)."""
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -150,3 +151,54 @@ def test_without_matplotlib_the_error_says_what_to_install(tmp_path, monkeypatch
         plot.plot(path, tmp_path / "out.png")
     assert plot.main([str(path), "-o", str(tmp_path / "out.png")]) == 1
     assert not (tmp_path / "out.png").exists()
+
+
+def test_python_m_rune_plot_refuses_an_unknown_metric_naming_those_present(tmp_path):
+    pytest.importorskip("matplotlib")
+    _write(tmp_path / "run.jsonl", steps=4)
+    out = tmp_path / "curves.png"
+    done = subprocess.run([sys.executable, "-m", "rune.plot", str(tmp_path / "run.jsonl"), "-o", str(out),
+                           "--metrics", "loss", "los"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()                       # one line, no traceback
+    assert line.startswith("python -m rune.plot: error: no metric 'los' in ")
+    assert line.endswith("the metrics there: loss, lr, accuracy") and not out.exists()
+
+
+def _bad_logs(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "torn.jsonl").write_text('{"step": 0, "loss": 1}\n{"step": 1, "lo\n{"step": 2, "loss": 3}\n')
+    (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe\x00\x81" * 8)
+    (tmp_path / "nosteps.jsonl").write_text('{"loss": 1}\n')
+    _write(tmp_path / "ok.jsonl", steps=2)
+    return {
+        "missing file": (["missing.jsonl"], r"no such log file: .*missing\.jsonl$"),
+        "a folder": (["."], r"no such log file: "),
+        "empty log": (["empty.jsonl"], r"the log .*empty\.jsonl is empty$"),
+        "malformed log": (["torn.jsonl"], r"line 2 of .*torn\.jsonl is not JSON"),
+        "not text": (["binary.jsonl"], r"binary\.jsonl is not a text file"),
+        "no steps": (["nosteps.jsonl"], r"nosteps\.jsonl has no 'step' key"),
+        "bad size": (["ok.jsonl", "--size", "640by480"], r"--size: expected WIDTHxHEIGHT.*'640by480'"),
+        "zero size": (["ok.jsonl", "--size", "0x480"], r"--size: expected WIDTHxHEIGHT"),
+        "no output folder": (["ok.jsonl", "-o", "nowhere/c.png"], r"No such file or directory"),
+        "no logs": ([], r"the following arguments are required: logs"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing file", "a folder", "empty log", "malformed log", "not text", "no steps",
+                                  "bad size", "zero size", "no output folder", "no logs"])
+def test_python_m_rune_plot_mistakes_are_one_line_errors_with_exit_status_2(tmp_path, monkeypatch, capsys, case):
+    pytest.importorskip("matplotlib")
+    from rune import plot
+    argv, message = _bad_logs(tmp_path)[case]
+    monkeypatch.chdir(tmp_path)
+    try:
+        status = plot.main(argv)
+    except SystemExit as e:           # argparse's own exit, for the command line's mistakes
+        status = e.code
+    err = capsys.readouterr().err
+    assert status == 2
+    (line,) = err.splitlines()
+    assert line.startswith("python -m rune.plot: error: ")
+    assert re.search(message, line), line
+    assert not (tmp_path / "curves.png").exists()
