@@ -23,11 +23,17 @@ deeply nested metadata, a newer format) is a RuneError naming the file.
 Writes are atomic: the bytes go to a temporary file next to the target, are
 flushed to disk, and then renamed over it, so a crash or an error at any
 moment leaves either the previous checkpoint or the new one, never a torn file.
+The temporary file is named `.<target>.rune-save-<host>-<pid>-<random>.tmp`:
+a process killed mid-save cannot remove its own, so the next save or load of
+that target removes those of this host whose process is gone. A target that is
+a symbolic link is written through: the file it points to is replaced, the
+link stays (as `open(path, "wb")` would).
 """
 import collections
 import dataclasses
 import json
 import os
+import socket
 import stat
 import tempfile
 import threading
@@ -260,8 +266,10 @@ def save(path, tree):
     metadata = {STRUCTURE_KEY: json.dumps({"version": FORMAT_VERSION, "tree": structure})}
     # `arrays` keeps every buffer alive while safetensors reads it through its pointer.
     data = bytes(safetensors.serialize({n: _spec(a) for n, a in zip(names, arrays)}, metadata=metadata))
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    path = os.path.realpath(path)   # a link is written through, and the temporary goes beside its target
+    folder = os.path.dirname(path)
+    _remove_stale_temporaries(path)
+    fd, temp = tempfile.mkstemp(dir=folder, prefix=f"{_temporary_prefix(path)}{os.getpid()}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -276,6 +284,44 @@ def save(path, tree):
             os.unlink(temp)
         raise
     _sync_folder(folder)
+
+
+def _temporary_prefix(target):
+    """The start of the names of this host's temporary files for `target` (the pid,
+    a random part and ".tmp" follow)."""
+    host = socket.gethostname()[:32].replace(os.sep, "_")
+    return f".{os.path.basename(target)}.rune-save-{host}-"
+
+
+def _process_gone(pid):
+    """Whether no process `pid` runs on this host (never guessed: False when unsure)."""
+    if os.name != "posix" or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)   # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return True
+    except OSError:       # it exists (another user's) or cannot be asked
+        return False
+    return False
+
+
+def _remove_stale_temporaries(target):
+    """Remove the temporary files of saves of `target` whose process died before
+    renaming them (killed mid-save). Those of other hosts (a shared folder) and of
+    live processes (a save under way) are left alone; failing to remove is no error."""
+    folder, prefix = os.path.dirname(target), _temporary_prefix(target)
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].partition("-")[0]
+        if pid.isdigit() and _process_gone(int(pid)):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
 
 
 _UMASK_LOCK = threading.Lock()
@@ -531,6 +577,7 @@ def load(path, like=None, device=None, *, classes=()):
     path = os.fspath(path)
     allowed = _allowed_classes(classes)
     tensors, metadata = _read(path)
+    _remove_stale_temporaries(os.path.realpath(path))
     desc = _structure(path, metadata)
 
     def place(value):

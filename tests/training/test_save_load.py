@@ -5,6 +5,7 @@ import inspect
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -132,10 +133,49 @@ def test_a_save_killed_mid_write_leaves_the_old_checkpoint(tmp_path):
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
-    old = rune.load(path)
+    (stale,) = [n for n in os.listdir(tmp_path) if n != path.name]     # the killed save's full temporary
+    assert stale.startswith(".ckpt.safetensors.rune-save-") and f"-{child.pid}-" in stale
+    assert os.path.getsize(tmp_path / stale) > 1000 * 100 * 4
+    old = rune.load(path)      # the old checkpoint, and the dead process's temporary gone
     assert old["w"].shape == (1000, 100) and float(old["w"][0, 0]) == 1.0
-    rune.save(path, {"w": nx.full((2,), 3.0)})  # a stale temporary file does not get in the way
-    assert rune.load(path)["w"].tolist() == [3.0, 3.0]
+    assert os.listdir(tmp_path) == [path.name]
+    (tmp_path / stale).write_bytes(b"left by a killed save")
+    rune.save(path, {"w": nx.full((2,), 3.0)})  # a save removes it too
+    assert rune.load(path)["w"].tolist() == [3.0, 3.0] and os.listdir(tmp_path) == [path.name]
+
+
+def test_only_temporaries_of_dead_processes_of_this_host_are_removed(tmp_path):
+    path = tmp_path / "c.safetensors"
+    rune.save(path, {"w": nx.ones(2)})
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)      # reaped by run: no process has this id now (bar a reuse)
+    prefix = f".c.safetensors.rune-save-{socket.gethostname()[:32]}-"
+    kept = [f"{prefix}{os.getppid()}-abc.tmp",                        # a live process: a save under way
+            f".c.safetensors.rune-save-otherhost-{dead_pid}-abc.tmp",  # another host's (a shared folder)
+            f".d.safetensors.rune-save-{socket.gethostname()}-{dead_pid}-abc.tmp",   # another target's
+            ".c.safetensors.tmp"]                                     # not a rune temporary
+    for name in kept + [f"{prefix}{dead_pid}-abc.tmp"]:
+        (tmp_path / name).write_bytes(b"x")
+    rune.save(path, {"w": nx.zeros(2)})
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + [path.name])
+
+
+def test_a_save_to_a_symbolic_link_writes_through_to_its_target(tmp_path):
+    (tmp_path / "runs").mkdir()
+    real = tmp_path / "runs" / "step_100.safetensors"
+    rune.save(real, {"w": nx.ones(2)})
+    link = tmp_path / "latest.safetensors"
+    link.symlink_to(os.path.join("runs", "step_100.safetensors"))    # relative, as `ln -s` makes them
+    rune.save(link, {"w": nx.full((3,), 5.0)})
+    assert link.is_symlink() and os.readlink(link) == os.path.join("runs", "step_100.safetensors")
+    assert rune.load(real)["w"].tolist() == [5.0, 5.0, 5.0] and rune.load(link)["w"].tolist() == [5.0] * 3
+    assert sorted(os.listdir(tmp_path)) == ["latest.safetensors", "runs"] and os.listdir(tmp_path / "runs") == [
+        "step_100.safetensors"]
+    dangling = tmp_path / "next.safetensors"
+    dangling.symlink_to("runs/step_200.safetensors")                  # as open(path, "wb"): creates the target
+    rune.save(dangling, {"w": nx.zeros(1)})
+    assert dangling.is_symlink() and rune.load(tmp_path / "runs" / "step_200.safetensors")["w"].tolist() == [0.0]
 
 
 def test_placement_of_loaded_arrays_and_optimizer_states(tmp_path):
