@@ -268,11 +268,9 @@ class Jitted:
         slots = {entry.plan.in_slots[i]: i for i in donated}
         if entry.reuse is None:
             entry.reuse = donation.reuse_plan(entry.plan, list(slots))
-        # A buffer another live array also holds (an alias, or a view's base) is not reused;
-        # the known references: the leaf's `_raw` and `raws`.
-        offered = {s: raws[i] for s, i in slots.items() if donation.donatable(leaves[i], known=2)}
-        for leaf in donated.values():
-            leaf._raw = donation.DeletedBuffer(where)
+        # the leaves are deleted; a buffer another live array also reads (an alias, a view) is not reused
+        owned = donation.take(leaves, raws, list(donated), where)
+        offered = {s: owned[i] for s, i in slots.items() if i in owned}
         return entry.plan.run(raws, donation.by_step(entry.reuse, offered))
 
     def _donated_leaves(self, args):

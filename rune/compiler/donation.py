@@ -14,9 +14,17 @@ no plan output is it, and, when the step itself still reads it, only where the
 step reads each point before writing it (`writes_in_place`). Each call then
 hands the plan the buffers per step (`by_step`), which passes each step its
 own as a `run` argument.
-"""
-import sys
 
+Which donated buffers may be written (`take`) is decided by liveness, never by
+reference counts (an interpreter detail): only an allocation rune made with an
+`Owner` (rune/backends/owned.py: a GPU stretch's outputs, arrays copied up from
+the host), never lent to foreign code, whose owner is gone once the call lets go
+of the donated array's handle on it: then no other Array, view or capsule can
+read it, and the call holds the one new handle on it.
+"""
+import weakref
+
+from ..backends.owned import owner_of
 from ..errors import UsageError
 
 
@@ -42,15 +50,6 @@ class DeletedBuffer:
 
 
 _END = float("inf")
-
-
-def _argument_refs(raw):
-    return sys.getrefcount(raw)
-
-
-# References a call of `sole_owner` itself adds (its parameter, getrefcount's
-# argument): measured, as interpreters differ in which they count.
-_ARGUMENT_REFS = _argument_refs(object())
 
 
 def reuse_plan(plan, slots):
@@ -92,15 +91,40 @@ def by_step(reuse, raws):
     return given
 
 
-def donatable(array, known):
-    """Whether `array`'s buffer may be given to a call's outputs: only `known` references
-    hold it (`sole_owner`), and it was never lent to or borrowed from foreign code
-    (DLPack, `__cuda_array_interface__`), whose views rune cannot count."""
-    return not getattr(array, "_shared", False) and sole_owner(array._raw, known)
+def take(leaves, raws, positions, where):
+    """Delete the donated leaves at `positions` of a call's `leaves` (each `_raw`
+    becomes a `DeletedBuffer` naming the call `where`); {position: buffer} for
+    those whose memory the call's outputs may take, the buffer being the new
+    `raws[position]` (the call's only handle on that memory). Never taken: a buffer
+    lent to or borrowed from foreign code (DLPack, `__cuda_array_interface__`,
+    whose views rune cannot see), one passed at two positions, one rune did not
+    allocate with an owner, and one another Array, view or capsule still reads."""
+    taken = {}
+    for i in positions:
+        leaf = leaves[i]
+        lent = getattr(leaf, "_shared", False)
+        leaf._raw = DeletedBuffer(where)
+        if not lent and sum(r is raws[i] for r in raws) == 1:
+            buffer = _sole_handle(raws, i)
+            if buffer is not None:
+                taken[i] = buffer
+    return taken
 
 
-def sole_owner(raw, known):
-    """Whether nothing but the caller's `known` references holds `raw`: no other
-    Array, and no view made from it (a view keeps its base alive), sees the
-    buffer, and it is no view itself."""
-    return sys.getrefcount(raw) - _ARGUMENT_REFS <= known and getattr(raw, "base", None) is None
+def _sole_handle(raws, i):
+    """`raws[i]` (its leaf deleted) replaced by a new array over the same owned
+    memory; that array where nothing else can read the memory, else None."""
+    owner = owner_of(raws[i])
+    if owner is None or raws[i].base is not None:
+        return None
+    raw = raws[i]
+    shape, dtype, strides = raw.shape, raw.dtype, raw.strides
+    memory, renew = owner.memory, type(owner)
+    alive = weakref.ref(owner)
+    raws[i] = raw = owner = None   # the call's own references: whatever holds the owner now reads the memory
+    owner = alive()
+    sole = owner is None
+    if sole:
+        owner = renew(memory)   # the memory outlived every array over it: the call's alone
+    raws[i] = owner.array(shape, dtype, strides)
+    return raws[i] if sole else None

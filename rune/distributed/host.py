@@ -7,21 +7,24 @@ or a few MPI calls. Reductions of float16 and bfloat16 run in float32 (MPI has
 no such types; summing in float32 also loses less); broadcasts and gathers
 move raw bytes, so any dtype travels bit for bit.
 """
-import sys
+import weakref
 
 import numpy as np
 
+from ..backends.cpu.blocks import Block
 from ..errors import DTypeError
 from ..core import dtypes as dt
 
 BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
 
-# Result buffers of large reductions are recycled once nothing refers to them any
-# more (a training loop reduces same-shaped gradients every step): a fresh 100 MB
-# buffer costs its page faults, about a sixth of the reduction itself.
+# The memory of large reductions' results is recycled once nothing can read the
+# last result made in it (a training loop reduces same-shaped gradients every
+# step): a fresh 100 MB buffer costs its page faults, about a sixth of the
+# reduction itself. Each result is a fresh array over a kept `Block`, whose
+# weakref says whether anything still holds it (rune/backends/cpu/blocks.py).
 POOL_MIN_BYTES = 1 << 16
 POOL_MAX_BYTES = 1 << 29  # at most this much memory kept for reuse
-_pool = []
+_pool = []   # [block, a weakref to the array last handed out over it], least recently used first
 
 
 SCRATCH_MAX_BYTES = 1 << 28
@@ -47,22 +50,21 @@ def _packed(arrays, run, work):
 
 
 def _result_buffer(size, dtype):
-    """A flat array of `size` elements: a recycled one nobody refers to, or a new one."""
+    """A fresh flat array of `size` elements, over the memory of an earlier one that
+    nothing holds any more (no caller, view, memoryview or DLPack capsule), or new."""
     nbytes = size * dtype.itemsize
     if nbytes < POOL_MIN_BYTES:
         return np.empty(size, dtype)
-    for k in range(len(_pool)):
-        buf = _pool[k]
-        # Referenced only by the pool, `buf` and getrefcount's argument: every array
-        # handed out over it (a view keeps its base alive) is gone.
-        if buf.size == size and buf.dtype == dtype and sys.getrefcount(buf) == 3:
+    for k, (block, handed) in enumerate(_pool):
+        if block.size == size and block.dtype == dtype and handed() is None:
             del _pool[k]
-            _pool.append(buf)
-            return buf
-    buf = np.empty(size, dtype)
-    _pool.append(buf)
-    while sum(b.nbytes for b in _pool) > POOL_MAX_BYTES:
-        del _pool[0]
+            break
+    else:
+        block = Block(size, dtype)
+    buf = block.view(np.ndarray)
+    _pool.append([block, weakref.ref(buf)])
+    while sum(b.nbytes for b, _ in _pool) > POOL_MAX_BYTES:
+        del _pool[0]   # an array still over it keeps it alive
     return buf
 
 

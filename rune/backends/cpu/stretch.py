@@ -5,12 +5,12 @@ called through one entry point per unit, `<name>_run(void **buffers)`.
 backend's `compile` (the system C compiler, rune/backends/cpu/compiler.py).
 `PointerArray` is one stretch's run state: the pointer array is built once,
 intermediates are allocated with it and kept; each call writes its inputs' and
-outputs' addresses into it. An output is the last call's array where nothing
-else holds it any more, else a fresh one. Host runs take no donated buffers
-(NumPy allocations are cheap).
+outputs' addresses into it. Each output is a fresh array over memory kept from
+call to call (`Blocks`, rune/backends/cpu/blocks.py): a block whose last array
+is gone (no caller, view, memoryview or DLPack capsule holds it), else a new
+one. Host runs take no donated buffers (NumPy allocations are cheap).
 """
 import ctypes
-import sys
 import threading
 import weakref
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from ..stretch import Kernels
 from .address import address
+from .blocks import Blocks
 
 
 class CKernels(Kernels):
@@ -49,11 +50,14 @@ class PointerArray:
                 t = np.empty(b.shape, b.dtype)
                 self.temps.append(t)
                 self.ptrs[b.index] = address(t)
-        self._last = [None] * len(self.outputs)   # each output's array of the last call
+        # Each output's memory: a large fresh array costs the page faults of new memory
+        # every call; a reused block keeps its address, already in place.
+        self._blocks = [Blocks(shape, dtype) for _, _, shape, dtype in self.outputs]
+        self._placed = [None] * len(self.outputs)   # the address each output's pointer holds
         # Each input's array of the last call, weakly: a training step passes the same
-        # arrays (parameters, the outputs of stretches that reuse theirs) call after
-        # call, and their addresses stay in place. An array keeps its address while it
-        # lives, and a dead one's weakref answers None.
+        # arrays (parameters, constants) call after call, and their addresses stay in
+        # place. An array keeps its address while it lives, and a dead one's weakref
+        # answers None.
         self._seen = [None] * len(self.inputs)
         # ctypes releases the GIL during the call: two threads running this stretch
         # at once would share its pointer array and intermediates.
@@ -76,15 +80,10 @@ class PointerArray:
                 else:
                     seen[j] = weakref.ref(a)
                 ptrs[b] = address(a)
-            last = self._last
-            for k, (b, s, shape, dtype) in enumerate(self.outputs):
-                o = last[k]
-                # the last call's array again where nothing else holds it (no caller, no
-                # view: only `last`, `o` and getrefcount's argument): a fresh one costs an
-                # allocation and, for large ones, the page faults of new memory every call;
-                # the same array keeps its address in place
-                if o is None or sys.getrefcount(o) > 3:
-                    o = last[k] = np.empty(shape, dtype)
-                    ptrs[b] = address(o)
+            placed = self._placed
+            for k, (b, s, _, _) in enumerate(self.outputs):
+                o, at = self._blocks[k].take()
+                if placed[k] != at:
+                    ptrs[b] = placed[k] = at
                 env[s] = o
             fn(ptrs)

@@ -24,7 +24,7 @@ from ...codegen.cuda import CudaDialect, DeviceProps
 from ..array_impls import make_impls
 from ..base import Backend
 from ..stretch import CompiledStretch
-from . import launch
+from . import launch, owned
 from .stretch import CudaKernels
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
@@ -91,7 +91,7 @@ class CudaBackend(Backend):
 
     def from_host(self, host, device):
         with _gpu(device):
-            return cupy.array(host, copy=True)
+            return owned.uploaded(host)   # an allocation a donating call may take
 
     def copy(self, raw, src, dst):
         """GPU to GPU directly (peer copy where the GPUs allow it, else CuPy

@@ -6,8 +6,9 @@ count, threads per block, architecture) and compiles them through the backend's
 `compile` (rune's own NVRTC call, rune/backends/cuda/launch.py). `DeviceBuffers`
 is one stretch's run: inputs are the plan's device arrays (made contiguous where
 they are strided views; a contiguous view is passed as it is, whatever its
-alignment, and a host constant is copied up once), outputs are fresh `cupy.empty`
-arrays, or the donated buffer `run` is given for them. Intermediates and scratch
+alignment, and a host constant is copied up once), outputs are fresh arrays
+whose allocation is owned (`owned.empty`, so that a later call may take one as
+a donated buffer), or the donated buffer `run` is given for them. Intermediates and scratch
 are taken from CuPy's memory pool for the run and given back when it ends (cheap
 after the first run; the pool is ordered by the stream), so a function holding
 many cached plans holds no device memory for them. Building one needs no GPU: the
@@ -17,6 +18,7 @@ import cupy
 
 from ...codegen.cuda import CudaDialect
 from ..stretch import Kernels
+from . import owned
 
 
 class CudaKernels(Kernels):
@@ -65,7 +67,7 @@ class DeviceBuffers:
                 buffers[b] = a
             for b, s, shape, dtype in self.outputs:
                 o = None if donated is None else donated.get(s)
-                env[s] = buffers[b] = cupy.empty(shape, dtype) if o is None else o
+                env[s] = buffers[b] = owned.empty(shape, dtype) if o is None else o
             launch_all(buffers)
 
     def _uploaded(self, slot, host):
