@@ -39,16 +39,20 @@ class Blocks:
         self.shape, self.dtype, self.keep = shape, dtype, keep
         self.held = []   # per block: [the block, its address, a weakref to its array handed out]
 
-    def take(self):
+    def take(self, _view=np.ndarray.view, _plain=np.ndarray, _ref=weakref.ref):
         for entry in self.held:
             if entry[2]() is None:
                 break
         else:
-            block = Block(self.shape, self.dtype)
-            entry = [block, address(block), None]
-            if len(self.held) >= self.keep:
-                del self.held[0]
-            self.held.append(entry)
-        out = entry[0].view(np.ndarray)
-        entry[2] = weakref.ref(out)
+            entry = self._new()
+        out = _view(entry[0], _plain)
+        entry[2] = _ref(out)
         return out, entry[1]
+
+    def _new(self):
+        block = Block(self.shape, self.dtype)
+        entry = [block, address(block), None]
+        if len(self.held) >= self.keep:
+            del self.held[0]
+        self.held.append(entry)
+        return entry

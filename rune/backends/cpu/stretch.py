@@ -52,7 +52,7 @@ class PointerArray:
                 self.ptrs[b.index] = address(t)
         # Each output's memory: a large fresh array costs the page faults of new memory
         # every call; a reused block keeps its address, already in place.
-        self._blocks = [Blocks(shape, dtype) for _, _, shape, dtype in self.outputs]
+        self._takes = [Blocks(shape, dtype).take for _, _, shape, dtype in self.outputs]
         self._placed = [None] * len(self.outputs)   # the address each output's pointer holds
         # Each input's array of the last call, weakly: a training step passes the same
         # arrays (parameters, constants) call after call, and their addresses stay in
@@ -82,7 +82,7 @@ class PointerArray:
                 ptrs[b] = address(a)
             placed = self._placed
             for k, (b, s, _, _) in enumerate(self.outputs):
-                o, at = self._blocks[k].take()
+                o, at = self._takes[k]()
                 if placed[k] != at:
                     ptrs[b] = placed[k] = at
                 env[s] = o
