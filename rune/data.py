@@ -47,9 +47,13 @@ _THREAD_NAME = "rune.data.Loader"
 
 
 def _note(error, text):
-    """Say where an error of the source arose (PEP 678 notes, Python 3.11+)."""
+    """Say where an error of the source arose, as a PEP 678 note: `add_note` on Python
+    3.11+, the same `__notes__` list on 3.10 (which has the attribute's meaning but
+    neither the method nor the printing), so callers read it alike everywhere."""
     if hasattr(error, "add_note"):
         error.add_note(text)
+    else:
+        error.__notes__ = [*getattr(error, "__notes__", ()), text]
 
 
 def _count(value, name, minimum=0):
