@@ -7,6 +7,8 @@ over it see it as `UnownedMemory` whose owner is a `CupyOwner` holding that
 pooled allocation, so the memory goes back to the pool when the last array
 over it, and with it the owner, is gone.
 """
+import math
+
 import cupy
 import numpy as np
 
@@ -25,7 +27,7 @@ class CupyOwner(Owner):
 def empty(shape, dtype):
     """A new C-contiguous array on the current GPU, its allocation owned."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes == 0:
         return cupy.empty(shape, dtype)   # nothing to reuse
     return CupyOwner(cupy.cuda.alloc(nbytes)).array(shape, dtype)
