@@ -32,7 +32,11 @@ def gelu(x, approximate=True):
     default) is the tanh form; False is the exact erf form."""
     x = nx.asarray(x)
     if approximate:
-        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))
+        # tanh is +-1 to every dtype's precision from |x| = 10 on (its argument is 43.7
+        # there): the cube is taken of x clipped to that, so it never overflows
+        # (float16's does from |x| = 41) and the values are unchanged
+        xc = nx.clip(x, -10, 10)
+        inner = math.sqrt(2 / math.pi) * (xc + 0.044715 * (xc * xc * xc))
         return 0.5 * x * (1 + nx.tanh(inner))
     return 0.5 * x * (1 + nx.erf(x * (1 / math.sqrt(2))))
 
@@ -96,7 +100,10 @@ def cross_entropy(logits, labels, where=None):
                          f"{logits.shape} (expected labels of shape {logits.shape[:-1]})")
     logp = nx.log_softmax(logits, axis=-1)
     classes = logits.shape[-1]
-    losses = -nx.sum(logp * one_hot(labels, classes, logp.dtype), axis=-1)
+    # the label's log-probability picked by a select, not a product with one_hot: a
+    # logit masked with -inf has log-probability -inf, and -inf * 0 is NaN
+    hot = nx.equal(nx.expand_dims(labels, -1), nx.arange(classes, dtype=labels.dtype, device=labels.device))
+    losses = -nx.sum(nx.where(hot, logp, nx.zeros_like(logp)), axis=-1)
     # one_hot of an out-of-range label is all zeros, which would make its loss 0
     valid = nx.logical_and(labels >= 0, labels < classes)
     losses = nx.where(valid, losses, nx.full_like(losses, float("nan")))

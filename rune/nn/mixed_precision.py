@@ -106,6 +106,15 @@ def select_tree(pred, on_true, on_false):
     return tree.map(lambda a, b: nx.where(pred, a, b), on_true, on_false)
 
 
+def _largest_growable(factor):
+    """The largest float32 whose product with `factor` is finite in float32."""
+    top, factor = float(np.finfo(np.float32).max), float(np.float32(factor))
+    limit = np.float32(top / factor)
+    while float(limit) * factor > top:     # rounded up by the division: one step down (exact in float64)
+        limit = np.nextafter(limit, np.float32(0))
+    return limit
+
+
 class DynamicLossScale(Module):
     """A loss scale that adapts to the gradients (jmp.DynamicLossScale): see the
     module docstring. `loss_scale` (float32) and `counter` (int32, finite steps
@@ -136,8 +145,10 @@ class DynamicLossScale(Module):
     def adjust(self, grads_finite):
         """The next state after a step whose gradients were all finite or not."""
         finite = nx.asarray(grads_finite)
-        grown = self.loss_scale * np.float32(self.factor)
-        grown = nx.where(nx.isfinite(grown), grown, self.loss_scale)
+        # a scale that would overflow when grown stays: compared, not multiplied into inf
+        limit = _largest_growable(self.factor)
+        grown = nx.where(self.loss_scale <= limit, nx.minimum(self.loss_scale, limit) * np.float32(self.factor),
+                         self.loss_scale)
         kept = nx.where(self.counter == self.period - 1, grown, self.loss_scale)
         shrunk = nx.maximum(np.float32(self.min_loss_scale), self.loss_scale / np.float32(self.factor))
         counter = ((self.counter + 1) % self.period) * nx.astype(finite, nx.int32)

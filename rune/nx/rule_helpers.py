@@ -12,6 +12,8 @@ by a partial derivative, reverse mode multiplies the cotangent by it and sums
 over the axes broadcasting added (`unbroadcast`); vmap aligns every batched
 operand's batch axis in front.
 """
+import numpy as np
+
 from ..core.trace import bind
 from . import ops
 
@@ -54,8 +56,9 @@ def elementwise_jvp(prim, partials, primals, tangents):
     derivative (`partials`: one function of (*operands, out) per operand, None
     for zero), summed and broadcast to the result's shape."""
     out = bind(prim, *primals)
-    terms = [ops.multiply(t, d(*primals, out)) for t, d in zip(tangents, partials)
-             if t is not None and d is not None]
+    with np.errstate(all="ignore"):   # a partial of inf meets a zero tangent (where's unused branch): NaN meant
+        terms = [ops.multiply(t, d(*primals, out)) for t, d in zip(tangents, partials)
+                 if t is not None and d is not None]
     if not terms:
         return out, None
     return out, ops.broadcast_to(sum_terms(*terms), shape_of(out))
@@ -65,8 +68,9 @@ def elementwise_vjp(partials, ct, ins, out, wants):
     """The VJP of an elementwise primitive with these `partials` (as for
     `elementwise_jvp`): the cotangent times each wanted operand's partial, summed
     down to that operand's shape."""
-    return tuple(None if d is None or not w else unbroadcast(ops.multiply(ct, d(*ins, out)), shape_of(v))
-                 for v, d, w in zip(ins, partials, wants))
+    with np.errstate(all="ignore"):   # a partial of inf meets a zero cotangent (where's unused branch): NaN meant
+        return tuple(None if d is None or not w else unbroadcast(ops.multiply(ct, d(*ins, out)), shape_of(v))
+                     for v, d, w in zip(ins, partials, wants))
 
 
 def elementwise_batch(prim, values, dims, size, **params):
