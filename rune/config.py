@@ -108,6 +108,19 @@ def num_threads(default):
     return _integer("RUNE_NUM_THREADS", default, 1)
 
 
+def blas_pool():
+    """RUNE_BLAS_POOL: whether NumPy's OpenBLAS runs its parallel work on the kernels'
+    OpenMP threads (default 1; rune/backends/cpu/blas_pool.py)."""
+    return _flag("RUNE_BLAS_POOL", True)
+
+
+def check_threads():
+    """RUNE_NUM_THREADS and RUNE_BLAS_POOL, checked when rune is imported (rune/threads.py):
+    they are first used by a large operation, perhaps long after a typo was made."""
+    num_threads(1)
+    blas_pool()
+
+
 def host_devices():
     """RUNE_HOST_DEVICES: how many distinct host devices the host shows as (default 1)."""
     return _integer("RUNE_HOST_DEVICES", 1, 1)

@@ -11,9 +11,13 @@ machine threads made a step 2 to 20 times slower than one thread. So:
 
 - one pool: where NumPy's OpenBLAS lets its caller run its parallel work
   (0.3.27 and later) and a C compiler is found, BLAS runs on the kernels'
-  OpenMP threads (rune/backends/cpu/blas_pool.py), so kernels and BLAS calls
+  OpenMP threads (rune/backends/cpu/blas_pool.py, installed while rune is
+  imported; RUNE_BLAS_POOL=0 leaves it out), so kernels and BLAS calls
   take turns on the same threads. Otherwise BLAS keeps its own, and each
   pool's spinning threads count as busy cores to the other's work (below);
+- a process forked after its parent's OpenMP runtime started threads runs
+  its parallel work on one thread (GNU libgomp cannot start a team in it:
+  see "fork" below);
 - idle threads spin briefly, then sleep: the kernels' OpenMP runtime is
   loaded with GOMP_SPINCOUNT=30000 (libgomp: a fraction of a millisecond)
   and KMP_BLOCKTIME=1 (LLVM's libomp: a millisecond) unless OMP_WAIT_POLICY,
@@ -27,14 +31,15 @@ machine threads made a step 2 to 20 times slower than one thread. So:
   renderer's parallel threshold (2**20 elements) has no parallel loop, and a
   BLAS call of fewer than BLAS_MIN_WORK multiply-adds runs on one thread;
 - larger work runs on at most RUNE_NUM_THREADS threads (default: the CPUs this
-  process may use: its affinity, within its cgroup's CPU quota), never more
-  than the library is set to (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
-  threadpoolctl's limits) and never more than the CPUs the machine's other
-  running tasks leave free, since a thread that waits for a core costs more
-  than it brings. Those are read from /proc/loadavg (every SAMPLE_PERIOD
-  seconds; the fewest of the readings within RECENT_SECONDS, so a system
-  task passing through one reading costs nothing), less this process's own
-  spinning threads, which are free to the next work on their pool.
+  process may use: its affinity, within its cgroup's CPU quota, rounded up:
+  half a CPU's time runs one thread), never more than the library is set to
+  (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, threadpoolctl's limits) and never
+  more than the CPUs the machine's other running tasks leave free, since a
+  thread that waits for a core costs more than it brings. Those are read
+  from /proc/loadavg (every SAMPLE_PERIOD seconds; the fewest of the
+  readings within RECENT_SECONDS, so a system task passing through one
+  reading costs nothing), less this process's own spinning threads, which
+  are free to the next work on their pool.
   /proc/loadavg counts the whole host's tasks: it is read only when this
   process may use every CPU of the machine; within a cpuset or a CPU quota
   (a container on a shared node) the host's load says nothing of the CPUs
@@ -55,6 +60,9 @@ import threading
 import time
 
 from . import config
+from .errors import ArgumentError, CompileError
+
+config.check_threads()   # a bad RUNE_NUM_THREADS or RUNE_BLAS_POOL fails `import rune`, not a later call
 
 BLAS_MIN_WORK = 1 << 22      # multiply-adds (a 2048x64x32 matmul: ~0.1 ms on one core, 0.06 ms on two)
 BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
@@ -81,23 +89,65 @@ def usable_cpus():
     except (AttributeError, OSError):
         cpus = machine_cpus()
     quota = _cgroup_quota()
-    return max(1, min(cpus, quota) if quota else cpus)
+    return max(1, cpus if quota is None else min(cpus, quota))
+
+
+_CGROUP_ROOT = "/"   # where /proc/self/cgroup and /sys/fs/cgroup are read (tests give fake files)
 
 
 def _cgroup_quota():
-    """CPUs' worth of time the cgroup (v2 `cpu.max`) allows per period, rounded up; None for no limit."""
+    """CPUs' worth of time this process's cgroup allows per period, rounded up (half a
+    CPU's time still runs one thread, 1.5 CPUs' two); None for no limit or none to read.
+    cgroup v2 keeps it in `cpu.max` ("quota period" or "max ..."), v1 in
+    `cpu.cfs_quota_us` (-1: no limit) and `cpu.cfs_period_us`."""
+    for version, folder in _cgroup_folders():
+        try:
+            quota, period = _QUOTA_READERS[version](folder)
+        except (OSError, ValueError):
+            continue
+        return None if quota is None or period <= 0 else max(1, math.ceil(quota / period))
+    return None
+
+
+def _cgroup_folders():
+    """(cgroup version, folder) of each cgroup of this process that may hold its CPU quota."""
     try:
-        with open("/proc/self/cgroup") as f:
-            path = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), None)
-        if path is None:
-            return None
-        with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cpu.max")) as f:
-            quota, period = f.read().split()[:2]
-    except (OSError, ValueError):
-        return None
-    if quota == "max":
-        return None
-    return math.ceil(int(quota) / int(period))
+        with open(os.path.join(_CGROUP_ROOT, "proc/self/cgroup")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and not controllers:
+            version, mount = 2, "sys/fs/cgroup"
+        elif "cpu" in controllers.split(","):
+            version, mount = 1, os.path.join("sys/fs/cgroup", controllers)
+        else:
+            continue
+        base = os.path.join(_CGROUP_ROOT, mount)
+        # a container may name its cgroup by the host's path while mounting it as the root
+        for folder in dict.fromkeys((os.path.normpath(os.path.join(base, path.strip().lstrip("/"))), base)):
+            yield version, folder
+
+
+def _read_words(folder, name):
+    with open(os.path.join(folder, name)) as f:
+        return f.read().split()
+
+
+def _quota_v2(folder):
+    quota, period = _read_words(folder, "cpu.max")[:2]
+    return (None if quota == "max" else int(quota)), int(period)
+
+
+def _quota_v1(folder):
+    quota, = _read_words(folder, "cpu.cfs_quota_us")
+    period, = _read_words(folder, "cpu.cfs_period_us")
+    return (None if int(quota) < 0 else int(quota)), int(period)
+
+
+_QUOTA_READERS = {2: _quota_v2, 1: _quota_v1}   # (quota or None for no limit, period) in microseconds
 
 
 def num_threads():
@@ -167,7 +217,10 @@ def running_of(loadavg):
 
 
 def parallel_threads():
-    """The threads a kernel's parallel loops run on now."""
+    """The threads a kernel's parallel loops run on now (one in a forked child whose
+    parent had started OpenMP threads: see forked_from_a_team)."""
+    if _forked[0]:
+        return 1
     return max(1, min(num_threads(), free_cpus("openmp")))
 
 
@@ -186,6 +239,8 @@ def _spun(pool, ran):
     """`ran` threads of `pool` just ran parallel work: all but the caller spin now."""
     if ran > 1:
         _spinning[pool][:] = [time.monotonic() + SPIN_SECONDS[pool], ran - 1]
+        if pool == "openmp":
+            _openmp_team[0] = True
 
 
 def blas_on_kernel_pool(routed):
@@ -203,7 +258,7 @@ def stack_threads(work):
     is shared out on (rune/backends/cpu/batched_matmul.py): what one BLAS call of that
     work would get, within what BLAS and OpenMP are set to now."""
     blas, omp = _blas(), _openmp
-    if blas is None or omp is None or work < BLAS_MIN_WORK:
+    if blas is None or omp is None or work < BLAS_MIN_WORK or _forked[0]:
         return 1
     return max(1, min(num_threads(), free_cpus("openmp"), blas.get(), omp.get()))
 
@@ -211,6 +266,42 @@ def stack_threads(work):
 def pool_ran(n):
     """Work just ran on `n` of the kernels' OpenMP threads (outside a kernel)."""
     _spun("openmp", n)
+
+
+# ---- fork
+
+# GNU libgomp keeps the threads of the first team it starts, and a forked child has
+# none of them but still believes it does: its first parallel region with more than
+# one thread waits forever. So a child forked after the parent's OpenMP runtime started
+# threads runs every parallel region on one thread (parallel_threads, stack_threads:
+# the kernels' wrapper sets omp_set_num_threads(1) around each call), which needs no
+# other thread; BLAS goes back to OpenBLAS's own threads, which OpenBLAS restarts after
+# a fork (rune/backends/cpu/blas_pool.py). A child forked before any team started (a
+# forkserver's, say) keeps its threads.
+_openmp_team = [False]   # this process's OpenMP runtime has started threads (a region of several ran)
+_team_probes = []        # other tellers of that: the BLAS pool's regions run inside NumPy's calls
+_forked = [False]        # a forked child of a process whose OpenMP runtime had started threads
+
+
+def watch_openmp_team(probe):
+    """`probe()` says whether parallel regions run outside rune's wrappers (the BLAS pool's)
+    started the OpenMP runtime's threads."""
+    _team_probes.append(probe)
+
+
+def forked_from_a_team():
+    """Whether this process was forked after its parent's OpenMP runtime started threads
+    (its parallel work then runs on one thread)."""
+    return _forked[0]
+
+
+def _after_fork_in_child():
+    if _openmp_team[0] or any(probe() for probe in _team_probes):
+        _forked[0] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ---- the kernels' OpenMP runtime
@@ -352,14 +443,24 @@ _blas_limits = collections.Counter()   # the thread limit of each limited call r
 _blas_baseline = [None]                # BLAS's own count, while _blas_limits is not empty
 
 
-_blas_router = [None]   # moves BLAS's parallel work onto the kernels' pool, once (set by the host backend)
-
-
 def route_blas_with(router):
-    """`router()` runs before the first BLAS call that may run on several threads
-    (rune/backends/cpu/blas_pool.py: the host backend sets it, so that routing
-    costs nothing to a process that never makes such a call)."""
-    _blas_router[0] = router
+    """Run `router()` now, while rune is imported (the host backend hands it
+    rune/backends/cpu/blas_pool.py's routing of BLAS's parallel work onto the kernels'
+    OpenMP pool). OpenBLAS's setter of that callback "should be called before any other
+    openblas function": a call already running on OpenBLAS's own threads when it is set
+    shares their buffers and mailboxes with the calls that follow on the pool, and a
+    threaded LU solve issued right after the switch, while a threaded matmul of another
+    thread still ran on OpenBLAS's threads, hung (0.3.31). Importing rune is the
+    earliest rune can set it: before rune's own BLAS calls, and before any where rune is
+    imported before the program's threads start BLAS work. A compiler that cannot be
+    used (a bad RUNE_CC) leaves BLAS on its own threads here and fails the first
+    compiled call, as it would without the pool."""
+    if not config.blas_pool():   # RUNE_BLAS_POOL=0: not even a compiler is looked for
+        return
+    try:
+        router()
+    except (ArgumentError, CompileError):
+        pass
 
 
 def blas_call(work, fn, *args, **kwargs):
@@ -369,10 +470,6 @@ def blas_call(work, fn, *args, **kwargs):
     blas = _blas()
     if blas is None:
         return fn(*args, **kwargs)
-    router = _blas_router[0]
-    if router is not None and work >= BLAS_MIN_WORK:
-        _blas_router[0] = None
-        router()
     n = blas_threads(work)
     with _blas_lock:
         have = _blas_baseline[0] if _blas_limits else blas.get()

@@ -1,15 +1,20 @@
 """OpenBLAS's parallel work on the kernels' OpenMP pool (rune/backends/cpu/blas_pool.py):
-the products stay right (against float64 NumPy), in one thread or several at once,
-in a forked child and when OpenMP cannot give the whole team."""
+the products stay right (against float64 NumPy), in one thread or several at once
+and when OpenMP cannot give the whole team; one parallel BLAS call at a time runs in
+the pool; it is installed while rune is imported, and RUNE_BLAS_POOL=0 leaves NumPy's
+BLAS as it was. (A forked child: tests/backends/test_fork_children.py.)"""
+import ctypes
 import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
-from rune import nx, threads
+import rune
+from rune import config, nx, threads
 from rune.backends.cpu import blas_pool, compiler
 
 pytestmark = pytest.mark.cc
@@ -75,7 +80,7 @@ def test_threaded_matmuls_from_several_python_threads_at_once_stay_exact(two_thr
 
 _CHILD = r"""
 import os, numpy as np
-from rune import nx, threads
+from rune import config, nx, threads
 from rune.backends.cpu import blas_pool
 threads.free_cpus = lambda pool=None: 8   # a busy machine would leave the call on one thread
 rng = np.random.default_rng(2)
@@ -86,14 +91,6 @@ def check():
     assert np.allclose(got, want, rtol=2e-5, atol=1e-3), np.abs(got - want).max()
 check()
 print("routed", blas_pool._routed[0])
-if os.environ.get("FORK"):
-    pid = os.fork()
-    if pid == 0:
-        check()   # OpenBLAS's own threads again, restarted after the fork
-        os._exit(0 if blas_pool._routed[0] is False and threads._blas_pool == ["openblas"] else 3)
-    _, status = os.waitpid(pid, 0)
-    print("child", os.waitstatus_to_exitcode(status))
-    check()
 """
 
 
@@ -111,8 +108,93 @@ def test_when_openmp_cannot_give_the_whole_team_the_jobs_run_on_threads_of_their
     assert "routed True" in _child(OMP_THREAD_LIMIT="1")
 
 
+# ---------------------------------------------------------------- one call at a time
+
+_JOB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+
+
 @needs_callback
-@pytest.mark.skipif(not hasattr(os, "fork") or threads.usable_cpus() < 2, reason="needs fork and two CPUs")
-def test_a_forked_child_goes_back_to_openblas_own_threads():
-    out = _child(FORK="1")
-    assert "routed True" in out and "child 0" in out, out
+def test_one_parallel_blas_call_at_a_time_is_inside_the_pool():
+    """OpenBLAS's per-thread buffers are shared by every call the pool runs, so its
+    mutex lets one in at a time (without it, two threads' matmuls overwrote a third of
+    each other's elements). Two Python threads call the pool; the first call's job
+    waits, after the second thread has called, until the pool counts two calls inside
+    or a fifth of a second has passed: with the mutex the second stays outside, without
+    it both are inside at once, whatever the timing."""
+    assert blas_pool.route(compiler.find()) is True
+    pool = blas_pool._unit[0].rune_blas_pool
+    pool.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int]
+    pool.restype = None
+    second_called, seen = threading.Event(), []
+
+    def job(thread, data, arg):
+        if not seen:   # the first call in
+            seen.append(None)
+            second_called.wait(30)
+            end = time.monotonic() + 0.2
+            while blas_pool.counter("inside") < 2 and time.monotonic() < end:
+                time.sleep(0.002)
+        seen.append(blas_pool.counter("inside"))
+    callback = _JOB(job)   # kept alive until both calls are done
+
+    def call(announce):
+        if announce:
+            second_called.set()
+        pool(1, ctypes.cast(callback, ctypes.c_void_p), 1, 8, None, 0)
+    first = threading.Thread(target=call, args=(False,))
+    first.start()
+    while not seen:   # the first call's job runs
+        time.sleep(0.002)
+    second = threading.Thread(target=call, args=(True,))
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert seen[1:] == [1, 1], f"calls inside the pool at once, as each job saw them: {seen[1:]}"
+    assert blas_pool.counter("most_inside") == 1 and blas_pool.counter("inside") == 0
+
+
+# ---------------------------------------------------------------- installed at import; RUNE_BLAS_POOL
+
+_NUMPY_PRODUCT = r"""
+import hashlib, sys, numpy as np
+if sys.argv[1] == "rune":
+    import rune
+    from rune.backends.cpu import blas_pool
+    routed, regions = blas_pool._routed[0] is True, blas_pool.counter("regions")
+else:
+    routed = regions = None
+a = np.random.default_rng(3).standard_normal((384, 384))
+print(routed, hashlib.sha256((a @ a).tobytes()).hexdigest(),
+      None if regions is None else blas_pool.counter("regions") > regions)
+"""
+
+
+def _numpy_product(*args, **env):
+    """(routed right after `import rune`, the hash of a threaded NumPy matmul, whether it ran
+    on the pool) in a new process."""
+    full = dict(os.environ, PYTHONPATH=ROOT, **env)
+    proc = subprocess.run([sys.executable, "-c", _NUMPY_PRODUCT, *args], env=full, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+@needs_callback
+@pytest.mark.skipif(threads.usable_cpus() < 2, reason="needs two CPUs for a threaded call")
+def test_the_pool_is_installed_at_import_and_leaves_numpy_products_bit_identical():
+    # OpenBLAS's setter "should be called before any other openblas function": right after
+    # `import rune` it is installed, before any BLAS work of rune's or the program's
+    alone = _numpy_product("numpy")[1]
+    routed, product, on_pool = _numpy_product("rune")
+    assert (routed, on_pool) == ("True", "True") and product == alone
+    routed, product, on_pool = _numpy_product("rune", RUNE_BLAS_POOL="0")
+    assert (routed, on_pool) == ("False", "False") and product == alone
+
+
+def test_rune_blas_pool_is_a_flag(monkeypatch):
+    for value, want in (("0", False), ("off", False), ("1", True), ("", True)):
+        monkeypatch.setenv("RUNE_BLAS_POOL", value)
+        assert config.blas_pool() is want
+    monkeypatch.setenv("RUNE_BLAS_POOL", "sometimes")
+    with pytest.raises(rune.ArgumentError, match="RUNE_BLAS_POOL must be 0 or 1 .*got 'sometimes'"):
+        config.blas_pool()

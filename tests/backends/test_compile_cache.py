@@ -271,7 +271,9 @@ def test_a_compiler_that_exits_0_without_a_usable_library_is_a_compile_error(tmp
         _fake_cc(tmp_path / "writes-garbage", "echo 'wrote it' \necho garbage > \"$out\"\nexit 0\n"),
         _fake_cc(tmp_path / "writes-no-entry",
                  f"echo 'built elsewhere'\nexec {real} -shared -fPIC -o \"$out\" {tmp_path / 'empty.c'}\n")]
-    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "cache"), RUNE_COMPILE_MIN_SIZE="0")
+    # RUNE_BLAS_POOL=0: no BLAS pool unit built at import, so the cache holds only this program's units
+    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "cache"), RUNE_COMPILE_MIN_SIZE="0",
+               RUNE_BLAS_POOL="0")
     done = subprocess.run([sys.executable, "-c", _FAKE_COMPILERS, *fakes], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -386,7 +388,9 @@ print(json.dumps({"stats": rune.stats(), "y": y.tolist()}))
 
 
 def _process(tmp_path, *flags):
-    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "cache"), RUNE_CACHE="1", RUNE_COMPILE_MIN_SIZE="0")
+    # RUNE_BLAS_POOL=0: no BLAS pool unit built at import, so the cache holds only this program's units
+    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "cache"), RUNE_CACHE="1", RUNE_COMPILE_MIN_SIZE="0",
+               RUNE_BLAS_POOL="0")
     done = subprocess.run([sys.executable, "-c", _W, *flags], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -464,7 +468,9 @@ def test_a_second_process_takes_every_platforms_units_from_the_one_disk_cache(tm
     """Two processes sharing RUNE_CACHE_DIR build the same units: the first compiles
     them (C: the system compiler; CUDA: rune's NVRTC call, no GPU needed) into the
     cache, the second compiles nothing and loads each unit from it."""
-    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "shared"), RUNE_CACHE="1", RUNE_COMPILE_MIN_SIZE="0")
+    # RUNE_BLAS_POOL=0: no BLAS pool unit built at import, so the cache holds only this program's units
+    env = dict(os.environ, RUNE_CACHE_DIR=str(tmp_path / "shared"), RUNE_CACHE="1", RUNE_COMPILE_MIN_SIZE="0",
+               RUNE_BLAS_POOL="0")
     runs = []
     for _ in range(2):
         done = subprocess.run([sys.executable, "-c", _SECOND_PROCESS, platform], cwd=ROOT, env=env,

@@ -67,12 +67,77 @@ def test_rune_num_threads_defaults_to_the_usable_cpus_and_rejects_what_is_not_a_
         _raises_naming(bad, threads.num_threads)
 
 
+@pytest.mark.parametrize("name, value, expected", [("RUNE_NUM_THREADS", "-2", "a positive integer"),
+                                                     ("RUNE_BLAS_POOL", "sometimes", "0 or 1")])
+def test_a_bad_thread_variable_fails_import_rune(name, value, expected):
+    # they were first read by a large operation, perhaps long after a typo was made
+    env = dict(os.environ, PYTHONPATH=ROOT, **{name: value})
+    p = subprocess.run([sys.executable, "-c", "import rune"], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert f"ArgumentError: environment variable {name} must be {expected}" in p.stderr, p.stderr
+    assert repr(value) in p.stderr.splitlines()[-1]
+
+
+def test_the_import_check_rejects_every_bad_thread_count(monkeypatch):
+    monkeypatch.delenv("RUNE_BLAS_POOL", raising=False)
+    for bad in ("abc", "0", "-2", "2.5"):
+        monkeypatch.setenv("RUNE_NUM_THREADS", bad)
+        _raises_naming(bad, config.check_threads)
+    monkeypatch.setenv("RUNE_NUM_THREADS", "3")
+    config.check_threads()
+
+
 def test_a_bad_rune_num_threads_fails_the_call_that_reads_it(monkeypatch):
     if threads._blas() is None:
         pytest.skip("NumPy's BLAS is not an OpenBLAS rune can find: no BLAS call reads it")
     monkeypatch.setenv("RUNE_NUM_THREADS", "lots")
     a = nx.ones((512, 512))
     _raises_naming("lots", lambda: a @ a)
+
+
+def _fake_cgroup(monkeypatch, root, membership, files):
+    """A process whose /proc/self/cgroup reads `membership` and whose cgroup files under
+    /sys/fs/cgroup are `files` ({relative path: text}), all under `root`."""
+    for rel, text in {"proc/self/cgroup": membership, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    monkeypatch.setattr(threads, "_CGROUP_ROOT", str(root))
+    return threads._cgroup_quota()
+
+
+V1 = "4:memory:/job\n3:cpuset:/\n2:cpu,cpuacct:/job\n1:name=systemd:/job\n"
+
+
+@pytest.mark.parametrize("membership, files, cpus", [
+    ("0::/job\n", {"sys/fs/cgroup/job/cpu.max": "50000 100000\n"}, 1),     # half a CPU: one thread, never 0
+    ("0::/job\n", {"sys/fs/cgroup/job/cpu.max": "150000 100000\n"}, 2),    # rounded up
+    ("0::/job\n", {"sys/fs/cgroup/job/cpu.max": "400000 100000\n"}, 4),
+    ("0::/job\n", {"sys/fs/cgroup/job/cpu.max": "max 100000\n"}, None),    # no limit
+    ("0::/\n", {"sys/fs/cgroup/cpu.max": "20000 100000\n"}, 1),           # a container's own root
+    (V1, {"sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us": "50000\n",
+          "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, 1),
+    (V1, {"sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us": "250000\n",
+          "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, 3),
+    (V1, {"sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us": "-1\n",
+          "sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"}, None),
+    # a container listing its host's path while mounting its own cgroup at the root
+    (V1, {"sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "150000\n",
+          "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"}, 2),
+    ("0::/job\n", {}, None),                                                 # no cpu.max to read
+    ("0::/job\n", {"sys/fs/cgroup/job/cpu.max": "garbled\n"}, None),
+], ids=["v2-half", "v2-1.5", "v2-4", "v2-max", "v2-root", "v1-half", "v1-2.5", "v1-none", "v1-container-root",
+        "v2-missing", "v2-garbled"])
+def test_the_cgroup_cpu_quota_is_read_from_its_files_and_rounded_up(monkeypatch, tmp_path, membership, files, cpus):
+    assert _fake_cgroup(monkeypatch, tmp_path, membership, files) == cpus
+
+
+def test_a_quota_under_one_cpu_runs_one_thread_not_every_cpu(monkeypatch, tmp_path, fresh_cpus):
+    # rounded down, half a CPU was 0, read as no limit: the process then used all 8 CPUs
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.delenv("RUNE_NUM_THREADS", raising=False)
+    _fake_cgroup(monkeypatch, tmp_path, "0::/job\n", {"sys/fs/cgroup/job/cpu.max": "50000 100000\n"})
+    assert threads.usable_cpus() == threads.num_threads() == 1
 
 
 def test_running_tasks_are_read_from_proc_loadavg():

@@ -18,18 +18,29 @@ panels), so every job must run at once: when OpenMP gives a smaller team
 (a thread limit, a call from inside a parallel region) the jobs run on
 threads of their own instead. OpenBLAS's per-job buffers are shared, so one
 parallel BLAS call runs at a time (a mutex). A forked child goes back to
-OpenBLAS's own threads (which OpenBLAS restarts after a fork).
+OpenBLAS's own threads (which OpenBLAS restarts after a fork), and its kernels
+run on one thread (rune/threads.py: GNU libgomp cannot start a team in a child
+of a process that had one; the unit counts its parallel regions to tell).
 
-Where NumPy's BLAS is not an OpenBLAS with the callback, or no C compiler is
-found, BLAS keeps its own threads and rune/threads.py keeps them apart from
-the kernels' as before.
+The callback is set while rune is imported: OpenBLAS asks for it before any
+other call, and a call already running on its own threads when it is set
+shares their buffers and mailboxes with the calls that follow on the pool (see
+threads.route_blas_with). NumPy in the same process then runs its BLAS on the
+pool too: the same products, bit for bit (the jobs are OpenBLAS's, split as
+before), and several Python threads' matmuls take turns on it (one at a time,
+as OpenBLAS's own threads also let only one threaded call run at once).
+
+RUNE_BLAS_POOL=0 leaves BLAS on its own threads; so does NumPy's BLAS not being
+an OpenBLAS with the callback, or no C compiler. rune/threads.py then keeps
+BLAS's threads and the kernels' apart as before.
 """
 import ctypes
 import os
 import threading
 
-from ... import threads
+from ... import config, threads
 from ...errors import CompileError
+from ...stats import COUNTERS
 from .. import pipeline
 
 NAME = "rune_blas_pool"
@@ -66,14 +77,23 @@ static void rune_blas_on_pthreads(rune_blas_job run, int n, size_t size, char *j
 
 static pthread_mutex_t rune_blas_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Read from Python: the calls inside the lock now and the most there ever were at once
+   (one, or OpenBLAS's per-thread buffers were shared), and the parallel regions run
+   (a forked child of a process that ran one must not start another). */
+int rune_blas_pool_inside, rune_blas_pool_most_inside, rune_blas_pool_regions;
+
 void rune_blas_pool(int sync, rune_blas_job run, int n, size_t size, void *jobs, int arg) {
   (void)sync;
   pthread_mutex_lock(&rune_blas_lock);
+  int inside = __atomic_add_fetch(&rune_blas_pool_inside, 1, __ATOMIC_SEQ_CST);
+  if (inside > __atomic_load_n(&rune_blas_pool_most_inside, __ATOMIC_SEQ_CST))
+    __atomic_store_n(&rune_blas_pool_most_inside, inside, __ATOMIC_SEQ_CST);
   if (n <= 1) {
     if (n == 1) run(0, jobs, arg);
   } else {
     int whole = 0;
     if (!omp_in_parallel()) {
+      __atomic_add_fetch(&rune_blas_pool_regions, 1, __ATOMIC_SEQ_CST);
       #pragma omp parallel num_threads(n)
       {
         /* the jobs wait on each other: run them only in a team where all run at once */
@@ -86,6 +106,7 @@ void rune_blas_pool(int sync, rune_blas_job run, int n, size_t size, void *jobs,
     }
     if (!whole) rune_blas_on_pthreads(run, n, size, (char *)jobs, arg);
   }
+  __atomic_sub_fetch(&rune_blas_pool_inside, 1, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&rune_blas_lock);
 }
 
@@ -95,11 +116,14 @@ void rune_blas_pool_run(void **b) { (void)b; }
 
 _lock = threading.Lock()
 _routed = [None]   # None: not tried yet; else whether BLAS runs on the pool
+_unit = [None]     # the loaded unit, once installed
 
 
 def route(compiler):
     """Run NumPy's OpenBLAS parallel work on the kernels' OpenMP pool from now on;
-    True when it does (once tried, the answer stays)."""
+    True when it does (once tried, the answer stays). The host backend calls it while
+    rune is imported (rune/threads.py: route_blas_with says why then); RUNE_BLAS_POOL=0
+    leaves BLAS on its own threads."""
     if _routed[0] is not None:
         return _routed[0]
     with _lock:
@@ -110,17 +134,36 @@ def route(compiler):
 
 def _install(compiler):
     blas = threads.openblas()
-    if blas is None or blas.set_callback is None or compiler is None:
+    if not config.blas_pool() or blas is None or blas.set_callback is None or compiler is None:
         return False
-    program = pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
+    program = _build(compiler)
     if isinstance(program, CompileError):
         return False
+    _unit[0] = program.lib
     callback = ctypes.cast(program.lib.rune_blas_pool, ctypes.c_void_p)
     blas.set_callback(callback)
     threads.blas_on_kernel_pool(True)
+    threads.watch_openmp_team(lambda: counter("regions") > 0)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_unroute_in_child)
     return True
+
+
+def _build(compiler):
+    """The pool's unit, through the compile pipeline and its disk cache. Not counted in
+    stats(): it is built while rune is imported, before any work of the program's."""
+    kept = {name: COUNTERS[name] for name in ("kernels_compiled", "disk_cache_hits")}
+    try:
+        return pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
+    finally:
+        COUNTERS.update(kept)
+
+
+def counter(name):
+    """The pool's counter `name` ("inside", "most_inside", "regions": see SOURCE); 0
+    where the pool is not installed."""
+    lib = _unit[0]
+    return 0 if lib is None else ctypes.c_int.in_dll(lib, f"rune_blas_pool_{name}").value
 
 
 def _unroute_in_child():
