@@ -1297,8 +1297,8 @@ _float_binary("logaddexp", nx.logaddexp, np.logaddexp)
 def _nextafter_c99(x, y):
     """nextafter with C99's rule for equal operands (y), in every dtype: rune's rule;
     NumPy's float16 loop gave x before NumPy 2.5."""
-    x, y = np.asarray(x), np.asarray(y)
-    return np.where(x == y, y, np.nextafter(x, y)).astype(np.result_type(x, y))
+    step = np.nextafter(x, y)   # its dtype by NumPy's rules, Python scalars weak
+    return np.where(np.equal(x, y), y, step).astype(step.dtype)
 
 
 _float_binary("nextafter", nx.nextafter, _nextafter_c99, grad=False)
