@@ -156,9 +156,36 @@ def to_half(xp, x, dtype):
     elif src.kind in "iu" and src.itemsize == 4:
         x = _f32_round_to_odd(xp, x.astype(F64))      # exact in float64
     elif src == F64:
-        x = _f32_round_to_odd(xp, x)
+        return _half_from_f64(xp, x, dtype)
     else:
-        x = x.astype(F32)                             # bool, narrow ints, float16, bfloat16: exact
+        x = x.astype(F32, copy=False)                 # bool, narrow ints, float16, bfloat16: exact
+    return _half_from_f32(xp, x, dtype)
+
+
+def _half_from_f32(xp, x, dtype):
     if dtype == BF16:
         return _bf16_from_f32(xp, x)
     return x.astype(F16)
+
+
+# float32's smallest normal, and per 16-bit type the power of two that scales its
+# smallest subnormal to 1: 2**-133 for bfloat16, 2**-24 for float16.
+_F32_TINY = float(np.finfo(np.float32).tiny)
+_SUBNORMAL_SCALE = {BF16: 2.0 ** 133, F16: 2.0 ** 24}
+
+
+def _half_from_f64(xp, x, dtype):
+    """float64 -> float16/bfloat16 rounded once, never forming a float32 subnormal:
+    CuPy compiles every kernel with -ftz=true, so on an eager GPU path such a value
+    (in a conversion too) would flush to zero. Below float32's smallest normal the
+    result is computed in float64 and integers alone: the 16-bit type's subnormal
+    (or smallest normal) steps are multiples of 2**-133 (bfloat16) or 2**-24
+    (float16), so `rint(|x| * scale)` (exact scaling, one rounding to nearest even)
+    is the magnitude's bits, 0x80 being bfloat16's smallest normal 2**-126."""
+    small = xp.abs(x) < _F32_TINY                     # False for NaN
+    r = _f32_round_to_odd(xp, xp.where(small, F64.type(0), x))
+    wide = _half_from_f32(xp, r, dtype).view(np.uint16)
+    magnitude = xp.where(small, xp.abs(x), F64.type(0))   # in range for the integer cast
+    sign = xp.signbit(x).astype(np.uint16) << np.uint16(15)
+    tiny = sign | xp.rint(magnitude * _SUBNORMAL_SCALE[dtype]).astype(np.uint16)
+    return xp.where(small, tiny, wide).view(dtype)
