@@ -263,26 +263,37 @@ def _strong_dtypes(sample):
     return [a.dtype for a in arrays]
 
 
+def ints_float(dtypes):
+    """The float rune computes bool and int operands in (README's promotion table):
+    float32 when they join to bool or an 8/16-bit int (or there are none: Python
+    numbers alone), float64 from 32 bits up (NumPy: float64 for all, float16 for
+    exp of int8)."""
+    joined = np.result_type(*dtypes) if dtypes else BOOL
+    return F32 if joined.kind == "b" or (joined.kind in "iu" and joined.itemsize <= 2) else F64
+
+
 def numpy_rule(sample, np_dtype):
     """NumPy's dtype, with rune's defaults where no strong operand fixes the kind.
 
-    rune: a float result with no float array among the operands is float32
-    (float ops on ints, float Python scalars meeting int arrays, means of ints);
-    an int result with no int array among them (bool array + Python int) is int32.
+    rune: a float (or complex) result with no float array among the operands is
+    the ints' float (`ints_float`: float ops on ints, float Python scalars meeting
+    int arrays, means of ints); an int result with no int array among them (bool
+    array + Python int) is int32.
     """
     np_dtype = np.dtype(np_dtype)
     strong = _strong_dtypes(sample)
-    if is_float(np_dtype) and not any(is_inexact(d) for d in strong):
-        return F32
+    if np_dtype.kind in "fc" and not any(is_inexact(d) for d in strong):
+        ints = ints_float(strong)
+        return ints if np_dtype.kind == "f" else (C64 if ints == F32 else C128)
     if np_dtype.kind in "iu" and not any(d.kind in "iu" or is_float(d) for d in strong):
         return I32
     return np_dtype
 
 
 def float_rule(sample, np_dtype):
-    """A float op: float inputs keep their dtype, anything else gives float32."""
+    """A float op: float inputs keep their dtype, anything else gives the ints' float."""
     d = sample.args[0].dtype if isinstance(sample.args[0], np.ndarray) else None
-    return d if d is not None and is_float(d) else F32
+    return d if d is not None and is_float(d) else ints_float([] if d is None else [d])
 
 
 def accumulate_rule(sample, np_dtype):
@@ -478,11 +489,11 @@ def case(name, fn, ref, samples, **kw):
     TABLE.append(OpCase(name, fn, ref, _uniquify(samples), **kw))
 
 
-# -- elementwise float math: result is a float; ints and bools compute in float32
+# -- elementwise float math: result is a float; ints and bools compute in their float (`ints_float`)
 
 def _float_unary(name, fn, ref, domain, grad=True, rule=numpy_rule, note=""):
     case(name, fn, _errstate(ref), unary(name, domain), grad=grad, domain=domain, dtype_rule=rule,
-         dtype_note=note or "float op: int/bool inputs give float32 (NumPy: float16/float64)")
+         dtype_note=note or "float op: bool/8/16-bit int inputs give float32 (NumPy: float16)")
 
 
 _float_unary("exp", nx.exp, np.exp, "small")
@@ -536,7 +547,7 @@ case("sign", nx.sign, np.sign, _any_unary_samples("sign", "nonzero", _ALL_BUT_BO
 case("square", nx.square, np.square, _any_unary_samples("square", "real", _ALL_BUT_BOOL), grad=True)
 case("reciprocal", nx.reciprocal, _errstate(lambda x: 1 / x),
      _any_unary_samples("reciprocal", "nonzero", (I32, I8, F16, BF16)), grad=True, domain="nonzero",
-     dtype_rule=numpy_rule, dtype_note="true division: ints give float32 (np.reciprocal is integer division)")
+     dtype_rule=numpy_rule, dtype_note="true division: int8 gives float32 (np.reciprocal divides integers)")
 case("stop_gradient", nx.stop_gradient, lambda x: x,
      _any_unary_samples("stop_gradient", "real", (I32, BOOL)),
      note="identity value; its derivative is zero (finite differences do not apply)")
@@ -553,7 +564,7 @@ case("multiply", nx.multiply, np.multiply, binary("multiply", mixed=MIXED_NUM), 
      diff_argnums=(0, 1))
 case("divide", nx.divide, _errstate(np.true_divide),
      binary("divide", ("real", "nonzero"), mixed=MIXED_NUM), grad=True, diff_argnums=(0, 1),
-     domain=("real", "nonzero"), dtype_note="int / int is float32 (NumPy: float64)")
+     domain=("real", "nonzero"), dtype_note="8/16-bit int / int is float32 (NumPy: float64)")
 _NO_BOOL = tuple((a, b) for a, b in MIXED_NUM if BOOL not in (a, b))
 case("floor_divide", nx.floor_divide, _errstate(np.floor_divide),
      binary("floor_divide", ("real", "nonzero"), mixed=_NO_BOOL), grad=True, diff_argnums=(0, 1),
@@ -572,7 +583,7 @@ case("minimum", nx.minimum, np.minimum, binary("minimum", mixed=MIXED_NUM), grad
      diff_argnums=(0, 1), note="float samples have no ties")
 case("atan2", nx.atan2, np.arctan2, binary("atan2", ("nonzero", "nonzero"), mixed=MIXED_NUM),
      grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"),
-     dtype_note="ints give float32 (NumPy: float64)")
+     dtype_note="8/16-bit ints give float32 (NumPy: float64)")
 
 # -- comparisons and logical ops: bool results
 
@@ -721,7 +732,7 @@ for _s in _mean_samples:
     if _s.args[0].size == 0:
         _s.fd = False  # nan results
 case("mean", nx.mean, _errstate(np.mean), _mean_samples, grad=True,
-     dtype_note="means of ints and bools are float32 (NumPy: float64)", tol={F16: (1e-2, 1e-2)},
+     dtype_note="means of bools and 8/16-bit ints are float32 (NumPy: float64)", tol={F16: (1e-2, 1e-2)},
      note="empty reductions are nan (0/0)")
 _VAR_AXES = [(s, a) for s, a in REDUCE_AXES if not _empty_reduced(s, a)]
 for _name, _fn, _ref in (("var", nx.var, np.var), ("std", nx.std, np.std)):
@@ -730,7 +741,7 @@ for _name, _fn, _ref in (("var", nx.var, np.var), ("std", nx.std, np.std)):
          reduction(_name + "1", dtypes=(F64, F32),
                                                        axes=[((3, 4), 0), ((2, 3, 4), (0, 2)), ((5,), None)],
                                                        ddof=1),
-         grad=True, dtype_note="variances of ints are float32 (NumPy: float64)",
+         grad=True, dtype_note="variances of 8/16-bit ints are float32 (NumPy: float64)",
          tol={F32: (1e-5, 1e-5)}, note="scalars have zero variance: std is not differentiable there")
 
 
@@ -753,7 +764,7 @@ _lse_samples += [S(np.array([[1.0, 2.0], [3.0, 4.0]], F32) * 100, axis=None, kee
 _lse_samples += [S(np.zeros((0, 3), d), axis=0, keepdims=False, fd=False) for d in FLOATS]
 case("logsumexp", nx.logsumexp, _np_logsumexp,
      _lse_samples + [S(draw(_rng("logsumexp_i"), (3, 4), I32), axis=1, keepdims=k) for k in (False, True)],
-     grad=True, dtype_note="ints give float32")
+     grad=True, dtype_note="int32 gives float64 (the ints' float)")
 
 
 def _softmax_samples(name):
@@ -776,9 +787,9 @@ def _np_log_softmax(x, axis=-1):
 
 
 case("softmax", nx.softmax, _np_softmax, _softmax_samples("softmax"), grad=True,
-     dtype_note="ints give float32")
+     dtype_note="int32 gives float64 (the ints' float)")
 case("log_softmax", nx.log_softmax, _np_log_softmax, _softmax_samples("log_softmax"), grad=True,
-     dtype_note="ints give float32")
+     dtype_note="int32 gives float64 (the ints' float)")
 
 # -- shape ops
 
@@ -1719,8 +1730,7 @@ _extend("reshape", [S(draw(_rng("complex reshape"), (3, 4), C128), shape=(2, 6))
 
 case("angle", nx.angle, np.angle, _complex_unary_samples("angle", "nonzero") +
      [S(draw(_rng("angle"), (5,), F64, "nonzero")), S(draw(_rng("angle"), (5,), I32, "real"))],
-     grad=True, domain="nonzero", dtype_rule=lambda sample, d: F32 if np.dtype(d) == F64 and
-     sample.args[0].dtype == I32 else d, dtype_note="ints give float32 (NumPy: float64)")
+     grad=True, domain="nonzero", dtype_note="int32 gives float64, as NumPy")
 case("make_complex", nx.make_complex, lambda re, im: np.asarray(re + 1j * np.asarray(im)),
      [S(draw(_rng("make_complex"), s, d), draw(_rng("make_complex 2"), s2, d)) for d in (F64, F32)
       for s, s2 in (((), ()), ((3, 4), (4,)), ((2, 1), (1, 3)))] +

@@ -91,11 +91,15 @@ def _as_kind(name, x, kind):
     if kind == "rfft":
         if dt.is_complex(x.dtype):
             raise DTypeError(f"fft.{name}: expected a real-valued array, got {x.dtype.name}")
-        # float16/bfloat16 (pocketfft has no such loops) and ints transform in float32
-        return x if x.dtype in (dt.float32, dt.float64) else ops.astype(x, dt.float32)
+        # ints transform in their float (the promotion table's), float16/bfloat16 in float32
+        # (pocketfft has no such loops)
+        if x.dtype in (dt.float32, dt.float64):
+            return x
+        target = dt.to_inexact(x.dtype)
+        return ops.astype(x, dt.float32 if target.itemsize == 2 else target)
     if dt.is_complex(x.dtype):
         return x
-    return ops.astype(x, dt.complex128 if x.dtype == dt.float64 else dt.complex64)
+    return ops.astype(x, dt.complex_dtype(dt.to_inexact(x.dtype)))
 
 
 def _axes_and_sizes(name, x, s, axes):
@@ -187,7 +191,7 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward"):
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
     """The DFT of real input: its n // 2 + 1 non-negative frequencies.
 
-    x: a real array (float64 stays float64; other dtypes are computed in float32). n: the input length along
+    x: a real array (float64 and 32/64-bit ints in float64, the rest in float32). n: the input length along
     `axis` (zero-padded or truncated; default: the axis's length). axis: the transformed axis (-1 by default).
     norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
     "forward".
@@ -224,7 +228,7 @@ def hfft(x, /, *, n=None, axis=-1, norm="backward"):
 def ihfft(x, /, *, n=None, axis=-1, norm="backward"):
     """The inverse of hfft: the first n // 2 + 1 terms of a real signal's inverse DFT.
 
-    x: a real array (float64 stays float64; other dtypes are computed in float32). n: the input length along
+    x: a real array (float64 and 32/64-bit ints in float64, the rest in float32). n: the input length along
     `axis` (zero-padded or truncated; default: the axis's length). axis: the transformed axis (-1 by default).
     norm: "backward" (default: the inverse transforms divide by the size), "ortho" (both by its square root) or
     "forward".

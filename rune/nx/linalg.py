@@ -136,7 +136,7 @@ def _matrices(name, x, square=False):
     if square and x.shape[-1] != x.shape[-2]:
         raise ShapeError(f"linalg.{name}: expected square matrices, got shape {x.shape}")
     if not dt.is_inexact(x.dtype):
-        x = ops.astype(x, dt.default_float)
+        x = ops.astype(x, dt.to_inexact(x.dtype))  # the promotion table's float
     return x
 
 
@@ -153,7 +153,7 @@ def _eye_like(x):
 def cholesky(x, /, *, upper=False):
     """The Cholesky factor of symmetric (Hermitian) positive-definite matrices, lower triangular.
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     Only the lower triangle is read; derivatives, as JAX's, are those of the Hermitian part (x + x^H) / 2, so
     gradients are Hermitian. upper: return U = Lᴴ (upper triangular, x = Uᴴ U) instead: the lower
     factor's conjugate transpose, as NumPy's upper=True.
@@ -189,7 +189,7 @@ def solve(x1, x2, /):
 def inv(x, /):
     """The inverse of square matrices (solve against the identity).
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     """
     x = _matrices("inv", x, square=True)
     return bind(solve_p, x, _eye_like(x))
@@ -198,7 +198,7 @@ def inv(x, /):
 def slogdet(x, /):
     """(sign, logabsdet) of square matrices: det = sign * exp(logabsdet); logabsdet is differentiable.
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     """
     x = _matrices("slogdet", x, square=True)
     return SlogdetResult(*bind(slogdet_p, x))
@@ -207,7 +207,7 @@ def slogdet(x, /):
 def det(x, /):
     """The determinant of square matrices (differentiable, also where singular).
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     Its gradient is the transposed adjugate.
     """
     return bind(det_p, _matrices("det", x, square=True))
@@ -216,7 +216,7 @@ def det(x, /):
 def eigh(x, /):
     """(eigenvalues, eigenvectors) of symmetric (Hermitian) matrices; eigenvalues ascending.
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     Only the lower triangle is read; derivatives, as JAX's, are those of the Hermitian part
     (x + x^H) / 2, so gradients are Hermitian.
     """
@@ -227,7 +227,7 @@ def eigh(x, /):
 def eigvalsh(x, /):
     """The eigenvalues of symmetric (Hermitian) matrices, ascending.
 
-    x: square matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     Only the lower triangle is read.
     """
     return eigh(x).eigenvalues
@@ -236,7 +236,7 @@ def eigvalsh(x, /):
 def svd(x, /, *, full_matrices=True):
     """(U, S, Vh) with x = U diag(S) Vh; S descending.
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     full_matrices: U (m, m) and Vh (n, n) when True, else U (m, k) and Vh (k, n) with k = min(m, n).
     """
     x = _matrices("svd", x)
@@ -246,7 +246,7 @@ def svd(x, /, *, full_matrices=True):
 def svdvals(x, /):
     """The singular values, descending (differentiable).
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32.
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     """
     return bind(svdvals_p, _matrices("svdvals", x))
 
@@ -254,7 +254,7 @@ def svdvals(x, /):
 def qr(x, /, *, mode="reduced"):
     """(Q, R) with x = Q R, Q with orthonormal columns and R upper triangular.
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. mode:
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits). mode:
     "reduced" (Q (m, k), R (k, n), k = min(m, n)) or "complete" (Q (m, m), R (m, n)).
     """
     if mode not in ("reduced", "complete"):
@@ -265,8 +265,8 @@ def qr(x, /, *, mode="reduced"):
 def pinv(x, /, *, rtol=None):
     """The Moore-Penrose pseudo-inverse: V diag(1/s) U^H over singular values s above rtol * max(s).
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. rtol: the
-    relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits). rtol:
+    the relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
     """
     x = _matrices("pinv", x)
     u, s, vh = svd(x, full_matrices=False)
@@ -281,8 +281,8 @@ def pinv(x, /, *, rtol=None):
 def matrix_rank(x, /, *, rtol=None):
     """The rank of matrices: how many singular values exceed rtol * the largest, as int32.
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. rtol: the
-    relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits). rtol:
+    the relative cutoff, a float or one per matrix (default max(m, n) * the dtype's eps).
     """
     x = _matrices("matrix_rank", x)
     s = svdvals(x)
@@ -373,13 +373,13 @@ def cross(x1, x2, /, *, axis=-1):
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     """The `ord`-norm of vectors along `axis`.
 
-    x: an array (integers in float32; complex numbers by their moduli). axis: an int, a tuple of ints, or None
-    (all elements as one vector). keepdims: keep each reduced axis with size 1. ord: 2 (default), 1, inf, -inf,
-    0 (the count of nonzeros) or any other p.
+    x: an array (integers in float64, float32 to 16 bits; complex numbers by their moduli). axis: an int, a tuple of
+    ints, or None (all elements as one vector). keepdims: keep each reduced axis with size 1. ord: 2 (default),
+    1, inf, -inf, 0 (the count of nonzeros) or any other p.
     """
     x = ops.asarray(x)
     if not dt.is_inexact(x.dtype):
-        x = ops.astype(x, dt.default_float)
+        x = ops.astype(x, dt.to_inexact(x.dtype))  # the promotion table's float
     a = ops.abs(x)
     if dt.is_complex(x.dtype):   # the norm of the moduli
         x = a
@@ -399,8 +399,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """The `ord`-norm of each matrix in the last two axes.
 
-    x: matrices in the last two axes, batched over the leading ones; integers are computed in float32. keepdims:
-    keep the two reduced axes with size 1. ord: 'fro' (default), 'nuc', 1, -1, 2, -2, inf or -inf.
+    x: matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
+    keepdims: keep the two reduced axes with size 1. ord: 'fro' (default), 'nuc', 1, -1, 2, -2, inf or -inf.
     """
     x = _matrices("matrix_norm", x)
     if ord == "fro":

@@ -80,9 +80,11 @@ for _name in NEW:
 
 
 def _float_operand(x):
-    """Floats and complex numbers stay (NumPy's complex ufuncs); the rest become float32."""
+    """Floats and complex numbers stay (NumPy's complex ufuncs); the rest become
+    the promotion table's float for them (`dt.to_inexact`)."""
+    weak = ops._all_weak(x)   # read before asarray: a Python int is weak
     x = ops.asarray(x) if not isinstance(x, (ops.Array, Tracer)) else x
-    return x if dt.is_inexact(x.dtype) else ops.astype(x, dt.default_float)
+    return x if dt.is_inexact(x.dtype) else ops.astype(x, dt.to_inexact(x.dtype, weak))
 
 
 def _unary(name):
@@ -98,12 +100,13 @@ def _binary(name):
     prim = P[name]
 
     def op(x, y):
+        weak = ops._all_weak(x, y)   # read before promote makes Python scalars NumPy literals
         x, y = ops.promote(name, x, y)
         d = ops._dtype_of(x)
         if dt.is_complex(d):
             raise DTypeError(f"{name}: expected real (not complex) operands, got {d.name}")
         if not dt.is_float(d):
-            x, y = ops.astype(x, dt.default_float), ops.astype(y, dt.default_float)
+            x, y = ops.astype(x, dt.to_inexact(d, weak)), ops.astype(y, dt.to_inexact(d, weak))
         if not isinstance(x, (ops.Array, Tracer)) and not isinstance(y, (ops.Array, Tracer)):
             x = ops.asarray(x)
         return ops.bind(prim, x, y)
@@ -116,9 +119,9 @@ hypot, copysign, logaddexp, nextafter = (_binary(n) for n in FLOAT_BINARY)
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
 
 # Docstrings of the functions made by _unary and _binary (no `def` holds them).
-_X = "x: an array or scalar; integers and bools are computed in float32, complex numbers stay complex."
+_X = f"x: an array or scalar; integers and bools are computed in {ops._INT_FLOAT}, complex numbers stay complex."
 _XY = ("x, y: real arrays or scalars, broadcast together and promoted by NEP 50 (Python scalars are weak); "
-       "integers and bools are computed in float32.")
+       f"integers and bools are computed in {ops._INT_FLOAT}.")
 for _f, _summary, _args in (
         (acosh, "The inverse hyperbolic cosine, elementwise (also named arccosh).", _X),
         (asinh, "The inverse hyperbolic sine, elementwise (also named arcsinh).", _X),

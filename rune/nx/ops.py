@@ -231,6 +231,17 @@ def _dtype_of(x):
     return x.dtype if hasattr(x, "dtype") else dt.weak_dtype_of(x)
 
 
+def _is_weak(x):
+    """Whether `x` is weak: a Python scalar, or an array made of Python scalars alone."""
+    return type(x) in _SCALARS or getattr(x, "weak", False)
+
+
+def _all_weak(*xs):
+    """Whether the operands `xs`, as given (before `promote` turns Python scalars into
+    NumPy literals), are all weak: then a float they need is the default float."""
+    return builtins.all(_is_weak(x) for x in xs)
+
+
 # ---------------------------------------------------------------- elementwise
 
 _FLOATS = frozenset(d for d in dt.ALL if dt.is_float(d))
@@ -247,13 +258,14 @@ def _float_unary(prim_name, complex_ok=True):
         if (type(x) is Array and x._raw.dtype in fast) or (isinstance(x, Tracer) and x.aval.dtype in fast):
             return bind(prim, x)  # already a float array: nothing to check or convert
         x = _operand(x)
+        weak = _all_weak(x)   # read before asarray: a Python int is weak
         if not isinstance(x, (Array, Tracer)):
             x = asarray(x)
         if dt.is_complex(x.dtype):
             if not complex_ok:
                 raise DTypeError(f"{op.__name__}: expected a real (not complex) operand, got {x.dtype.name}")
         elif not dt.is_float(x.dtype):
-            x = bind(P["convert"], x, dtype=dt.default_float)
+            x = bind(P["convert"], x, dtype=dt.to_inexact(x.dtype, weak))
         return bind(prim, x)
     op.__name__ = prim_name
     return op
@@ -313,12 +325,14 @@ def _binary(prim_name, kinds=None, to_float=False):
                     return bind_binary(prim, typed, y)
         elif tx in _LITERALS and ty in _LITERALS and (tx not in _SCALARS or ty not in _SCALARS):
             return _literal_op(prim, op.__name__, x, y, kinds, to_float)
+        weak = to_float and _all_weak(x, y)
         x, y = promote(op.__name__, x, y)
         d = _dtype_of(x)
         if kinds is not None and d.kind not in kinds:
             raise DTypeError(f"{op.__name__}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
         if to_float and not dt.is_inexact(d):
-            x, y = astype(x, dt.default_float), astype(y, dt.default_float)
+            target = dt.to_inexact(d, weak)
+            x, y = astype(x, target), astype(y, target)
         if not isinstance(x, (Array, Tracer)) and not isinstance(y, (Array, Tracer)):
             x = asarray(x)
         return bind_binary(prim, x, y)
@@ -332,12 +346,14 @@ def _literal_op(prim, name, x, y, kinds, to_float):
     as the Python scalar it came from would be. It is folded now, under every
     transformation (`evaluate`: the eval interpreter computes it on NumPy
     scalars, by the host's implementation of `prim`)."""
+    weak = _all_weak(x, y)
     x, y = promote(name, x, y)
     d = x.dtype
     if kinds is not None and d.kind not in kinds:
         raise DTypeError(f"{name}: expected {_KIND_WORDS[kinds]} operands, got {d.name}")
     if to_float and not dt.is_inexact(d):
-        x, y = dt.default_float.type(x), dt.default_float.type(y)
+        target = dt.to_inexact(d, weak)
+        x, y = target.type(x), target.type(y)
     return evaluate(prim, x, y)
 
 
@@ -466,13 +482,18 @@ def conj(x):
 def make_complex(re, im):
     """The complex array re + i im (parts promoted to one float dtype).
 
-    re, im: arrays or scalars, broadcast together; integer parts become float32, float16/bfloat16 parts
-    widen to float32 (complex64).
+    re, im: arrays or scalars, broadcast together; integer parts become the promotion table's float for them
+    (float32 for bool and 8/16-bit integers, float64 for 32/64-bit ones), float16/bfloat16 parts widen to
+    float32 (complex64).
     """
+    weak = _all_weak(re, im)
     re, im = promote("complex", re, im)
     d = _dtype_of(re)
+    if dt.is_complex(d):
+        raise DTypeError(f"make_complex: expected real parts, got {d.name}; take nx.real / nx.imag of them first")
     if not dt.is_float(d):
-        re, im = astype(re, dt.default_float), astype(im, dt.default_float)
+        target = dt.to_inexact(d, weak)
+        re, im = astype(re, target), astype(im, target)
     elif d.itemsize == 2:   # float16/bfloat16 parts widen to complex64's float32
         re, im = astype(re, dt.float32), astype(im, dt.float32)
     if not isinstance(re, (Array, Tracer)) and not isinstance(im, (Array, Tracer)):
@@ -527,7 +548,7 @@ def round(x, decimals=0):
     x = asarray(x) if not isinstance(x, (Array, Tracer)) else x
     if x.dtype.kind in "biu" and decimals >= 0:
         return x
-    x = x if dt.is_float(x.dtype) else astype(x, dt.default_float)
+    x = x if dt.is_float(x.dtype) else astype(x, dt.to_inexact(x.dtype))
     scale = 10.0 ** decimals
     return divide(_round(multiply(x, scale)), scale)
 
@@ -573,7 +594,7 @@ def square(x):
 
 
 def reciprocal(x):
-    """1 / x, elementwise; integers and bools are divided in float32 (the default float).
+    """1 / x, elementwise; integers and bools are divided as in `divide` (float32 or float64).
 
     x: an array or scalar.
     """
@@ -760,13 +781,14 @@ def _in_float32(fn):
 def mean(x, axis=None, keepdims=False):
     """The arithmetic mean over `axis`.
 
-    x: an array (integers and bools are averaged in float32; float16/bfloat16 accumulate in float32 and round
-    once). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size 1.
-    dtype= (of the computation and the result) and where= (only elements where it holds count) are NumPy's
-    keywords; out= must be None (rune arrays are immutable).
+    x: an array (integers and bools are averaged in the promotion table's float for them: float32 for bool and
+    8/16-bit integers, float64 for 32/64-bit ones; float16/bfloat16 accumulate in float32 and round once).
+    axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size 1. dtype= (of
+    the computation and the result) and where= (only elements where it holds count) are NumPy's keywords; out=
+    must be None (rune arrays are immutable).
     """
     if not dt.is_inexact(x.dtype):
-        x = astype(x, dt.default_float)
+        x = astype(x, dt.to_inexact(x.dtype))
     axes = _axes("mean", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     return divide(sum(x, axes, keepdims), n)
@@ -776,12 +798,12 @@ def mean(x, axis=None, keepdims=False):
 def var(x, axis=None, keepdims=False, ddof=0):
     """The variance over `axis`: mean(|x - mean(x)|**2) * n / (n - ddof).
 
-    x: an array (integers in float32; complex numbers give a real variance). axis: an int, a tuple of ints,
+    x: an array (integers as in `mean`; complex numbers give a real variance). axis: an int, a tuple of ints,
     or None (all axes). keepdims: keep each reduced axis with size 1. ddof: delta degrees of freedom (the
     standard's correction=). dtype=, where= and out=None as in `mean`.
     """
     if not dt.is_inexact(x.dtype):
-        x = astype(x, dt.default_float)
+        x = astype(x, dt.to_inexact(x.dtype))
     axes = _axes("var", axis, x.ndim)
     n = math.prod(x.shape[a] for a in axes)
     centered = subtract(x, mean(x, axes, keepdims=True))
@@ -800,9 +822,9 @@ def _abs_squared(x):
 def std(x, axis=None, keepdims=False, ddof=0):
     """The standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)).
 
-    x: an array. axis: an int, a tuple of ints, or None (all axes). keepdims: keep each reduced axis with size
-    1.
-    ddof: delta degrees of freedom (the standard's correction=). dtype=, where= and out=None as in `mean`.
+    x: an array (integers as in `mean`). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each
+    reduced axis with size 1. ddof: delta degrees of freedom (the standard's correction=). dtype=, where= and
+    out=None as in `mean`.
     """
     return sqrt(var(x, axis, keepdims, ddof))
 
@@ -896,7 +918,7 @@ def _statistic_with_numpy_keywords(stat):
 
 def _masked_statistic(name, x, mask, axis, keepdims, ddof=0):
     low = x.dtype in (dt.float16, dt.bfloat16)  # accumulated in float32 and rounded once
-    work = dt.float32 if low or not dt.is_inexact(x.dtype) else x.dtype
+    work = dt.float32 if low else dt.to_inexact(x.dtype)
     xw = astype(x, work)
     axes = _axes(name, axis, x.ndim)
     count = sum(astype(broadcast_to(mask, x.shape), work), axes, True)
@@ -923,7 +945,9 @@ mean, var, std = (_statistic_with_numpy_keywords(f) for f in (mean, var, std))
 
 
 # Docstrings of the functions made by the factories above (no `def` holds them).
-_FLOAT_X = "x: an array or scalar; integers and bools are computed in float32 (the default float)."
+_INT_FLOAT = ("float32 for bool and 8/16-bit integers, float64 for 32/64-bit ones (the promotion table's float "
+              "for them; a Python int gives float32)")
+_FLOAT_X = f"x: an array or scalar; integers and bools are computed in {_INT_FLOAT}."
 _REAL_FLOAT_X = _FLOAT_X + " Complex operands are refused."
 _XY = ("x, y: arrays or scalars, broadcast together; dtypes promote by NEP 50 (a Python scalar is weak and "
        "never widens an array: float32 + 2.0 is float32).")
@@ -969,7 +993,7 @@ for _f, _summary, _args in (
         (subtract, "x - y, elementwise.", _XY + " Bools are refused."),
         (multiply, "x * y, elementwise.", _XY),
         (divide, "x / y, elementwise (true division).",
-         _XY + " Integers and bools are divided in float32 (the default float)."),
+         _XY + f" Integers and bools are divided in {_INT_FLOAT}."),
         (floor_divide, "x // y, elementwise: the quotient rounded towards -inf.",
          _ORDERED_XY + " Bools are refused."),
         (remainder, "x % y, elementwise, with the sign of `y` (Python's and NumPy's; also named mod).",
@@ -978,7 +1002,7 @@ for _f, _summary, _args in (
         (maximum, "The larger of `x` and `y`, elementwise (NaN if either is NaN).", _ORDERED_XY),
         (minimum, "The smaller of `x` and `y`, elementwise (NaN if either is NaN).", _ORDERED_XY),
         (atan2, "atan(x / y) in the quadrant of the point (y, x), in radians (NumPy's arctan2(x1, x2)).",
-         _ORDERED_XY + " Integers and bools are computed in float32."),
+         _ORDERED_XY + f" Integers and bools are computed in {_INT_FLOAT}."),
         (bitwise_and, "x & y, elementwise (logical AND of bools).", _INT_XY),
         (bitwise_or, "x | y, elementwise (logical OR of bools).", _INT_XY),
         (bitwise_xor, "x ^ y, elementwise (logical XOR of bools).", _INT_XY),
@@ -1007,14 +1031,14 @@ for _f, _summary, _args in (
 
 def _floating(x):
     x = asarray(x)
-    return x if dt.is_float(x.dtype) else astype(x, dt.default_float)
+    return x if dt.is_float(x.dtype) else astype(x, dt.to_inexact(x.dtype))
 
 
 @_in_float32
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) over `axis`, computed stably (the maximum is subtracted first).
 
-    x: an array (integers in float32). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each
+    x: an array (integers as in `mean`). axis: an int, a tuple of ints, or None (all axes). keepdims: keep each
     reduced axis with size 1. An empty axis gives -inf.
     """
     x = _floating(x)
@@ -1039,7 +1063,7 @@ def _softmax_input(name, x, axis):
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (the maximum is subtracted first).
 
-    x: an array (integers in float32). axis: the axis (or axes) normalized over, -1 by default.
+    x: an array (integers as in `mean`). axis: the axis (or axes) normalized over, -1 by default.
     """
     x, empty = _softmax_input("softmax", x, axis)
     if empty:
@@ -1052,7 +1076,7 @@ def softmax(x, axis=-1):
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably.
 
-    x: an array (integers in float32). axis: the axis (or axes) normalized over, -1 by default.
+    x: an array (integers as in `mean`). axis: the axis (or axes) normalized over, -1 by default.
     """
     x, empty = _softmax_input("log_softmax", x, axis)
     if empty:

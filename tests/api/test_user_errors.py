@@ -144,7 +144,7 @@ def test_scan_refuses_bad_unroll_and_length(kwargs, match):
 @pytest.mark.parametrize("pred", [lambda c: c, lambda c: c * 1.0, lambda c: c - 3.0])
 def test_while_loop_predicate_must_be_boolean(pred):
     with pytest.raises(rune.DTypeError, match=r"while_loop: cond_fn must return a boolean scalar, got "
-                                              r"(int32|float32)\[\].*compare explicitly"):
+                                              r"(int32|float64)\[\].*compare explicitly"):
         rune.while_loop(pred, lambda c: c - 1, 3)
     assert int(rune.while_loop(lambda c: c > 0, lambda c: c - 1, 3)) == 0
 

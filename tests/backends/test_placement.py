@@ -533,9 +533,9 @@ def test_arithmetic_operators_match_numpy():
     for got, want in pairs:
         assert got.dtype == want.dtype, (got, want.dtype)
         np.testing.assert_array_equal(np.asarray(got), want)
-    # True division gives floats (float32 for ints).
-    assert (x / y).dtype == np.float32
-    np.testing.assert_allclose(np.asarray(x / y), a / b, rtol=1e-6)
+    # True division gives floats (float64 for int32, as NumPy: float32 would round ints above 2**24).
+    assert (x / y).dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(x / y), a / b)
 
 
 def test_float_operators_match_numpy():

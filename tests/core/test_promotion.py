@@ -1,12 +1,14 @@
 """Dtype promotion against NumPy 2 (NEP 50), with rune's documented differences.
 
 Strong operands (arrays) promote as `np.result_type` says; bfloat16 follows
-rune's rules (bf16 + f16 -> f32, bf16 + f32 -> f32, bf16 + f64 -> f64,
-bf16 + bool/int -> bf16). Weak Python scalars never widen an array of their
-kind or a higher one (f32 * 2.0 is f32, i8 + 1 is i8); a Python float meeting
-a bool/int array gives float32 (NumPy: float64) and a Python int meeting a
-bool array gives int32 (NumPy: int64); a Python bool takes the other side's
-dtype.
+rune's rules (bf16 + f16 -> f32, bf16 + f32 -> f32, bf16 + f64 -> f64, and
+against bool and ints exactly as float16: bf16 + int8/uint8 -> bf16,
++ int16/uint16 -> f32, + 32/64-bit ints -> f64). Weak Python scalars never
+widen an array of their kind or a higher one (f32 * 2.0 is f32, i8 + 1 is
+i8); a Python float meeting a bool/8/16-bit int array gives float32 (NumPy:
+float64), one meeting a 32/64-bit int array float64 (as NumPy), and a Python
+int meeting a bool array gives int32 (NumPy: int64); a Python bool takes the
+other side's dtype. (The whole table: tests/core/test_promotion_lattice.py.)
 """
 import itertools
 import warnings
@@ -35,7 +37,11 @@ def strong_expected(a, b):
             return F32
         if other == F64:
             return F64
-        return BF16  # bf16 with itself, bool or any int
+        if other == BF16:
+            return BF16
+        # bool and ints: NumPy's answer for float16, with bfloat16 in float16's place
+        with_f16 = np.result_type(F16, other)
+        return BF16 if with_f16 == F16 else with_f16
     return np.result_type(a, b)
 
 
@@ -73,8 +79,8 @@ def test_strong_promotion_is_symmetric():
 
 
 @pytest.mark.parametrize("a,b,want", [
-    (BF16, F16, F32), (BF16, F32, F32), (BF16, F64, F64), (BF16, I8, BF16), (BF16, I64, BF16),
-    (BF16, U32, BF16), (BF16, BOOL, BF16), (BF16, BF16, BF16), (U8, I8, I16), (U32, I32, I64),
+    (BF16, F16, F32), (BF16, F32, F32), (BF16, F64, F64), (BF16, I8, BF16), (BF16, I64, F64),
+    (BF16, U32, F64), (BF16, I16, F32), (BF16, U8, BF16), (BF16, BOOL, BF16), (BF16, BF16, BF16), (U8, I8, I16), (U32, I32, I64),
     (U64, I64, F64), (I32, F32, F64), (I16, F16, F32), (I8, F16, F16), (U16, I16, I32),
     (BOOL, I8, I8), (BOOL, F16, F16),
 ], ids=lambda v: SHORT.get(v, str(v)) if isinstance(v, np.dtype) else str(v))
@@ -91,7 +97,9 @@ def weak_expected(d, scalar):
         return d
     if isinstance(scalar, int):
         return I32 if d == BOOL else d
-    return d if is_float(d) else F32
+    if is_float(d):
+        return d
+    return F32 if d == BOOL or d.itemsize <= 2 else F64  # the ints' float (float64 from 32 bits up)
 
 
 def numpy_weak(d, scalar):
@@ -112,8 +120,8 @@ def test_weak_scalar_meets_array(d, scalar):
     np_want = numpy_weak(d, scalar)
     if np_want is not None:
         # Same as NumPy except the documented defaults: float32 (not float64) for a float
-        # meeting bools/ints, int32 (not int64) for an int meeting bools.
-        differs = (isinstance(scalar, float) and not is_float(d)) or \
+        # meeting bools or 8/16-bit ints, int32 (not int64) for an int meeting bools.
+        differs = (isinstance(scalar, float) and not is_float(d) and d.itemsize <= 2) or \
             (type(scalar) is int and d == BOOL)
         assert (want == np_want) != differs, (want, np_want)
     for op in BINARY:
@@ -207,8 +215,8 @@ def test_python_scalar_conversions_take_rune_defaults():
     assert nx.asarray([1.0, 2.0]).dtype == F32
     assert nx.asarray(2.0, dtype=nx.float64).dtype == F64
     assert nx.sin(2).dtype == F32
-    assert nx.sqrt(nx.asarray(np.arange(3, dtype=np.int64))).dtype == F32
-    assert nx.mean(nx.asarray(np.arange(3, dtype=np.int64))).dtype == F32
+    assert nx.sqrt(nx.asarray(np.arange(3, dtype=np.int64))).dtype == F64
+    assert nx.mean(nx.asarray(np.arange(3, dtype=np.int64))).dtype == F64
     assert nx.divide(nx.asarray(np.arange(3, dtype=np.int16)), 2).dtype == F32
     # NumPy arrays keep their dtype, even float64 and int64.
     assert (nx.asarray(np.ones(2)) + 1.0).dtype == F64
@@ -216,13 +224,15 @@ def test_python_scalar_conversions_take_rune_defaults():
 
 
 @pytest.mark.parametrize("d", INTS + (BOOL,), ids=lambda d: SHORT[d])
-def test_float_ops_on_int_arrays_give_float32(d):
+def test_float_ops_on_int_arrays_give_the_ints_float(d):
+    # float32 holds every bool and 8/16-bit int exactly, float64 every 32-bit one (and int64 to 2**53)
+    want = F32 if d == BOOL or d.itemsize <= 2 else F64
     x = nx.asarray(_values(d))
     for op in (nx.sin, nx.exp, nx.sqrt, nx.log1p, nx.sigmoid, nx.mean, nx.var):
-        assert op(x).dtype == F32, op.__name__
+        assert op(x).dtype == want, op.__name__
     if d != BOOL:
-        assert nx.divide(x, x).dtype == F32
-        assert nx.atan2(x, x).dtype == F32
+        assert nx.divide(x, x).dtype == want
+        assert nx.atan2(x, x).dtype == want
 
 
 # Every elementwise function, reduction and product, at every dtype: what runs (eagerly and under jit)

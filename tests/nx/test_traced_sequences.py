@@ -98,7 +98,9 @@ def test_list_of_arrays_keeps_values_and_the_elements_dtype():
     assert nx.asarray([a32, [1.0, 2]]).dtype == nx.float32
     i32 = nx.asarray(3, nx.int32)
     assert nx.asarray([i32, 4]).dtype == nx.int32
-    assert nx.asarray([i32, 0.5]).dtype == nx.float32  # a weak float meeting int32
+    # a weak float meeting int32 gives int32's float, float64 (as i32 * 0.5 does); int16's is float32
+    assert nx.asarray([i32, 0.5]).dtype == nx.float64
+    assert nx.asarray([nx.asarray(3, nx.int16), 0.5]).dtype == nx.float32
     # arrays among themselves promote as NumPy does
     f64 = nx.asarray([0.25, 0.5], nx.float64)
     mixed = nx.asarray([a32, f64])
