@@ -89,12 +89,22 @@ def get_device(spec):
     if i >= len(pool):
         if platform == "cuda":
             why = ("this build of rune has no CUDA backend yet" if not has_cuda_backend() else
-                   "no GPU is visible (CuPy is missing or finds no device)" if not pool else
+                   _no_gpu_reason() if not pool else
                    f"only {len(pool)} GPU(s) are visible")
         else:
             why = f"only {len(pool)} host device(s) exist (set RUNE_HOST_DEVICES to have more)"
         raise DeviceError(f"device {spec!r} is not available: {why}")
     return pool[i]
+
+
+def _no_gpu_reason():
+    """Why CuPy lists no GPU, with what to install where the setup says (rune/backends/cuda/environment.py)."""
+    try:
+        from .backends.cuda.environment import driver_problem
+        found = driver_problem()
+    except Exception:  # the diagnosis is a courtesy: never let it hide the error itself
+        found = None
+    return f"no GPU is visible: {found}" if found else "no GPU is visible (CuPy is missing or finds no device)"
 
 
 class _DefaultDevice(threading.local):

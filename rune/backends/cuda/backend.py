@@ -15,11 +15,14 @@ used.
 """
 import contextlib
 import functools
+import warnings
 
 import cupy
+import ml_dtypes
 import numpy as np
 
 from ... import config
+from ...errors import DeviceError, RuneWarning
 from ...codegen.cuda import CudaDialect, DeviceProps
 from ..array_impls import make_impls
 from ..base import Backend
@@ -28,6 +31,7 @@ from . import launch, owned
 from .stretch import CudaKernels
 
 _KDL_CPU, _KDL_CUDA = 1, 2  # DLPack device types
+_BF16 = np.dtype(ml_dtypes.bfloat16)
 
 @functools.cache
 def _special():
@@ -90,6 +94,7 @@ class CudaBackend(Backend):
             return cupy.asnumpy(raw)  # waits for the work that produces raw
 
     def from_host(self, host, device):
+        _refuse_bfloat16(host.dtype, device)
         with _gpu(device):
             return owned.uploaded(host)   # an allocation a donating call may take
 
@@ -126,6 +131,7 @@ class CudaBackend(Backend):
         return self.from_host(np.asarray(obj), device)
 
     def full(self, shape, value, dtype, device):
+        _refuse_bfloat16(np.dtype(dtype), device)
         with _gpu(device):
             out = cupy.empty(shape, dtype)
             out[...] = value  # a 0-d device value is copied on the GPU, never read by the host
@@ -201,13 +207,42 @@ class CudaBackend(Backend):
         return launch.launchers(compiler, prelude, units)
 
 
+_NO_NVRTC = []   # why NVRTC could not be had, once known: GPU stretches then run op by op
+
+
 def _nvrtc_compiler(arch):
-    """The NVRTC compiler for `arch`, or None where NVRTC or the CUDA headers are missing."""
+    """The NVRTC compiler for `arch`, or None where NVRTC or the CUDA headers are missing.
+    A library that cannot be loaded (cuda-bindings raises DynamicLibNotFoundError, a
+    RuntimeError, where libnvrtc is not found) is missing too: GPU jit runs op by op
+    after one warning naming it, and the loader is not searched again."""
+    if _NO_NVRTC:
+        return None
     from . import nvrtc
     try:
         return nvrtc.compiler(arch)
     except nvrtc.NvrtcError:
         return None
+    except Exception as e:  # the NVRTC library itself does not load: whatever the reason, op by op
+        _NO_NVRTC.append(e)
+        warnings.warn(f"rune: NVRTC could not be loaded ({type(e).__name__}: {e}); jitted GPU code runs "
+                      f"op by op, uncompiled. Install the NVRTC library of your CUDA major "
+                      f"(pip install 'rune[cuda]', or 'rune[cuda12]' for a CUDA 12 driver)",
+                      RuneWarning, stacklevel=2)
+        return None
+
+
+@functools.cache
+def _bfloat16_problem():
+    from .environment import bfloat16_problem
+    return bfloat16_problem()
+
+
+def _refuse_bfloat16(dtype, device):
+    """A DeviceError naming the fix where CuPy cannot hold bfloat16 (NumPy < 2.1.2),
+    before CuPy fails with a bare 'unsupported type'."""
+    if dtype == _BF16 and _bfloat16_problem():
+        raise DeviceError(f"cannot put a bfloat16 array on {getattr(device, 'name', device)}: "
+                          f"{_bfloat16_problem()}")
 
 
 def nvrtc_options():
