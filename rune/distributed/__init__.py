@@ -32,8 +32,15 @@ def size():
 
 
 def local_rank():
-    """This process's rank among those on its machine: use GPU `cuda:local_rank()`."""
+    """This process's rank among those on its machine (`device()` picks its GPU by it)."""
     return _initialize().local_rank
+
+
+def device():
+    """This process's device: GPU `cuda:(local_rank() % the GPUs it sees)`, one per rank
+    (NCCL needs that; two ranks on one GPU are a DistributedError), or the host without one."""
+    from .runtime import device as _device
+    return _device(_initialize())
 
 
 def barrier():
@@ -42,5 +49,5 @@ def barrier():
     _barrier(_initialize())
 
 
-__all__ = ["initialize", "rank", "size", "local_rank", "barrier", "all_reduce", "broadcast",
+__all__ = ["initialize", "rank", "size", "local_rank", "device", "barrier", "all_reduce", "broadcast",
            "all_gather", "shard"]

@@ -3,7 +3,10 @@
 Leaves of one dtype travel together: they are packed into one flat buffer
 (up to `BUCKET_BYTES`; a larger tree makes several buckets, a leaf larger than
 a bucket goes alone and uncopied), so a tree of a hundred gradients costs one
-or a few MPI calls. Reductions of float16 and bfloat16 run in float32 (MPI has
+or a few MPI calls. Every packed leaf starts at a multiple of `ALIGN` bytes
+and every bucket's size is one (`layout`), so each leaf handed back as a view
+of a bucket is aligned for its dtype, on the host and on a GPU (nccl.py packs
+the same way) alike. Reductions of float16 and bfloat16 run in float32 (MPI has
 no such types; summing in float32 also loses less); broadcasts and gathers
 move raw bytes, so any dtype travels bit for bit.
 """
@@ -32,20 +35,20 @@ _scratch = {}   # (size, dtype) -> the packing buffer of the last reduction of t
 
 
 def _packed(arrays, run, work):
-    """The leaves `run` as one flat `work` buffer, packed into a reused scratch buffer
-    (only this call reads it; MPI is slower on fresh memory than on warm pages)."""
-    size = sum(arrays[i].size for i in run)
-    buf = _scratch.pop((size, work), None)
+    """The leaves `run` as one flat `work` buffer laid out by `layout`, packed into a
+    reused scratch buffer (only this call reads it; MPI is slower on fresh memory than
+    on warm pages) whose padding stays zero."""
+    sizes = [arrays[i].size for i in run]
+    key = (tuple(sizes), work)
+    buf = _scratch.pop(key, None)
+    starts, size = layout(sizes, work.itemsize)
     if buf is None:
-        buf = np.empty(size, work)
-    _scratch[(size, work)] = buf
+        buf = np.zeros(size, work)
+    _scratch[key] = buf
     while sum(b.nbytes for b in _scratch.values()) > SCRATCH_MAX_BYTES:
         del _scratch[next(iter(_scratch))]   # the least recently used layout first
-    start = 0
-    for i in run:
-        n = arrays[i].size
+    for i, start, n in zip(run, starts, sizes):
         buf[start:start + n] = arrays[i].reshape(-1)
-        start += n
     return buf
 
 
@@ -68,11 +71,52 @@ def _result_buffer(size, dtype):
     return buf
 
 
+# Where packed leaves start, and what a bucket's size is a multiple of, in bytes:
+# a view of a bucket must be aligned for its dtype's loads (on a GPU, a float32
+# read at byte 6 faults with cudaErrorMisalignedAddress and the CUDA context is
+# lost), and 16 bytes also keeps vector loads of every dtype on their fast path.
+# all_gather's rows (rank r's bucket at r times its size) start aligned too.
+ALIGN = 16
+
+
+def layout(sizes, itemsize):
+    """Where leaves of `sizes` elements of `itemsize` bytes lie when packed one after
+    another: (each leaf's start, the buffer's size), in elements. Every start, and the
+    size, is a multiple of ALIGN bytes (`itemsize` divides ALIGN for every dtype rune has)."""
+    per = ALIGN // itemsize
+    starts, end = [], 0
+    for n in sizes:
+        starts.append(end)
+        end += -(-n // per) * per
+    return starts, end
+
+
+def pack(xp, parts, dtype):
+    """Flat arrays of `dtype` (NumPy or CuPy: `xp`) packed by `layout` into one new
+    buffer, zeros between them; one concatenation (one kernel on a GPU)."""
+    per = ALIGN // np.dtype(dtype).itemsize
+    pad = xp.zeros(per, dtype)
+    pieces = []
+    for p in parts:
+        pieces.append(p)
+        if p.size % per:
+            pieces.append(pad[:per - p.size % per])
+    return xp.concatenate(pieces)
+
+
+def split(flat, sizes, itemsize=None):
+    """The leaves of `sizes` elements in `flat`, a buffer packed by `layout` for elements
+    of `itemsize` bytes (flat's own by default; a reduction's result is cast from the
+    dtype it was packed in): views."""
+    starts, _ = layout(sizes, itemsize or flat.dtype.itemsize)
+    return [flat[start:start + n] for start, n in zip(starts, sizes)]
+
+
 def _buckets(arrays, index):
-    """Split the leaves `index` into runs of at most BUCKET_BYTES (a larger leaf alone)."""
+    """Split the leaves `index` into runs of at most BUCKET_BYTES packed (a larger leaf alone)."""
     run, size = [], 0
     for i in index:
-        n = arrays[i].nbytes
+        n = -(-arrays[i].nbytes // ALIGN) * ALIGN
         if run and size + n > BUCKET_BYTES:
             yield run
             run, size = [], 0
@@ -152,7 +196,7 @@ def all_reduce(group, arrays, op):
             if op == "mean":
                 flat /= flat.dtype.type(group.size)
             flat = flat.astype(dtype, copy=False)
-            for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+            for i, piece in zip(run, split(flat, sizes, work.itemsize)):
                 out[i] = piece.reshape(arrays[i].shape)
     return out
 
@@ -167,13 +211,12 @@ def broadcast(group, arrays, root):
     for run in _buckets(arrays, range(len(arrays))):
         sizes = [arrays[i].nbytes for i in run]
         if group.rank == root:
-            flat = np.concatenate([_as_bytes(arrays[i]) for i in run]) if len(run) > 1 else \
-                _as_bytes(arrays[run[0]]).copy()
+            flat = pack(np, [_as_bytes(arrays[i]) for i in run], np.uint8)
         else:
-            flat = np.empty(sum(sizes), np.uint8)
+            flat = np.empty(layout(sizes, 1)[1], np.uint8)
         if flat.size:
             group.comm.Bcast(flat, root=root)
-        for i, piece in zip(run, np.split(flat, np.cumsum(sizes)[:-1])):
+        for i, piece in zip(run, split(flat, sizes)):
             out[i] = piece.view(arrays[i].dtype).reshape(arrays[i].shape)
     return out
 
@@ -183,13 +226,12 @@ def all_gather(group, arrays, axis):
     out = [None] * len(arrays)
     for run in _buckets(arrays, range(len(arrays))):
         sizes = [arrays[i].nbytes for i in run]
-        mine = np.concatenate([_as_bytes(arrays[i]) for i in run]) if run else np.empty(0, np.uint8)
+        mine = pack(np, [_as_bytes(arrays[i]) for i in run], np.uint8)
         every = np.empty((group.size, mine.size), np.uint8)
         if mine.size:
             group.comm.Allgather(mine, every)
+        rows = [split(every[r], sizes) for r in range(group.size)]
         for k, i in enumerate(run):
-            start = sum(sizes[:k])
-            parts = [every[r, start:start + sizes[k]].view(arrays[i].dtype).reshape(arrays[i].shape)
-                     for r in range(group.size)]
+            parts = [row[k].view(arrays[i].dtype).reshape(arrays[i].shape) for row in rows]
             out[i] = np.concatenate(parts, axis=axis[i])
     return out

@@ -22,6 +22,7 @@ end every rank with a message instead of a hang:
 import atexit
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -237,6 +238,56 @@ def _disagreement(group, others):
             return (f"rune.distributed: {what} at collective #{group.seq + 1}: leaf {k} differs "
                     f"between ranks: {per}; every rank must pass the same shapes and dtypes")
     return f"rune.distributed: {what} at collective #{group.seq + 1}: ranks disagree"
+
+
+def gpu_index(local_rank, count):
+    """The GPU, among the `count` this process sees, that the rank `local_rank` of its
+    node uses: `local_rank % count`. That is cuda:local_rank while a node runs no more
+    ranks than it has GPUs, and every rank's cuda:0 where the launcher gives each rank
+    one GPU of its own (CUDA_VISIBLE_DEVICES set per rank)."""
+    if count < 1:
+        raise DistributedError(f"rune.distributed: rank {local_rank} of this node has no GPU to use "
+                               f"(CuPy sees none); place its arrays on the host")
+    return local_rank % count
+
+
+def device(group):
+    """This rank's device: GPU cuda:gpu_index(local rank, GPUs seen) where rune sees a
+    GPU, else the host."""
+    from ..devices import devices
+    gpus = devices("cuda")
+    return gpus[gpu_index(group.local_rank, len(gpus))] if gpus else devices("cpu")[0]
+
+
+def check_one_gpu_per_rank(group, index, gpu, count):
+    """Before an NCCL communicator is made on this rank's GPU `index` (`gpu`: the GPU's
+    PCI bus id, which names it whatever CUDA_VISIBLE_DEVICES each rank has; `count`: the
+    GPUs this rank sees): every rank learns where the others are, and two ranks on one
+    GPU raise DistributedError on every rank, naming them (NCCL itself fails with its
+    raw "Duplicate GPU detected", or hangs)."""
+    where = (socket.gethostname(), gpu, index, group.local_rank, count)
+    message = shared_gpu(group.ctl.allgather(where))
+    if message:
+        raise DistributedError(message)
+
+
+def shared_gpu(places):
+    """What is wrong when two ranks use one GPU, or None. `places[r]` is rank r's
+    (node, GPU id, device index, local rank, GPUs it sees)."""
+    first = {}
+    for rank, (node, gpu, index, _, count) in enumerate(places):
+        other = first.setdefault((node, gpu), rank)
+        if other == rank:
+            continue
+        head = (f"rune.distributed: rank {other} (on cuda:{places[other][2]}) and rank {rank} (on cuda:{index}) "
+                f"both use the GPU at PCI {gpu} of node {node}, but NCCL needs a GPU per rank")
+        picks = {r: gpu_index(places[r][3], places[r][4]) for r in (other, rank)}
+        if picks[other] == picks[rank]:
+            return (f"{head}: node {node} shows them {count} GPU(s) for more ranks; launch at most "
+                    f"{count} rank(s) per node there")
+        return (f"{head}: place each rank's arrays on rune.distributed.device(), GPU "
+                f"cuda:(local_rank() % GPUs seen): " + ", ".join(f"cuda:{g} for rank {r}" for r, g in picks.items()))
+    return None
 
 
 def barrier(group):

@@ -45,3 +45,27 @@ def test_broadcast_and_all_gather_move_bits(cupy):
     gathered = nccl.all_gather(group, dev[:4], [0] * 4, 0)
     for o, h in zip(gathered, host):
         assert cupy.asnumpy(o).tobytes() == h.tobytes()
+
+
+def _model_state():
+    """Mixed dtypes: packed without padding, a bfloat16 bias of 3 put the float32 weight
+    at byte 6 of the bucket, the int64 at byte 70; int16, uint16 and complex had no NCCL type."""
+    g = np.random.default_rng(5)
+    ints = lambda shape: g.integers(-9, 10, shape)
+    return [ints(3).astype(ml_dtypes.bfloat16), ints((4, 4)).astype(np.float32), ints(1).astype(np.int64),
+            ints(5).astype(bool), (ints(3) + 1j * ints(3)).astype(np.complex64), ints(2).astype(np.float32),
+            ints((3, 1)).astype(np.int16), ints(4).astype(np.uint16) + 9, (ints(2) - 1j).astype(np.complex128)]
+
+
+def test_mixed_trees_come_back_aligned_and_every_dtype_reduces(cupy):
+    group = runtime.initialize()
+    host = _model_state()
+    dev = [cupy.asarray(h) for h in host]
+    for moved in (nccl.broadcast(group, dev, 0, 0), nccl.all_gather(group, dev, [0] * len(dev), 0)):
+        for o, h in zip(moved, host):
+            assert o.data.ptr % 16 == 0, (o.dtype, o.data.ptr % 16)
+            # a kernel reads each leaf (a misaligned one ends the CUDA context here)
+            assert cupy.asnumpy(o.copy()).tobytes() == h.tobytes()
+    numbers = [k for k, h in enumerate(host) if h.dtype != np.bool_]
+    for o, k in zip(nccl.all_reduce(group, [dev[k] for k in numbers], "sum", 0), numbers):
+        assert cupy.asnumpy(o.copy()).tobytes() == host[k].tobytes()
