@@ -199,6 +199,9 @@ class _Placer:
     def wait(self, ready):
         del ready
 
+    def settle(self):
+        pass
+
 
 class _PinnedCopier:
     """Host batches onto one GPU through pinned host memory and an asynchronous copy
@@ -215,44 +218,67 @@ class _PinnedCopier:
         with cupy.cuda.Device(device.index):
             self.compute = cupy.cuda.get_current_stream()
             self.side = cupy.cuda.Stream(non_blocking=True)
-        self.in_flight = collections.deque()   # (copy done, pinned buffers kept alive until then)
+        # (copy done, the pinned and device buffers it uses): kept until the copy is done,
+        # so neither goes back to its pool while the side stream still reads or writes it
+        self.in_flight = collections.deque()
 
     def __call__(self, batch):
-        cupy = self.cupy
         leaves, structure = tree.flatten(batch)
+        placed, uploads = [], []
+        for leaf in leaves:
+            if isinstance(leaf, Array) or leaf.dtype.kind not in "biufc" or leaf.nbytes == 0:
+                placed.append(nx.place(leaf, self.device))   # not a plain NumPy buffer: rune's own copy
+            else:
+                uploads.append(np.ascontiguousarray(_host_dtype(leaf)))
+                placed.append(None)
+        raws, done = self.upload(uploads)
+        raws = iter(raws)
+        placed = [Array(next(raws), self.device) if p is None else p for p in placed]
+        return tree.unflatten(structure, placed), done
+
+    def upload(self, hosts):
+        """Device copies of `hosts` (contiguous NumPy arrays), queued on the side stream:
+        (the device buffers, the event their copies are done at)."""
+        cupy = self.cupy
         with cupy.cuda.Device(self.device.index):
             while self.in_flight and self.in_flight[0][0].done:
                 self.in_flight.popleft()
+            # Every destination first, from the compute stream's pool (the stream that
+            # uses and frees it): it may be memory the consumer freed while kernels it
+            # queued still read or write it. The event the side stream waits for is
+            # recorded only after the last allocation, so it follows all those kernels.
+            with self.compute:
+                raws = [cupy.empty(host.shape, host.dtype) for host in hosts]
             queued = cupy.cuda.Event(disable_timing=True)
             queued.record(self.compute)
             self.side.wait_event(queued)
-            placed, pinned = [], []
-            for leaf in leaves:
-                if isinstance(leaf, Array) or leaf.dtype.kind not in "biufc" or leaf.nbytes == 0:
-                    placed.append(nx.place(leaf, self.device))   # not a plain NumPy buffer: rune's own copy
-                    continue
-                host = np.ascontiguousarray(_host_dtype(leaf))
+            pinned = []
+            for host, raw in zip(hosts, raws):
                 memory = cupy.cuda.alloc_pinned_memory(host.nbytes)
                 staged = np.frombuffer(memory, host.dtype, host.size).reshape(host.shape)
                 staged[...] = host
-                with self.compute:   # allocated in the stream that will use and free it
-                    raw = cupy.empty(host.shape, host.dtype)
                 raw.set(staged, stream=self.side)
                 pinned.append(memory)
-                placed.append(Array(raw, self.device))
                 COUNTERS["transfers"] += 1
                 COUNTERS["host_to_device"] += 1
                 COUNTERS["bytes_moved"] += host.nbytes
             done = cupy.cuda.Event(disable_timing=True)
             done.record(self.side)
-            self.in_flight.append((done, pinned))
-        return tree.unflatten(structure, placed), done
+            self.in_flight.append((done, pinned, raws))
+        return raws, done
 
     def wait(self, ready):
         """Make the consumer's stream wait for the copy (called in the consumer's thread)."""
         if ready is not None:
             with self.cupy.cuda.Device(self.device.index):
                 self.cupy.cuda.get_current_stream().wait_event(ready)
+
+    def settle(self):
+        """Wait until every copy queued is done, then let go of its buffers: before the
+        batches made ahead are dropped (their device memory goes back to the compute
+        stream's pool, which may hand it out while a copy still writes it)."""
+        self.side.synchronize()
+        self.in_flight.clear()
 
 
 def _placer_for(device):
@@ -303,7 +329,7 @@ class _Producer:
                                               "or an error (it was stopped)")
 
 
-def _stop(producer):
+def _stop(producer, placer):
     producer.stop.set()
     if threading.current_thread() is producer.thread:   # a garbage collection run by the thread itself
         return
@@ -311,6 +337,7 @@ def _stop(producer):
     if producer.thread.is_alive():
         warnings.warn(f"rune.data.Loader: the background thread is still inside the source after "
                       f"{JOIN_TIMEOUT_S:.0f} s; it ends when that call returns", RuneWarning, stacklevel=2)
+    placer.settle()   # (the thread settled on its way out; this is for one still in the source)
     while not producer.queue.empty():   # drop the batches made ahead: their memory goes now
         producer.queue.get_nowait()
 
@@ -330,7 +357,7 @@ class Batches:
         self._done = False
         if loader.prefetch:
             self._producer = _Producer(work, loader.prefetch, stop)
-            self._close = weakref.finalize(self, _stop, self._producer)
+            self._close = weakref.finalize(self, _stop, self._producer, self._placer)
         else:
             self._producer, self._work = None, work
             self._close = weakref.finalize(self, work.close)
@@ -507,11 +534,16 @@ class Loader:
     # -- what the background thread runs
 
     def _placed(self, epoch, start, placer, stop):
-        """(step, placed batch, copy event) for each batch of `epoch` from `start`."""
-        for step, batch in self._host_batches(epoch, start, stop):
-            if stop.is_set():
-                return
-            yield (step,) + placer(batch)
+        """(step, placed batch, copy event) for each batch of `epoch` from `start`. However
+        it ends (the last batch, a close, an error), it first waits for the copies it
+        queued: a batch made ahead and dropped gives its device memory back then."""
+        try:
+            for step, batch in self._host_batches(epoch, start, stop):
+                if stop.is_set():
+                    return
+                yield (step,) + placer(batch)
+        finally:
+            placer.settle()
 
     def _host_batches(self, epoch, start, stop):
         if not self._source.indexable:

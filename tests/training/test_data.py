@@ -397,3 +397,161 @@ def test_on_a_gpu_batches_come_through_pinned_memory_and_equal_the_host_loop():
         np.testing.assert_array_equal(np.asarray(g[1]), w[1])
     assert len(got) == len(want)
     _assert_no_loader_thread()
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_steps_queued_between_batches_and_an_early_close_keep_every_value():
+    """Steps queued on the compute stream free memory of the batches' size while the side
+    stream copies the next batches into buffers from the same pool; an early close drops
+    batches whose copies may still run, and the whole epoch after it reuses that memory.
+    Integer-valued floats: every step is exact, so the results equal NumPy's bit for bit."""
+    rng = np.random.default_rng(3)
+    x, y = (rng.integers(-4, 5, (48, 64, 1024)).astype(np.float32) for _ in range(2))
+    key = nx.random.key(5)
+    loader = Loader((x, y), 4, key=key, device="cuda:0", prefetch=3, shard=None)
+    order = _order(key, 0, 48)
+    for close_at in (2, None):
+        results = []
+        with loader.epoch(0) as batches:
+            for step, (a, b) in enumerate(batches):
+                t = a
+                for _ in range(6):   # each step's temporaries freed while later kernels are queued
+                    t = t * 0.5 + b
+                results.append(t)
+                if step == close_at:
+                    break
+        assert len(results) == (3 if close_at else 12)
+        for step, t in enumerate(results):
+            rows = order[4 * step:4 * step + 4]
+            want = x[rows]
+            for _ in range(6):
+                want = want * np.float32(0.5) + y[rows]
+            np.testing.assert_array_equal(np.asarray(t), want, err_msg=f"step {step}, close at {close_at}")
+
+
+# ---------------------------------------------------------------- the pinned-copy path, on a stand-in for CuPy
+
+class _Recorder:
+    """A stand-in for the parts of CuPy the pinned-copy path uses, recording in `log`
+    what a GPU would be asked, in order: ("alloc", stream, buffer), ("record", stream,
+    event), ("wait", stream, event), ("copy", stream, buffer), ("sync", stream) and
+    ("free", buffer) when a device buffer's memory goes back to the pool. An event
+    recorded on the side stream is done only once that stream is synchronized (its
+    copies are still in flight until then)."""
+
+    def __init__(self):
+        import contextlib
+        import types
+        import weakref
+        log, current, ids = [], [], iter(range(1 << 30))
+        self.log = log
+
+        class Stream:
+            def __init__(self, name="side", non_blocking=True):
+                self.name, self.recorded = name, []
+
+            def __enter__(self):
+                current.append(self)
+
+            def __exit__(self, *exc):
+                current.pop()
+
+            def wait_event(self, event):
+                log.append(("wait", self.name, event.id))
+
+            def synchronize(self):
+                log.append(("sync", self.name))
+                for event in self.recorded:
+                    event.done = True
+
+        compute = Stream("compute")
+
+        class Event:
+            def __init__(self, disable_timing=True):
+                self.id, self.done = next(ids), False
+
+            def record(self, stream):
+                log.append(("record", stream.name, self.id))
+                stream.recorded.append(self)
+                self.done = stream is compute   # the consumer's queued work is not what is watched
+
+        class DeviceBuffer(np.ndarray):
+            def set(self, host, stream):
+                log.append(("copy", stream.name, self.id))
+                self[...] = host
+
+        def empty(shape, dtype):
+            raw = np.empty(shape, dtype).view(DeviceBuffer)
+            raw.id = next(ids)
+            log.append(("alloc", (current or [compute])[-1].name, raw.id))
+            weakref.finalize(raw, log.append, ("free", raw.id))
+            return raw
+
+        cuda = types.SimpleNamespace(Device=lambda index: contextlib.nullcontext(), Stream=Stream, Event=Event,
+                                     get_current_stream=lambda: (current or [compute])[-1],
+                                     alloc_pinned_memory=bytearray)
+        self.module = types.SimpleNamespace(cuda=cuda, empty=empty)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    import sys
+    fake = _Recorder()
+    monkeypatch.setitem(sys.modules, "cupy", fake.module)
+    return fake
+
+
+def _gpu():
+    from rune.devices import Device
+    return Device("cuda", 0)   # a name only: the stand-in does the work
+
+
+def test_a_batch_is_copied_only_after_its_buffers_are_taken_and_the_compute_stream_reached(recorder):
+    """The event the side stream waits for is recorded after the last destination buffer
+    is allocated: a buffer may be memory the consumer freed while its queued kernels
+    still use it, and the copy must follow those kernels."""
+    from rune.data import _PinnedCopier
+    x, y = _data()
+    copier = _PinnedCopier(_gpu())
+    batch, done = copier((x[:4], y[:4]))
+    np.testing.assert_array_equal(batch[0]._raw, x[:4])
+    np.testing.assert_array_equal(batch[1]._raw, y[:4])
+    log = recorder.log
+    kinds = [e[0] for e in log]
+    allocs = [k for k, e in enumerate(log) if e[0] == "alloc"]
+    (queued,) = [k for k, e in enumerate(log) if e[:2] == ("record", "compute")]
+    (waited,) = [k for k, e in enumerate(log) if e[:2] == ("wait", "side")]
+    copies = [k for k, e in enumerate(log) if e[0] == "copy"]
+    assert len(allocs) == len(copies) == 2 and {log[k][1] for k in allocs} == {"compute"}
+    assert max(allocs) < queued < waited < min(copies) and log[waited][2] == log[queued][2]
+    assert kinds[-1] == "record" and log[-1] == ("record", "side", done.id) and max(copies) < len(log) - 1
+
+
+def test_closing_early_waits_for_the_copies_in_flight_before_their_buffers_go(recorder):
+    """Batches made ahead and dropped by an early close (or the end of the loop): their
+    device buffers go back to the pool only after the side stream has finished its
+    copies into them."""
+    x, y = _data()
+    for close in ("close", "drop", "prefetch=0"):
+        recorder.log.clear()
+        loader = Loader((x, y), 2, key=nx.random.key(1), device=_gpu(), shard=None,
+                        prefetch=0 if close == "prefetch=0" else 3)
+        batches = loader.epoch(0)
+        first = next(batches)
+        deadline = time.monotonic() + 5.0
+        while close != "prefetch=0" and batches._producer.queue.qsize() < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)    # the thread makes 3 batches ahead (their copies never complete here)
+        if close == "drop":
+            del batches
+            gc.collect()
+        else:
+            batches.close()
+        _assert_no_loader_thread()
+        log = recorder.log
+        made = {e[2] for e in log if e[0] == "alloc"}
+        frees = [k for k, e in enumerate(log) if e[0] == "free" and e[1] in made]
+        synced = [k for k, e in enumerate(log) if e == ("sync", "side")]
+        assert close == "prefetch=0" or len(frees) >= 6, (close, log)   # 3 batches of 2 leaves
+        assert synced and all(min(synced) < k for k in frees), (close, log)
+        np.testing.assert_array_equal(first[1]._raw, _numpy_batches((x, y), _order(nx.random.key(1), 0), 2)[0][1])
+        del first
