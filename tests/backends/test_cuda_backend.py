@@ -326,6 +326,53 @@ def test_a_cuda_stretch_writes_an_output_into_the_buffer_it_is_given(monkeypatch
     assert env[donated_slot] is not mine and not any(b is mine for b in passed[1])
 
 
+def test_a_copy_between_gpus_orders_both_streams_around_it(monkeypatch):
+    """GPU to GPU: the destination's stream waits for the source's pending writes, the
+    copy is queued there, and the source's stream then waits for the copy's read (its
+    buffer goes back to the source's pool when copy returns); on CuPy stood in for by a
+    recorder of what each GPU's stream is asked."""
+    from rune.backends.cuda import backend
+    from rune.devices import Device
+    log, current, ids = [], [0], itertools.count()
+
+    class Stream:
+        def __init__(self, gpu):
+            self.gpu = gpu
+
+        def wait_event(self, event):
+            log.append(("wait", self.gpu, event.id))
+
+    class Event:
+        def __init__(self, disable_timing=True):
+            self.id = next(ids)
+
+        def record(self, stream=None):
+            log.append(("record", (stream or Stream(current[-1])).gpu, self.id))
+
+    @contextlib.contextmanager
+    def device(index):
+        current.append(index)
+        yield
+        current.pop()
+
+    def copy(raw):
+        log.append(("copy", current[-1]))
+        return raw.copy()
+
+    standin = types.SimpleNamespace(
+        ascontiguousarray=np.ascontiguousarray, copy=copy,
+        cuda=types.SimpleNamespace(Device=device, Event=Event, get_current_stream=lambda: Stream(current[-1])))
+    monkeypatch.setattr(backend, "cupy", standin)
+    x = np.arange(6.0)
+    out = backend.BACKEND.copy(x, Device("cuda", 1), Device("cuda", 0))
+    assert np.array_equal(out, x) and out is not x
+    events = [e[2] for e in log if e[0] == "record"]
+    assert len(events) == 2, f"expected an event on each GPU's stream, got {log}"
+    written, read = events
+    assert log == [("record", 1, written), ("wait", 0, written), ("copy", 0), ("record", 0, read),
+                   ("wait", 1, read)], log
+
+
 def _gpu_plan(fn, args):
     """A plan for a CUDA device whose runs are `CompiledStretch`es (built, not run)."""
     plan, built = _compiled_stretches(fn, args, _props())
@@ -728,6 +775,25 @@ def test_a_copy_between_gpus_waits_for_the_work_that_writes_its_source():
     for _ in range(3):   # queued on cuda:1's stream; the copy to cuda:0 must come after all of it
         z = nx.place(nx.tanh(big @ big) + 1.0, "cuda:0")
         np.testing.assert_array_equal(np.asarray(z), np.full((4096, 4096), 2.0, np.float32))
+
+
+@cuda
+@pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+def test_a_copy_between_gpus_reads_its_source_before_the_source_gpu_reuses_it():
+    """The source of each copy is a temporary of cuda:1, dropped as the copy returns; the
+    copy is queued behind long work on cuda:0, while cuda:1 at once takes memory of the
+    same size from its pool and overwrites it."""
+    busy = nx.asarray(np.ones((4096, 4096), np.float32), device="cuda:0")
+    big = nx.asarray(np.ones((2048, 2048), np.float32), device="cuda:1")
+    copies = []
+    for k in range(4):
+        for _ in range(4):
+            busy = busy @ busy * (1.0 / 4096)   # ones stay ones; keeps cuda:0's stream busy
+        copies.append(nx.place(big * float(k + 2), "cuda:0"))
+        overwrite = big * -1.0   # the temporary's memory, reused on cuda:1
+    del overwrite
+    for k, c in enumerate(copies):
+        np.testing.assert_array_equal(np.asarray(c), np.full((2048, 2048), k + 2.0, np.float32))
 
 
 @cuda

@@ -50,6 +50,13 @@ def _first_array(args):
     return None
 
 
+def _event_on(stream):
+    """An event recorded on `stream`: it completes after the work queued there so far."""
+    event = cupy.cuda.Event(disable_timing=True)
+    event.record(stream)
+    return event
+
+
 def _on_args_device(fn):
     """`fn` run on the GPU that holds its first array argument (the table plans
     read, shared by every GPU)."""
@@ -100,16 +107,24 @@ class CudaBackend(Backend):
 
     def copy(self, raw, src, dst):
         """GPU to GPU directly (peer copy where the GPUs allow it, else CuPy
-        stages it on the device side); never through the host."""
+        stages it on the device side); never through the host.
+
+        CuPy queues the copy on the destination's stream, which knows nothing of the
+        source's: it waits for the source's pending writes of `raw`, and the source's
+        stream waits for the copy's read of it in turn, since `raw` (a contiguous
+        temporary, or the caller's array once dropped) goes back to the source's pool
+        when this returns and may be handed to the next kernel there."""
         with _gpu(src):
             raw = cupy.ascontiguousarray(raw)
-            ready = cupy.cuda.Event(disable_timing=True)
-            ready.record()  # on the source GPU's stream: after the work that writes raw
+            written = _event_on(cupy.cuda.get_current_stream())
         with _gpu(dst):
-            # CuPy queues the copy on the destination's stream, which knows nothing of
-            # the source GPU's pending kernels: make it wait for them.
-            cupy.cuda.get_current_stream().wait_event(ready)
-            return cupy.copy(raw)  # allocated on the current GPU, copied over from the other
+            stream = cupy.cuda.get_current_stream()
+            stream.wait_event(written)
+            out = cupy.copy(raw)  # allocated on the current GPU, copied over from the other
+            read = _event_on(stream)
+        with _gpu(src):
+            cupy.cuda.get_current_stream().wait_event(read)
+        return out
 
     def from_foreign(self, obj, device):
         """CuPy arrays and DLPack or `__cuda_array_interface__` producers on this
