@@ -201,7 +201,7 @@ def _emulated_cupy(size):
         setattr(lib, f"NCCL_{name}", np.dtype(t))
     lib.NCCL_SUM, lib.NCCL_MAX, lib.NCCL_MIN = "sum", "max", "min"
     cupy.cuda, cuda.nccl = cuda, lib
-    meeting, buffers = threading.Barrier(size), {}
+    meeting, buffers = threading.Barrier(size, timeout=20), {}   # a rank that failed breaks it for the others
 
     def view(ptr, count, dtype):
         return np.ctypeslib.as_array((np.ctypeslib.as_ctypes_type(dtype) * count).from_address(ptr))
@@ -252,15 +252,15 @@ def _on_emulated_ranks(monkeypatch, size, work):
             results[r] = work(type("Group", (), {"rank": r, "size": size})())
         except BaseException as e:   # noqa: BLE001  (raised again in the test's thread)
             errors.append(e)
-            raise
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r in range(size)]
+    threads = [threading.Thread(target=rank, args=(r,), daemon=True) for r in range(size)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=30)
     if errors:
         raise errors[0]
+    assert sorted(results) == list(range(size)), "a rank did not finish"
     return results
 
 
