@@ -4,6 +4,7 @@ It lives in core because the eval interpreter makes one for every result;
 `rune.nx` exports it. `_raw` is the backend buffer (NumPy on the host), which
 only the device's backend (`rune.backends`) touches.
 """
+import ml_dtypes
 import numpy as np
 
 from ..backends import backend_for
@@ -14,7 +15,21 @@ from .aval import Aval
 
 
 class Array(ArrayLike):
-    """A concrete array: a backend buffer, its device, and whether its dtype is weak."""
+    """A concrete array: a backend buffer, its device, and whether its dtype is weak.
+
+    Converting to host values: `float(x)`, `int(x)`, `complex(x)`, `operator.index(x)`,
+    `x.item()`, `x.tolist()` and `np.asarray(x)` give `x`'s values. Under eager `grad`,
+    `jvp` and `vjp` a value being differentiated is a tracer, not an Array, and every
+    one of these conversions (`.item()` and `.tolist()` included, as in JAX) raises
+    `NotDifferentiableError` instead of returning values without their derivative:
+    compute with `rune.nx` functions, or convert `rune.stop_gradient(x)` to drop the
+    derivative on purpose. Inputs not being differentiated stay Arrays and convert.
+    `bool(x)` (an `if`) works on either: a branch carries no derivative.
+
+    `np.asarray(x)` is a read-only view of the buffer, for good: its base is a
+    read-only export of the buffer (`read_only_view`), so NumPy refuses
+    `setflags(write=True)` on it and on every view made from it.
+    """
     # `_shared`, set only once the buffer is lent to or borrowed from foreign code
     # (DLPack, __cuda_array_interface__), keeps it from being donated (jit/donation.py).
     __slots__ = ("_raw", "device", "weak", "_aval", "_shared")
@@ -62,9 +77,7 @@ class Array(ArrayLike):
             return host.astype(dtype)
         if copy:
             return np.array(host, copy=True)
-        view = host.view()
-        view.flags.writeable = False  # the array is immutable: NumPy may read, not write
-        return view
+        return read_only_view(host)
 
     def __bool__(self): return bool(self.item())
     def __float__(self): return float(self.item())
@@ -122,6 +135,26 @@ class Array(ArrayLike):
 
     def __deepcopy__(self, memo):
         return Array(self._raw.copy(), self.device, self.weak)
+
+
+# Dtypes a memoryview cannot describe (ml_dtypes'), exported as unsigned
+# integers of their size and viewed back.
+_BUFFER_AS = {np.dtype(ml_dtypes.bfloat16): np.dtype(np.uint16)}
+
+
+def read_only_view(raw):
+    """A view of the host buffer `raw` that no one can make writable.
+
+    NumPy lets a view's WRITEABLE flag be set back to True whenever some base
+    under it is writable, and an Array's own buffer is (its writability is left
+    alone: kernels and donation own it, and a flag set on every Array made would
+    cost the cached jit call more than this costs NumPy's conversions). So the
+    view is built on a read-only buffer export of `raw`, which no flag can undo;
+    it shares `raw`'s memory, shape and strides (no copy).
+    """
+    stand_in = _BUFFER_AS.get(raw.dtype)
+    view = np.asarray(memoryview(raw if stand_in is None else raw.view(stand_in)).toreadonly())
+    return view if stand_in is None else view.view(raw.dtype)
 
 
 def _rebuild(host, device_name, weak=False):

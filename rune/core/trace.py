@@ -77,7 +77,7 @@ class Tracer(ArrayLike):
         if value is None:
             raise ConcretizationError(
                 f"{what} needs a concrete value, but this is a traced {self.aval.describe()} "
-                f"(inside jit, a scan/cond/while body or rune.trace). Use rune.cond / "
+                f"(inside jit, vmap, a scan/cond/while body or rune.trace). Use rune.cond / "
                 f"rune.while_loop for control flow on traced values, mark the argument static "
                 f"with jit(static_argnums=...), or read it in host code with rune.callback.")
         return value
@@ -122,14 +122,22 @@ class PrimalTracer(Tracer):
     def concrete(self):
         return self.primal.concrete() if hasattr(self.primal, "concrete") else self.primal
 
-    def __array__(self, dtype=None, copy=None):
-        # A NumPy array holds the values alone: the derivative would be lost silently.
+    # A Python or NumPy value holds the values alone: converting to one would
+    # drop the derivative silently, so every conversion raises, as JAX's
+    # ConcretizationTypeError does (math.* goes through float(), np.float64
+    # and np.asarray through __array__). bool() stays: a branch carries none.
+    def _concrete_or_raise(self, what):
         raise NotDifferentiableError(
-            f"np.asarray / np.array of a {self.aval.describe()} being differentiated (inside grad, "
-            f"jvp or vjp) would keep its values and drop its derivative. Compute with rune.nx "
-            f"functions instead (a list of arrays: nx.stack or nx.asarray), take "
-            f"rune.stop_gradient(x) first if no derivative should flow, or wrap host code in "
-            f"rune.callback with a custom_vjp")
+            f"{what} of a {self.aval.describe()} being differentiated (inside grad, jvp or vjp) would "
+            f"keep its value and drop its derivative. Compute with rune.nx functions instead (nx.sin, "
+            f"not math.sin; a list of arrays: nx.stack or nx.asarray), convert rune.stop_gradient(x) "
+            f"if no derivative should flow, or wrap host code in rune.callback with a custom_vjp")
+
+    def __bool__(self):
+        return bool(Tracer._concrete_or_raise(self, "bool() / an `if` on an array"))
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete_or_raise("np.asarray / np.array")
 
 
 class _Current(threading.local):
