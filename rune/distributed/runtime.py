@@ -49,6 +49,7 @@ class _Group:
 
     def __init__(self):
         self.rank, self.size, self.local_rank = 0, 1, 0
+        self.node = 0        # the rank of its node's first process: which ranks share a machine
         self.MPI = None
         self.comm = None     # data collectives
         self.ctl = None      # signatures, exit notices (a duplicate: never mixed with data)
@@ -149,6 +150,7 @@ def _start_mpi(group, found):
     # itself, since not every launcher sets a variable for it.
     node = group.comm.Split_type(MPI.COMM_TYPE_SHARED, key=group.rank)
     group.local_rank = node.Get_rank()
+    group.node = node.bcast(group.rank, root=0)
     node.Free()
     guard_launch()   # (already there when rune.distributed was imported in this launch)
     atexit.register(_leave, group)
@@ -265,7 +267,7 @@ def check_one_gpu_per_rank(group, index, gpu, count):
     GPUs this rank sees): every rank learns where the others are, and two ranks on one
     GPU raise DistributedError on every rank, naming them (NCCL itself fails with its
     raw "Duplicate GPU detected", or hangs)."""
-    where = (socket.gethostname(), gpu, index, group.local_rank, count)
+    where = ((group.node, socket.gethostname()), gpu, index, group.local_rank, count)
     message = shared_gpu(group.ctl.allgather(where))
     if message:
         raise DistributedError(message)
@@ -273,12 +275,15 @@ def check_one_gpu_per_rank(group, index, gpu, count):
 
 def shared_gpu(places):
     """What is wrong when two ranks use one GPU, or None. `places[r]` is rank r's
-    (node, GPU id, device index, local rank, GPUs it sees)."""
+    ((node, its host name), GPU id, device index, local rank, GPUs it sees); the node
+    is MPI's (the processes sharing memory), since machines may share a host name and
+    identical machines share PCI bus ids."""
     first = {}
-    for rank, (node, gpu, index, _, count) in enumerate(places):
+    for rank, ((node, name), gpu, index, _, count) in enumerate(places):
         other = first.setdefault((node, gpu), rank)
         if other == rank:
             continue
+        node = name
         head = (f"rune.distributed: rank {other} (on cuda:{places[other][2]}) and rank {rank} (on cuda:{index}) "
                 f"both use the GPU at PCI {gpu} of node {node}, but NCCL needs a GPU per rank")
         picks = {r: gpu_index(places[r][3], places[r][4]) for r in (other, rank)}

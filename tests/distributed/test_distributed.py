@@ -417,15 +417,15 @@ def test_each_rank_takes_the_gpu_of_its_local_rank_among_those_it_sees():
 
 def _places(*gpus):
     """Each rank's (node, PCI id, device index, local rank, GPUs seen) for ranks on one node."""
-    return [("node7", pci, index, rank, seen) for rank, (pci, index, seen) in enumerate(gpus)]
+    return [((0, "node7"), pci, index, rank, seen) for rank, (pci, index, seen) in enumerate(gpus)]
 
 
 def test_two_ranks_on_one_gpu_are_found_whatever_index_names_it():
     assert runtime.shared_gpu(_places(("0000:3B:00.0", 0, 2), ("0000:5E:00.0", 1, 2))) is None
     # CUDA_VISIBLE_DEVICES per rank: both say cuda:0, two GPUs
     assert runtime.shared_gpu(_places(("0000:3B:00.0", 0, 1), ("0000:5E:00.0", 0, 1))) is None
-    # the same node name on two machines is not one node's GPU: the PCI ids tell only within a node
-    assert runtime.shared_gpu([("a", "0000:3B:00.0", 0, 0, 1), ("b", "0000:3B:00.0", 0, 0, 1)]) is None
+    # two identical machines (the same PCI ids), even under one host name: MPI tells the nodes apart
+    assert runtime.shared_gpu([((0, "a"), "0000:3B:00.0", 0, 0, 1), ((1, "a"), "0000:3B:00.0", 0, 0, 1)]) is None
     # one GPU named by two indices (each rank sees the GPUs in another order)
     message = runtime.shared_gpu(_places(("0000:5E:00.0", 1, 2), ("0000:3B:00.0", 1, 2),
                                          ("0000:5E:00.0", 0, 2)))
@@ -457,9 +457,10 @@ def test_two_ranks_on_one_gpu_are_a_rune_error_before_nccl_makes_a_communicator(
              (1, "node .* shows them 1 GPU\\(s\\) for more ranks; launch at most 1 rank\\(s\\) per node")]
     for seen, advice in cases:
         cupy.cuda.runtime.getDeviceCount = lambda: seen
-        rank0 = (socket.gethostname(), "0000:3B:00.0", 0, 0, seen)
+        rank0 = ((0, socket.gethostname()), "0000:3B:00.0", 0, 0, seen)
         ctl = types.SimpleNamespace(allgather=lambda mine: [rank0, mine])
-        group = types.SimpleNamespace(rank=1, size=2, local_rank=1, comm=types.SimpleNamespace(bcast=None), ctl=ctl)
+        group = types.SimpleNamespace(rank=1, size=2, local_rank=1, node=0, comm=types.SimpleNamespace(bcast=None),
+                                      ctl=ctl)
         with pytest.raises(rune.DistributedError) as raised:
             nccl.communicator(group, 0)
         message = str(raised.value)

@@ -16,6 +16,8 @@ from rune.core import dtypes as dt
 dist.initialize()
 RANK, SIZE = dist.rank(), dist.size()
 assert 0 <= dist.local_rank() < SIZE
+# every rank runs on this machine: one node, named by its first rank
+assert runtime.initialize().node == 0 and dist.local_rank() == RANK
 
 
 def inputs(r):
@@ -158,6 +160,17 @@ for bucket in (host.BUCKET_BYTES, 48):
         work = stack.astype(np.float32) if stack.dtype == dt.bfloat16 else stack
         same(g_, work.sum(0).astype(stack.dtype), f"all_reduce of a mixed tree, leaf {k}")
     host.BUCKET_BYTES = saved
+
+# ---- one GPU per rank, checked over MPI before NCCL: every rank raises, naming the first two
+# ranks claiming one GPU; a GPU each passes
+try:
+    runtime.check_one_gpu_per_rank(group, 0, "0000:3B:00.0", 1)
+except rune.DistributedError as e:
+    assert "rank 0 (on cuda:0) and rank 1 (on cuda:0) both use the GPU at PCI 0000:3B:00.0" in str(e), e
+    assert "launch at most 1 rank(s) per node" in str(e), e
+else:
+    raise AssertionError("two ranks on one GPU passed the check")
+runtime.check_one_gpu_per_rank(group, RANK, f"0000:{RANK + 1:02X}:00.0", SIZE)
 
 # ---- jit: the same results as eager, every collective kept and run once, in order
 def step(t):
