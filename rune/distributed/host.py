@@ -31,7 +31,7 @@ _pool = []   # [block, a weakref to the array last handed out over it], least re
 
 
 SCRATCH_MAX_BYTES = 1 << 28
-_scratch = {}   # (size, dtype) -> the packing buffer of the last reduction of that layout
+_scratch = {}   # (leaf sizes, dtype) -> the packing buffer of the last reduction of that layout
 
 
 def _packed(arrays, run, work):
