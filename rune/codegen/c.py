@@ -2,14 +2,14 @@
 
 `CDialect` renders with the shared C-style core (rune/codegen/cstyle.py: types,
 expression rules, reductions, index math, exact-semantics helpers) and decides
-what is CPU specific: the prelude (C99 headers, libm's vector variants, the
-OpenMP user reductions of complex sums), `restrict` pointers, bool buffers as
-bytes, and the loop form. Loops run with OpenMP (`parallel for` above a size
+what is CPU specific: the prelude (C99 headers, libm's vector variants),
+`restrict` pointers, bool buffers as bytes, and the loop form. Loops run with OpenMP (`parallel for` above a size
 where threads pay, `simd` inside, with some of libm's vector variants
 declared); what is the same along the innermost loop is computed once before
 it; reductions over strided leading axes run in a column form (the output's
-last axis innermost, so every read is contiguous); long float sums run in
-blocks added into a wide accumulator; consecutive kernels over the same rows
+last axis innermost, so every read is contiguous); every reduction folds its
+elements in the one order cstyle.py fixes (blocks of vector lanes, fixed trees),
+the threads splitting a row's blocks, never the order; consecutive kernels over the same rows
 (a softmax's maxima, exponentials, sums and quotients) run row by row, so a
 row is still in cache for the next kernel (rune/codegen/rows.py).
 
@@ -21,14 +21,14 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 import math
 
 from . import complexc, rows
-from .cstyle import (ARG_REDUCERS, COSTLY_OPS, REDUCERS, SUM_BLOCK, CStyle, RenderedUnit, c_helpers,
-                     condition, index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
+from .cstyle import (COSTLY_OPS, REDUCE_BLOCK, REDUCE_LANES, REDUCERS, CStyle, Fold, RenderedUnit, c_helpers,
+                     condition, flat_index, fold_plan, index_helpers, kind, nest, offset, tree_depth, tree_push,
+                     tree_total, unit_name)
 from .kernel import Const, Load, rendered
 
-# Column reductions (CDialect.column_reduction_kernel): accumulators per tile of the
-# output's last axis, and the run each sums in the compute type before its wide add.
+# Column reductions (CDialect.column_reduction_kernel): the columns of the output's last
+# axis folded side by side, each with its own lanes and tree.
 COLUMN_TILE = 64
-COLUMN_BLOCK = SUM_BLOCK // 16
 
 
 def _columns(lay):
@@ -84,6 +84,9 @@ class CDialect(CStyle):
     # an elementwise kernel's points times its per-point cost (_cost) from which its loop is parallel
     # too (a GELU's tanh over 2048x256 floats): a warm team starts in microseconds
     parallel_work = 1 << 22
+    # the most runs a row's blocks are split into among the threads (`split_fold`): enough
+    # to balance any team, few enough that their partials' tree costs nothing
+    fold_groups = 256
 
     # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
     # `#pragma omp simd` loops call them, only for the float32 functions NumPy
@@ -101,7 +104,7 @@ class CDialect(CStyle):
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
         return (_C_PRELUDE + "\n".join(decls) + "\n" + c_helpers() + complexc.helpers()
-                + complexc.omp_reductions() + index_helpers())
+                + index_helpers())
 
     def kernel(self, kernel, name, row=None):
         """`kernel` as a C function `name(void **b)`; with `row` (rune/codegen/rows.py),
@@ -132,9 +135,9 @@ class CDialect(CStyle):
         if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
             pragmas[-1] = "#pragma omp simd"
             if par and len(shape) == 1:
-                pragmas[0] = "#pragma omp parallel for simd"
+                pragmas[0] = self.parallel_for(" simd")
             elif par:
-                pragmas[0] = "#pragma omp parallel for" + (f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
+                pragmas[0] = self.parallel_for(f" collapse({len(shape) - 1})" if len(shape) > 2 else "")
         lines = [self.signature(name, row)] + ["  " + x for x in self.pointers(kernel)]
         idx = self.index_type(kernel)
         if per_row:
@@ -152,20 +155,18 @@ class CDialect(CStyle):
         return "int32_t" if kernel.index_bits == 32 else "int64_t"
 
     def reduction_kernel(self, kernel, name, row=None):
-        """Outer loops over the output, accumulators, an inner loop over the reduced
-        axes (the prologue), then the epilogue and stores per output point. A float
-        sum over more than SUM_BLOCK elements runs its inner loop in blocks (`sum_blocks`),
-        each block's partial added into a wide accumulator (`WideSum`)."""
+        """Outer loops over the output, then per output point its reduced elements folded
+        in the fixed order (cstyle.py: `fold_blocks`): blocks of vector lanes, the lanes'
+        tree, the blocks' tree; then the epilogue and stores. A reduction to few points
+        over many elements splits each row's blocks among the OpenMP threads in runs
+        that are subtrees of the block tree (`fold_plan`): any thread count gives the
+        same bits."""
         lay = self.reduction_layout(kernel)
         if _columns(lay):
             return self.column_reduction_kernel(kernel, name, lay)
         inner_loads, inner_nodes, reduces, _, _ = lay.phases
         oshape, rshape, ov, rv, index, guard = lay.oshape, lay.rshape, lay.ov, lay.rv, lay.index, lay.guard
-        blocks = sum_blocks(rshape)
         names = {}
-        # per output point: accumulators, those reset per block, the wide ones
-        accs, block_accs, block_ends, updates, finals = [], [], [], [], []
-        clauses, outer_clauses = [], []   # reduction clauses of the inner loop, of the block loop
         # prologue values the same across the reduced axes are computed once per output point
         nr = len(kernel.reduce_shape)
         point_loads, point_nodes, inner_loads, inner_nodes = _row_invariant(
@@ -175,67 +176,52 @@ class CDialect(CStyle):
                                     guard, index)
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
-        position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
-        for k, r in enumerate(reduces):
-            acc = f"acc{k}"
-            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
-            vt = r.args[0].dtype
-            names[id(r)] = f"r{k}"
-            if r.op in ARG_REDUCERS:
-                cmp = ARG_REDUCERS[r.op]
-                init, _, _, _ = REDUCERS["reduce_max" if cmp == ">" else "reduce_min"](self, vt, acc, v)
-                accs += [f"{self.compute_type(vt)} {acc} = {init};", f"int64_t arg{k} = 0;"]
-                beats = f"{v} {cmp} {acc}" + (f" || ({v} != {v} && {acc} == {acc})" if is_float(vt) else "")
-                updates.append(f"if ({beats}) {{ {acc} = {v}; arg{k} = {position}; }}")
-                clauses.append(None)   # two accumulators: the inner loop runs in order
-                finals.append(f"const {self.ctype(r.dtype)} r{k} = ({self.ctype(r.dtype)})arg{k};")
-                continue
-            init, update, clause, nan = REDUCERS[r.op](self, r.dtype, acc, v)
-            wide = wide_sum(self, r.op, r.dtype) if blocks else None
-            declare = f"{self.compute_type(r.dtype)} {acc} = {init};"
-            updates.append(f"{acc} = {update};")
-            clauses.append(f"{clause}:{acc}")
-            result = acc
-            if wide:
-                accs.append(f"{wide.ctype} wide{k} = {wide.init};")
-                block_accs.append(declare)
-                block_ends.append(wide.add(f"wide{k}", acc))
-                outer_clauses.append(f"{wide.clause}:wide{k}")
-                result = wide.narrow(f"wide{k}")
-            else:
-                accs.append(declare)
-                outer_clauses.append(f"{clause}:{acc}")
-            if nan:
-                accs.append(f"int nan{k} = 0;")
-                updates.append(f"nan{k} |= ({v} != {v});")
-                clauses.append(f"|:nan{k}")
-                outer_clauses.append(f"|:nan{k}")
-                result = f"(nan{k} ? ({self.compute_type(r.dtype)})NAN : {result})"
-            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
+        folds, accs, in_order, finals = self.point_reductions(reduces, names, rv[0] if rv else "0")
         epilogue = self.reduction_epilogue(kernel, lay, names)
 
-        ordered = None in clauses
         total = kernel.size * math.prod(kernel.reduce_shape)
         big = total >= self.parallel_threshold and row is None
-        inner_par = big and (oshape == [] or kernel.size < 8) and not ordered
+        n = math.prod(rshape)
+        split = big and (oshape == [] or kernel.size < 8) and not in_order and n > REDUCE_BLOCK
+        plan = fold_plan(n, self.fold_groups if split else 1)
         idx = self.index_type(kernel)
-        if not block_ends:
-            rp = [None] * len(rshape)
-            if rshape and not ordered:
-                coll = f" collapse({len(rshape)})" if len(rshape) > 1 else ""
-                red = "".join(f" reduction({c})" for c in clauses)
-                rp[0] = f"#pragma omp {'parallel for ' if inner_par else ''}simd{coll}{red}"
-            loops = nest(idx, rv, rshape, rp, prologue + updates, 1)
+        element = prologue + in_order
+        if split:
+            folded = self.split_fold(idx, rshape, rv, folds, element, plan)
         else:
-            loops = self.blocked_loops(idx, rv, rshape, blocks, prologue + updates, block_accs, block_ends,
-                                       None if ordered else clauses, outer_clauses if inner_par else None)
-        point = ["  " + x for x in accs + per_point] + loops + ["  " + x for x in finals + epilogue]
+            folded = self.fold_blocks(idx, rshape, rv, folds, element, plan, "0", str(plan.blocks),
+                                      simd=not in_order)
+        point = ["  " + x for x in accs + per_point + folded + finals + epilogue]
         op = [None] * len(oshape)
-        if oshape and big and not inner_par:
-            op[0] = "#pragma omp parallel for" + (f" collapse({len(oshape)})" if len(oshape) > 1 else "")
+        if oshape and big and not split:
+            op[0] = self.parallel_for(f" collapse({len(oshape)})" if len(oshape) > 1 else "")
         lines = [self.signature(name, row)] + ["  " + x for x in self.pointers(kernel)]
         lines += nest(idx, ov, oshape, op, ["{"] + point + ["}"], 1, _rows(row))
         return "\n".join(lines + ["}"])
+
+    def split_fold(self, idx, rshape, rv, folds, element, plan):
+        """A row's blocks folded on the OpenMP threads: each run of `plan.span` blocks (a
+        subtree of the block tree) into its slot, then the runs' partials by the tree's
+        top on the calling thread. Threads take runs, never a say in the order."""
+        runs = plan.groups
+        lines = [f"{f.part} gp{f.k}[{runs}];" for f in folds] + [f"int gn{f.k}[{runs}];" for f in folds if f.nan]
+        last = f"(g + 1) * {plan.span} < {plan.blocks} ? (g + 1) * {plan.span} : {plan.blocks}"
+        run = [f"{f.part} pt{f.k};" for f in folds] + [f"int nan{f.k} = 0;" for f in folds if f.nan]
+        run += self.fold_blocks(idx, rshape, rv, folds, element, plan, f"g * {plan.span}", last, simd=True)
+        run += [f"gp{f.k}[g] = pt{f.k};" for f in folds] + [f"gn{f.k}[g] = nan{f.k};" for f in folds if f.nan]
+        lines += [self.parallel_for(" schedule(static)"), f"for (int64_t g = 0; g < {runs}; g++) {{"]
+        lines += ["  " + x for x in run] + ["}"]
+        # the runs' partials: the leaves of the tree's top
+        lines += [f"{f.part} stk{f.k}[{tree_depth(runs)}];" for f in folds] + ["int top = 0;"]
+        step = [f"{f.part} w{f.k} = gp{f.k}[g];" for f in folds] + tree_push(folds, "g", [f"w{f.k}" for f in folds])
+        step += [f"nan{f.k} |= gn{f.k}[g];" for f in folds if f.nan]
+        lines += [f"for (int64_t g = 0; g < {runs}; g++) {{"] + ["  " + x for x in step] + ["}"]
+        return lines + tree_total(folds, [f"pt{f.k}" for f in folds])
+
+    def parallel_for(self, clauses=""):
+        """The pragma of every parallel loop the C dialect writes (one place to give
+        them all another clause)."""
+        return "#pragma omp parallel for" + clauses
 
     def reduction_epilogue(self, kernel, lay, names):
         """A reduction's statements once per output point, after its accumulators are
@@ -248,67 +234,74 @@ class CDialect(CStyle):
     def column_reduction_kernel(self, kernel, name, lay):
         """A reduction over leading (strided) axes whose reads are contiguous along the
         output's last axis (a bias gradient, a sum over the batch): the output's last
-        axis runs innermost, vectorised, in tiles of COLUMN_TILE accumulators, under
-        the reduced loops, so every read is contiguous. A float sum adds each column's
-        runs of at most COLUMN_BLOCK values (what one vector lane of the row form sums)
-        into a wide accumulator: the row form's accuracy."""
+        axis runs innermost, vectorised, in tiles of COLUMN_TILE columns, under the
+        reduced elements, so every read is contiguous. Each column folds in the fixed
+        order (cstyle.py: `fold_blocks`), its lanes a row of accumulators per lane:
+        element j of the reduced axes goes to lane j % REDUCE_LANES of its block, the
+        lanes' tree and the blocks' tree run per column. The same bits as the row form."""
         inner_loads, inner_nodes, reduces, _, _ = lay.phases
         oshape, rshape, ov, rv, index, guard = lay.oshape, lay.rshape, lay.ov, lay.rv, lay.index, lay.guard
         idx = self.index_type(kernel)
         n, tile = oshape[-1], min(COLUMN_TILE, oshape[-1])
         names = {}
         body = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard, index)
-        accs, updates, finals, block_accs, block_ends = [], [], [], [], []
-        blocks = sum_blocks(rshape, COLUMN_BLOCK)
+        folds = []
         for k, r in enumerate(reduces):
-            acc, v = f"acc{k}[t]", names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(
-                r.args[0], r.args[0].dtype)
+            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
             names[id(r)] = f"r{k}"
-            init, update, _, nan = REDUCERS[r.op](self, r.dtype, acc, v)
-            wide = wide_sum(self, r.op, r.dtype) if blocks else None
-            accs.append(f"{self.compute_type(r.dtype)} acc{k}[{tile}];")
-            updates.append(f"{acc} = {update};")
-            result = acc
-            if wide:
-                accs.append(f"{wide.ctype} wide{k}[{tile}];")
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) wide{k}[t] = {wide.init};")
-                block_accs.append(f"{acc} = {init};")
-                block_ends.append(wide.add(f"wide{k}[t]", acc))
-                result = wide.narrow(f"wide{k}[t]")
-            else:
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) {acc} = {init};")
-            if nan:
-                accs.append(f"int nan{k}[{tile}];")
-                accs.append(f"for ({idx} t = 0; t < {tile}; t++) nan{k}[t] = 0;")
-                updates.append(f"nan{k}[t] |= ({v} != {v});")
-                result = f"(nan{k}[t] ? ({self.compute_type(r.dtype)})NAN : {result})"
-            finals.append(f"const {self.compute_type(r.dtype)} r{k} = {self.rounded(r.dtype, result)};")
+            folds.append(Fold(self, k, r, v))
         epilogue = self.reduction_epilogue(kernel, lay, names)
-
+        plan = fold_plan(math.prod(rshape))
+        w, blk = REDUCE_LANES, REDUCE_BLOCK
         column = f"const {idx} {ov[-1]} = io + t;"
-        span = f"{idx} t = 0; t < tn; t++"
-        row = ["#pragma omp simd", f"for ({span}) {{", "  " + column] + ["  " + x for x in body + updates] + ["}"]
-        if blocks is None:
-            reduced = nest(idx, rv, rshape, [None] * len(rshape), row, 0)
-        else:
-            a, c = blocks
-            chunk = nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), row, 0)
-            chunk = [f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{"] + ["  " + x for x in chunk] + ["}"]
-            chunk = ([f"const {idx} je = jb < {rshape[a] - c} ? jb + {c} : {rshape[a]};",
-                      "#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_accs] + ["}"] + chunk
-                     + ["#pragma omp simd", f"for ({span}) {{"] + ["  " + x for x in block_ends] + ["}"])
-            chunk = [f"for ({idx} jb = 0; jb < {rshape[a]}; jb += {c}) {{"] + ["  " + x for x in chunk] + ["}"]
-            reduced = nest(idx, rv[:a], rshape[:a], [None] * a, chunk, 0)
-        point = ([f"const {idx} tn = io + {tile} <= {n} ? {tile} : {n} - io;"] + accs + reduced
-                 + [f"for ({span}) {{", "  " + column] + ["  " + x for x in finals + epilogue] + ["}"])
+
+        def columns(lines, simd=True, count="tn"):
+            return ((["#pragma omp simd"] if simd else []) + [f"for (int t = 0; t < {count}; t++) {{"]
+                    + ["  " + x for x in lines] + ["}"])
+
+        setup = [f"const {idx} tn = io + {tile} <= {n} ? {tile} : {n} - io;"]
+        setup += [f"{f.part} stk{f.k}[{plan.depth}][{tile}];" for f in folds] + ["int top = 0;"]
+        setup += [f"int nan{f.k}[{tile}];" for f in folds if f.nan]
+        setup += columns([f"nan{f.k}[t] = 0;" for f in folds if f.nan])
+        block = [f"const {idx} jb = ({idx})b * {blk};", f"const {idx} je = jb < {plan.n - blk} ? jb + {blk} : {plan.n};"]
+        block += [f"{f.ctype} lane{f.k}[{w}][{tile}];" for f in folds]
+        # lane by lane: a lane's rows j = ln, ln + 32, ... of the block into a row of accumulators
+        fold = [f"acc{f.k}[t] = {f.update(f'acc{f.k}[t]', f.value)};" for f in folds]
+        fold += [f"nan{f.k}[t] |= ({f.value} != {f.value});" for f in folds if f.nan]
+
+        def lane(count):   # a whole tile's count is a constant: its accumulators stay in registers
+            lines = [f"{f.ctype} acc{f.k}[{tile}];" for f in folds]
+            lines += columns([f"acc{f.k}[t] = {f.init};" for f in folds], count=count)
+            element = flat_index(idx, rv, rshape, "jj") + columns([column] + body + fold, count=count)
+            lines += [f"for ({idx} jj = jb + ln; jj < je; jj += {w}) {{"] + ["  " + x for x in element] + ["}"]
+            return lines + columns([f"lane{f.k}[ln][t] = acc{f.k}[t];" for f in folds], count=count)
+        lanes = [f"if (tn == {tile}) {{"] + ["  " + x for x in lane(tile)] + ["} else {"]
+        lanes += ["  " + x for x in lane("tn")] + ["}"]
+        block += [f"for (int ln = 0; ln < {w}; ln++) {{"] + ["  " + x for x in lanes] + ["}"]
+        pair = columns([f"lane{f.k}[ln][t] = {f.update(f'lane{f.k}[ln][t]', f'lane{f.k}[ln + s][t]')};"
+                        for f in folds])
+        block += [f"for (int s = {w // 2}; s > 0; s >>= 1) {{", "  for (int ln = 0; ln < s; ln++) {"]
+        block += ["    " + x for x in pair] + ["  }", "}"]
+        # the block's partials onto the columns' tree stacks (one block count for all)
+        push = [f"{f.part} w{f.k} = {f.widen(f'lane{f.k}[0][t]')};" for f in folds]
+        merge = [f"w{f.k} = {f.join(f'stk{f.k}[d][t]', f'w{f.k}')};" for f in folds]
+        push += ["int d = top;", "for (int64_t m = b; m & 1; m >>= 1) {", "  --d;"] + ["  " + x for x in merge] + ["}"]
+        push += [f"stk{f.k}[d][t] = w{f.k};" for f in folds]
+        block += columns(push, simd=False) + ["for (int64_t m = b; m & 1; m >>= 1) --top;", "++top;"]
+        reduced = [f"for (int64_t b = 0; b < {plan.blocks}; b++) {{"] + ["  " + x for x in block] + ["}"]
+        finals = [f"{f.part} pt{f.k} = stk{f.k}[top - 1][t];" for f in folds]
+        finals += ["for (int s = top - 2; s >= 0; --s) {"]
+        finals += [f"  pt{f.k} = {f.join(f'stk{f.k}[s][t]', f'pt{f.k}')};" for f in folds] + ["}"]
+        finals += [f.final(f"pt{f.k}", f"nan{f.k}[t]") for f in folds]
+        point = setup + reduced + columns([column] + finals + epilogue, simd=False)
         point = [f"for ({idx} io = 0; io < {n}; io += {tile}) {{"] + ["  " + x for x in point] + ["}"]
         total = kernel.size * math.prod(kernel.reduce_shape)
         outer = [None] * (len(oshape) - 1)
-        if total >= self.parallel_threshold:
+        if total >= self.parallel_threshold:   # each column on one thread, folded in its fixed order
             if outer:
-                outer[0] = "#pragma omp parallel for" + (f" collapse({len(outer)})" if len(outer) > 1 else "")
+                outer[0] = self.parallel_for(f" collapse({len(outer)})" if len(outer) > 1 else "")
             else:
-                point = ["#pragma omp parallel for"] + point
+                point = [self.parallel_for()] + point
         lines = [f"static void {name}(void **{self.restrict} b) {{"] + ["  " + x for x in self.pointers(kernel)]
         lines += nest(idx, ov[:-1], oshape[:-1], outer, point, 1)
         return "\n".join(lines + ["}"])
@@ -338,7 +331,7 @@ class CDialect(CStyle):
         """The function running a row group's row functions, row by row: on the
         OpenMP threads when the group's points are many enough (rows are independent)."""
         work = sum(k.size * math.prod(k.reduce_shape) for k in kernels)
-        pragma = ["  #pragma omp parallel for"] if work >= self.row_parallel_threshold else []
+        pragma = ["  " + self.parallel_for()] if work >= self.row_parallel_threshold else []
         calls = [f"    @U@_k{group.start + j}(b, r);" for j in range(len(kernels))]
         return "\n".join([f"static void {name}(void **{self.restrict} b) {{"] + pragma
                          + [f"  for (int64_t r = 0; r < {group.rows}; r++) {{"] + calls + ["  }", "}"])

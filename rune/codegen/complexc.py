@@ -137,9 +137,9 @@ RULES = {
 
 
 def sum_reducer(r, dtype, acc, v):
-    """`reduce_sum` of complex: (initial value, update, C OpenMP reduction clause)."""
+    """`reduce_sum` of complex: (initial value, update)."""
     s = struct(dtype)
-    return f"{s}_make(0, 0)", f"{s}_add({acc}, {v})", f"{s}_add"
+    return f"{s}_make(0, 0)", f"{s}_add({acc}, {v})"
 
 
 # GCC 12's SLP vectoriser fuses a product feeding one lane's subtraction and the
@@ -230,10 +230,3 @@ RN_FN {s} {s}_exp({s} z) {{
   return {s}_make(e * (c * g), rn_pick_{t}(y == 0, 1, e) * (sn * g));
 }}""")
     return _ROUNDED + "\n".join(parts) + "\n"
-
-
-def omp_reductions():
-    """OpenMP user reductions so complex sums keep the C loops' simd / parallel clauses."""
-    return "".join(f"#pragma omp declare reduction({s}_add : {s} : omp_out = {s}_add(omp_out, omp_in)) "
-                   f"initializer(omp_priv = {s}_make(0, 0))\n" for s, _, _ in STRUCTS.values())
-

@@ -13,8 +13,10 @@ share, written once:
   remainder, shifts wider than the type, float16/bfloat16 computed in float32
   and rounded to their format after every operation (so a fused chain gives
   the eager bits); complex values through rune/codegen/complexc.py;
-- the reductions (`REDUCERS`, `ARG_REDUCERS`) and the blocked float sums
-  (`sum_blocks`, `WideSum`) that keep a long row's rounding error that of a short one;
+- the reductions (`REDUCERS`, `ARG_REDUCERS`) and the one order every reduction
+  combines its elements in, whatever the threads or the grid: fixed blocks, lanes
+  and trees, float sums' blocks widened (`REDUCE_BLOCK`, `Fold`, `fold_plan`,
+  `CStyle.fold_blocks`);
 - `CStyle`, the base of both dialects: types, constants, loads and stores,
   a kernel's statements and phases, the loops of a reduction (`reduction_layout`),
   and `can_render`, the question a planner asks before it fuses a node;
@@ -354,14 +356,13 @@ def _complex_aware(op):
 
 RULES = {op: _complex_aware(op) for op in ELEMENTWISE_OPS + (INDEX_OP, RANDOM_BITS_OP)}
 
-# Reductions: (initial value, update of `acc` by `v`, OpenMP reduction operator,
-# whether a NaN flag rides along). Float max/min ignore NaN in the vectorised
-# loop and a second accumulator remembers whether one was seen: the result is
-# then NaN, as NumPy's (so every reduction has an OpenMP clause and vectorises).
-def _reducer(init, update, clause):
+# Reductions: (initial value, update of `acc` by `v`, whether a NaN flag rides along).
+# Float max/min ignore NaN in their (vectorised) lanes and a flag remembers whether
+# one was seen: the result is then NaN, as NumPy's. The order they fold in: below.
+def _reducer(init, update, nan=False):
     def rule(r, dtype, acc, v):
         k = kind(dtype)
-        return init(r, dtype, k), update(r, dtype, k, acc, v), clause(k), k in "hf" and clause(k) in ("max", "min")
+        return init(r, dtype, k), update(r, dtype, k, acc, v), nan and k in "hf"
     return rule
 
 
@@ -394,7 +395,7 @@ def _fold(op, bool_op):
 
 
 def _complex_sum(real_rule):
-    """A complex sum folds with complexc's add (a C user reduction keeps its clause)."""
+    """A complex sum folds with complexc's add."""
     def rule(r, dtype, acc, v):
         if kind(dtype) == "c":
             return (*complexc.sum_reducer(r, dtype, acc, v), False)
@@ -403,43 +404,63 @@ def _complex_sum(real_rule):
 
 
 REDUCERS = {
-    "reduce_sum": _complex_sum(_reducer(lambda r, d, k: "0", _fold("+", "|"),
-                                        lambda k: "|" if k == "b" else "+")),
-    "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&"), lambda k: "&" if k == "b" else "*"),
-    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), lambda k: "max"),
-    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), lambda k: "min"),
+    "reduce_sum": _complex_sum(_reducer(lambda r, d, k: "0", _fold("+", "|"))),
+    "reduce_prod": _reducer(lambda r, d, k: "1", _fold("*", "&")),
+    "reduce_max": _reducer(_extreme_init(-1), _extreme_update(">"), nan=True),
+    "reduce_min": _reducer(_extreme_init(1), _extreme_update("<"), nan=True),
 }
 
-# Float and complex sums accumulate in blocks: a block of at most SUM_BLOCK elements
-# of a row sums in the compute type as any reduction (a few vector lanes, each a
-# short sequential run), and the block sums add into a wide accumulator (double,
-# complex128). A row's rounding error then stays that of one block, however long
-# the row (a plain float32 running sum of 2**24 elements is off by about 1%).
-# Exact reductions (integers, max/min) and products (whose rounding error does not
-# grow with the order of the factors) keep one accumulator.
-SUM_BLOCK = 512
+# ---------------------------------------------------------------- the reduction order
+# Every reduction combines its elements in one order that depends on the reduced
+# length n alone (DESIGN 2.4a), the same in C on any number of OpenMP threads and in
+# CUDA under any grid:
+#
+# - blocks: elements j of the row-major flat reduced index in blocks of REDUCE_BLOCK
+#   (the last one shorter);
+# - lanes: in a block, lane l (of REDUCE_LANES) folds the block's elements j = l
+#   (mod REDUCE_LANES) in index order, from the reducer's identity, in the compute
+#   type (a CPU's vector lanes; a warp's threads, reading coalesced);
+# - the lane tree: lane l takes lane l + s for s = 16, 8, 4, 2, 1 (a warp's
+#   shuffle-down tree); lane 0 holds the block's partial;
+# - the block tree: the partials (float and complex sums widened first: `WideSum`, so
+#   a row's rounding error is that of one block however long the row) combine
+#   pairwise, p[i] = p[i] + p[i + s] for s = 1, 2, 4, ... at every i a multiple of
+#   2s. Any aligned run of a power of two of blocks is a subtree of it: threads and GPU
+#   blocks each take such runs, and their partials combine by the same tree, so how
+#   the work is split never changes the bits (`FoldPlan`).
+#
+# The tree is computed streaming (`tree_push`): a stack of the subtrees done so far,
+# the incoming partial of block b merged with the top once per trailing one bit of b.
+# A reduction's identity is exact under its combination (x + 0, x * 1, max(x, -inf)),
+# and no partial is ever -0.0 (every sum starts from +0.0), so a lane or tree slot
+# holding the identity changes nothing. Arg reductions keep a (value, index) pair
+# whose combination gives NumPy's first extreme whatever the order.
+REDUCE_BLOCK = 512
+REDUCE_LANES = 32
 
 
 class WideSum:
-    """The wide accumulator of a blocked sum of `dtype`: its C type `ctype`, initial
-    value `init` and OpenMP reduction operator `clause`; `add(wide, part)` is the
-    statement adding a block's partial (of the compute type), `narrow(wide)` the
-    total back in the compute type."""
+    """The wide type a float or complex sum's block partials combine in: its C type
+    `ctype` and `init`; `widen(part)` a block's partial (of the compute type) in it,
+    `join(a, b)` two partials' sum, `narrow(wide)` the total back in the compute type."""
 
     def __init__(self, r, dtype):
         self.struct = complexc.struct(dtype) if kind(dtype) == "c" else None
         self.compute = r.compute_type(dtype)
         if self.struct:
-            self.ctype, self.init, self.clause = "rn_c128", "rn_c128_make(0, 0)", "rn_c128_add"
+            self.ctype, self.init, self.dtype = "rn_c128", "rn_c128_make(0, 0)", np.dtype(np.complex128)
         else:
-            self.ctype, self.init, self.clause = "double", "0", "+"
+            self.ctype, self.init, self.dtype = "double", "0", np.dtype(np.float64)
 
-    def add(self, wide, part):
+    def widen(self, part):
         if self.struct is None:
-            return f"{wide} += (double){part};"
+            return f"((double){part})"
         if self.struct != "rn_c128":
-            part = f"rn_c128_make({part}.re, {part}.im)"
-        return f"{wide} = rn_c128_add({wide}, {part});"
+            return f"rn_c128_make({part}.re, {part}.im)"
+        return part
+
+    def join(self, a, b):
+        return f"({a} + {b})" if self.struct is None else f"rn_c128_add({a}, {b})"
 
     def narrow(self, wide):
         if self.struct is None:
@@ -450,20 +471,114 @@ class WideSum:
 
 
 def wide_sum(r, op, dtype):
-    """The `WideSum` a reduction `op` of `dtype` accumulates its blocks into, or None
-    where it keeps one accumulator (every reduction but float and complex sums)."""
+    """The `WideSum` a reduction `op` of `dtype` combines its blocks in, or None where
+    its partials keep the compute type (every reduction but float and complex sums)."""
     return WideSum(r, dtype) if op == "reduce_sum" and kind(dtype) in "hfc" else None
 
 
-def sum_blocks(rshape, block=SUM_BLOCK):
-    """How a reduction's loops over `rshape` split into blocks of at most `block`
-    elements: (axis a, chunk c): the loops before `a` run around a loop over `a` in
-    chunks of `c`, each chunk with every axis after `a` one block. None when the
-    whole reduction fits one block."""
-    if math.prod(rshape) <= block:
-        return None
-    a = max(k for k in range(len(rshape)) if math.prod(rshape[k:]) > block)
-    return a, max(1, block // math.prod(rshape[a + 1:]))
+class Fold:
+    """One reduction node (`reduce_*`) of a kernel, number `k`, folding the C value
+    `value`, as the fixed order accumulates it: lanes of the compute type `ctype`
+    (from `init`, by `update`), partials of the type `part` (`widen`ed from a lane,
+    combined by `join`), a NaN flag where NaN must win over a vectorised max/min."""
+
+    def __init__(self, r, k, node, value):
+        self.r, self.k, self.node, self.value = r, k, node, value
+        self.init, _, self.nan = REDUCERS[node.op](r, node.dtype, "a", "v")
+        self.ctype = r.compute_type(node.dtype)
+        self.wide = wide_sum(r, node.op, node.dtype)
+        self.part = self.wide.ctype if self.wide else self.ctype
+        self.part_dtype = self.wide.dtype if self.wide else (
+            np.dtype(np.float32) if kind(node.dtype) == "h" else node.dtype)
+
+    def update(self, acc, v):
+        """`acc` folded with `v` (lane by element, or left lane by right lane)."""
+        return REDUCERS[self.node.op](self.r, self.node.dtype, acc, v)[1]
+
+    def widen(self, lane):
+        return self.wide.widen(lane) if self.wide else lane
+
+    def join(self, left, right):
+        """Two partials of the block tree, `left` the earlier blocks'."""
+        return self.wide.join(left, right) if self.wide else self.update(left, right)
+
+    def final(self, part, nan):
+        """The statement of the result r<k> from the row's partial and NaN flag."""
+        result = self.wide.narrow(part) if self.wide else part
+        if self.nan:
+            result = f"({nan} ? ({self.ctype})NAN : {result})"
+        return f"const {self.ctype} r{self.k} = {self.r.rounded(self.node.dtype, result)};"
+
+
+class FoldPlan(NamedTuple):
+    """How a row of `n` elements is worked through: `blocks` blocks, in `groups` runs
+    of `span` blocks each (a power of two; the last run shorter), each run a subtree
+    of the block tree that one worker folds. `depth`: the tree stack a run needs."""
+    n: int
+    blocks: int
+    span: int
+    groups: int
+
+    @property
+    def depth(self):
+        return tree_depth(self.span)
+
+
+def tree_depth(leaves):
+    """The most subtrees `tree_push`'s stack holds over `leaves` partials."""
+    return max(1, int(leaves).bit_length())
+
+
+def fold_plan(n, most_groups=1):
+    """The `FoldPlan` of `n` elements in at most `most_groups` runs."""
+    blocks = max(1, -(-n // REDUCE_BLOCK))
+    span = 1
+    while -(-blocks // span) > most_groups:
+        span *= 2
+    return FoldPlan(n, blocks, span, -(-blocks // span))
+
+
+def tree_push(folds, index, values, stack="stk", top="top", at=""):
+    """Lines pushing each fold's partial `values[i]` (a variable, replaced by the
+    result) of block `index` (counted from its run's first) onto the tree stacks:
+    merged with the top once per trailing one bit of `index`. `at` subscripts each
+    stack slot (a column's)."""
+    merge = [f"{v} = {f.join(f'{stack}{f.k}[{top}]{at}', v)};" for f, v in zip(folds, values)]
+    lines = [f"for (int64_t m = (int64_t)({index}); m & 1; m >>= 1) {{", f"  --{top};"]
+    lines += ["  " + x for x in merge] + ["}"]
+    lines += [f"{stack}{f.k}[{top}]{at} = {v};" for f, v in zip(folds, values)]
+    return lines + [f"++{top};"]
+
+
+def tree_total(folds, targets, stack="stk", top="top", at=""):
+    """Lines setting `targets[i]` to fold i's stack combined (the tree's unfinished
+    right edge, the latest subtree innermost)."""
+    lines = [f"{t} = {stack}{f.k}[{top} - 1]{at};" for f, t in zip(folds, targets)]
+    lines += [f"for (int s = {top} - 2; s >= 0; --s) {{"]
+    lines += [f"  {t} = {f.join(f'{stack}{f.k}[s]{at}', t)};" for f, t in zip(folds, targets)]
+    return lines + ["}"]
+
+
+def lane_tree(folds, lane="lane", at=""):
+    """Lines combining each fold's REDUCE_LANES lanes into lane 0 (the halving tree)."""
+    lines = [f"for (int s = {REDUCE_LANES // 2}; s > 0; s >>= 1) {{", "  for (int ln = 0; ln < s; ln++) {"]
+    lines += [f"    {lane}{f.k}[ln]{at} = {f.update(f'{lane}{f.k}[ln]{at}', f'{lane}{f.k}[ln + s]{at}')};"
+              for f in folds]
+    return lines + ["  }", "}"]
+
+
+def _indent(lines, by="  "):
+    return [by + x for x in lines]
+
+
+def flat_index(idx, rv, rshape, flat):
+    """Lines giving each reduced axis index (`rv`) of the row-major flat index `flat`."""
+    lines, step = [], 1
+    for a in reversed(range(len(rshape))):
+        q = f"({flat})" if step == 1 else f"({flat}) / {step}"
+        lines.append(f"const {idx} {rv[a]} = ({idx})({q}" + (f" % {rshape[a]});" if a else ");"))
+        step *= rshape[a]
+    return list(reversed(lines))
 
 
 # Arg reductions: the comparison that makes a later value the new extreme. The
@@ -721,33 +836,76 @@ class CStyle:
                                oshape=oshape, rshape=rshape, oacc=oacc, racc=racc, n_inner=n_in, ov=ov, rv=rv,
                                index=index, guard=guard)
 
-    def blocked_loops(self, idx, rv, rshape, blocks, body, block_accs, block_ends, clauses, outer_clauses):
-        """The reduced loops of a blocked sum (`sum_blocks`): the axes before `a`, then
-        axis `a` in chunks; each chunk declares `block_accs`, runs `body` over itself and
-        every later axis (vectorised with `clauses`, unless None: in order), then adds
-        its partials (`block_ends`). `outer_clauses`: the chunks run on the OpenMP
-        threads with these reductions (None: on one thread)."""
-        a, c = blocks
-        n = rshape[a]
-        outer = [None] * (a + 1)
-        if outer_clauses is not None:
-            coll = f" collapse({a + 1})" if a else ""
-            outer[0] = "#pragma omp parallel for" + coll + "".join(f" reduction({x})" for x in outer_clauses)
-        inner = []
-        if clauses is not None:
-            coll = f" collapse({len(rshape) - a})" if len(rshape) - a > 1 else ""
-            inner.append("#pragma omp simd" + coll + "".join(f" reduction({x})" for x in clauses))
-        inner.append(f"for ({idx} {rv[a]} = jb; {rv[a]} < je; {rv[a]}++) {{")
-        inner += nest(idx, rv[a + 1:], rshape[a + 1:], [None] * (len(rshape) - a - 1), body, 1)
-        inner.append("}")
-        chunk = [f"const {idx} je = jb < {n - c} ? jb + {c} : {n};"] + block_accs + inner + block_ends
-        lines = nest(idx, rv[:a], rshape[:a], outer, [], 1)
-        # the chunk loop sits innermost of the outer axes (its step is not 1: written out here)
-        depth = a + 1
-        pad = "  " * depth
-        chunk_loop = ([pad + outer[a]] if outer[a] else []) + [pad + f"for ({idx} jb = 0; jb < {n}; jb += {c}) {{"]
-        chunk_loop += [pad + "  " + x for x in chunk] + [pad + "}"]
-        return lines[:len(lines) - a] + chunk_loop + lines[len(lines) - a:]
+    def point_reductions(self, reduces, names, position):
+        """One output point's reductions as a loop folding its elements one after the
+        other writes them: (the `Fold`s, declarations of their partials and NaN flags
+        and of the arg reductions' (value, index) pairs, the arg reductions' updates
+        (in index order; `position`: the element's index along the one reduced axis),
+        the statements of the results r<k>). `names` gains each reduction's r<k>."""
+        folds, accs, in_order, finals = [], [], [], []
+        for k, r in enumerate(reduces):
+            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
+            names[id(r)] = f"r{k}"
+            if r.op in ARG_REDUCERS:   # the first extreme (a NaN beats all but an earlier NaN)
+                cmp, vt, t = ARG_REDUCERS[r.op], r.args[0].dtype, self.ctype(r.dtype)
+                init = REDUCERS["reduce_max" if cmp == ">" else "reduce_min"](self, vt, f"acc{k}", v)[0]
+                accs += [f"{self.compute_type(vt)} acc{k} = {init};", f"int64_t arg{k} = 0;"]
+                beats = f"{v} {cmp} acc{k}" + (f" || ({v} != {v} && acc{k} == acc{k})" if is_float(vt) else "")
+                in_order.append(f"if ({beats}) {{ acc{k} = {v}; arg{k} = {position}; }}")
+                finals.append(f"const {t} r{k} = ({t})arg{k};")
+                continue
+            f = Fold(self, k, r, v)
+            folds.append(f)
+            accs += [f"{f.part} pt{k};"] + ([f"int nan{k} = 0;"] if f.nan else [])
+            finals.append(f.final(f"pt{k}", f"nan{k}"))
+        return folds, accs, in_order, finals
+
+    def fold_blocks(self, idx, rshape, rv, folds, element, plan, first, last, simd):
+        """Lines folding the blocks [first, last) of a row (C expressions; the run is an
+        aligned subtree of `plan`, or the whole row) into each fold's partial `pt<k>` and
+        NaN flag `nan<k>` (declared by the caller), in the fixed order: each block's
+        lanes over groups of REDUCE_LANES elements (`element`: the lines of one element,
+        the reduced indices `rv` defined; vectorised where `simd`), its lane tree, then
+        the block tree. Arg reductions update in `element`, in index order."""
+        n, w, b = plan.n, REDUCE_LANES, REDUCE_BLOCK
+        if not rshape:
+            spell, at_group = [], []
+        elif len(rshape) == 1:
+            spell, at_group = [f"const {idx} {rv[0]} = jj + ln;"], []
+        elif rshape[-1] % w == 0:   # a group never crosses the last axis: its indices are found once
+            at_group = flat_index(idx, rv[:-1], rshape[:-1], f"jj / {rshape[-1]}")
+            at_group.append(f"const {idx} jl = jj % {rshape[-1]};")
+            spell = [f"const {idx} {rv[-1]} = jl + ln;"]
+        else:
+            spell, at_group = flat_index(idx, rv, rshape, "jj + ln"), []
+        fold = [f"lane{f.k}[ln] = {f.update(f'lane{f.k}[ln]', f.value)};" for f in folds]
+        fold += [f"nanl{f.k}[ln] |= ({f.value} != {f.value});" for f in folds if f.nan]
+
+        def group(count):
+            pragma = ["#pragma omp simd"] if simd else []
+            return at_group + pragma + [f"for (int ln = 0; ln < {count}; ln++) {{"] + _indent(
+                spell + element + fold) + ["}"]
+
+        block = [f"const {idx} jb = ({idx})b * {b};", f"const {idx} je = jb < {n - b} ? jb + {b} : {n};"]
+        block += [f"{f.ctype} lane{f.k}[{w}];" for f in folds] + [f"int nanl{f.k}[{w}];" for f in folds if f.nan]
+        if folds:
+            block += [f"for (int ln = 0; ln < {w}; ln++) {{"] + [f"  lane{f.k}[ln] = {f.init};" for f in folds]
+            block += [f"  nanl{f.k}[ln] = 0;" for f in folds if f.nan] + ["}"]
+        block += [f"{idx} jj = jb;", f"for (; je - jj >= {w}; jj += {w}) {{"] + _indent(group(w)) + ["}"]
+        block += ["if (jj < je) {", "  const int tail = (int)(je - jj);"] + _indent(group("tail")) + ["}"]
+        if folds:
+            block += lane_tree(folds)
+        for f in (f for f in folds if f.nan):
+            block += [f"for (int ln = 0; ln < {w}; ln++) nan{f.k} |= nanl{f.k}[ln];"]
+        if plan.span == 1 or not folds:   # one block per run: its partial is the run's
+            block += [f"pt{f.k} = {f.widen(f'lane{f.k}[0]')};" for f in folds]
+            return [f"for (int64_t b = {first}; b < ({last}); b++) {{"] + _indent(block) + ["}"]
+        block += [f"{f.part} w{f.k} = {f.widen(f'lane{f.k}[0]')};" for f in folds]
+        block += tree_push(folds, f"b - ({first})", [f"w{f.k}" for f in folds])
+        lines = [f"{f.part} stk{f.k}[{plan.depth}];" for f in folds] + ["int top = 0;"]
+        lines += [f"for (int64_t b = {first}; b < ({last}); b++) {{"] + _indent(block) + ["}"]
+        return lines + tree_total(folds, [f"pt{f.k}" for f in folds])
+
 
     # -------------------------------------------------------------- units
 

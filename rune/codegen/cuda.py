@@ -55,19 +55,19 @@ for bit NumPy's order); a form neither fits is launched as one thread, and only
 thread 0 of block 0 works whatever the launch, so it stays exact. dynamic_update_slice writes distinct
 positions and runs over the whole grid. Its copy kernel runs before it, in list order.
 
-Reductions (`CudaKernel.strategy`): "thread" (one thread per output point, a
-sequential loop: short rows), "block" (one block per output row, threads
-striding over it, then warp shuffles and shared memory: many rows), "split"
-(few long rows: `chunks` blocks per row write partial accumulators and NaN
-flags to scratch, then `<name>_finish` reduces each row's partials with one
-block and runs the epilogue). Float max/min carry a NaN flag, so NaN
-propagates as in NumPy. argmax/argmin keep a (value, index) pair whose
-partials combine NaN first, then the extreme, then the smaller index, so every
-tree gives NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
-A float (or complex) sum adds at most `sum_run` elements in a row per thread: each
-run's partial goes into the thread's double (complex128) accumulator (cstyle.py's
-`WideSum`, as the C blocks), which is narrowed back before the trees, so a long row
-costs no more rounding error than a short one.
+Reductions (`CudaKernel.strategy`): "thread" (one thread per output point: short
+rows), "block" (one block per output row: many rows), "split" (few long rows: each
+row's blocks in aligned runs, a CUDA block per run writing its partials and NaN
+flags to scratch, then `<name>_finish` combines each row's runs and runs the
+epilogue). Every strategy folds in the one order cstyle.py fixes, the C dialect's:
+a warp folds a block of REDUCE_BLOCK elements (lane l the elements l, l + 32, ...;
+then the shuffle-down tree, C's lane tree), thread 0 combines the blocks' partials
+(float and complex sums widened to double) by the block tree, and the runs of the
+split strategy are subtrees of it. So the bits are the C kernel's, under any grid
+and any block size (a multiple of 32). Float max/min carry a NaN flag, so NaN
+propagates as in NumPy. argmax/argmin keep a (value, index) pair whose partials
+combine NaN first, then the extreme, then the smaller index, so every tree gives
+NumPy's first extreme / first NaN. Shared memory is static (32 slots per accumulator).
 
 Launch shapes come from `DeviceProps` (SM count, threads per block); the
 defaults are an sm_90 H200's. `block`, `blocks_per_sm`, the serial-reduction
@@ -80,8 +80,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from . import complexc
-from .cstyle import (ARG_REDUCERS, REDUCERS, RULES, CStyle, RenderedUnit, c_helpers, condition,
-                     index_helpers, is_float, kind, nest, offset, sum_blocks, unit_name, wide_sum)
+from .cstyle import (ARG_REDUCERS, REDUCE_BLOCK, REDUCE_LANES, REDUCERS, RULES, CStyle, Fold, RenderedUnit,
+                     c_helpers, condition, flat_index, fold_plan, index_helpers, is_float, kind, offset,
+                     tree_depth, tree_push, tree_total, unit_name)
 from .kernel import Const, Load, Node, rendered as rendered_kernel
 
 
@@ -174,7 +175,7 @@ class CudaDialect(CStyle):
     CTYPES = {**CStyle.CTYPES, "bool": "bool", "float16": "__half", "bfloat16": "__nv_bfloat16"}
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
-                 items_per_thread=8, reduce_strategy=None, vector_bytes=16, sum_run=32,
+                 items_per_thread=8, reduce_strategy=None, vector_bytes=16,
                  scatter_chain_limit=1 << 16):
         if block % 32 or not 32 <= block <= device.max_threads_per_block:
             raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
@@ -186,7 +187,6 @@ class CudaDialect(CStyle):
         self.serial_reduce_limit, self.items_per_thread = serial_reduce_limit, items_per_thread
         self.reduce_strategy = reduce_strategy
         self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
-        self.sum_run = sum_run   # float sum elements a thread adds in a row before widening
         self.scatter_chain_limit = scatter_chain_limit   # most index points of a parallel ordered scatter
 
     # -------------------------------------------------------------- values
@@ -524,6 +524,13 @@ class CudaDialect(CStyle):
         return "split"
 
     def reduction(self, kernel, name):
+        """A reduction kernel under its strategy. Every strategy folds a row's elements
+        in the order cstyle.py fixes, the C dialect's: a warp folds a block (lane l the
+        elements l, l + 32, ... of it, then the shuffle tree), thread 0 of the CUDA block
+        combines the blocks' partials by the block tree; the split strategy's blocks take
+        aligned runs of blocks (subtrees) and its finishing kernel combines their
+        partials by the tree's top. The grid and the block size decide which thread
+        folds what, never the order: the bits are the C kernel's under any launch."""
         lay = self.reduction_layout(kernel)
         inner_loads, inner_nodes, reduces, outer_loads, outer_nodes = lay.phases
         oshape, rshape, oacc, ov, rv, index, guard = (lay.oshape, lay.rshape, lay.oacc, lay.ov, lay.rv,
@@ -533,44 +540,39 @@ class CudaDialect(CStyle):
         prologue = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
         position = rv[0] if rv else "0"   # an arg reduction's one reduced axis (dropped when of size 1)
-        accs = []
-        for k, r in enumerate(reduces):
+        rows, length = kernel.size, math.prod(kernel.reduce_shape)
+        how = self.strategy(rows, length)
+        for r in reduces:
             if r.op not in _ACCUMULATORS:
                 raise NotImplementedError(f"the CUDA dialect cannot render a {r.op!r} reduction "
                                           f"({r.dtype.name}): its partial results have no combination rule")
-            a = r.args[0]
-            v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
-            accs.append(_ACCUMULATORS[r.op](self, k, r, v, position))
-            names[id(r)] = f"r{k}"
-        updates = [line for a in accs for line in a.update_lines()]
-        finals = [a.final() for a in accs]
+        if how == "thread":   # the C dialect's loop, one thread per row
+            point = self.point_reductions(reduces, names, position)
+            accs = None
+        else:
+            accs = []
+            for k, r in enumerate(reduces):
+                a = r.args[0]
+                v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
+                accs.append(_ACCUMULATORS[r.op](self, k, r, v, position))
+                names[id(r)] = f"r{k}"
+            point = None
         epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
         epilogue += self.stores(kernel, names, offset(ov, oacc[-1], 0))
-        inits = [line for a in accs for line in a.init_lines()]
-
-        rows, length = kernel.size, math.prod(kernel.reduce_shape)
-        how = self.strategy(rows, length)
         row_t, len_t = _loop_type(rows, idx), _loop_type(length, idx)
         ctx = dict(name=name, idx=idx, oshape=oshape, ov=ov, rshape=rshape, rv=rv, rows=rows,
-                   length=length, row_t=row_t, len_t=len_t, prologue=prologue, updates=updates,
-                   finals=finals, epilogue=epilogue, inits=inits, accs=accs)
+                   length=math.prod(rshape), row_t=row_t, len_t=len_t, prologue=prologue, point=point,
+                   epilogue=epilogue, accs=accs)
         return getattr(self, f"_reduce_{how}")(kernel, ctx) + (how,)
 
     def _reduce_thread(self, kernel, c):
-        """Each thread reduces whole rows, sequentially (as the C loop nest, in blocks of
-        `sum_run` elements where a float sum is longer)."""
-        body, blocks, wide = c["prologue"] + c["updates"], sum_blocks(c["rshape"], self.sum_run), _wide(c["accs"])
-        if blocks and wide:
-            loops = [x for a in wide for x in a.wide_lines()]
-            loops += [x[2:] for x in self.blocked_loops(c["idx"], c["rv"], c["rshape"], blocks, body,
-                                                         [x for a in wide for x in a.reset_lines()],
-                                                         [x for a in wide for x in a.widen_lines()], None, None)]
-            loops += [x for a in wide for x in a.narrow_lines()]
-        else:
-            loops = nest(c["idx"], c["rv"], c["rshape"], [None] * len(c["rshape"]), body, 0)
-        point = c["inits"] + loops + c["finals"] + c["epilogue"]
-        body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + point
+        """Each thread folds whole rows, as the C loop nest folds a point (scalar lanes)."""
+        folds, accs, in_order, finals = c["point"]
+        plan = fold_plan(c["length"])
+        folded = self.fold_blocks(c["idx"], c["rshape"], c["rv"], folds, c["prologue"] + in_order, plan,
+                                  "0", str(plan.blocks), simd=False)
+        body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + accs + folded + finals + c["epilogue"]
         params = self.params(kernel, [])
         lines = [self.signature(c["name"], params) + " {"]
         rt = c["row_t"]
@@ -580,28 +582,30 @@ class CudaDialect(CStyle):
         return "\n".join(lines + ["}"]), [Launch(c["name"], grid, self.block, 0, params)], []
 
     def _reduce_block(self, kernel, c):
-        """One block per row (grid-stride over rows): threads stride over the row, then a
-        warp-shuffle and shared-memory tree; thread 0 runs the epilogue."""
-        inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
-        body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
-        body += self.thread_sums(c, "j", str(c["length"]), "threadIdx.x", "blockDim.x", inner,
-                                 -(-c["length"] // self.block))
-        body += self.block_tree(c["accs"])
-        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in c["finals"] + c["epilogue"]] + ["}"]
-        body += ["__syncthreads();  // the tree's shared memory is reused by the next row"]
+        """One block per row (grid-stride over rows): its warps fold the row's blocks, a
+        round of as many blocks as warps at a time, and thread 0 combines their partials
+        by the block tree, then runs the epilogue."""
+        plan = fold_plan(c["length"])
+        body = _decompose("row", c["oshape"], c["ov"], c["idx"])
+        body += self.warp_rounds(c, plan, "0", str(plan.blocks))
+        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in self.totals(c["accs"]) + c["epilogue"]] + ["}"]
         params = self.params(kernel, [])
         lines = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(c["accs"])]
+        lines += ["  " + _WARP_IDS]
         lines += _grid_stride("row", c["row_t"], str(c["rows"]), "blockIdx.x", "gridDim.x", body, 1)
-        grid = self.grid(c["rows"])
-        return "\n".join(lines + ["}"]), [Launch(c["name"], grid, self.block, 0, params)], []
+        return "\n".join(lines + ["}"]), [Launch(c["name"], self.grid(c["rows"]), self.block, 0, params)], []
 
     def _reduce_split(self, kernel, c):
-        """Few long rows: `chunks` blocks per row each reduce a slice into scratch
-        partials (the prologue runs here); a second kernel reduces each row's
-        partials with one block and runs the epilogue."""
-        rows, length, accs = c["rows"], c["length"], c["accs"]
-        chunks = max(2, min(-(-length // (self.block * self.items_per_thread)),
-                            -(-self.device.sm_count * self.blocks_per_sm // max(rows, 1))))
+        """Few long rows: each row's blocks in `chunks` aligned runs (a power of two of
+        blocks each: subtrees of the block tree), one CUDA block per run folding it as
+        `_reduce_block` folds a row, its partials to scratch; a second kernel combines
+        each row's run partials by the tree's top on thread 0 and runs the epilogue.
+        The run length follows the device; the bits do not."""
+        rows, accs = c["rows"], c["accs"]
+        want = max(2, min(-(-c["length"] // (self.block * self.items_per_thread)),
+                          -(-self.device.sm_count * self.blocks_per_sm // max(rows, 1))))
+        plan = fold_plan(c["length"], want)
+        chunks = plan.groups
         parts = rows * chunks
         part_t = _loop_type(parts, c["idx"])
         scratch = []
@@ -609,162 +613,168 @@ class CudaDialect(CStyle):
             a.slot = len(scratch)
             scratch += [(dt, parts) for dt in a.scratch_dtypes()]
         params = self.params(kernel, scratch)
-        # pass 1: block `part` reduces slice `part % chunks` of row `part / chunks`
-        inner = _decompose("j", c["rshape"], c["rv"], c["idx"]) + c["prologue"] + c["updates"]
+        # pass 1: block `part` folds run `part % chunks` of row `part / chunks`
+        last = f"(chunk + 1) * {plan.span} < {plan.blocks} ? (chunk + 1) * {plan.span} : {plan.blocks}"
         body = [f"const {part_t} row = part / {chunks}, chunk = part % {chunks};"]
-        body += _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["inits"]
-        body += self.thread_sums(c, "j", str(length), f"chunk * ({c['len_t']})blockDim.x + threadIdx.x",
-                                 f"({c['len_t']}){chunks} * blockDim.x", inner, -(-length // (chunks * self.block)))
-        body += self.block_tree(accs)
-        body += ["if (threadIdx.x == 0) {"] + ["  " + x for a in accs for x in a.spill("part")] + ["}"]
-        body += ["__syncthreads();"]
+        body += _decompose("row", c["oshape"], c["ov"], c["idx"])
+        body += self.warp_rounds(c, plan, f"(int64_t)chunk * {plan.span}", last)
+        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in self.run_totals(accs, "part")] + ["}"]
         first = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(accs)]
+        first += ["  " + _WARP_IDS]
         first += _grid_stride("part", part_t, str(parts), "blockIdx.x", "gridDim.x", body, 1)
-        # pass 2: one block per row combines its partials
+        # pass 2: thread 0 of a block per row combines the row's run partials
         finish = c["name"] + "_finish"
-        gather = [x for a in accs for x in a.gather(f"row * {chunks} + q")]
-        body = list(c["inits"])
-        body += _grid_stride("q", "int32_t", str(chunks), "threadIdx.x", "blockDim.x", gather, 0)
-        body += self.block_tree(accs)
-        tail = _decompose("row", c["oshape"], c["ov"], c["idx"]) + c["finals"] + c["epilogue"]
-        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in tail] + ["}"]
-        body += ["__syncthreads();"]
-        second = [self.signature(finish, params) + " {"] + ["  " + x for x in self.shared(accs)]
+        tail = self.tree_state(accs, tree_depth(chunks))
+        tail += [f"for (int64_t q = 0; q < {chunks}; q++) {{"]
+        tail += ["  " + x for x in self.absorb(accs, "q", lambda a: a.gathered(f"row * {chunks} + q"))] + ["}"]
+        tail += _decompose("row", c["oshape"], c["ov"], c["idx"]) + self.totals(accs) + c["epilogue"]
+        body = ["if (threadIdx.x == 0) {"] + ["  " + x for x in tail] + ["}"]
+        second = [self.signature(finish, params) + " {"]
         second += _grid_stride("row", c["row_t"], str(rows), "blockIdx.x", "gridDim.x", body, 1)
         text = "\n".join(first + ["}"]) + "\n\n" + "\n".join(second + ["}"])
         launches = [Launch(c["name"], self.grid(parts), self.block, 0, params),
                     Launch(finish, self.grid(rows), self.block, 0, params)]
         return text, launches, scratch
 
-    def thread_sums(self, c, var, n, start, step, body, per_thread):
-        """A thread's grid-stride loop of `var` over the reduced elements. Where a float
-        sum would add more than `sum_run` of them in a row (`per_thread`), the loop
-        runs in runs of `sum_run` iterations, each run's partial added into the
-        thread's wide accumulator (`WideSum`, as the C blocks), so a thread's
-        rounding error stays that of one run however long the row."""
-        wide, t = _wide(c["accs"]), c["len_t"]
-        if not wide or per_thread <= self.sum_run:
-            return _grid_stride(var, t, n, start, step, body, 0)
-        span = f"({t})({self.sum_run} * ({step}))"
-        run = [f"const {t} {var}_end = {n} - {var}_run > {span} ? {var}_run + {span} : {n};"]
-        run += [x for a in wide for x in a.reset_lines()]
-        run += _grid_stride(var, t, f"{var}_end", f"{var}_run", step, body, 0)
-        run += [x for a in wide for x in a.widen_lines()]
-        lines = [x for a in wide for x in a.wide_lines()]
-        lines += _grid_stride(f"{var}_run", t, n, start, span, run, 0)
-        return lines + [x for a in wide for x in a.narrow_lines()]
+    def warp_rounds(self, c, plan, first, last):
+        """Lines folding blocks [first, last) of the row (an aligned run of the tree, or
+        the whole row): round after round each warp folds one block into its lanes and
+        shuffles them to lane 0, and thread 0 takes the round's partials in block order
+        into the tree state (`tree_state`, declared here; thread 0's alone)."""
+        accs, w, blk, n, t = c["accs"], REDUCE_LANES, REDUCE_BLOCK, c["length"], c["len_t"]
+        element = flat_index(c["idx"], c["rv"], c["rshape"], "j") + c["prologue"]
+        element += [x for a in accs for x in a.update_lines()]
+        fold = [f"const {t} jb = ({t})b * {blk}, je = jb < {n - blk} ? jb + {blk} : {n};"]
+        fold += _grid_stride("j", t, "je", "jb + lane", str(w), element, 0)
+        rnd = ["const int64_t b = base + warp;"] + [x for a in accs for x in a.reset_lines()]
+        rnd += [f"if (b < ({last})) {{"] + ["  " + x for x in fold] + ["}"]
+        rnd += [f"for (int off = {w // 2}; off > 0; off >>= 1) {{"]
+        rnd += ["  " + x for a in accs for x in a.shuffle("off")] + ["}"]
+        rnd += ["if (lane == 0) {"] + ["  " + x for a in accs for x in a.to_shared("warp")] + ["}"]
+        rnd += ["__syncthreads();", "if (threadIdx.x == 0) {"]
+        take = self.absorb(accs, f"base + w - ({first})", lambda a: a.shared_part("w"))
+        rnd += [f"  for (int w = 0; w < warps && base + w < ({last}); w++) {{"] + ["    " + x for x in take]
+        rnd += ["  }", "}", "__syncthreads();  // the round's shared partials are read before the next round"]
+        lines = self.tree_state(accs, plan.depth) + [x for a in accs for x in a.init_lines()]
+        return lines + [f"for (int64_t base = {first}; base < ({last}); base += warps) {{"] + [
+            "  " + x for x in rnd] + ["}"]
+
+    def tree_state(self, accs, depth):
+        """Thread 0's combination state: each fold's tree stack, each NaN flag and arg pair."""
+        lines = [x for a in accs for x in a.state_lines(depth)]
+        return lines + (["int top = 0;"] if _folds(accs) else [])
+
+    def absorb(self, accs, index, source):
+        """Thread 0's lines taking one partial of each accumulator (`source(acc)`: its
+        value, flag or index expressions) of block or run `index` into the state."""
+        folds = _folds(accs)
+        lines = [f"{a.fold.part} w{a.k} = {source(a)[0]};" for a in accs if a.fold]
+        lines += tree_push(folds, index, [f"w{f.k}" for f in folds]) if folds else []
+        return lines + [x for a in accs for x in a.absorb_rest(source(a))]
+
+    def totals(self, accs):
+        """Thread 0's results r<k> from its state (the tree's unfinished edge combined)."""
+        folds = _folds(accs)
+        lines = [f"{f.part} t{f.k};" for f in folds]
+        lines += tree_total(folds, [f"t{f.k}" for f in folds]) if folds else []
+        return lines + [a.final() for a in accs]
+
+    def run_totals(self, accs, at):
+        """Thread 0's run partials into the split strategy's scratch at `at`."""
+        folds = _folds(accs)
+        lines = [f"{f.part} t{f.k};" for f in folds]
+        lines += tree_total(folds, [f"t{f.k}" for f in folds]) if folds else []
+        return lines + [x for a in accs for x in a.spill(at)]
 
     def shared(self, accs):
-        """One slot per warp for each accumulator (and NaN flag or index) of the block tree."""
+        """One slot per warp for each accumulator's block partial (and NaN flag or index)."""
         return [line for a in accs for line in a.shared_lines()]
 
-    def block_tree(self, accs):
-        """Combine every thread's accumulators: shuffles down each warp, warp results
-        through shared memory, then the first warp again. Thread 0 ends with the total."""
-        def warp():
-            lines = ["for (int off = 16; off > 0; off >>= 1) {"]
-            for a in accs:
-                lines += ["  " + x for x in a.shuffle("off")]
-            return lines + ["}"]
-        lines = ["{", "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, "
-                 "warps = blockDim.x >> 5;"]
-        lines += ["  " + x for x in warp()]
-        lines += ["  if (lane == 0) {"] + ["    " + x for a in accs for x in a.to_shared("warp")] + ["  }"]
-        lines += ["  __syncthreads();", "  if (warp == 0) {"]
-        lines += ["    " + x for a in accs for x in a.from_shared("lane", "warps")]
-        lines += ["    " + x for x in warp()]
-        return lines + ["  }", "}"]
+
+# a reduction kernel's thread in its warp, its warp in the block, the block's warps
+_WARP_IDS = "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;"
 
 
 class _Accumulator:
-    """One reduction's accumulator in CUDA: its initial value, update, combination of two
-    partial results (the same update, whose operand is another partial) and NaN flag."""
+    """One `Fold` (cstyle.py) in CUDA: a thread's lane accumulator (the elements of its
+    lane of a block, then the shuffle tree combining a warp's lanes as the C lane tree
+    does), the warp's block partial through shared memory, and thread 0's block tree
+    state (`stk<k>`) and NaN flag (`tnan<k>`)."""
 
     def __init__(self, r, k, node, value, position=None):
         self.r, self.k, self.node, self.value = r, k, node, value
-        self.acc, self.flag = f"acc{k}", f"nan{k}"
-        self.init, self.update, _, self.nan = REDUCERS[node.op](r, node.dtype, self.acc, value)
-        self.ctype = r.compute_type(node.dtype)
-        self.compute_dtype = _compute_dtype(node.dtype)
+        self.fold = Fold(r, k, node, value)
+        self.acc, self.flag, self.nan, self.ctype = f"acc{k}", f"nan{k}", self.fold.nan, self.fold.ctype
         self.wire = _SHUFFLE[node.dtype.name]
-        self.wide = wide_sum(r, node.op, node.dtype)   # a float sum adds runs into it
         self.slot = None
 
-    def wide_lines(self):
-        return [f"{self.wide.ctype} wide{self.k} = {self.wide.init};"]
+    def init_lines(self):
+        return [f"{self.ctype} {self.acc};"] + ([f"int {self.flag} = 0;"] if self.nan else [])
 
     def reset_lines(self):
-        return [f"{self.acc} = {self.init};"]
-
-    def widen_lines(self):
-        return [self.wide.add(f"wide{self.k}", self.acc)]
-
-    def narrow_lines(self):
-        return [f"{self.acc} = {self.wide.narrow(f'wide{self.k}')};"]
-
-    def combine(self, other):
-        return REDUCERS[self.node.op](self.r, self.node.dtype, self.acc, other)[1]
-
-    def init_lines(self):
-        return [f"{self.ctype} {self.acc} = {self.init};"] + ([f"int {self.flag} = 0;"] if self.nan else [])
-
-    def scratch_dtypes(self):
-        """The split strategy's partials: the accumulator, and the NaN flag."""
-        return [self.compute_dtype] + ([np.dtype(np.int32)] if self.nan else [])
-
-    def shared_lines(self):
-        lines = [f"__shared__ {self.ctype} sh_acc{self.k}[32];"]
-        return lines + ([f"__shared__ int sh_nan{self.k}[32];"] if self.nan else [])
+        return [f"{self.acc} = {self.fold.init};"]
 
     def update_lines(self):
-        lines = [f"{self.acc} = {self.update};"]
+        lines = [f"{self.acc} = {self.fold.update(self.acc, self.value)};"]
         if self.nan:
             lines.append(f"{self.flag} |= ({self.value} != {self.value});")
         return lines
 
-    def final(self):
-        result = self.acc
-        if self.nan:
-            result = f"({self.flag} ? ({self.ctype})NAN : {self.acc})"
-        return f"const {self.ctype} r{self.k} = {self.r.rounded(self.node.dtype, result)};"
-
     def shuffle(self, off):
-        # Lanes past the warp's end get their own value back and combine it twice; harmless,
-        # as lane 0's result only ever reads lanes that were in range at every step.
+        # lane l takes lane l + off (the C lane tree); lanes past the warp's end get their
+        # own value back, and lane 0 only ever reads lanes that were in range at every step
         other = f"o{self.k}"
         if complexc.is_complex(self.node.dtype):   # a struct travels part by part
             parts = ", ".join(f"__shfl_down_sync(RN_FULL_MASK, {self.acc}.{p}, {off})" for p in ("re", "im"))
             moved = f"{self.ctype}_make({parts})"
         else:
             moved = f"({self.ctype})__shfl_down_sync(RN_FULL_MASK, ({self.wire}){self.acc}, {off})"
-        lines = [f"const {self.ctype} {other} = {moved};", f"{self.acc} = {self.combine(other)};"]
+        lines = [f"const {self.ctype} {other} = {moved};", f"{self.acc} = {self.fold.update(self.acc, other)};"]
         if self.nan:
             lines.append(f"{self.flag} |= __shfl_down_sync(RN_FULL_MASK, {self.flag}, {off});")
         return lines
 
+    def shared_lines(self):
+        lines = [f"__shared__ {self.fold.part} sh_acc{self.k}[32];"]
+        return lines + ([f"__shared__ int sh_nan{self.k}[32];"] if self.nan else [])
+
     def to_shared(self, warp):
-        lines = [f"sh_acc{self.k}[{warp}] = {self.acc};"]
+        lines = [f"sh_acc{self.k}[{warp}] = {self.fold.widen(self.acc)};"]
         return lines + ([f"sh_nan{self.k}[{warp}] = {self.flag};"] if self.nan else [])
 
-    def from_shared(self, lane, warps):
-        lines = [f"{self.acc} = {lane} < {warps} ? sh_acc{self.k}[{lane}] : ({self.ctype}){self.init};"]
-        return lines + ([f"{self.flag} = {lane} < {warps} ? sh_nan{self.k}[{lane}] : 0;"] if self.nan else [])
+    def shared_part(self, w):
+        return f"sh_acc{self.k}[{w}]", f"sh_nan{self.k}[{w}]" if self.nan else None
+
+    def state_lines(self, depth):
+        return [f"{self.fold.part} stk{self.k}[{depth}];"] + ([f"int tnan{self.k} = 0;"] if self.nan else [])
+
+    def absorb_rest(self, source):
+        return [f"tnan{self.k} |= {source[1]};"] if self.nan else []
+
+    def final(self):
+        return self.fold.final(f"t{self.k}", f"tnan{self.k}")
+
+    def scratch_dtypes(self):
+        """The split strategy's run partials: the partial, and the NaN flag."""
+        return [self.fold.part_dtype] + ([np.dtype(np.int32)] if self.nan else [])
 
     def spill(self, at):
-        lines = [f"s{self.slot}[{at}] = {self.acc};"]
-        return lines + ([f"s{self.slot + 1}[{at}] = {self.flag};"] if self.nan else [])
+        lines = [f"s{self.slot}[{at}] = t{self.k};"]
+        return lines + ([f"s{self.slot + 1}[{at}] = tnan{self.k};"] if self.nan else [])
 
-    def gather(self, at):
-        lines = [f"{self.acc} = {self.combine(f's{self.slot}[{at}]')};"]
-        return lines + ([f"{self.flag} |= s{self.slot + 1}[{at}];"] if self.nan else [])
+    def gathered(self, at):
+        return f"s{self.slot}[{at}]", f"s{self.slot + 1}[{at}]" if self.nan else None
 
 
 class _ArgAccumulator:
-    """argmax/argmin in CUDA: a (value, index) pair. Two partials combine by NaN first
+    """argmax/argmin in CUDA: a (value, index) pair. Two pairs combine by NaN first
     (the C loop's first NaN), then the extreme, then the smaller index on ties (the
-    first extreme), so any tree of partials gives the sequential loop's answer. A
-    partial that saw nothing holds the extreme's identity and RN_NO_INDEX, which
-    every element beats (an element equal to the identity by its smaller index)."""
+    first extreme), so any order of combination gives the sequential loop's answer:
+    thread 0 keeps one running pair (`tacc<k>`, `targ<k>`). A partial that saw nothing
+    holds the extreme's identity and RN_NO_INDEX, which every element beats (an element
+    equal to the identity by its smaller index)."""
+
+    fold = None
 
     def __init__(self, r, k, node, value, position):
         self.r, self.k, self.node, self.value, self.position = r, k, node, value, position
@@ -775,12 +785,12 @@ class _ArgAccumulator:
         self.init = extreme(r, vt, self.acc, value)[0]
         self.ctype, self.compute_dtype = r.compute_type(vt), _compute_dtype(vt)
         self.wire, self.float = _SHUFFLE[vt.name], is_float(vt)
-        self.wide = None
         self.slot = None
 
-    def combine(self, value, index):
-        """Lines making (value, index) the accumulated pair where it beats it."""
-        v, i, acc, arg, cmp = f"cv{self.k}", f"ci{self.k}", self.acc, self.arg, self.cmp
+    def combine(self, value, index, acc=None, arg=None):
+        """Lines making (value, index) the pair (acc, arg) where it beats it."""
+        v, i, cmp = f"cv{self.k}", f"ci{self.k}", self.cmp
+        acc, arg = acc or self.acc, arg or self.arg
         beats = f"{v} {cmp} {acc} || ({v} == {acc} && {i} < {arg})"
         if self.float:
             beats = f"{v} != {v} ? ({acc} == {acc} || {i} < {arg}) : ({acc} == {acc} && ({beats}))"
@@ -788,22 +798,18 @@ class _ArgAccumulator:
                 f"  if ({beats}) {{ {acc} = {v}; {arg} = {i}; }}", "}"]
 
     def init_lines(self):
-        return [f"{self.ctype} {self.acc} = {self.init};", f"int64_t {self.arg} = RN_NO_INDEX;"]
+        return [f"{self.ctype} {self.acc};", f"int64_t {self.arg};"]
+
+    def reset_lines(self):
+        return [f"{self.acc} = {self.init};", f"{self.arg} = RN_NO_INDEX;"]
 
     def update_lines(self):
         return self.combine(self.value, f"(int64_t)({self.position})")
-
-    def final(self):
-        t = self.r.ctype(self.node.dtype)
-        return f"const {t} r{self.k} = ({t})({self.arg} == RN_NO_INDEX ? 0 : {self.arg});"
 
     def shuffle(self, off):
         # lanes past the warp's end combine their own pair again: no change
         return self.combine(f"({self.ctype})__shfl_down_sync(RN_FULL_MASK, ({self.wire}){self.acc}, {off})",
                             f"(int64_t)__shfl_down_sync(RN_FULL_MASK, (long long){self.arg}, {off})")
-
-    def scratch_dtypes(self):
-        return [self.compute_dtype, np.dtype(np.int64)]
 
     def shared_lines(self):
         return [f"__shared__ {self.ctype} sh_acc{self.k}[32];", f"__shared__ int64_t sh_arg{self.k}[32];"]
@@ -811,24 +817,36 @@ class _ArgAccumulator:
     def to_shared(self, warp):
         return [f"sh_acc{self.k}[{warp}] = {self.acc};", f"sh_arg{self.k}[{warp}] = {self.arg};"]
 
-    def from_shared(self, lane, warps):
-        return [f"{self.acc} = {lane} < {warps} ? sh_acc{self.k}[{lane}] : ({self.ctype}){self.init};",
-                f"{self.arg} = {lane} < {warps} ? sh_arg{self.k}[{lane}] : RN_NO_INDEX;"]
+    def shared_part(self, w):
+        return f"sh_acc{self.k}[{w}]", f"sh_arg{self.k}[{w}]"
+
+    def state_lines(self, depth):
+        return [f"{self.ctype} tacc{self.k} = {self.init};", f"int64_t targ{self.k} = RN_NO_INDEX;"]
+
+    def absorb_rest(self, source):
+        return self.combine(source[0], source[1], f"tacc{self.k}", f"targ{self.k}")
+
+    def final(self):
+        t = self.r.ctype(self.node.dtype)
+        return f"const {t} r{self.k} = ({t})(targ{self.k} == RN_NO_INDEX ? 0 : targ{self.k});"
+
+    def scratch_dtypes(self):
+        return [self.compute_dtype, np.dtype(np.int64)]
 
     def spill(self, at):
-        return [f"s{self.slot}[{at}] = {self.acc};", f"s{self.slot + 1}[{at}] = {self.arg};"]
+        return [f"s{self.slot}[{at}] = tacc{self.k};", f"s{self.slot + 1}[{at}] = targ{self.k};"]
 
-    def gather(self, at):
-        return self.combine(f"s{self.slot}[{at}]", f"s{self.slot + 1}[{at}]")
+    def gathered(self, at):
+        return f"s{self.slot}[{at}]", f"s{self.slot + 1}[{at}]"
 
 
 # How each reduction's partial results are kept and combined.
 _ACCUMULATORS = {**dict.fromkeys(_TREE_REDUCTIONS, _Accumulator), **dict.fromkeys(ARG_REDUCERS, _ArgAccumulator)}
 
 
-def _wide(accs):
-    """The accumulators that add runs of partials into a wide one (float sums)."""
-    return [a for a in accs if a.wide is not None]
+def _folds(accs):
+    """The `Fold`s of the accumulators that combine by the block tree (all but arg ones)."""
+    return [a.fold for a in accs if a.fold is not None]
 
 
 def _loop_type(n, idx):
