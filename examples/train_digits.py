@@ -123,7 +123,7 @@ def accuracy(model, images, labels, batch=512):
 def default_device():
     if not rune.devices("cuda"):
         return "cpu"
-    return f"cuda:{dist.local_rank()}" if dist.size() > 1 else "cuda"  # a GPU per process of a node
+    return dist.device() if dist.size() > 1 else "cuda"  # a GPU per process of a node
 
 
 def check_replicas(params):
