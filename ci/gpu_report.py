@@ -5,7 +5,9 @@
 A test part's count comes from its junit report against the number of tests it
 selected (written at collection): tests a time limit cut before they reported
 count as failed, so a cut run can never read as green. The exit status is 0
-only when every part exited 0 and nothing failed or went missing.
+only when every part exited 0 and nothing failed or went missing, but for a bench
+cut by its time limit (exit 124 or 137 from `timeout`) that still wrote rune's
+figure for every case it planned: only a peer library's figure was lost then.
 """
 import json
 import os
@@ -13,6 +15,25 @@ import sys
 import xml.etree.ElementTree as ET
 
 TEST_PARTS = ("cuda-tests", "jit-op-table", "eager-op-table")
+CUT = (124, 137)   # `timeout`'s exit status at the limit, and after its KILL
+
+
+def rune_rows_missing(benches):
+    """The cases bench/gpu.py planned (listed in its first record) that have no figure of
+    rune's in `benches`; None when the plan is not known."""
+    planned = next((r["cases"] for r in benches if "cases" in r), None)
+    if planned is None:
+        return None
+    measured = {r["case"] for r in benches if "rune" in r.get("us", {})}
+    return [c for c in planned if c not in measured]
+
+
+def accepted_codes(exit_codes, benches):
+    """The exit codes that count: a bench cut by its limit with rune's rows all present counts as 0."""
+    codes = dict(exit_codes)
+    if codes.get("bench") in CUT and rune_rows_missing(benches) == []:
+        codes["bench"] = 0
+    return codes
 
 
 def _outcome(case):
@@ -57,7 +78,11 @@ def summarize(out, exit_codes):
     benches = _json(os.path.join(out, "bench.json"), [])
     report = {"exit_codes": exit_codes, "summary": summary, "selected": selected, "smoke": smoke,
               "tests": cases, "benches": benches, "device": _text(os.path.join(out, "device.txt"))}
-    ok = all(rc == 0 for rc in exit_codes.values()) and summary["failed"] == 0
+    counted = accepted_codes(exit_codes, benches)
+    if counted != exit_codes:
+        report["bench_note"] = (f"bench cut by its time limit (exit {exit_codes['bench']}) with rune's figure "
+                                f"for every case: accepted; peers' figures may be missing")
+    ok = all(rc == 0 for rc in counted.values()) and summary["failed"] == 0
     return report, ok
 
 
@@ -65,6 +90,7 @@ def markdown(out, report):
     s = report["summary"]
     codes = ", ".join(f"{k} {v}" for k, v in report["exit_codes"].items())
     lines = [f"{s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped; exit codes: {codes}", "",
+             *([report["bench_note"], ""] if "bench_note" in report else []),
              "| smoke check | outcome | s | output |", "|---|---|---|---|"]
     lines += [f"| {c['check']} | {c['outcome']} | {c['seconds']} | {c['tail'][-200:]} |" for c in report["smoke"]]
     lines.append("")
