@@ -1,13 +1,16 @@
-"""The first minute of ci/gpu-check: one process per check, since a CUDA fault
+"""The first part of ci/gpu-check: one process per check, since a CUDA fault
 (a misaligned address, an illegal access) is sticky and ends the CUDA context
-of the process it happens in, and would hide every check after it.
+of the process it happens in, and would hide every check after it. The
+processes run side by side (--jobs; each has its own CUDA context), so the part
+takes about as long as its slowest check.
 
-    python ci/gpu_smoke.py [--json PATH]
+    python ci/gpu_smoke.py [--json PATH] [--limit S] [--jobs N]
 
 Each check prints one line (`PASS`, `FAIL` or `SKIP`, its seconds and the last
 lines it printed); the exit status is the number of failed checks (0: all good).
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -25,9 +28,11 @@ import cupy, cupy.cuda.runtime as rt
 from rune.backends.cuda import nvrtc
 from rune.backends.cuda.backend import BACKEND
 from rune.distributed import nccl
+from rune.backends.cuda import environment
 print(f"CuPy {cupy.__version__}, runtime {rt.runtimeGetVersion()}, driver {rt.driverGetVersion()}, "
       f"{rt.getDeviceProperties(0)['name'].decode()}; headers {nvrtc.include_dir()}; "
-      f"NVRTC {nvrtc.version()}; NCCL {nccl.available()}")
+      f"NVRTC {nvrtc.version()}; NCCL {nccl.available()}; NumPy {np.__version__}")
+assert not environment.problems(), environment.problems()
 assert BACKEND.compiler() is not None, "rune found no CUDA compiler: GPU stretches would run op by op"
 """,
     "compiled_stretch": """
@@ -114,6 +119,34 @@ out = nccl.all_reduce(runtime.initialize(), [cupy.arange(5, dtype=cupy.float32)]
 assert cupy.asnumpy(out[0]).tolist() == [0, 1, 2, 3, 4]
 print("all_reduce over one rank ok")
 """,
+    # Whether two NVRTC runs on two threads run at once (the compile pipeline's batches
+    # go on threads): the scheduler state of both threads, sampled while both compile.
+    # Both runnable nearly always: no process-wide lock, threads overlap as processes would.
+    "nvrtc_threads_overlap": """
+import threading, time
+from rune.backends.cuda import nvrtc
+from rune.codegen.cuda import CudaDialect
+plan = rune.jit(lambda x: nx.tanh(x) * 2.0 + nx.exp(x)).plan(rune.Spec((4096,), np.float32), target="cuda")
+source = CudaDialect().prelude() + "\\n" + "\\n".join(k.source for k in plan.kernels)
+tids, inside = {}, {}
+def one(k):
+    tids[k] = threading.get_native_id(); inside[k] = True
+    for _ in range(4):
+        nvrtc.compile_unit(source, arch="sm_90")
+    inside[k] = False
+ts = [threading.Thread(target=one, args=(k,)) for k in range(2)]
+[t.start() for t in ts]
+states = []
+while any(t.is_alive() for t in ts):
+    if len(tids) == 2 and all(inside.get(k) for k in range(2)):
+        st = [open(f"/proc/self/task/{tids[k]}/stat").read().rsplit(")", 1)[1].split()[0] for k in range(2)]
+        states.append(st == ["R", "R"])
+    time.sleep(0.002)
+[t.join() for t in ts]
+share = sum(states) / max(len(states), 1)
+print(f"NVRTC on 2 threads: both runnable in {share:.0%} of {len(states)} samples")
+assert share > 0.2 or len(states) < 20, "NVRTC runs serialise on threads: compile batches in processes"
+""",
     # What a cold CuPy kernel costs here, to size the eager op-table part.
     "cold_kernel_seconds": """
 import time, cupy
@@ -143,15 +176,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--limit", type=float, default=60.0, help="seconds for one check")
+    parser.add_argument("--jobs", type=int, default=min(len(CHECKS), os.cpu_count() or 1),
+                        help="checks run at once (default: one per CPU, at most all)")
     args = parser.parse_args(argv)
     results = []
-    for name, body in CHECKS.items():
-        results.append(run_check(name, body, args.limit))
-        r = results[-1]
-        print(f"{r['outcome']} {name:24s} {r['seconds']:5.1f}s  {r['tail'][-300:]}", flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(results, f, indent=1)
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        running = [pool.submit(run_check, name, body, args.limit) for name, body in CHECKS.items()]
+        for done in concurrent.futures.as_completed(running):
+            r = done.result()
+            results.append(r)
+            print(f"{r['outcome']} {r['check']:26s} {r['seconds']:5.1f}s  {r['tail'][-300:]}", flush=True)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(sorted(results, key=lambda r: list(CHECKS).index(r["check"])), f, indent=1)
     return sum(r["outcome"] == "FAIL" for r in results)
 
 

@@ -26,6 +26,7 @@ itself.
 import concurrent.futures
 import os
 import threading
+import time
 
 from .. import threads
 from ..errors import CompileError
@@ -38,6 +39,15 @@ MAX_COMPILE_THREADS = 16
 _LOADED = {}   # unit key -> Program, for this process
 _OPENED = {}     # artifact path -> Program: one load per file, whichever units it holds
 _COUNT_LOCK = threading.Lock()
+_COMPILING = {"seconds": 0.0, "units": 0, "batches": 0}   # wall time of build()'s compiles, this process
+
+
+def compile_time():
+    """{"seconds", "units", "batches"}: the wall time this process spent compiling in
+    `build` (batches on threads counted once, as waited for), the units compiled and
+    the batches they went in (ci/gpu-check prints it per part)."""
+    with _COUNT_LOCK:
+        return dict(_COMPILING)
 
 
 def compile_threads():
@@ -65,12 +75,20 @@ def build(compiler, prelude, units):
     batches = [todo[j:j + compiler.batch] for j in range(0, len(todo), compiler.batch)]
     failed = {}   # key -> the CompileError of a unit that did not build
     workers = min(len(batches), compile_threads())
+    start = time.perf_counter()
+    # NVRTC and cc release the GIL and NVRTC takes no process-wide lock (two compiles on
+    # two threads are both runnable throughout), so threads overlap as processes would.
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rune-compile") as pool:
             list(pool.map(lambda b: _compile_batch(compiler, prelude, units, keys, b, failed), batches))
     else:
         for b in batches:
             _compile_batch(compiler, prelude, units, keys, b, failed)
+    if batches:
+        with _COUNT_LOCK:
+            _COMPILING["seconds"] += time.perf_counter() - start
+            _COMPILING["units"] += len(todo)
+            _COMPILING["batches"] += len(batches)
     for i in missing:
         out[i] = _LOADED.get(keys[i]) or failed[keys[i]]
     return out
