@@ -559,12 +559,19 @@ def tree_total(folds, targets, stack="stk", top="top", at=""):
     return lines + ["}"]
 
 
-def lane_tree(folds, lane="lane", at=""):
-    """Lines combining each fold's REDUCE_LANES lanes into lane 0 (the halving tree)."""
-    lines = [f"for (int s = {REDUCE_LANES // 2}; s > 0; s >>= 1) {{", "  for (int ln = 0; ln < s; ln++) {"]
-    lines += [f"    {lane}{f.k}[ln]{at} = {f.update(f'{lane}{f.k}[ln]{at}', f'{lane}{f.k}[ln + s]{at}')};"
-              for f in folds]
-    return lines + ["  }", "}"]
+def lane_tree(folds, lane="lane"):
+    """Lines combining each fold's REDUCE_LANES lanes (and NaN flags) into lane 0 (the
+    halving tree), a loop of a constant count per level (so a compiler vectorises the
+    wide ones)."""
+    lines = []
+    s = REDUCE_LANES // 2
+    while s:
+        lines += ["#pragma omp simd", f"for (int ln = 0; ln < {s}; ln++) {{"]
+        lines += [f"  {lane}{f.k}[ln] = {f.update(f'{lane}{f.k}[ln]', f'{lane}{f.k}[ln + {s}]')};" for f in folds]
+        lines += [f"  nanl{f.k}[ln] |= nanl{f.k}[ln + {s}];" for f in folds if f.nan]
+        lines.append("}")
+        s //= 2
+    return lines
 
 
 def _indent(lines, by="  "):
@@ -895,8 +902,7 @@ class CStyle:
         block += ["if (jj < je) {", "  const int tail = (int)(je - jj);"] + _indent(group("tail")) + ["}"]
         if folds:
             block += lane_tree(folds)
-        for f in (f for f in folds if f.nan):
-            block += [f"for (int ln = 0; ln < {w}; ln++) nan{f.k} |= nanl{f.k}[ln];"]
+        block += [f"nan{f.k} |= nanl{f.k}[0];" for f in folds if f.nan]
         if plan.span == 1 or not folds:   # one block per run: its partial is the run's
             block += [f"pt{f.k} = {f.widen(f'lane{f.k}[0]')};" for f in folds]
             return [f"for (int64_t b = {first}; b < ({last}); b++) {{"] + _indent(block) + ["}"]
