@@ -1757,6 +1757,9 @@ for _name, _real, _specs in (("fft", False, _ONE_AXIS), ("ifft", False, _ONE_AXI
     case("fft." + _name, getattr(nx.fft, _name), getattr(np.fft, _name), _fft_samples(_name, _real, _specs),
          grad=True, dtype_note="single precision stays single (NumPy 2 too)")
 
+# The rest of NumPy's surface, one table file per family of rune/nx (each calls `case`).
+import op_table_shaping, op_table_index_tricks, op_table_numeric, op_table_statistics, op_table_polynomial  # noqa: E402,F401,I001
+
 BY_NAME = {c.name: c for c in TABLE}
 assert len(BY_NAME) == len(TABLE), "duplicate case names"
 

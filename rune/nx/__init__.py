@@ -91,6 +91,16 @@ __all__ = [
     "unique_counts", "unique_inverse", "unique_values", "unstack", "var", "vdot", "vecdot", "where",
 ]
 
+# The rest of NumPy's surface that jax.numpy has, by family (each module's __all__).
+from . import shaping as _shaping, index_tricks as _index_tricks, numeric as _numeric  # noqa: E402
+from . import statistics as _statistics, polynomial as _polynomial  # noqa: E402
+from .shaping import *  # noqa: E402,F401,F403
+from .index_tricks import *  # noqa: E402,F401,F403
+from .numeric import *  # noqa: E402,F401,F403
+from .statistics import *  # noqa: E402,F401,F403
+from .polynomial import *  # noqa: E402,F401,F403
+__all__ += [n for m in (_shaping, _index_tricks, _numeric, _statistics, _polynomial) for n in m.__all__]
+
 
 def __dir__():
     """The public names (`__all__`) and the module's dunders, not its building blocks."""
