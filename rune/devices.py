@@ -100,8 +100,8 @@ def get_device(spec):
 def _no_gpu_reason():
     """Why CuPy lists no GPU, with what to install where the setup says (rune/backends/cuda/environment.py)."""
     try:
-        from .backends.cuda.environment import driver_problem
-        found = driver_problem()
+        from .backends import gpu_setup_problem
+        found = gpu_setup_problem()
     except Exception:  # the diagnosis is a courtesy: never let it hide the error itself
         found = None
     return f"no GPU is visible: {found}" if found else "no GPU is visible (CuPy is missing or finds no device)"

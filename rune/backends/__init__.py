@@ -20,7 +20,22 @@ def has_cuda_backend():
         return False
 
 
+from .owned import owner_of  # noqa: E402,F401  (donation asks who owns a buffer)
+
 _BACKENDS = {}  # platform -> Backend, loaded on first use
+
+
+def host_block(shape, dtype):
+    """Host memory a pool keeps and reuses by liveness (rune/backends/cpu/blocks.py)."""
+    from .cpu.blocks import Block
+    return Block(shape, dtype)
+
+
+def gpu_setup_problem():
+    """What in this machine's CUDA setup keeps CuPy from seeing a GPU, with the fix
+    (rune/backends/cuda/environment.py), or None."""
+    from .cuda.environment import driver_problem
+    return driver_problem()
 
 
 def backend_for(device):

@@ -24,7 +24,7 @@ read it, and the call holds the one new handle on it.
 """
 import weakref
 
-from ..backends.owned import owner_of
+from ..backends import owner_of
 from ..errors import UsageError
 
 

@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 
-from ..backends.cpu.blocks import Block
+from ..backends import host_block
 from ..errors import DTypeError
 from ..core import dtypes as dt
 
@@ -63,7 +63,7 @@ def _result_buffer(size, dtype):
             del _pool[k]
             break
     else:
-        block = Block(size, dtype)
+        block = host_block(size, dtype)
     buf = block.view(np.ndarray)
     _pool.append([block, weakref.ref(buf)])
     while sum(b.nbytes for b, _ in _pool) > POOL_MAX_BYTES:
