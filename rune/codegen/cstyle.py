@@ -938,8 +938,20 @@ class CStyle:
         It judges dtypes, never operand values: an integer `pow` renders NumPy's
         loop, which is right for non-negative exponents only, so whether the
         exponent is known to be one stays the planner's to check. It builds no
-        kernel, holds no state and may be called from any thread."""
-        if op not in RULES or len(in_dtypes) != ARITY[op]:
+        kernel, holds no state and may be called from any thread.
+
+        The answer is kept per dialect class, op, rule and dtypes: the planner asks
+        the same question for every equation of every plan (tens of thousands of
+        times for a large program), and a rule swapped in `RULES` is a new key."""
+        rule = RULES.get(op)
+        key = (type(self), op, rule, tuple(in_dtypes), out_dtype)
+        known = _CAN_RENDER.get(key)
+        if known is None:
+            known = _CAN_RENDER[key] = self._can_render(op, rule, in_dtypes, out_dtype)
+        return known
+
+    def _can_render(self, op, rule, in_dtypes, out_dtype):
+        if rule is None or len(in_dtypes) != ARITY[op]:
             return False
         dtypes = [np.dtype(d) for d in in_dtypes]
         out = np.dtype(out_dtype)
@@ -947,7 +959,10 @@ class CStyle:
             return False
         node = Node(op, out, [Const(0, d) for d in dtypes])
         # placeholder C operands (an `index` node's one is its index expression)
-        return RULES[op](self, node, ["a0", "a1", "a2"], dtypes) is not None
+        return rule(self, node, ["a0", "a1", "a2"], dtypes) is not None
+
+
+_CAN_RENDER = {}   # (dialect class, op, rule, operand dtypes, result dtype) -> whether it renders
 
 
 # Kernel IR ops that are libm calls (or as long): a tree holding one is loaded where

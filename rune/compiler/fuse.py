@@ -41,6 +41,7 @@ order is correct.
 """
 import numpy as np
 
+from ..core import dtypes as _dtypes
 from ..core.primitive import Lowering
 from ..core.prims import P
 from ..core.program import Literal
@@ -52,6 +53,9 @@ from ..codegen.cstyle import COSTLY_OPS, CStyle, kind as _kind
 _COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 
 DTYPES = frozenset(CStyle.CTYPES)
+# The same as dtype objects: `dtype.name` builds a string on every read, and the
+# planner asks for every operand of every equation
+_DTYPE_OBJECTS = frozenset(d for d in _dtypes.ALL if d.name in DTYPES)
 _RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loaded back
 HOST_DIALECT = CDialect()   # the renderer `lowerable` asks when given none (it holds no state)
 
@@ -68,7 +72,7 @@ def lowerable(eqn, ins=None, constants=None, renderer=None):
     if kind is Lowering.LIBRARY:
         return True
     avals = [a.aval for a in eqn.inputs] + [v.aval for v in eqn.outputs]
-    if any(a.dtype.name not in DTYPES for a in avals):
+    if any(a.dtype not in _DTYPE_OBJECTS for a in avals):
         return False
     if kind is Lowering.ELEMENTWISE:
         if not (renderer or HOST_DIALECT).can_render(prim.ir_op, [a.aval.dtype for a in eqn.inputs],
