@@ -45,6 +45,11 @@ from .rule_helpers import to_front
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn", "irfftn", "fftfreq",
            "rfftfreq", "fftshift", "ifftshift"]
 
+
+def __dir__():
+    """The public names only (as rune.nx's): the helpers and imported modules stay out of dir()."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})
+
 _NORMS = ("backward", "ortho", "forward")
 _INVERSE = {"fft": False, "rfft": False, "ifft": True, "irfft": True}
 

@@ -54,14 +54,23 @@ from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..core import dtypes as dt
 from . import ops
 from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)
+from .host_values import concrete
 from .ops import matmul, tensordot  # noqa: F401
 from .rule_helpers import sum_terms, to_front
 
-__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
-           "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
-           "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
+__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",
+           "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm", "outer",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace",
+           "vecdot", "vector_norm"]
 
+
+def __dir__():
+    """The public names only (as rune.nx's): the helpers and imported modules stay out of dir()."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})
+
+EigResult = collections.namedtuple("EigResult", "eigenvalues eigenvectors")
 EighResult = collections.namedtuple("EighResult", "eigenvalues eigenvectors")
+LstsqResult = collections.namedtuple("LstsqResult", "x residuals rank s")
 QRResult = collections.namedtuple("QRResult", "Q R")
 SlogdetResult = collections.namedtuple("SlogdetResult", "sign logabsdet")
 SVDResult = collections.namedtuple("SVDResult", "U S Vh")
@@ -79,6 +88,12 @@ det_p = primitive("linalg_det")
 svdvals_p = primitive("linalg_svdvals")
 svd_p = primitive("linalg_svd", multiple_results=True)
 qr_p = primitive("linalg_qr", multiple_results=True)
+# The general (non-symmetric) eigendecomposition: LAPACK's geev on the host; CuPy has
+# none, so on a GPU it runs on the host and its results come back (two counted
+# transfers, rune/backends/xp/linalg.py). Eigenvalues and eigenvectors are complex
+# whatever the input (NumPy's real results when every eigenvalue is real depend
+# on the values: a static dtype takes JAX's choice).
+eig_p = primitive("linalg_eig", multiple_results=True)
 
 
 def _solve_abstract(a, b):
@@ -114,6 +129,12 @@ def _svd_abstract(a, *, full_matrices):
             a.update(shape=lead + ((n, n) if full_matrices else (k, n)), weak=False)]
 
 
+def _eig_abstract(a):
+    complex_dtype = dt.complex64 if dt.real_dtype(a.dtype).itemsize <= 4 else dt.complex128
+    return [a.update(shape=a.shape[:-1], dtype=complex_dtype, weak=False),
+            a.update(dtype=complex_dtype, weak=False)]
+
+
 def _qr_abstract(a, *, mode):
     m, n, k = a.shape[-2], a.shape[-1], _k(a)
     lead = a.shape[:-2]
@@ -124,7 +145,7 @@ def _qr_abstract(a, *, mode):
 abstract_rules.update({solve_p: _solve_abstract, cholesky_p: lambda a: a.update(weak=False),
                        eigh_p: _eigh_abstract, slogdet_p: _slogdet_abstract,
                        det_p: lambda a: a.update(shape=a.shape[:-2], weak=False), svdvals_p: _svdvals_abstract,
-                       svd_p: _svd_abstract, qr_p: _qr_abstract})
+                       svd_p: _svd_abstract, qr_p: _qr_abstract, eig_p: _eig_abstract})
 
 
 # ---------------------------------------------------------------- the functions
@@ -417,6 +438,233 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     else:
         raise ArgumentError(f"linalg.matrix_norm: unsupported ord {ord!r}")
     return ops.reshape(out, out.shape + (1, 1)) if keepdims else out
+
+
+def eig(x, /):
+    """(eigenvalues, eigenvectors) of general square matrices: x @ v[..., :, i] = w[..., i] * v[..., :, i].
+
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16
+    bits). Both results are complex (complex64 for 32-bit and narrower inputs, else complex128), as JAX's: NumPy's
+    real results when every eigenvalue happens to be real depend on the values. Eigenvectors have unit norm (their
+    phase is LAPACK's). Computed on the host by LAPACK; on a GPU the matrices go to the host and the results come
+    back (CuPy has no general eigensolver). Derivatives as JAX's: dw = diag(V^-1 dA V), dV = V (F o V^-1 dA V)
+    less each column's component along itself, F_ij = 1 / (w_j - w_i); they are undefined at repeated eigenvalues.
+    """
+    x = _matrices("eig", x, square=True)
+    return EigResult(*bind(eig_p, x))
+
+
+def eigvals(x, /):
+    """The eigenvalues of general square matrices, complex (see `eig`), in LAPACK's order.
+
+    x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
+    """
+    return eig(x).eigenvalues
+
+
+def _known(x):
+    """x's host value where it is concrete (eagerly, also under eager grad), else None."""
+    from ..core.trace import Tracer
+    if isinstance(x, Tracer):
+        value = x.concrete()
+        return None if value is None else np.asarray(value)
+    return np.asarray(x)
+
+
+def cond(x, p=None):
+    """The condition number of matrices in the `p` norm (NumPy's linalg.cond).
+
+    x: matrices in the last two axes, batched over the leading ones. p: None or 2 (largest over smallest singular
+    value), -2 (smallest over largest), or 'fro', 'nuc', 1, -1, inf, -inf (norm(x) * norm(inv(x)), square x only).
+    Singular matrices give inf (not NaN) unless x itself holds NaNs, as NumPy's.
+    """
+    x = _matrices("cond", x)
+    if p is None or p in (2, -2):
+        s = svdvals(x)
+        big, small = ops.max(s, -1), ops.min(s, -1)
+        r = ops.divide(small, big) if p == -2 else ops.divide(big, small)
+    else:
+        if x.shape[-1] != x.shape[-2]:
+            raise ShapeError(f"linalg.cond: p={p!r} needs square matrices, got shape {x.shape}")
+        r = ops.multiply(norm(x, p, axis=(-2, -1)), norm(inv(x), p, axis=(-2, -1)))
+    # a singular matrix: NumPy reports inf where the inverse's NaNs (or 0/0) came from x's singularity
+    clean = ops.logical_not(ops.any(ops.isnan(x), (-2, -1)))
+    return ops.where(ops.logical_and(ops.isnan(r), clean), r.dtype.type(np.inf), r)
+
+
+def _norm_axes(x, axis):
+    """axis as a tuple of distinct non-negative ints (None: every axis)."""
+    if axis is None:
+        return tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or not -x.ndim <= a < x.ndim:
+            from ..errors import AxisError
+            raise AxisError(f"linalg.norm: axis {axis!r} is out of range for an array of {x.ndim} dimensions")
+        out.append(int(a) % x.ndim)
+    if len(set(out)) != len(out):
+        raise ArgumentError(f"linalg.norm: axis {axis!r} repeats an axis")
+    return tuple(out)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """The vector or matrix norm of `x` (NumPy's linalg.norm).
+
+    x: an array. ord: the norm (see vector_norm and matrix_norm); None is the 2-norm of vectors and the Frobenius
+    norm of matrices. axis: None (x as one vector, or as one matrix when 2-d and ord is given; ord with axis=None
+    needs a 1-d or 2-d x), an int (vector norms along it) or a pair of ints (matrix norms over them). keepdims: keep
+    the reduced axes with size 1.
+    """
+    x = ops.asarray(x)
+    if axis is None and ord is not None and x.ndim not in (1, 2):
+        raise ShapeError(f"linalg.norm: ord={ord!r} with axis=None needs a 1-d or 2-d array, got shape {x.shape}")
+    axes = _norm_axes(x, axis)
+    if axis is None and ord is None:
+        return vector_norm(x, axis=None, keepdims=keepdims) if not keepdims else \
+            vector_norm(x, axis=axes, keepdims=True)
+    if len(axes) == 1:
+        if isinstance(ord, str):
+            raise ArgumentError(f"linalg.norm: ord={ord!r} is a matrix norm, but axis {axis!r} names one axis")
+        return vector_norm(x, axis=axes, keepdims=keepdims, ord=2 if ord is None else ord)
+    if len(axes) != 2:
+        raise ArgumentError(f"linalg.norm: axis must name one or two axes, got {axis!r}")
+    order = tuple(k for k in range(x.ndim) if k not in axes) + axes
+    out = matrix_norm(ops.transpose(x, order), ord="fro" if ord is None else ord)
+    if keepdims:
+        out = ops.reshape(out, tuple(1 if k in axes else d for k, d in enumerate(x.shape)))
+    return out
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=None):
+    """The least-squares solution x of a @ x = b: LstsqResult(x, residuals, rank, s), as NumPy 2's linalg.lstsq.
+
+    a: an (M, N) matrix. b: (M,) or (M, K), promoted with a. rcond: singular values at most rcond * the largest
+    count as zero (default max(M, N) * eps of a's precision, NumPy 2's). x is (N,) or (N, K); rank (int32) the
+    number of singular values kept; s the singular values of a, descending. residuals: the squared 2-norm of each
+    column of b - a @ x. NumPy returns them only when rank == N < M (else an empty array): numpy_resid=True does so
+    (its shape depends on the rank: a concrete `a` only), False returns them always (JAX's choice, fixed shapes);
+    None (default) is True for concrete operands and False under jit or vmap.
+    """
+    a = _matrices("lstsq", a)
+    b = ops.asarray(b)
+    if a.ndim != 2:
+        raise ShapeError(f"linalg.lstsq: a must be a 2-d matrix, got shape {a.shape}")
+    if b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ShapeError(f"linalg.lstsq: b must be ({a.shape[0]},) or ({a.shape[0]}, K) to match a {a.shape}, "
+                         f"got shape {b.shape}")
+    a, b = ops.promote("linalg.lstsq", a, b)
+    m, n = a.shape
+    u, s, vh = svd(a, full_matrices=False)
+    if rcond is None:
+        rcond = builtins.max(m, n) * _eps(a)
+    keep = ops.greater(s, ops.multiply(ops.max(s, -1, keepdims=True), s.dtype.type(rcond))) if s.shape[0] else s
+    rank = ops.sum(ops.astype(keep, dt.default_int))
+    s_inv = ops.astype(ops.where(keep, ops.divide(1, ops.where(keep, s, s.dtype.type(1))), s.dtype.type(0)),
+                       a.dtype)
+    column = b if b.ndim == 2 else ops.expand_dims(b, -1)
+    x = ops.matmul(_H(vh), ops.multiply(ops.expand_dims(s_inv, -1), ops.matmul(_H(u), column)))
+    resid_vec = ops.subtract(column, ops.matmul(a, x))
+    resid = ops.sum(ops.real(ops.multiply(ops.conj(resid_vec), resid_vec)) if _is_complex(resid_vec) else
+                    ops.multiply(resid_vec, resid_vec), 0)
+    x = x if b.ndim == 2 else ops.squeeze(x, -1)
+    if numpy_resid is None:
+        numpy_resid = all(_known(v) is not None for v in (a, b))
+    if numpy_resid:
+        full = m > n and int(concrete("linalg.lstsq (numpy_resid=True)", rank, "the rank")) == n
+        if not full:
+            resid = ops.slice_in_dim(resid, 0, 0)
+    return LstsqResult(x, resid, rank, s)
+
+
+def _chain_order(dims):
+    """The cheapest parenthesization of a matrix chain (dims[i] x dims[i+1] for matrix i): split[i][j]."""
+    count = len(dims) - 1
+    cost = [[0] * count for _ in range(count)]
+    split = [[0] * count for _ in range(count)]
+    for length in range(1, count):
+        for i in range(count - length):
+            j = i + length
+            cost[i][j] = math.inf
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices in the cheapest order (NumPy's linalg.multi_dot).
+
+    arrays: two or more arrays; the first may be 1-d (a row vector) and the last 1-d (a column vector), the others
+    are 2-d. The result drops the dimensions of 1-d ends, as matmul does. precision: accepted for JAX's signature.
+    """
+    arrays = [ops.asarray(v) for v in arrays]
+    if len(arrays) < 2:
+        raise ArgumentError(f"linalg.multi_dot: expected at least two arrays, got {len(arrays)}")
+    first_vector, last_vector = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    mats = list(arrays)
+    if first_vector:
+        mats[0] = ops.expand_dims(mats[0], 0)
+    if last_vector:
+        mats[-1] = ops.expand_dims(mats[-1], -1)
+    for i, v in enumerate(mats):
+        if v.ndim != 2:
+            raise ShapeError(f"linalg.multi_dot: array {i} must be 2-d (the ends may be 1-d), got shape "
+                             f"{arrays[i].shape}")
+        if i and mats[i - 1].shape[1] != v.shape[0]:
+            raise ShapeError(f"linalg.multi_dot: array {i - 1} of shape {arrays[i - 1].shape} does not chain "
+                             f"with array {i} of shape {arrays[i].shape}")
+    split = _chain_order([mats[0].shape[0]] + [v.shape[1] for v in mats])
+
+    def product(i, j):
+        if i == j:
+            return mats[i]
+        k = split[i][j]
+        return ops.matmul(product(i, k), product(k + 1, j))
+
+    out = product(0, len(mats) - 1)
+    if first_vector:
+        out = ops.squeeze(out, 0)
+    if last_vector:
+        out = ops.squeeze(out, -1)
+    return out
+
+
+def tensorinv(a, ind=2):
+    """The inverse of `a` as a tensor: tensordot(tensorinv(a, ind), a, ind) is the identity (NumPy's).
+
+    a: an array whose first `ind` axes and remaining axes have equal products. ind: a positive int. The result has
+    shape a.shape[ind:] + a.shape[:ind].
+    """
+    a = ops.asarray(a)
+    if not isinstance(ind, (int, np.integer)) or ind <= 0:
+        raise ArgumentError(f"linalg.tensorinv: ind must be a positive int, got {ind!r}")
+    rows = int(np.prod(a.shape[:ind], dtype=np.int64))
+    cols = int(np.prod(a.shape[ind:], dtype=np.int64))
+    if rows != cols:
+        raise ShapeError(f"linalg.tensorinv: the first {ind} axes of shape {a.shape} must hold as many elements "
+                         f"as the rest ({rows} against {cols})")
+    return ops.reshape(inv(ops.reshape(a, (cols, rows))), a.shape[ind:] + a.shape[:ind])
+
+
+def tensorsolve(a, b, axes=None):
+    """The x with tensordot(a, x, x.ndim) == b (NumPy's linalg.tensorsolve).
+
+    a: an array whose leading axes have b's shape and whose trailing axes (x's shape) hold as many elements.
+    b: an array. axes: axes of `a` moved to the end (in that order) before solving, or None.
+    """
+    a, b = ops.asarray(a), ops.asarray(b)
+    if axes is not None:
+        order = [k for k in range(a.ndim) if k not in [int(v) % a.ndim for v in axes]] + \
+            [int(v) % a.ndim for v in axes]
+        a = ops.transpose(a, tuple(order))
+    x_shape = a.shape[b.ndim:]
+    count = int(np.prod(x_shape, dtype=np.int64))
+    if a.shape[:b.ndim] != b.shape or a.size != count * count:
+        raise ShapeError(f"linalg.tensorsolve: a of shape {a.shape} must start with b's shape {b.shape} and its "
+                         f"remaining axes hold as many elements ({count} against {b.size})")
+    return ops.reshape(solve(ops.reshape(a, (count, count)), ops.reshape(b, (count,))), x_shape)
 
 
 # ---------------------------------------------------------------- rules: matrix helpers
@@ -797,6 +1045,50 @@ def _qr_vjp(cts, ins, outs, wants, *, mode):
 jvp_rules[qr_p], vjp_rules[qr_p] = _qr_jvp, _qr_vjp
 
 
+# ---------------------------------------------------------------- eig
+
+def _eig_parts(a, w, v):
+    """V^-1, and F_ij = 1 / (w_j - w_i) off the diagonal (0 on it and where eigenvalues repeat)."""
+    return _inverse(v), _gaps(w)
+
+
+def _eig_jvp(primals, tangents):
+    """JAX's: with X = V^-1 dA V, dw = diag(X) and dV = V (F o X) less each column's
+    component along itself (re v_i^H dv_i = 0 keeps the columns' unit norm)."""
+    (a,), (ta,) = primals, tangents
+    w, v = bind(eig_p, a)
+    v_inv, f = _eig_parts(a, w, v)
+    x = _mm(v_inv, ops.astype(ta, v.dtype), v)
+    du = _mm(v, ops.multiply(f, x))
+    along = ops.real(ops.sum(ops.multiply(ops.conj(v), du), -2, keepdims=True))
+    return [w, v], [_diag(x), ops.subtract(du, ops.multiply(v, ops.astype(along, v.dtype)))]
+
+
+def _eig_vjp(cts, ins, outs, wants):
+    """The JVP transposed under re sum(ct * t): the normalization pulls ct_V back to
+    ct_V - conj(V) re(sum(ct_V * V, -2)); then X's cotangent diag(ct_w) + F o V^T ct_U
+    pulls back to V^-T (...) V^T, whose real part is a real matrix's gradient."""
+    a = ins[0]
+    w, v = outs
+    ct_w, ct_v = cts
+    v_inv, f = _eig_parts(a, w, v)
+    middle = None
+    if ct_w is not None:
+        middle = _diag_matrix(ops.astype(ct_w, v.dtype))
+    if ct_v is not None:
+        ct_v = ops.astype(ct_v, v.dtype)
+        along = ops.real(ops.sum(ops.multiply(ct_v, v), -2, keepdims=True))
+        ct_u = ops.subtract(ct_v, ops.multiply(ops.conj(v), ops.astype(along, v.dtype)))
+        middle = sum_terms(middle, ops.multiply(f, _mm(_mT(v), ct_u)))
+    if middle is None:
+        return (None,)
+    ct_a = _mm(_mT(v_inv), middle, _mT(v))
+    return (ct_a if _is_complex(a) else ops.real(ct_a),)
+
+
+jvp_rules[eig_p], vjp_rules[eig_p] = _eig_jvp, _eig_vjp
+
+
 # ---------------------------------------------------------------- batching
 
 def _leading_batch(prim):
@@ -810,5 +1102,5 @@ def _leading_batch(prim):
     return rule
 
 
-for _prim in (solve_p, cholesky_p, eigh_p, slogdet_p, det_p, svdvals_p, svd_p, qr_p):
+for _prim in (solve_p, cholesky_p, eigh_p, slogdet_p, det_p, svdvals_p, svd_p, qr_p, eig_p):
     batch_rules[_prim] = _leading_batch(_prim)

@@ -28,6 +28,11 @@ from .sorting import argsort
 __all__ = ["key", "split", "fold_in", "uniform", "normal", "truncated_normal", "exponential", "gumbel",
            "bernoulli", "randint", "permutation", "choice", "categorical"]
 
+
+def __dir__():
+    """The public names only (as rune.nx's): the helpers and imported modules stay out of dir()."""
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__") and n.endswith("__")})
+
 _MANTISSA = {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}
 
 

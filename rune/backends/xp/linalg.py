@@ -3,6 +3,8 @@ array module `xp`: NumPy's LAPACK calls (CuPy's cuSOLVER ones), batched over lea
 axes. float16/bfloat16 (which LAPACK lacks) compute in float32 and round once."""
 import numpy as np
 
+from ...stats import COUNTERS
+
 
 def make_impls(xp):
     def wide(fn):
@@ -39,6 +41,19 @@ def make_impls(xp):
         u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
         return [u, s, vh]
 
+    def eig(a):
+        # Always complex (the abstract rule's dtype): NumPy's eig is real when every eigenvalue is.
+        complex_dtype = np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
+        if xp is np:
+            w, v = np.linalg.eig(a)
+            return [w.astype(complex_dtype), v.astype(complex_dtype)]
+        # CuPy has no general eigensolver: LAPACK on the host, the results copied
+        # back (two transfers, counted as rune.devices.transfer counts them)
+        host = xp.asnumpy(a)
+        w, v = np.linalg.eig(host)
+        _count_round_trip(host.nbytes + w.astype(complex_dtype).nbytes + v.astype(complex_dtype).nbytes)
+        return [xp.asarray(w.astype(complex_dtype)), xp.asarray(v.astype(complex_dtype))]
+
     def qr(a, *, mode):
         q, r = xp.linalg.qr(a, mode=mode)
         return [q, r]
@@ -60,4 +75,11 @@ def make_impls(xp):
 
     return {"linalg_" + name: safe(wide(fn)) for name, fn in {
         "solve": solve, "cholesky": cholesky, "eigh": eigh, "slogdet": slogdet, "det": det, "svdvals": svdvals,
-        "svd": svd, "qr": qr}.items()}
+        "svd": svd, "qr": qr, "eig": eig}.items()}
+
+
+def _count_round_trip(nbytes):
+    COUNTERS["transfers"] += 2
+    COUNTERS["bytes_moved"] += nbytes
+    COUNTERS["device_to_host"] += 1
+    COUNTERS["host_to_device"] += 1
