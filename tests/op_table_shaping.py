@@ -1,3 +1,97 @@
 """Op-table rows of rune/nx/shaping.py: each case is checked eagerly against NumPy, under jit
 against eager, its jvp/vjp against finite differences and under vmap against a loop."""
+import numpy as np
+
+from rune import nx
+
 from op_table import *  # noqa: F401,F403  (case, the samplers, dtypes)
+from op_table import NOT_OPS, _rng, _shape_samples
+
+# Not ops on arrays: Python facts about an argument (shape, size, ndim, iterable, isscalar), constructors
+# from host data or from a shape (frombuffer, fromiter, fromfunction, indices) and a function transform
+# (vectorize). tests/nx/test_shaping.py checks them against NumPy, under jit and vmap.
+NOT_OPS.update({"shape", "size", "ndim", "iterable", "isscalar", "frombuffer", "fromiter", "fromfunction",
+                "indices", "vectorize"})
+
+
+def _arrays(name, shapes_list, dtypes=(F64, I32), **kw):
+    """One sample per (dtype, tuple of shapes): the operands are the positional arguments."""
+    rng = _rng(name)
+    return [S(*(draw(rng, s, d) for s in shapes), **kw) for d in dtypes for shapes in shapes_list]
+
+
+def _sequence_case(name, shapes_list, extra=()):
+    """A function of one sequence of arrays (hstack, block's rows, ...), its operands passed positionally."""
+    nx_fn, np_fn = getattr(nx, name), getattr(np, name)
+    case(name, lambda *xs: nx_fn(list(xs)), lambda *xs: np_fn(list(xs)),
+         _arrays(name, shapes_list) + list(extra), grad=True, diff_argnums=(0, 1),
+         note="operands are the positional arguments")
+
+
+_MIXED = S(draw(_rng("stack mixed"), (3,), I32), draw(_rng("stack mixed"), (3,), F32))
+_sequence_case("hstack", [((3,), (2,)), ((2, 3), (2, 1)), ((), (2,)), ((2, 1, 3), (2, 2, 3))], [_MIXED])
+_sequence_case("vstack", [((3,), (3,)), ((2, 3), (1, 3)), ((), ()), ((1, 2, 3), (2, 2, 3))], [_MIXED])
+_sequence_case("dstack", [((3,), (3,)), ((2, 3), (2, 3)), ((2, 3, 1), (2, 3, 2))], [_MIXED])
+_sequence_case("column_stack", [((3,), (3,)), ((3, 2), (3,)), ((0,), (0,))], [_MIXED])
+
+for _name, _specs in (("atleast_1d", [((),), ((3,),), ((2, 3),), ((), (2,))]),
+                      ("atleast_2d", [((),), ((3,),), ((2, 3, 4),), ((), (3,), (2, 3))]),
+                      ("atleast_3d", [((),), ((3,),), ((2, 3),), ((2, 3, 4, 1),), ((3,), (2, 3))])):
+    case(_name, getattr(nx, _name), getattr(np, _name), _arrays(_name, _specs), grad=True,
+         diff_argnums=(0, 1), note="one array for one argument, else a list (NumPy: a tuple)")
+
+
+def _nx_block(*xs, layout):
+    return nx.block(_nest(layout, list(xs)))
+
+
+def _np_block(*xs, layout):
+    return np.block(_nest(layout, list(xs)))
+
+
+def _nest(layout, xs):
+    """The positional operands placed in the nested lists `layout` gives (a nested list of counts)."""
+    return [_nest(e, xs) for e in layout] if isinstance(layout, list) else xs.pop(0)
+
+
+case("block", _nx_block, _np_block,
+     _arrays("block", [((2, 2), (2, 1), (1, 3))], layout=[[0, 0], [0]]) +
+     _arrays("block", [((3,), (2,))], layout=[0, 0]) +
+     _arrays("block", [((2,), (3, 2))], layout=[[0], [0]]) +
+     [S(draw(_rng("block"), (2, 3), F64), layout=0)], grad=True, diff_argnums=(0, 1),
+     note="operands are the positional arguments, nested by `layout`")
+
+case("append", nx.append, np.append,
+     _arrays("append", [((2, 3), (2,)), ((3,), ())]) + _arrays("append", [((2, 3), (1, 3))], axis=0) +
+     [S(draw(_rng("append"), (3,), I32), draw(_rng("append"), (2,), F32))], grad=True, diff_argnums=(0, 1))
+
+for _name, _specs in (
+        ("array_split", [((7,), dict(indices_or_sections=3)), ((4, 5), dict(indices_or_sections=2, axis=1)),
+                         ((6,), dict(indices_or_sections=[1, -2])), ((2,), dict(indices_or_sections=3))]),
+        ("hsplit", [((6,), dict(indices_or_sections=3)), ((2, 4), dict(indices_or_sections=[1, 3]))]),
+        ("vsplit", [((4, 2), dict(indices_or_sections=2)), ((3, 2, 2), dict(indices_or_sections=[1]))]),
+        ("dsplit", [((2, 2, 4), dict(indices_or_sections=2)), ((1, 2, 3), dict(indices_or_sections=[2]))])):
+    case(_name, getattr(nx, _name), getattr(np, _name), _shape_samples(_name, _specs), grad=True,
+         note="returns a list")
+
+case("fliplr", nx.fliplr, np.fliplr, _shape_samples("fliplr", [((3, 4), {}), ((2, 3, 2), {})]), grad=True)
+case("flipud", nx.flipud, np.flipud, _shape_samples("flipud", [((5,), {}), ((3, 4), {})]), grad=True)
+case("rot90", nx.rot90, np.rot90, _shape_samples("rot90", [
+    ((3, 4), {}), ((3, 4), dict(k=2)), ((2, 3, 4), dict(k=-1, axes=(2, 0))), ((3, 4), dict(k=3, axes=(1, 0))),
+    ((3, 4), dict(k=4))]), grad=True)
+case("rollaxis", nx.rollaxis, np.rollaxis, _shape_samples("rollaxis", [
+    ((2, 3, 4), dict(axis=2)), ((2, 3, 4), dict(axis=0, start=3)), ((2, 3, 4), dict(axis=-1, start=1)),
+    ((2, 3, 4), dict(axis=1, start=-1))]), grad=True)
+case("kron", nx.kron, np.kron,
+     _arrays("kron", [((2, 3), (3, 2)), ((3,), (2,)), ((2,), (2, 2)), ((), (3,))]) +
+     [S(draw(_rng("kron"), (2,), I32), draw(_rng("kron"), (2,), F32))], grad=True, diff_argnums=(0, 1))
+case("resize", nx.resize, np.resize, _shape_samples("resize", [
+    ((2, 3), dict(new_shape=(4, 4))), ((5,), dict(new_shape=3)), ((2, 3), dict(new_shape=(3, 2))),
+    ((0,), dict(new_shape=(2,)))]), grad=True)
+case("copy", nx.copy, np.copy, _shape_samples("copy", [((3, 4), {}), ((), {})], dtypes=(F64, I32, BOOL, BF16)),
+     grad=True)
+# Finite differences move the zeros off zero (the length jumps): tests/nx/test_shaping.py checks the gradient.
+case("trim_zeros", nx.trim_zeros, np.trim_zeros,
+     [S(np.array([0, 0, 1.5, 0, -2, 0], d), fd=False, **kw) for d in (F64, I32)
+      for kw in ({}, dict(trim="f"), dict(trim="b"))] + [S(np.zeros(3, F64), fd=False)],
+     grad=True, traced=False, note="a data-dependent length: exact eagerly, ConcretizationError under jit")
