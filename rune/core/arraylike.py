@@ -144,6 +144,74 @@ class ArrayLike:
         return ops.round(self, decimals)
     def dot(self, o): return ops.dot(self, o)
 
+    # ---- the rest of jax.Array's methods and properties (NumPy's signatures; they call rune.nx's functions)
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.aval.size * self.dtype.itemsize)
+    real = property(lambda self: ops.real(self))
+    imag = property(lambda self: ops.imag(self))
+    def conj(self): return ops.conj(self)
+    def conjugate(self): return ops.conj(self)
+    def copy(self, order="C"): return _nx("copy")(self, order)
+    def ravel(self, order="C"):
+        if order not in ("C", "K", "A"):
+            raise ArgumentError(f"ravel: only order='C' is supported, got {order!r}")
+        return ops.ravel(self)
+    def swapaxes(self, axis1, axis2): return ops.swapaxes(self, axis1, axis2)
+    def take(self, indices, axis=None, out=None, mode=None):
+        ops.check_out("take", out)
+        if mode not in (None, "clip"):
+            raise ArgumentError(f"take: rune clamps out-of-range indices (mode='clip'); got mode={mode!r}")
+        return ops.take(self, indices, axis)
+    def repeat(self, repeats, axis=None): return _nx("repeat")(self, repeats, axis)
+    def cumsum(self, axis=None, dtype=None, out=None): return _nx("cumsum")(self, axis, dtype, out)
+    def cumprod(self, axis=None, dtype=None, out=None): return _nx("cumprod")(self, axis, dtype, out)
+    def sort(self, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+        _no_order("sort", order)
+        return _nx("sort")(self, axis, descending=descending, stable=stable)
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+        _no_order("argsort", order)
+        return _nx("argsort")(self, axis, descending=descending, stable=stable)
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return _nx("argpartition")(self, kth, axis, kind, order)
+    def searchsorted(self, v, side="left", sorter=None): return _nx("searchsorted")(self, v, side=side, sorter=sorter)
+    def nonzero(self, *, size=None, fill_value=None): return _nx("nonzero")(self, size=size, fill_value=fill_value)
+    def compress(self, condition, axis=None, out=None): return _nx("compress")(condition, self, axis, out=out)
+    def choose(self, choices, out=None, mode="raise"): return _nx("choose")(self, choices, out, mode)
+    def diagonal(self, offset=0, axis1=0, axis2=1): return _nx("diagonal")(self, offset, axis1, axis2)
+    def trace(self, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+        return _nx("trace")(self, offset, axis1, axis2, dtype, out)
+    def ptp(self, axis=None, out=None, keepdims=False): return _nx("ptp")(self, axis, out, keepdims)
+    def view(self, dtype=None, type=None):
+        if type is not None:
+            raise ArgumentError("view: type= is not supported (rune has one array type)")
+        return self if dtype is None else _bit_view(self, dtype)
+
+
+def _nx(name):
+    """The rune.nx function `name` (looked up at call time: the families of nx register after core)."""
+    return getattr(ops.namespace, name)
+
+
+def _bit_view(x, dtype):
+    """x's bytes read as `dtype` (ndarray.view): on the host, so only for a concrete x; rune has no bitcast
+    primitive, so a traced x raises."""
+    import numpy as np
+    host = x.concrete()
+    if host is None:
+        from ..errors import ConcretizationError
+        raise ConcretizationError(f"view: the bits of a traced {x.aval.describe()} cannot be reinterpreted "
+                                  f"as {dtype} under a transformation; call view outside jit/vmap")
+    try:
+        out = np.ascontiguousarray(host).view(np.dtype(dtype))
+    except (TypeError, ValueError) as e:
+        raise ArgumentError(f"view: cannot read {x.aval.describe()} as {dtype}: {e}") from None
+    return ops.place(ops.asarray(out), x.device)
+
+
+def _no_order(name, order):
+    if order is not None:
+        raise ArgumentError(f"{name}: order= (field names of structured arrays) is not supported; got {order!r}")
+
 
 def _no_matrix(x):
     from ..errors import ShapeError
