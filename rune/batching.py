@@ -327,8 +327,12 @@ def _normalize_axis(axis, x, where):
     return axis % nd
 
 
-def vmap(f, in_axes=0, out_axes=0):
-    """Map `f` over an axis of its arguments (JAX semantics for in_axes/out_axes)."""
+def vmap(f, in_axes=0, out_axes=0, axis_size=None):
+    """Map `f` over an axis of its arguments (JAX semantics for in_axes/out_axes and axis_size).
+
+    axis_size: the mapped size, needed where in_axes maps no argument (every output is then `axis_size`
+    copies); where arguments are mapped, it must equal their axis's size.
+    """
     @functools.wraps(f)
     def mapped(*args, **kwargs):
         axes_prefix = tuple(in_axes) if isinstance(in_axes, list) else in_axes
@@ -346,8 +350,10 @@ def vmap(f, in_axes=0, out_axes=0):
                   for x, a in zip(leaves, axes)]
         axes = [_normalize_axis(a, x, f"argument {p or '(root)'}") for a, x, p in zip(axes, leaves, paths)]
         sizes = {(p, x.shape[a]) for a, x, p in zip(axes, leaves, paths) if a is not None}
+        if axis_size is not None:
+            sizes.add(("axis_size", _checked_axis_size(axis_size)))
         if not sizes:
-            raise ShapeError("vmap: in_axes maps no argument; at least one must have an axis to map over")
+            raise ShapeError("vmap: in_axes maps no argument; map one, or pass axis_size= to give the size")
         if len({s for _, s in sizes}) > 1:
             listing = ", ".join(f"{p or '(root)'}: {s}" for p, s in sorted(sizes))
             raise ShapeError(f"vmap: mapped axes have different sizes ({listing})")
@@ -372,3 +378,14 @@ def vmap(f, in_axes=0, out_axes=0):
         return tree.unflatten(out_struct, results)
 
     return mapped
+
+
+def _checked_axis_size(axis_size):
+    if isinstance(axis_size, bool) or not isinstance(axis_size, (int, np.integer)) or axis_size < 0:
+        raise ShapeError(f"vmap: axis_size must be a non-negative int, got {axis_size!r}")
+    return int(axis_size)
+
+
+# nx's composites (vectorize, apply_along_axis) call vmap through nx.transformations: nx sits below this layer.
+from .nx import transformations as _nx_transformations  # noqa: E402
+_nx_transformations.register(vmap=vmap)

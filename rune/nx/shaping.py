@@ -22,6 +22,7 @@ from . import ops
 from .array import Array
 from .host_values import concrete
 from .manipulation import tile
+from .transformations import vmap
 
 __all__ = ["append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "block", "column_stack", "copy",
            "dsplit", "dstack", "fliplr", "flipud", "hsplit", "hstack", "vsplit", "vstack", "kron", "resize",
@@ -61,8 +62,9 @@ def atleast_2d(*arys):
 
 
 def atleast_3d(*arys):
-    """Each argument as an array of at least three dimensions: () -> (1, 1, 1), (N,) -> (1, N, 1),
-    (M, N) -> (M, N, 1), as NumPy.
+    """Each argument as an array of at least three dimensions.
+
+    As NumPy: () -> (1, 1, 1), (N,) -> (1, N, 1), (M, N) -> (M, N, 1).
 
     arys: arrays or scalars. Returns one array for one argument, else a list.
     """
@@ -135,9 +137,10 @@ def append(arr, values, axis=None):
 
 
 def block(arrays):
-    """An array assembled from nested lists of blocks (np.block): the innermost lists join along the last
-    axis, the next ones out along the one before, and so on; every block is first raised to the deepest
-    rank among them (and the nesting depth) by leading ones.
+    """An array assembled from nested lists of blocks (np.block).
+
+    The innermost lists join along the last axis, the next ones out along the one before, and so on; every
+    block is first raised to the deepest rank among them (and the nesting depth) by leading ones.
 
     arrays: an array, or nested lists of arrays all nested to the same depth.
     """
@@ -202,8 +205,9 @@ def _split(name, x, indices_or_sections, axis, even):
 
 
 def array_split(ary, indices_or_sections, axis=0):
-    """`ary` cut into pieces along `axis`, as a list; unlike split, n sections need not divide the axis
-    (the first size % n pieces are one longer).
+    """`ary` cut into pieces along `axis`, as a list; n sections need not divide the axis.
+
+    Unlike split, the first size % n pieces are one longer than the rest.
 
     ary: an array. indices_or_sections: an int n or a sequence of cut points. axis: the axis cut.
     """
@@ -218,18 +222,27 @@ def _split_rank(name, ary, rank):
 
 
 def hsplit(ary, indices_or_sections):
-    """`ary` split column-wise: along axis 1, or axis 0 for a 1-d array (split's rules for sections)."""
+    """`ary` split column-wise: along axis 1, or axis 0 for a 1-d array.
+
+    ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
+    """
     ary = _split_rank("hsplit", ary, 1)
     return _split("hsplit", ary, indices_or_sections, 1 if ary.ndim > 1 else 0, even=True)
 
 
 def vsplit(ary, indices_or_sections):
-    """`ary` (at least 2-d) split row-wise, along axis 0 (split's rules for sections)."""
+    """`ary` (at least 2-d) split row-wise, along axis 0.
+
+    ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
+    """
     return _split("vsplit", _split_rank("vsplit", ary, 2), indices_or_sections, 0, even=True)
 
 
 def dsplit(ary, indices_or_sections):
-    """`ary` (at least 3-d) split depth-wise, along axis 2 (split's rules for sections)."""
+    """`ary` (at least 3-d) split depth-wise, along axis 2.
+
+    ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
+    """
     return _split("dsplit", _split_rank("dsplit", ary, 3), indices_or_sections, 2, even=True)
 
 
@@ -315,8 +328,9 @@ def _static_shape(name, shape, what="shape"):
 
 
 def resize(a, new_shape):
-    """An array of `new_shape` filled with the elements of `a` (flattened) repeated cyclically (np.resize);
-    zeros where `a` is empty.
+    """An array of `new_shape` filled with the elements of `a` (flattened) repeated cyclically.
+
+    As np.resize; zeros where `a` is empty.
 
     a: an array. new_shape: an int or a tuple of non-negative ints.
     """
@@ -369,8 +383,11 @@ def iterable(y):
 
 
 def isscalar(element):
-    """Whether `element` is a scalar: a Python or NumPy scalar, or a 0-d rune array (as JAX: rune has no
-    separate scalar type, so its 0-d arrays play that part; NumPy's 0-d ndarrays are not scalars)."""
+    """Whether `element` is a scalar: a Python or NumPy scalar, or a 0-d rune array.
+
+    As JAX: rune has no separate scalar type, so its 0-d arrays play that part (NumPy's 0-d ndarrays are
+    not scalars).
+    """
     if _is_array(element):
         return element.ndim == 0
     return bool(np.isscalar(element))
@@ -415,10 +432,10 @@ def fromiter(iter, dtype, count=-1):
 
 
 def indices(dimensions, dtype=int, sparse=False):
-    """The index grid of an array of shape `dimensions` (np.indices): an array of shape
-    (len(dimensions),) + dimensions whose k-th slice holds the index along axis k, or with sparse=True a
-    tuple of arrays each of length dimensions[k] along axis k and 1 elsewhere.
+    """The index grid of an array of shape `dimensions` (np.indices).
 
+    An array of shape (len(dimensions),) + dimensions whose k-th slice holds the index along axis k, or with
+    sparse=True a tuple of arrays each of length dimensions[k] along axis k and 1 elsewhere.
     dimensions: a sequence of non-negative ints. dtype: an integer dtype (int32 by default, rune's int).
     """
     dims = _static_shape("indices", dimensions, "dimensions")
@@ -519,8 +536,9 @@ def _checked_outputs(fn, sizes, out_dims):
 
 
 def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
-    """`pyfunc` (written for single elements, or for core shapes given by `signature`) turned into a
-    function that broadcasts over leading axes, by vmap (jax.numpy.vectorize's semantics).
+    """`pyfunc` turned into a function that broadcasts over leading axes, by vmap (jax.numpy.vectorize).
+
+    pyfunc is written for single elements, or for the core shapes `signature` gives.
 
     pyfunc: a function of arrays. excluded: positions (ints) and keyword names (strs) of arguments passed
     unchanged rather than mapped over. signature: a generalised-ufunc signature such as '(n),(n)->()';
@@ -535,7 +553,6 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
-        from ..batching import vmap
         static = {i: args[i] for i in excluded if isinstance(i, int) and -len(args) <= i < len(args)}
         static = {i % len(args): v for i, v in static.items()}
         mapped_at = [i for i in range(len(args)) if i not in static]
