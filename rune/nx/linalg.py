@@ -450,8 +450,7 @@ def eig(x, /):
     back (CuPy has no general eigensolver). Derivatives as JAX's: dw = diag(V^-1 dA V), dV = V (F o V^-1 dA V)
     less each column's component along itself, F_ij = 1 / (w_j - w_i); they are undefined at repeated eigenvalues.
     """
-    x = _matrices("eig", x, square=True)
-    return EigResult(*bind(eig_p, x))
+    return EigResult(*bind(eig_p, _matrices("eig", x, square=True)))
 
 
 def eigvals(x, /):
@@ -459,7 +458,7 @@ def eigvals(x, /):
 
     x: square matrices in the last two axes, batched over the leading ones; integers in float64 (float32 to 16 bits).
     """
-    return eig(x).eigenvalues
+    return bind(eig_p, _matrices("eigvals", x, square=True))[0]
 
 
 def _known(x):
