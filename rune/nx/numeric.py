@@ -70,8 +70,15 @@ def _const(x, value):
 def around(x, decimals=0):
     """`x` rounded to `decimals` decimal places, halves to even (NumPy's around, the same as round).
 
-    x: an array or scalar. decimals: how many decimal places (negative: tens, hundreds, ...).
+    x: an array or scalar. decimals: how many decimal places (negative: tens, hundreds, ...). Integers keep
+    their dtype (rounded to tens, hundreds, ... by negative decimals), as NumPy's.
     """
+    x = _array(x)
+    if x.dtype.kind in "biu":
+        if decimals >= 0:
+            return x
+        # the float64 quotient of an integer by a power of ten rounds ties exactly as NumPy's integer rounding
+        return ops.astype(ops.round(ops.astype(x, dt.float64), decimals), x.dtype)
     return ops.round(x, decimals)
 
 
@@ -509,7 +516,7 @@ def array_equal(a1, a2, equal_nan=False):
     if a1.shape != a2.shape:
         return _false()
     same = ops.equal(a1, a2)
-    if equal_nan and dt.is_inexact(ops.result_type(a1, a2)):
+    if equal_nan and (dt.is_inexact(a1.dtype) or dt.is_inexact(a2.dtype)):
         same = ops.logical_or(same, ops.logical_and(_any_nan(a1), _any_nan(a2)))
     return ops.all(same)
 
