@@ -113,6 +113,14 @@ def test_eig_of_complex_and_batched_matrices_matches_numpy():
     assert nx.linalg.eigvals(np.eye(2, dtype=np.int32)).dtype == np.complex128
 
 
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_eig_of_half_precision_computes_in_float32_and_keeps_the_imaginary_parts(dtype):
+    rotation = nx.asarray(np.array([[0.0, -1.0], [1.0, 0.0]]), dtype)
+    w, v = nx.linalg.eig(rotation)
+    assert w.dtype == v.dtype == np.complex64
+    np.testing.assert_allclose(_sorted(w), [-1j, 1j], atol=1e-6)
+
+
 def test_eig_gradient_of_a_complex_matrix_matches_finite_differences():
     """A loss of the eigenvalues and of the eigenvectors' moduli (independent of their
     arbitrary phases): the gradient of a real loss of complex A is dL/dx - i dL/dy (JAX's
