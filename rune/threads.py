@@ -29,7 +29,11 @@ machine threads made a step 2 to 20 times slower than one thread. So:
   moment ago starts at once;
 - work too small to pay for threads runs on one: a kernel below the
   renderer's parallel threshold (2**20 elements) has no parallel loop, and a
-  BLAS call of fewer than BLAS_MIN_WORK multiply-adds runs on one thread;
+  matrix product of fewer than BLAS_MIN_WORK multiply-adds runs on one thread;
+- a matrix product's bits do not depend on the thread count: OpenBLAS's would
+  (its threads split rows, columns and K blocks where they fall), so rune's
+  products call BLAS on one thread (serial_blas) and run their tiles, cut by the
+  shape alone, on the kernels' threads (rune/backends/cpu/batched_matmul.py);
 - larger work runs on at most RUNE_NUM_THREADS threads (default: the CPUs this
   process may use: its affinity, within its cgroup's CPU quota, rounded up:
   half a CPU's time runs one thread), never more than the library is set to
@@ -466,11 +470,24 @@ def route_blas_with(router):
 def blas_call(work, fn, *args, **kwargs):
     """fn(*args, **kwargs), a call into BLAS of `work` multiply-adds, on
     blas_threads(work) BLAS threads (no more than BLAS is set to, which is put
-    back after the call: see the module's doc for calls from several threads)."""
+    back after the call: see the module's doc for calls from several threads).
+    Its bits may change with that count (OpenBLAS splits a product's rows, columns
+    and K blocks by its threads): rune's products use serial_blas and thread by
+    tiles of their own (rune/backends/cpu/batched_matmul.py)."""
+    return _limited_blas_call(blas_threads(work), fn, args, kwargs)
+
+
+def serial_blas(fn, *args, **kwargs):
+    """fn(*args, **kwargs), calls into BLAS, with BLAS on one thread: what each call
+    computes then depends on its operands alone, not on the threads BLAS has."""
+    return _limited_blas_call(1, fn, args, kwargs)
+
+
+def _limited_blas_call(n, fn, args, kwargs):
+    """fn(*args, **kwargs) with BLAS on at most `n` threads."""
     blas = _blas()
     if blas is None:
         return fn(*args, **kwargs)
-    n = blas_threads(work)
     with _blas_lock:
         have = _blas_baseline[0] if _blas_limits else blas.get()
         limited = n < have
@@ -491,28 +508,3 @@ def blas_call(work, fn, *args, **kwargs):
                     del _blas_limits[n]
                 blas.set(min(_blas_limits, default=_blas_baseline[0]))
         _spun(_blas_pool[0], min(n, have))
-
-
-def _dot_general_work(x, y, *, dims):
-    (contracting, _), (batch, _) = dims
-    shape, bk = x.shape, 1
-    for i in (*contracting, *batch):   # (a loop: this runs on every eager matmul)
-        bk *= shape[i]
-    return x.size * y.size // bk if bk else 0     # batch * m * n * k
-
-
-_BLAS_WORK = {"dot_general": _dot_general_work}   # (conv: its im2col matmul, rune/backends/cpu/conv.py)
-
-
-def blas_bound(impls):
-    """`impls` (a host backend's primitive table) with its BLAS calls run on the
-    threads their work pays for (blas_call)."""
-    def bound(fn, work):
-        @functools.wraps(fn)
-        def call(*args, **params):
-            w = work(*args, **params)
-            if w <= BLAS_SERIAL_WORK:   # nothing to set: keep tiny calls at their cost
-                return fn(*args, **params)
-            return blas_call(w, fn, *args, **params)
-        return call
-    return {**impls, **{name: bound(impls[name], work) for name, work in _BLAS_WORK.items() if name in impls}}

@@ -128,9 +128,10 @@ def _is_host_dlpack(obj):
 
 
 BACKEND = CpuBackend()
-IMPLS = CpuBackend.IMPLS = threads.blas_bound(make_impls(
+# matrix products on threads of rune's own, their bits independent of how many (batched_matmul.py)
+IMPLS = CpuBackend.IMPLS = make_impls(
     np, BACKEND, special=_special, quiet=numpy_quiet,
-    matmul=lambda a, b: batched_matmul.matmul(a, b, c_compiler.find())))
+    matmul=lambda a, b: batched_matmul.matmul(a, b, c_compiler.find()))
 # BLAS's parallel work goes onto the kernels' OpenMP pool now, at import: OpenBLAS's setter must
 # come before other threads are inside BLAS (RUNE_BLAS_POOL=0 leaves it alone)
 threads.route_blas_with(lambda: blas_pool.route(c_compiler.find()))

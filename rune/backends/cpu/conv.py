@@ -27,7 +27,6 @@ import threading
 
 import numpy as np
 
-from ... import threads
 from ...codegen.windows import dilate_pad, window_count, windows
 from ...errors import CompileError
 from .address import address
@@ -55,12 +54,11 @@ def identity(op, dtype):
 
 
 def _host_matmul(a, b):
-    """np.matmul of (G, M, K) patches by (G, K, N) kernels on the BLAS threads its work
-    pays for (rune/threads.py); the direct loops above call no BLAS and set no threads."""
-    work = a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
-    if work <= threads.BLAS_SERIAL_WORK:
-        return np.matmul(a, b)
-    return threads.blas_call(work, np.matmul, a, b)
+    """np.matmul of (G, M, K) patches by (G, K, N) kernels, its bits independent of the
+    thread count (rune/backends/cpu/batched_matmul.py); the direct loops above call no
+    BLAS and run on one thread."""
+    from . import batched_matmul, compiler as c_compiler   # (as _library's: loaded with the backend)
+    return batched_matmul.matmul(a, b, c_compiler.find())
 
 
 def make_impls(xp):
