@@ -476,30 +476,30 @@ def _close_operands(name, a, b):
 
 
 @_public
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether |a - b| <= atol + rtol * |b|, elementwise (infinities are close only to themselves; NaN to
+def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether |x - y| <= atol + rtol * |y|, elementwise (infinities are close only to themselves; NaN to
     nothing, or to NaN with equal_nan), as a bool array.
 
-    a, b: arrays or scalars, broadcast and promoted together. rtol, atol: the relative and absolute
+    x, y: arrays or scalars, broadcast and promoted together. rtol, atol: the relative and absolute
     tolerances (non-negative). equal_nan: whether NaN is close to NaN.
     """
-    a, b = _close_operands("isclose", a, b)
-    real = dt.real_dtype(a.dtype) if dt.is_complex(a.dtype) else a.dtype
-    bound = ops.add(ops.multiply(ops.abs(b), np.asarray(rtol).astype(real)[()]), np.asarray(atol).astype(real)[()])
-    near = ops.logical_and(ops.less_equal(ops.abs(ops.subtract(a, b)), bound), ops.isfinite(b))
-    out = ops.logical_or(near, ops.equal(a, b))
+    x, y = _close_operands("isclose", x, y)
+    real = dt.real_dtype(x.dtype) if dt.is_complex(x.dtype) else x.dtype
+    bound = ops.add(ops.multiply(ops.abs(y), np.asarray(rtol).astype(real)[()]), np.asarray(atol).astype(real)[()])
+    near = ops.logical_and(ops.less_equal(ops.abs(ops.subtract(x, y)), bound), ops.isfinite(y))
+    out = ops.logical_or(near, ops.equal(x, y))
     if equal_nan:
-        out = ops.logical_or(out, ops.logical_and(ops.isnan(a), ops.isnan(b)))
+        out = ops.logical_or(out, ops.logical_and(ops.isnan(x), ops.isnan(y)))
     return out
 
 
 @_public
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether every element of `a` is close to `b` (`isclose`), as a bool scalar array.
+def allclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of `x` is close to `y` (`isclose`), as a bool scalar array.
 
-    a, b: arrays or scalars, broadcast together. rtol, atol, equal_nan: as isclose.
+    x, y: arrays or scalars, broadcast together. rtol, atol, equal_nan: as isclose.
     """
-    return ops.all(isclose(a, b, rtol, atol, equal_nan))
+    return ops.all(isclose(x, y, rtol, atol, equal_nan))
 
 
 def _false():
@@ -661,23 +661,23 @@ def _bitorder(name, bitorder):
 
 
 @_public
-def packbits(a, axis=None, bitorder="big"):
-    """The elements of `a` (nonzero: 1) packed eight to a uint8 along `axis` (the flattened array if None),
+def packbits(x, axis=None, bitorder="big"):
+    """The elements of `x` (nonzero: 1) packed eight to a uint8 along `axis` (the flattened array if None),
     the last byte padded with zero bits.
 
-    a: a bool or integer array. axis: the axis to pack along (None: flatten first). bitorder: "big" (the first
+    x: a bool or integer array. axis: the axis to pack along (None: flatten first). bitorder: "big" (the first
     element is the highest bit) or "little".
     """
-    a = _array(a)
-    if a.dtype.kind not in "biu":
-        raise DTypeError(f"packbits: expected a bool or integer array, got {a.dtype.name}")
+    x = _array(x)
+    if x.dtype.kind not in "biu":
+        raise DTypeError(f"packbits: expected x to be a bool or integer array, got {x.dtype.name}")
     weights = _bitorder("packbits", bitorder)
     if axis is None:
-        a, axis = ops.reshape(a, (-1,)), 0
-    axis = ops.normalize_axis("packbits", axis, a.ndim)
-    bits = ops.astype(ops.not_equal(a, 0), dt.uint8)
-    n = a.shape[axis]
-    pad = [(0, 0)] * a.ndim
+        x, axis = ops.reshape(x, (-1,)), 0
+    axis = ops.normalize_axis("packbits", axis, x.ndim)
+    bits = ops.astype(ops.not_equal(x, 0), dt.uint8)
+    n = x.shape[axis]
+    pad = [(0, 0)] * x.ndim
     pad[axis] = (0, -n % 8)
     bits = ops.moveaxis(ops.pad(bits, pad), axis, -1)
     groups = ops.reshape(bits, bits.shape[:-1] + (bits.shape[-1] // 8, 8))
@@ -686,22 +686,22 @@ def packbits(a, axis=None, bitorder="big"):
 
 
 @_public
-def unpackbits(a, axis=None, count=None, bitorder="big"):
-    """The bits of the uint8 array `a`, eight elements per byte along `axis` (the flattened array if None),
+def unpackbits(x, axis=None, count=None, bitorder="big"):
+    """The bits of the uint8 array `x`, eight elements per byte along `axis` (the flattened array if None),
     as uint8 zeros and ones.
 
-    a: a uint8 array. axis: the axis to unpack along (None: flatten first). count: how many bits to keep along
+    x: a uint8 array. axis: the axis to unpack along (None: flatten first). count: how many bits to keep along
     the axis (None: all; negative: drop that many from the end; beyond the bits: pad with zeros).
     bitorder: "big" (the highest bit first) or "little".
     """
-    a = _array(a)
-    if a.dtype != dt.uint8:
-        raise DTypeError(f"unpackbits: expected a uint8 array, got {a.dtype.name}")
+    x = _array(x)
+    if x.dtype != dt.uint8:
+        raise DTypeError(f"unpackbits: expected x to be a uint8 array, got {x.dtype.name}")
     weights = _bitorder("unpackbits", bitorder)
     if axis is None:
-        a, axis = ops.reshape(a, (-1,)), 0
-    axis = ops.normalize_axis("unpackbits", axis, a.ndim)
-    moved = ops.moveaxis(a, axis, -1)
+        x, axis = ops.reshape(x, (-1,)), 0
+    axis = ops.normalize_axis("unpackbits", axis, x.ndim)
+    moved = ops.moveaxis(x, axis, -1)
     shifts = np.asarray([w.bit_length() - 1 for w in weights], np.uint8)
     bits = ops.bitwise_and(ops.right_shift(ops.expand_dims(moved, -1), shifts), np.uint8(1))
     bits = ops.reshape(bits, moved.shape[:-1] + (moved.shape[-1] * 8,))
@@ -743,19 +743,19 @@ def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
 
 
 @_public
-def ediff1d(ary, to_end=None, to_begin=None):
-    """The differences of consecutive elements of the flattened `ary`, with `to_begin` and `to_end` (flattened)
+def ediff1d(x, to_end=None, to_begin=None):
+    """The differences of consecutive elements of the flattened `x`, with `to_begin` and `to_end` (flattened)
     joined before and after.
 
-    ary: an array. to_end, to_begin: values (scalars or arrays) to put after and before the differences; they
-    take ary's dtype.
+    x: an array. to_end, to_begin: values (scalars or arrays) to put after and before the differences; they
+    take x's dtype.
     """
-    ary = ops.reshape(_array(ary), (-1,))
-    parts = [diff(ary)]
+    x = ops.reshape(_array(x), (-1,))
+    parts = [diff(x)]
     if to_begin is not None:
-        parts.insert(0, ops.reshape(ops.astype(_array(to_begin), ary.dtype), (-1,)))
+        parts.insert(0, ops.reshape(ops.astype(_array(to_begin), x.dtype), (-1,)))
     if to_end is not None:
-        parts.append(ops.reshape(ops.astype(_array(to_end), ary.dtype), (-1,)))
+        parts.append(ops.reshape(ops.astype(_array(to_end), x.dtype), (-1,)))
     return ops.concatenate(parts, 0) if len(parts) > 1 else parts[0]
 
 
@@ -845,20 +845,20 @@ def _one_sided(y0, y1, y2, h1, h2, forward):
 
 
 @_public
-def gradient(f, *varargs, axis=None, edge_order=1):
-    """The gradient of the sampled function `f`: second-order central differences inside, first- or
+def gradient(x, *varargs, axis=None, edge_order=1):
+    """The gradient of the sampled function `x`: second-order central differences inside, first- or
     second-order one-sided ones at the ends, along each axis (NumPy's gradient).
 
-    f: an array (integers and bools compute in their float). varargs: the spacing, one for all axes or one per
+    x: an array (integers and bools compute in their float). varargs: the spacing, one for all axes or one per
     axis, each a scalar or the 1-d coordinates along its axis (default 1). axis: an axis or a tuple of axes
     (default: all). edge_order: 1 or 2. Returns an array for one axis, else a tuple of arrays (one per axis).
     """
-    f = _float_operand(f)
+    x = _float_operand(x)
     if edge_order not in (1, 2):
         raise ArgumentError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
-    axes = ops._axes("gradient", axis, f.ndim)
-    spacings = _spacings("gradient", f, varargs, axes)
-    out = tuple(_gradient_axis(f, h, a, edge_order) for a, h in zip(axes, spacings))
+    axes = ops._axes("gradient", axis, x.ndim)
+    spacings = _spacings("gradient", x, varargs, axes)
+    out = tuple(_gradient_axis(x, h, a, edge_order) for a, h in zip(axes, spacings))
     return out[0] if len(out) == 1 else out
 
 
@@ -898,19 +898,19 @@ def _vector_components(name, v, axis, which):
 
 
 @_public
-def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    """The cross product of the 3-vectors (or 2-vectors: the z component alone) of `a` and `b`, broadcast.
+def cross(x1, x2, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of the 3-vectors (or 2-vectors: the z component alone) of `x1` and `x2`, broadcast.
 
-    a, b: arrays whose vectors lie along axisa and axisb (2 or 3 components each; a 2-vector has z = 0).
+    x1, x2: arrays whose vectors lie along axisa and axisb (2 or 3 components each; a 2-vector has z = 0).
     axisc: the axis of the result's vectors. axis: if given, it overrides all three.
     """
     if axis is not None:
         axisa = axisb = axisc = axis
-    a, b = (_array(v) for v in ops.promote("cross", a, b))
-    if a.dtype.kind == "b":
+    x1, x2 = (_array(v) for v in ops.promote("cross", x1, x2))
+    if x1.dtype.kind == "b":
         raise DTypeError("cross: expected numeric operands, got bool")
-    u = _vector_components("cross", a, axisa, "a")
-    v = _vector_components("cross", b, axisb, "b")
+    u = _vector_components("cross", x1, axisa, "x1")
+    v = _vector_components("cross", x2, axisb, "x2")
     if len(u) == 2 and len(v) == 2:
         return ops.subtract(ops.multiply(u[0], v[1]), ops.multiply(u[1], v[0]))
     zero = lambda w: ops.multiply(w[0], 0)   # noqa: E731
