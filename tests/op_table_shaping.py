@@ -95,3 +95,14 @@ case("trim_zeros", nx.trim_zeros, np.trim_zeros,
      [S(np.array([0, 0, 1.5, 0, -2, 0], d), fd=False, **kw) for d in (F64, I32)
       for kw in ({}, dict(trim="f"), dict(trim="b"))] + [S(np.zeros(3, F64), fd=False)],
      grad=True, traced=False, note="a data-dependent length: exact eagerly, ConcretizationError under jit")
+
+# nx.pad's modes beyond constant (rune/nx/padding.py); the "pad" row of op_table.py checks mode="constant".
+_PAD_MODES = [("edge", ((1, 2), (0, 3)), {}), ("reflect", ((2, 1), (3, 0)), {}),
+              ("reflect", 1, dict(reflect_type="odd")), ("symmetric", ((0, 2), (5, 1)), {}),
+              ("wrap", ((1, 4), (2, 0)), {}), ("linear_ramp", ((2, 1), (1, 2)), dict(end_values=((1, -2), (3, 4)))),
+              ("maximum", 1, {}), ("minimum", ((1, 0), (0, 2)), dict(stat_length=2)),
+              ("mean", ((2, 2), (1, 0)), dict(stat_length=((1, 2), (3, 1)))), ("median", ((1, 1), (0, 1)), {})]
+case("pad_modes", nx.pad, np.pad,
+     [S(draw(_rng("pad " + mode), (3, 4), d), pad_width=pw, mode=mode, **kw)
+      for i, (mode, pw, kw) in enumerate(_PAD_MODES) for d in ((F64, I32) if i % 3 == 0 else (F64,))],
+     grad=True, note="np.pad's modes other than constant; ints round (mean, median) or floor (linear_ramp)")

@@ -1293,11 +1293,17 @@ def flip(x, axis=None):
     return bind(P["rev"], x, axes=axes) if axes else x
 
 
-def pad(x, pad_width, constant_values=0):
-    """`x` padded with a constant (NumPy's mode="constant", the only mode).
+def pad(x, pad_width, mode="constant", constant_values=0, *, stat_length=None, end_values=0,
+        reflect_type="even"):
+    """`x` padded along each axis, in one of np.pad's modes.
 
     x: an array. pad_width: n, (before, after), or one (before, after) pair per axis, in non-negative ints.
-    constant_values: the value of the new elements (a scalar, converted to x's dtype), 0 by default.
+    mode: "constant" (the default), "edge", "reflect", "symmetric", "wrap", "linear_ramp", "maximum",
+    "minimum", "mean", "median" or "empty" (zeros here), as np.pad and jnp.pad (rune.nx.padding).
+    constant_values: the value of the new elements in mode "constant" (a scalar, converted to x's dtype).
+    stat_length: how many elements at each edge the statistic modes use (all by default; NumPy's forms).
+    end_values: where linear_ramp starts (0 by default). reflect_type: "even" (the default) or "odd" for the
+    reflect and symmetric modes.
     """
     x = asarray(x)
     # NumPy's forms: n, (n,), (before, after), ((before, after),) or one pair per axis.
@@ -1311,10 +1317,16 @@ def pad(x, pad_width, constant_values=0):
     if config is None or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
         raise ShapeError(f"pad: pad_width must be n, (before, after) or one (before, after) pair per axis "
                          f"of shape {x.shape}, in non-negative ints; got {pad_width!r}")
+    if not isinstance(mode, str) or mode != "constant":
+        return _PAD_MODES["other"](x, config, mode, stat_length, end_values, reflect_type)
     if type(constant_values) in _SCALARS:
         constant_values = _literal("pad", constant_values, x.dtype)
     value = constant_like(constant_values, x, x.dtype)
     return bind(P["pad"], x, value, config=tuple((int(lo), int(hi)) for lo, hi in config))
+
+
+# The other modes of pad: rune.nx.padding (built on this module) registers them when nx is imported.
+_PAD_MODES = {}
 
 
 def constant_like(value, like, dtype=None):

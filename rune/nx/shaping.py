@@ -18,7 +18,7 @@ from ..core import dtypes as dt
 from ..core.prims import P
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
-from . import ops
+from . import ops, padding  # noqa: F401  (padding: registers nx.pad's other modes)
 from .array import Array
 from .host_values import concrete
 from .manipulation import tile

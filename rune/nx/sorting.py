@@ -92,7 +92,7 @@ def _scan(x, axis, combine, identity):
         shifted = ops.slice_in_dim(x, 0, n - s, axis=axis)
         widths = [(0, 0)] * x.ndim
         widths[axis] = (s, 0)
-        x = combine(x, ops.pad(shifted, widths, identity))
+        x = combine(x, ops.pad(shifted, widths, constant_values=identity))
         s *= 2
     return x
 
@@ -126,7 +126,7 @@ def _cumulative(name, combine, identity):
         if include_initial:
             widths = [(0, 0)] * x.ndim
             widths[a] = (1, 0)
-            out = ops.pad(out, widths, x.dtype.type(identity))
+            out = ops.pad(out, widths, constant_values=x.dtype.type(identity))
         return out
     op.__name__ = name
     return op

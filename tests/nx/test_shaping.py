@@ -146,3 +146,19 @@ def test_copy_is_a_new_buffer_with_the_same_values():
     c = nx.copy(x)
     assert c is not x and c.dtype == x.dtype
     np.testing.assert_array_equal(np.asarray(c), np.arange(3.0))
+
+
+def test_pad_modes_reject_what_numpy_rejects_with_rune_errors():
+    x = nx.zeros((2, 3))
+    with pytest.raises(rune.errors.ShapeError, match="pad: cannot pad the empty axis 0"):
+        nx.pad(nx.zeros((0, 3)), 1, mode="edge")
+    with pytest.raises(rune.errors.ArgumentError, match="pad: mode must be one of .*got 'bogus'"):
+        nx.pad(x, 1, mode="bogus")
+    with pytest.raises(rune.errors.ArgumentError, match="pad: mode must be one of .*keyword arguments"):
+        nx.pad(x, 1, 5)   # np.pad's third argument is the mode
+    with pytest.raises(rune.errors.ArgumentError, match="pad: stat_length must be"):
+        nx.pad(x, 1, mode="mean", stat_length=0)
+    with pytest.raises(rune.errors.ArgumentError, match="pad: reflect_type must be"):
+        nx.pad(x, 1, mode="reflect", reflect_type="both")
+    # "empty" leaves NumPy's new elements undefined; rune's are zeros, as JAX's.
+    np.testing.assert_array_equal(np.asarray(nx.pad(nx.ones(2), 1, mode="empty")), [0, 1, 1, 0])
