@@ -1,0 +1,124 @@
+"""rune.nx's numeric family (rune/nx/numeric.py) beyond its op-table rows: the dtype
+questions answered in Python (issubdtype, promote_types, iscomplexobj), the errors
+bad input gets, and numpy.<name> on traced values running rune's function."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+from rune.core import dtypes as dt
+from rune.errors import ArgumentError, DTypeError, RuneError, ShapeError
+
+
+# ---------------------------------------------------------------- dtype questions
+
+@pytest.mark.parametrize("a", dt.ALL, ids=lambda d: d.name)
+def test_promote_types_is_what_operands_of_those_dtypes_promote_to(a):
+    for b in dt.ALL:
+        want = (nx.zeros((), dtype=a) + nx.zeros((), dtype=b)).dtype   # rune's lattice, by another path
+        assert nx.promote_types(a, b) == want, (a, b)
+        assert nx.promote_types(a.name, b.name) == want
+
+
+def test_promote_types_differs_from_numpy_only_where_the_lattice_does():
+    assert nx.promote_types(np.int64, np.uint64) == np.promote_types(np.int64, np.uint64)
+    assert nx.promote_types(nx.bfloat16, np.int8) == nx.bfloat16
+    assert nx.promote_types(nx.bfloat16, np.float16) == np.float32
+    with pytest.raises(DTypeError, match="promote_types"):
+        nx.promote_types("float32", "not a dtype")
+
+
+def test_issubdtype_follows_numpy_with_bfloat16_a_floating_type():
+    abstract = (np.generic, np.number, np.integer, np.signedinteger, np.unsignedinteger, np.inexact,
+                np.floating, np.complexfloating)
+    for d in dt.ALL:
+        for cls in abstract:
+            want = issubclass(np.float16, cls) if d == dt.bfloat16 else np.issubdtype(d, cls)
+            assert nx.issubdtype(d, cls) is want, (d, cls)
+        for other in dt.ALL:
+            assert nx.issubdtype(d, other) is (d == other)
+    assert nx.issubdtype(ml_dtypes.bfloat16, np.floating)
+    assert nx.issubdtype("int32", np.signedinteger) and not nx.issubdtype(np.uint8, np.signedinteger)
+    assert nx.issubdtype(np.float32, "float32") and nx.issubdtype(float, np.floating)
+    with pytest.raises(DTypeError, match="issubdtype: arg2"):
+        nx.issubdtype(np.float32, object())
+
+
+def test_iscomplexobj_and_isrealobj_read_the_dtype_also_under_jit():
+    z, r = nx.asarray(np.array([1.0 + 0j])), nx.asarray(np.array([1.0]))
+    assert nx.iscomplexobj(z) is True and nx.isrealobj(z) is False
+    assert nx.iscomplexobj(r) is False and nx.isrealobj([1, 2]) is True and nx.iscomplexobj(1j)
+    seen = []
+    rune.jit(lambda a: seen.append((nx.iscomplexobj(a), nx.isrealobj(a))) or a)(z)
+    assert seen == [(True, False)]
+    assert nx.ndarray is nx.Array and isinstance(r, nx.ndarray)
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: nx.gcd(nx.asarray([1.5]), 2), DTypeError, "gcd: expected integer"),
+    (lambda: nx.bitwise_count(nx.asarray([1.5])), DTypeError, "bitwise_count: expected an integer"),
+    (lambda: nx.fmod(nx.asarray([True]), True), DTypeError, "fmod: expected numeric"),
+    (lambda: nx.cbrt(nx.asarray([1j])), DTypeError, "cbrt: expected a real"),
+    (lambda: nx.ldexp(nx.asarray([1.0]), 1.5), DTypeError, "ldexp: expected an integer exponent"),
+    (lambda: nx.unpackbits(nx.asarray([1, 2])), DTypeError, "unpackbits: expected x to be a uint8"),
+    (lambda: nx.packbits(nx.asarray([1.0])), DTypeError, "packbits: expected x to be a bool or integer"),
+    (lambda: nx.packbits(nx.asarray([1]), bitorder="middle"), ArgumentError, "packbits: bitorder"),
+    (lambda: nx.cross(nx.ones((2, 4)), nx.ones((2, 3))), ShapeError, "cross: the vectors of x1 must have 2 or 3"),
+    (lambda: nx.gradient(nx.ones(4), edge_order=3), ArgumentError, "gradient: edge_order"),
+    (lambda: nx.gradient(nx.ones(2), edge_order=2), ShapeError, "gradient: axis 0 has 2 elements"),
+    (lambda: nx.gradient(nx.ones(4), nx.ones(3)), ShapeError, "gradient: the coordinates of axis 0"),
+    (lambda: nx.gradient(nx.ones((3, 3)), 1.0, 2.0, 3.0), ArgumentError, "gradient: expected one spacing"),
+    (lambda: nx.trapezoid(nx.ones(4), nx.ones(3)), ShapeError, "trapezoid: x has length 3"),
+    (lambda: nx.unwrap(nx.ones(4), axis=1), RuneError, "unwrap: axis 1 is out of range"),
+    (lambda: nx.interp(nx.ones(3), nx.ones((2, 2)), nx.ones(4)), ShapeError, "interp: xp and fp must be 1-d"),
+    (lambda: nx.interp(nx.ones(3), nx.ones(3), nx.ones(4)), ShapeError, "interp: xp and fp must have the same"),
+    (lambda: nx.interp(nx.ones(3), nx.ones(3), nx.ones(3), left=0.0, period=1.0), ArgumentError, "interp: left"),
+    (lambda: nx.hanning(4.5), ArgumentError, "hanning: M must be a Python int"),
+    (lambda: nx.logspace(0, 1, num=-1), ArgumentError, "logspace: num"),
+    (lambda: nx.geomspace(0.0, 1.0, 3), ArgumentError, "geomspace: a geometric sequence cannot include zero"),
+    (lambda: nx.piecewise(nx.ones(3), [nx.ones(3) > 0], [1, 2, 3]), ArgumentError, "piecewise: funclist"),
+    (lambda: nx.apply_over_axes(lambda a, ax: nx.sum(a), nx.ones((2, 3, 4)), 0), ShapeError, "apply_over_axes"),
+    (lambda: nx.matvec(nx.ones(3), nx.ones(3)), ShapeError, "matvec: expected matrices"),
+])
+def test_bad_input_is_a_rune_error_naming_the_function(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_a_window_length_must_be_static_under_jit():
+    with pytest.raises(ArgumentError, match="kaiser: M must be a Python int"):
+        rune.jit(lambda m: nx.kaiser(m, 2.0))(nx.asarray(5))
+
+
+# ---------------------------------------------------------------- numpy.<name> on traced values
+
+_A = np.array([0.5, -1.5, 2.5, 3.0])
+_B = np.array([1.0, 2.0, -3.0, 4.0])
+NUMPY_CALLS = {
+    "cbrt": lambda np_, a, b: np_.cbrt(a), "fmax": lambda np_, a, b: np_.fmax(a, b),
+    "fmod": lambda np_, a, b: np_.fmod(a, b), "frexp": lambda np_, a, b: np_.frexp(a),
+    "divmod": lambda np_, a, b: np_.divmod(a, b), "heaviside": lambda np_, a, b: np_.heaviside(a, b),
+    "isclose": lambda np_, a, b: np_.isclose(a, b, rtol=0.5), "allclose": lambda np_, a, b: np_.allclose(a, b),
+    "array_equal": lambda np_, a, b: np_.array_equal(a, b), "around": lambda np_, a, b: np_.around(a, 1),
+    "interp": lambda np_, a, b: np_.interp(a, np.array([-2.0, 0.0, 3.0]), b[:3]),
+    "trapezoid": lambda np_, a, b: np_.trapezoid(a, b), "cross": lambda np_, a, b: np_.cross(a[:3], b[:3]),
+    "unwrap": lambda np_, a, b: np_.unwrap(a * 3), "ediff1d": lambda np_, a, b: np_.ediff1d(a, to_begin=0.0),
+    "packbits": lambda np_, a, b: np_.packbits(a > 0), "i0": lambda np_, a, b: np_.i0(a),
+    "sinc": lambda np_, a, b: np_.sinc(a), "nan_to_num": lambda np_, a, b: np_.nan_to_num(a / 0.0),
+    "geomspace": lambda np_, a, b: np_.geomspace(a[0], a[3], 4), "matvec": lambda np_, a, b: np_.matvec(a[None], b),
+    "piecewise": lambda np_, a, b: np_.piecewise(a, [a > 1], [lambda v: v * 2, 0.5]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_CALLS))
+def test_numpy_functions_on_traced_values_run_rune_s(name):
+    call = NUMPY_CALLS[name]
+    with np.errstate(all="ignore"):
+        want = call(np, _A, _B)
+        got = rune.jit(lambda a, b: call(np, a, b))(nx.asarray(_A), nx.asarray(_B))
+    for g, w in zip(rune.tree.leaves(got), want if isinstance(want, tuple) else (want,)):
+        assert isinstance(g, nx.Array)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-12)
