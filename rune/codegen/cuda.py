@@ -20,7 +20,8 @@ rendered into) has
 
 - `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
 - `launches`: the `Launch`es to run in order (one, two for a reduction split
-  across blocks, three for a scatter whose duplicates combine in order). Each `Launch` names an `extern "C" __global__` function
+  across blocks, 2 + ceil(log2 M) for a scatter of M index points whose duplicates
+  combine in order: keys, merge passes, fold). Each `Launch` names an `extern "C" __global__` function
   (`name`), its 1-d `grid` and `block` (blockDim.x; a multiple of 32, except a
   serial kernel's one thread: grid 1, block 1),
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
@@ -49,9 +50,10 @@ prelude); loads and stores add their runtime index terms (clamped, or a dropped
 store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
 in NumPy's order) whose combination is an integer add/min/max (the same result in
 any order) runs over the whole grid with atomics (`atomic_combines`); any other
-(float add/mul, set, ...) runs the updates of each target element in order on one
-thread and different elements in parallel (`scatter_chains`: three launches, bit
-for bit NumPy's order); a form neither fits is launched as one thread, and only
+(float add/mul, set, ...) sorts the index points by target (a merge sort of
+target * M + point keys, O(M log^2 M) comparisons on M threads) and runs the updates
+of each target element in order on one thread, different elements in parallel
+(`scatter_sorted`: bit for bit NumPy's order at any M); a form neither fits is launched as one thread, and only
 thread 0 of block 0 works whatever the launch, so it stays exact. dynamic_update_slice writes distinct
 positions and runs over the whole grid. Its copy kernel runs before it, in list order.
 
@@ -139,6 +141,26 @@ typedef unsigned long long uint64_t;
 #define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)
 /* N elements read or written as one aligned access (ld.global.v4 and kin) */
 template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
+/* One pass of a bottom-up merge sort of the M unique keys in src into dst, over a
+   grid-stride loop (j from start by step): runs of W sorted keys merge in pairs, each
+   key going to its rank in its own run plus the count of smaller keys in the other
+   run (a binary search). A template, so the scatters of one size share its code. */
+template <int64_t W, int64_t M>
+static __device__ __forceinline__ void rn_merge_pass(const int64_t *src, int64_t *dst, int64_t start,
+                                                     int64_t step) {
+  for (int64_t j = start; j < M; j += step) {
+    const int64_t key = src[j], base = j - j % (2 * W);
+    const int64_t mid = base + W < M ? base + W : M, end = base + 2 * W < M ? base + 2 * W : M;
+    const bool left = j < mid;
+    int64_t lo = left ? mid : base, hi = left ? end : mid;
+    const int64_t other = lo, own = j - (left ? base : mid);
+    while (lo < hi) {
+      const int64_t half = lo + (hi - lo) / 2;
+      if (src[half] < key) lo = half + 1; else hi = half;
+    }
+    dst[base + own + (lo - other)] = key;
+  }
+}
 """
 
 # The type a value travels through a warp shuffle in (CUDA overloads only int,
@@ -176,7 +198,7 @@ class CudaDialect(CStyle):
 
     def __init__(self, device=H200, block=256, blocks_per_sm=8, serial_reduce_limit=32,
                  items_per_thread=8, reduce_strategy=None, vector_bytes=16,
-                 scatter_chain_limit=1 << 16):
+                 scatter_sort=True):
         if block % 32 or not 32 <= block <= device.max_threads_per_block:
             raise ArgumentError(f"CudaDialect: block must be a multiple of 32 (whole warps) between 32 "
                                 f"and {device.max_threads_per_block}, got {block}")
@@ -187,7 +209,7 @@ class CudaDialect(CStyle):
         self.serial_reduce_limit, self.items_per_thread = serial_reduce_limit, items_per_thread
         self.reduce_strategy = reduce_strategy
         self.vector_bytes = vector_bytes   # widest vector access (0: scalar accesses only)
-        self.scatter_chain_limit = scatter_chain_limit   # most index points of a parallel ordered scatter
+        self.scatter_sort = scatter_sort   # False: an ordered scatter runs on one thread (a second code path)
 
     # -------------------------------------------------------------- values
 
@@ -279,8 +301,9 @@ class CudaDialect(CStyle):
 
     def elementwise(self, kernel, name):
         """A grid-stride loop over the flat output index; a `serial` kernel (scatter:
-        repeated indices combine in NumPy's order) runs its points in order on one thread,
-        unless its combination is an integer add/min/max, which atomics make parallel."""
+        repeated indices combine in NumPy's order) sorts its points by target and folds
+        each target's in order (`scatter_sorted`), or takes atomics where its combination
+        is an integer add/min/max; a form neither fits runs its points on one thread."""
         loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
         idx = self.index_type(kernel)
         ivars = [f"i{a}" for a in range(len(shape))]
@@ -309,9 +332,9 @@ class CudaDialect(CStyle):
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
         if kernel.serial and not atomic:
-            chained = self.scatter_chains(kernel, name, shape, at, loads, nodes, indices, body_parts)
-            if chained is not None:
-                return chained
+            ordered = self.scatter_sorted(kernel, name, shape, at, loads, indices, body_parts)
+            if ordered is not None:
+                return ordered
             # correct under any launch shape: only the first thread works
             lines += ["  if (blockIdx.x != 0 || threadIdx.x != 0) return;"]
             lines += _grid_stride("t", lt, str(n), "0", "1", body, 1)
@@ -329,90 +352,103 @@ class CudaDialect(CStyle):
         grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
 
-    def scatter_chains(self, kernel, name, shape, at, loads, nodes, indices, body_parts):
-        """A scatter whose repeated targets combine in NumPy's order, in parallel: the
-        updates to one element run in order on one thread, different elements on
-        different threads (the order the eager GPU scatter's rounds keep, without a
-        barrier between rounds). The kernel's (collapsed) axes split into the columns,
-        where the store moves, and the index axes, where it does not and the runtime
-        index varies; the target may depend on the index axes only. Three launches:
-        each index point's target (s0, -1 where the update is dropped); for each
-        point, whether it is its target's first (s2) and the next point with the same
-        target (s1, M if none); then one thread per (column, first point) walks its
-        chain. (source, launches, scratch, None), or None where the kernel has another
-        form (then it stays serial): several stores, a load of the stored buffer away
-        from the stored element, a target depending on a column, or more than
-        `scatter_chain_limit` index points (finding the chains costs M^2)."""
-        if len(kernel.stores) != 1:
+    def scatter_sorted(self, kernel, name, shape, at, loads, indices, body_parts):
+        """A scatter whose repeated targets combine in NumPy's order, in parallel at any
+        number M of index points: the updates to one element run in order on one thread,
+        different elements on different threads (the order the eager GPU scatter's
+        rounds keep, without a barrier between rounds). The kernel's (collapsed) axes
+        split into the columns, where the store moves, and the index axes, where it
+        does not and the runtime index varies; the target may depend on the index axes
+        only. Launches: `name` writes each index point j's key target * M + j to s0
+        (target N, past every kept one, where the update is dropped); `ceil(log2 M)`
+        merge passes (`_merge<p>`) sort the keys, s0 and s1 in turn; `_fold`: one thread
+        per (column, distinct target) walks its run of sorted keys, so position order.
+        Keys are unique, so the sort needs no stability: the merge of two runs puts each
+        key at its rank in its own run plus its rank in the other (a binary search).
+        Cost: O(M log^2 M) comparisons over M threads, O(M * columns) updates; the
+        longest run of one target is the only serial part. (source, launches, scratch,
+        None), or None where the kernel has another form (then it stays serial):
+        several stores, a load of the stored buffer away from the stored element, a
+        target depending on a column."""
+        if not self.scatter_sort or len(kernel.stores) != 1:
             return None
         store = kernel.stores[0]
         if len(store.dynamic) != 1 or store.dynamic[0][3] is not None:
             return None
-        target, stride, n, _ = store.dynamic[0]
+        target, _, n, _ = store.dynamic[0]
         sacc = at[id(store)]
         columns = [a for a in range(len(shape)) if sacc[a] != 0]
         points = [a for a in range(len(shape)) if sacc[a] == 0]
         m = math.prod(shape[a] for a in points)
-        if not points or not 1 < m <= self.scatter_chain_limit:
+        if not m or (n + 1) * m >= 2 ** 63 or not self.target_per_point(store, target, loads, at, columns, indices):
             return None
-        for ld in loads:   # the stored buffer is read only at the element stored (the combination)
+        idx = self.index_type(kernel)
+        mt = _loop_type(m, idx)
+        cols = kernel.size // m
+        ut = _loop_type(cols * m, idx)
+        ivars = [f"i{a}" for a in range(len(shape))]
+        scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64), m)]
+        params = self.params(kernel, scratch)
+        point_axes = _decompose("j", [shape[a] for a in points], [ivars[a] for a in points], idx)
+
+        def launch(suffix, var, vtype, count, body):
+            """One grid-stride function over `count` items and its Launch."""
+            text = [self.signature(name + suffix, params) + " {"]
+            text += _grid_stride(var, vtype, str(count), f"({vtype})blockIdx.x * blockDim.x + threadIdx.x",
+                                 f"({vtype})blockDim.x * gridDim.x", body, 1) + ["}"]
+            return "\n".join(text), Launch(name + suffix, self.grid(-(-count // self.block)), self.block, 0, params)
+
+        names = {}
+        body = point_axes + [f"const {idx} {ivars[a]} = 0;" for a in columns] + body_parts(names)
+        t = names[id(target)] if type(target) is not Const else self.const(target, target.dtype)
+        body += [f"const int64_t at = rn_from_end((int64_t)({t}), {n});",
+                 f"s0[j] = ((uint64_t)at < {n}u ? at : {n}) * {m} + j;"]
+        parts = [launch("", "j", mt, m, body)]
+        passes = (m - 1).bit_length()
+        for p in range(passes):
+            text = [self.signature(f"{name}_merge{p}", params) + " {",
+                    f"  rn_merge_pass<{1 << p}, {m}>(s{p % 2}, s{1 - p % 2}, (int64_t)blockIdx.x * blockDim.x "
+                    "+ threadIdx.x, (int64_t)blockDim.x * gridDim.x);", "}"]
+            parts.append(("\n".join(text), Launch(f"{name}_merge{p}", parts[0][1].grid, self.block, 0, params)))
+
+        names = {}
+        walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
+        keys = f"s{passes % 2}"
+        body = [f"const int64_t r0 = (int64_t)(u / {cols});" if cols > 1 else "const int64_t r0 = (int64_t)u;",
+                f"const int64_t low = {keys}[r0] / {m} * {m}, high = low + {m};",
+                f"if (low >= {n * m} || (r0 > 0 && {keys}[r0 - 1] >= low)) continue;   // dropped, or not the first",
+                f"const {ut} c = u % {cols};"]
+        body += _decompose("c", [shape[a] for a in columns], [ivars[a] for a in columns], idx) if columns else []
+        body += [f"for (int64_t r = r0; r < {m} && {keys}[r] < high; ++r) {{",
+                 f"  const {mt} j = ({mt})({keys}[r] - low);"]
+        body += ["  " + x for x in walk] + ["}"]
+        parts.append(launch("_fold", "u", ut, cols * m, body))
+        return "\n\n".join(text for text, _ in parts), [ln for _, ln in parts], scratch, None
+
+    def target_per_point(self, store, target, loads, at, columns, indices):
+        """Whether a scatter's target is one per index point (it stays put along the
+        columns: no column index, no load moving along one) and the stored buffer is read
+        only at the element stored (the combination)."""
+        sacc = at[id(store)]
+        for ld in loads:
             if ld.buffer is store.buffer and (at[id(ld)] != sacc or ld.offset != store.offset or ld.guard
                                               or [d[:3] for d in ld.dynamic] != [d[:3] for d in store.dynamic]):
-                return None
+                return False
         seen, stack = set(), [target]
-        while stack:   # what the target is computed from: loads that stay put along the columns
+        while stack:   # what the target is computed from
             a = stack.pop()
             if id(a) in seen or type(a) is Const:
                 continue
             seen.add(id(a))
             if type(a) is Load:
                 if a.guard or any(at[id(a)][c] for c in columns):
-                    return None
+                    return False
                 stack.extend(d[0] for d in a.dynamic)
             elif a.op == "index" or a in indices:
-                return None
+                return False
             else:
                 stack.extend(a.args)
-        idx = self.index_type(kernel)
-        mt = _loop_type(m, idx)
-        cols = kernel.size // m
-        ut = _loop_type(cols * m, idx)
-        ivars = [f"i{a}" for a in range(len(shape))]
-        scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64 if mt == "int64_t" else np.int32), m),
-                   (np.dtype(np.int32), m)]
-        params = self.params(kernel, scratch)
-        point_axes = _decompose("j", [shape[a] for a in points], [ivars[a] for a in points], idx)
-        start, step = f"({mt})blockIdx.x * blockDim.x + threadIdx.x", f"({mt})blockDim.x * gridDim.x"
-
-        names = {}
-        body = point_axes + [f"const {idx} {ivars[a]} = 0;" for a in columns] + body_parts(names)
-        t = names[id(target)] if type(target) is not Const else self.const(target, target.dtype)
-        body += [f"const int64_t at = rn_from_end((int64_t)({t}), {n});",
-                 f"s0[j] = (uint64_t)at < {n}u ? at : -1;"]
-        first = [self.signature(name, params) + " {"]
-        first += _grid_stride("j", mt, str(m), start, step, body, 1) + ["}"]
-
-        body = ["const int64_t tj = s0[j];", f"{mt} next = {m};", "int head = tj >= 0;", "if (tj >= 0) {",
-                f"  for ({mt} q = 0; q < j; ++q) if (s0[q] == tj) {{ head = 0; break; }}",
-                f"  for ({mt} q = j + 1; q < {m}; ++q) if (s0[q] == tj) {{ next = q; break; }}",
-                "}", "s1[j] = next;", "s2[j] = head;"]
-        second = [self.signature(f"{name}_links", params) + " {"]
-        second += _grid_stride("j", mt, str(m), start, step, body, 1) + ["}"]
-
-        names = {}
-        walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
-        body = [f"{mt} j = ({mt})(u % {m});", "if (!s2[j]) continue;", f"const {ut} c = u / {m};"]
-        body += _decompose("c", [shape[a] for a in columns], [ivars[a] for a in columns], idx) if columns else []
-        body += [f"for (; j < {m}; j = s1[j]) {{"] + ["  " + x for x in walk] + ["}"]
-        third = [self.signature(f"{name}_chains", params) + " {"]
-        third += _grid_stride("u", ut, str(cols * m), f"({ut})blockIdx.x * blockDim.x + threadIdx.x",
-                              f"({ut})blockDim.x * gridDim.x", body, 1) + ["}"]
-        text = "\n".join(first) + "\n\n" + "\n".join(second) + "\n\n" + "\n".join(third)
-        over_points = self.grid(-(-m // self.block))
-        launches = [Launch(name, over_points, self.block, 0, params),
-                    Launch(f"{name}_links", over_points, self.block, 0, params),
-                    Launch(f"{name}_chains", self.grid(-(-cols * m // self.block)), self.block, 0, params)]
-        return text, launches, scratch, None
+        return True
 
     def atomic_combines(self, kernel):
         """{id(store): (atomic function, its C type, operand)} when every store of a scatter

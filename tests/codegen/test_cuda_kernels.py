@@ -10,14 +10,16 @@
   NumPy give: elementwise, movement (broadcast, transpose, slices, pad guards,
   concatenate), every reduction under each strategy (argmax/argmin with ties
   and NaNs across blocks), 16-bit floats, iota and Threefry bits, gathers and
-  dynamic slices at runtime indices, scatter in every mode (one thread, in
-  order) and dynamic_update_slice.
+  dynamic slices at runtime indices, scatter in every mode (sorted by target,
+  each target's updates folded in order; one thread as the second path; past
+  65,536 index points too) and dynamic_update_slice.
 - Planning: `plan(..., target="cuda")` from arrays or Specs, index widths,
   errors.
 """
 import contextlib
 import importlib.util
 import io
+import math
 import os
 import pathlib
 import runpy
@@ -652,9 +654,12 @@ def test_emulated_indexed_kernels_take_the_intended_paths(emulated):
 
 
 def _chained(kernel):
-    """Whether a scatter kernel runs its targets' chains in parallel: three launches
-    (targets, links, chains), each over several blocks."""
-    return ([ln.name for ln in kernel.launches] == [kernel.name, kernel.name + "_links", kernel.name + "_chains"]
+    """Whether a scatter kernel sorts its index points and folds each target's run in
+    parallel: keys, ceil(log2 M) merge passes, fold, each over several blocks."""
+    names = [ln.name for ln in kernel.launches]
+    merges = names[1:-1]
+    return (names[0] == kernel.name and names[-1] == kernel.name + "_fold"
+            and merges == [f"{kernel.name}_merge{p}" for p in range(len(merges))]
             and all(ln.grid > 1 and ln.block > 1 for ln in kernel.launches))
 
 
@@ -825,7 +830,7 @@ def test_emulated_float_scatter_runs_in_parallel_in_numpys_order():
     np.add.at(backwards, i[::-1], u[keep][::-1])
     assert not np.array_equal(backwards, want[0])   # the order shows in the sums
     plan = rune.jit(_scatters).plan(*args, target="cuda")
-    one_thread = CudaDialect(**EMU, scatter_chain_limit=16)
+    one_thread = CudaDialect(**EMU, scatter_sort=False)
     rendered = {"chains": cuda_emu.rerender(plan, DEFAULT_DIALECT), "one thread": cuda_emu.rerender(plan, one_thread)}
     library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), [u for r in rendered.values() for u in r.values()])
     serial = {how: [k for _, ks in r.values() for k in ks if k.serial] for how, r in rendered.items()}
@@ -922,3 +927,119 @@ def test_emulated_kernels_keep_float32_subnormals():
     for g, w in zip(got, fn(h)):
         assert np.array_equal(np.asarray(g), w)
     assert (h < np.finfo(np.float32).tiny).all() and (np.asarray(got[2]) > 0).all()
+
+
+# ---------------------------------------------------------------- scatter past 65,536 index points
+
+_SCATTER_MODES = ("add", "set", "mul", "min", "max")
+
+
+def _embedding_scatter_case(dtype, tokens=(35, 2000), rows=1000, width=8):
+    """A table, token ids (some counted from the end, some out of range: dropped;
+    about 70 repeats a row) and one update array per mode: sums whose order shows
+    (magnitudes 1e-3 to 1e5, both signs), factors near one (small ints for int32),
+    and min/max updates with a NaN in some rows."""
+    rng = _rng(70)
+    idx = rng.integers(-rows - 10, rows + 10, tokens).astype(np.int32)
+    shape = tokens + (width,)
+    if np.dtype(dtype).kind == "i":
+        u = rng.integers(-1000, 1000, shape).astype(dtype)
+        near_one = rng.integers(-3, 4, shape).astype(dtype)
+        return rng.integers(-50, 50, (rows, width)).astype(dtype), idx, u, near_one, u
+    u = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 6, shape)).astype(dtype)
+    near_one = (1 + rng.standard_normal(shape) * 0.01).astype(dtype)
+    extremes = u.copy()
+    extremes.reshape(-1, width)[::997, 1] = np.nan
+    return _floats(71, (rows, width)).astype(dtype), idx, u, near_one, extremes
+
+
+def _every_scatter_mode(x, i, u, near_one, extremes):
+    return tuple(bind(P["scatter"], x, i, {"mul": near_one, "min": extremes, "max": extremes}.get(mode, u),
+                      axis=0, mode=mode) for mode in _SCATTER_MODES)
+
+
+@needs_gxx
+def test_emulated_scatter_past_the_old_chain_limit_is_parallel_and_numpys_order():
+    """70,000 token ids (the old chain search stopped at 65,536) into a 1000-row table,
+    in every mode and float32/float64/bfloat16/int32: the sorted scatter (keys, merge
+    passes, fold) on several blocks gives eager's bits (NumPy's ufunc.at, one update
+    at a time). Integer add/min/max take atomics instead."""
+    dtypes = (np.float32, np.float64, BF16, np.int32)
+    cases = {np.dtype(dt).name: _embedding_scatter_case(dt) for dt in dtypes}
+    plans = {name: rune.jit(_every_scatter_mode).plan(*args, target="cuda") for name, args in cases.items()}
+    rendered = {name: cuda_emu.rerender(plan, DEFAULT_DIALECT) for name, plan in plans.items()}
+    library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), [u for r in rendered.values() for u in r.values()])
+    m = cases["float32"][1].size
+    for name, args in cases.items():
+        serial = [k for _, ks in rendered[name].values() for k in ks if k.serial]
+        sorted_ = [k for k in serial if _chained(k)]
+        assert len(sorted_) == (2 if name == "int32" else 5) and len(serial) == 5
+        assert all(len(k.launches) == 2 + (m - 1).bit_length() for k in sorted_)
+        with np.errstate(all="ignore"):
+            want = _every_scatter_mode(*[nx.asarray(a) for a in args])
+        got = cuda_emu.run_plan(plans[name], list(args), library, rendered[name])
+        for mode, g, w in zip(_SCATTER_MODES, got, want):
+            _assert_same(g, np.asarray(w), 0, f"{name} scatter-{mode} of {m} points against eager")
+    x, idx, u = cases["float32"][:3]
+    keep = (idx >= -1000) & (idx < 1000)
+    backwards = x.copy()
+    np.add.at(backwards, (idx[keep] % 1000)[::-1], u[keep][::-1])
+    assert not np.array_equal(backwards, np.asarray(want_f32_add(cases)))   # the order shows in the sums
+
+
+def want_f32_add(cases):
+    x, idx, u = cases["float32"][:3]
+    return bind(P["scatter"], nx.asarray(x), nx.asarray(idx), nx.asarray(u), axis=0, mode="add")
+
+
+def _embedding_gradient(table, tokens, grads, factors):
+    """The scatters of an embedding's gradient (take's transpose binds the first) and
+    of an update through `.at` (a flat scatter: one index point per token and column)."""
+    return (*(bind(P["scatter"], table, tokens, u, axis=0, mode=mode)
+              for mode, u in (("add", grads), ("set", grads), ("mul", factors))), table.at[tokens].add(grads))
+
+
+_EMBEDDING = ((1000, 16), (64, 2048))   # table rows x width, batch x tokens
+
+
+def _embedding_gradient_case(dtype):
+    """A zero table, 131,072 token ids (about 131 repeats a row), gradients whose sums
+    depend on their order (magnitudes 1e-3 to 1e3), factors near one."""
+    rng = _rng(72)
+    (rows, width), tokens = _EMBEDDING
+    scale = 10.0 ** rng.integers(-3, 4, tokens + (width,))
+    grads = (rng.standard_normal(tokens + (width,)) * scale).astype(dtype)
+    factors = (1 + rng.standard_normal(tokens + (width,)) * 0.01).astype(dtype)
+    return np.zeros((rows, width), dtype), rng.integers(0, rows, tokens).astype(np.int32), grads, factors
+
+
+def test_an_embedding_gradient_scatter_renders_as_sorted_parallel_launches():
+    """64x2048 token ids into a 1000x16 table on an H200's launch shapes: each scatter's
+    keys, merge passes (17 for the 131,072 tokens of an axis scatter, 21 for the 2**21
+    points of the flat `.at` one) and fold run over many blocks (the old chain search
+    gave one thread past 65,536 points)."""
+    plan = rune.jit(_embedding_gradient).plan(*_embedding_gradient_case(np.float32), target="cuda")
+    ordered = [k for k in plan.kernels if k.serial]
+    assert len(ordered) == 4 and all(_chained(k) for k in ordered)
+    m = math.prod(_EMBEDDING[1])
+    points = [k.scratch[0][1] for k in ordered]
+    assert points == [m, m, m, m * 16] and all(k.scratch == [(np.dtype(np.int64), p)] * 2
+                                                for k, p in zip(ordered, points))
+    assert [len(k.launches) for k in ordered] == [2 + 17] * 3 + [2 + 21]
+    assert all(ln.grid * ln.block >= min(m, 132 * 8 * 256) for k in ordered for ln in k.launches)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_an_embedding_gradient_scatter_on_a_gpu_is_numpys_sequential_result(dtype):
+    """The same scatters run on the GPU through rune's launcher (scratch, 19 launches a
+    kernel): bit for bit NumPy's one-update-at-a-time add.at, multiply.at and last-write
+    set. Values only: what it costs is bench material."""
+    table, tokens, grads, factors = args = _embedding_gradient_case(dtype)
+    want_add, want_set, want_mul = table.copy(), table.copy(), table.copy()
+    np.add.at(want_add, tokens, grads)
+    want_set[tokens] = grads
+    np.multiply.at(want_mul, tokens, factors)
+    got = rune.jit(_embedding_gradient)(*[nx.asarray(a, device="cuda:0") for a in args])
+    for g, w, what in zip(got, (want_add, want_set, want_mul, want_add), ("add", "set", "multiply", ".at add")):
+        _assert_same(np.asarray(g), w, 0, f"{np.dtype(dtype).name} embedding scatter-{what} on the GPU")
