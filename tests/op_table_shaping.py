@@ -106,3 +106,16 @@ case("pad_modes", nx.pad, np.pad,
      [S(draw(_rng("pad " + mode), (3, 4), d), pad_width=pw, mode=mode, **kw)
       for i, (mode, pw, kw) in enumerate(_PAD_MODES) for d in ((F64, I32) if i % 3 == 0 else (F64,))],
      grad=True, note="np.pad's modes other than constant; ints round (mean, median) or floor (linear_ramp)")
+
+
+def _np_where_sized(c, size, fill_value=0):
+    """np.where(c) with JAX's size=/fill_value=: the first `size` indices, padded with fill_value."""
+    return tuple(np.concatenate([i[:size], np.full(max(size - len(i), 0), fill_value)]).astype(np.int32)
+                 for i in np.where(c))
+
+
+# The one-argument where(cond) = nonzero(cond); size= fixes its shape, so it also runs under jit.
+case("where_one_argument", lambda c, **kw: nx.where(c, **kw), _np_where_sized,
+     [S(draw(_rng("where1"), (3, 4), d), size=k, **kw) for d, k, kw in
+      ((BOOL, 5, {}), (F64, 14, dict(fill_value=-1)), (I32, 2, {}))], dtype_rule=index_rule,
+     note="where(cond) is nonzero(cond); tests/nx/test_shaping.py checks the unsized form eagerly")

@@ -601,8 +601,19 @@ def reciprocal(x):
     return divide(1, x)
 
 
-def where(cond, x, y):
-    """Elements of `x` where `cond` holds, else of `y` (broadcast together)."""
+def where(cond, x=None, y=None, /, *, size=None, fill_value=None):
+    """Elements of `x` where `cond` holds, else of `y` (broadcast together).
+
+    cond: the condition (converted to bool). x, y: the two sides; with neither, where(cond) is
+    nonzero(cond, size=size, fill_value=fill_value), as in NumPy and JAX (size= fixes the number of results,
+    so it also runs under jit; fill_value pads them).
+    """
+    if x is None and y is None:
+        return _LATER["nonzero"](cond, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ArgumentError("where: give both x and y, or neither (where(cond) is nonzero(cond))")
+    if size is not None or fill_value is not None:
+        raise ArgumentError("where: size and fill_value apply only to the one-argument form where(cond)")
     cond, x, y = _operands((cond, x, y))
     x, y = promote("where", x, y)
     if type(cond) in _LITERALS:  # a scalar condition picks a side, placed with what it meets
@@ -1318,15 +1329,16 @@ def pad(x, pad_width, mode="constant", constant_values=0, *, stat_length=None, e
         raise ShapeError(f"pad: pad_width must be n, (before, after) or one (before, after) pair per axis "
                          f"of shape {x.shape}, in non-negative ints; got {pad_width!r}")
     if not isinstance(mode, str) or mode != "constant":
-        return _PAD_MODES["other"](x, config, mode, stat_length, end_values, reflect_type)
+        return _LATER["pad_mode"](x, config, mode, stat_length, end_values, reflect_type)
     if type(constant_values) in _SCALARS:
         constant_values = _literal("pad", constant_values, x.dtype)
     value = constant_like(constant_values, x, x.dtype)
     return bind(P["pad"], x, value, config=tuple((int(lo), int(hi)) for lo, hi in config))
 
 
-# The other modes of pad: rune.nx.padding (built on this module) registers them when nx is imported.
-_PAD_MODES = {}
+# Functions of modules built on this one that ops' functions hand over to (pad's modes other than constant,
+# the nonzero of where(cond)): those modules register them when rune.nx is imported.
+_LATER = {}
 
 
 def constant_like(value, like, dtype=None):

@@ -131,4 +131,4 @@ def _by_statistic(x, a, lo, hi, mode, stat):
     return _joined(x, a, parts[0], parts[1])
 
 
-ops._PAD_MODES["other"] = pad_with_mode   # what nx.pad calls for a mode other than "constant"
+ops._LATER["pad_mode"] = pad_with_mode   # what nx.pad calls for a mode other than "constant"

@@ -20,6 +20,7 @@ from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
 from . import ops, padding  # noqa: F401  (padding: registers nx.pad's other modes)
 from .array import Array
+from .dynamic import nonzero
 from .host_values import concrete
 from .manipulation import tile
 from .transformations import vmap
@@ -28,6 +29,9 @@ __all__ = ["append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "b
            "dsplit", "dstack", "fliplr", "flipud", "hsplit", "hstack", "vsplit", "vstack", "kron", "resize",
            "rollaxis", "rot90", "trim_zeros", "shape", "size", "ndim", "iterable", "isscalar", "frombuffer",
            "fromiter", "fromfunction", "indices", "vectorize"]
+
+
+ops._LATER["nonzero"] = nonzero   # where(cond), the one-argument form
 
 
 def _is_array(x):

@@ -162,3 +162,15 @@ def test_pad_modes_reject_what_numpy_rejects_with_rune_errors():
         nx.pad(x, 1, mode="reflect", reflect_type="both")
     # "empty" leaves NumPy's new elements undefined; rune's are zeros, as JAX's.
     np.testing.assert_array_equal(np.asarray(nx.pad(nx.ones(2), 1, mode="empty")), [0, 1, 1, 0])
+
+
+def test_where_of_one_argument_is_nonzero_exact_eagerly_sized_under_jit():
+    c = np.array([[0, 2, 0], [1, 0, 3]])
+    for got, want in zip(nx.where(nx.asarray(c)), np.where(c)):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(rune.ConcretizationError, match="nonzero"):
+        rune.jit(lambda c: nx.where(c))(nx.asarray(c))
+    with pytest.raises(rune.errors.ArgumentError, match="where: give both x and y, or neither"):
+        nx.where(nx.asarray(c), 1.0)
+    with pytest.raises(rune.errors.ArgumentError, match="where: size and fill_value apply only"):
+        nx.where(nx.asarray(c), 1.0, 2.0, size=3)
