@@ -283,12 +283,14 @@ def frexp(x):
 @_public
 def spacing(x):
     """The distance from each element to the next float of larger magnitude (negative for negative x), as
-    NumPy's spacing; NaN for infinities and NaNs.
+    NumPy's spacing; NaN for infinities and NaNs. float16 follows the float32 and float64 rule (NumPy's float16
+    spacing of a negative number is positive and one binade smaller).
 
     x: a real array or scalar (integers and bools compute in their float).
     """
     x = _real_float("spacing", x)
-    toward = copysign(_const(x, np.inf), x)
+    # away from zero; -0.0 counts as positive (NumPy's spacing(-0.0) is the smallest positive subnormal)
+    toward = ops.where(ops.less(x, 0), _const(x, -np.inf), _const(x, np.inf))
     return ops.subtract(nextafter(x, toward), x)
 
 
@@ -300,7 +302,8 @@ def modf(x):
     """
     x = _real_float("modf", x)
     whole = trunc(x)
-    frac = ops.where(isinf(x), copysign(_const(x, 0), x), ops.subtract(x, whole))
+    # the sign of x also on zero fractions (modf(-8.0) = (-0.0, -8.0)) and at infinities
+    frac = copysign(ops.where(isinf(x), _const(x, 0), ops.subtract(x, whole)), x)
     return frac, whole
 
 

@@ -122,3 +122,29 @@ def test_numpy_functions_on_traced_values_run_rune_s(name):
     for g, w in zip(rune.tree.leaves(got), want if isinstance(want, tuple) else (want,)):
         assert isinstance(g, nx.Array)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------- NumPy's special values, bit for bit
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_match_numpy_bit_for_bit_eagerly_and_under_jit(dtype):
+    x = np.array([-8.0, -1.5, -0.0, 0.0, 0.3, 27.0, np.inf, -np.inf, np.nan, 1e-30, 3e38], dtype)
+    y = np.array([3.0, -0.0, 0.5, np.inf, -1.0, np.nan, 3.0, 1.0, -1.0, 0.0, -np.inf], dtype)
+    calls = {"spacing": (np.spacing, (x,)), "fmax": (np.fmax, (x, y)), "fmin": (np.fmin, (x, y)),
+             "fmod": (np.fmod, (x, y)), "modf": (np.modf, (x,)), "frexp": (np.frexp, (x,)),
+             "ldexp": (np.ldexp, (x, np.arange(-5, 6, dtype=np.int32) * 40)), "cbrt": (np.cbrt, (x,)),
+             "heaviside": (np.heaviside, (x, y)), "nan_to_num": (np.nan_to_num, (x,))}
+    for name, (ref, args) in calls.items():
+        with np.errstate(all="ignore"):
+            want = ref(*args)
+        for fn in (getattr(nx, name), rune.jit(getattr(nx, name))):
+            got = fn(*[nx.asarray(a) for a in args])
+            for g, w in zip(rune.tree.leaves(got), want if isinstance(want, tuple) else (want,)):
+                g = np.asarray(g)
+                if name == "cbrt":   # within an ulp, and the signs of zeros and infinities exact
+                    np.testing.assert_allclose(g, w, rtol=2 * np.finfo(dtype).eps)
+                    assert np.array_equal(np.signbit(g), np.signbit(w))
+                else:   # the same bits (zeros' signs included), NaN where NumPy has NaN (of any sign)
+                    nan = np.isnan(w) if w.dtype.kind == "f" else np.zeros(w.shape, bool)
+                    assert g.dtype == w.dtype and np.array_equal(np.isnan(g) if nan.any() else nan, nan), (name, g, w)
+                    assert g[~nan].tobytes() == w[~nan].tobytes(), (name, g, w)
