@@ -159,6 +159,11 @@ _RENAMED = {"swapaxes": {"axis1": "a", "axis2": "b"}, "clip": {"a_min": "min", "
 _SORT_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
 # NumPy arguments rune honours without a parameter of its own: the values accepted
 _HONOURED = {("sort", "kind"): _SORT_KINDS, ("argsort", "kind"): _SORT_KINDS}
+# NumPy functions whose first n parameters are arrays under names of their own (a polynomial's
+# p, u, v; lstsq's a, b): those go by position into rune's first n parameters, and the rest by
+# name, even where NumPy's name elsewhere means an array (polyder's order m)
+_LEADING_ARRAYS = {"polydiv": 2, "polyval": 2, "polyder": 1, "polyint": 1, "linalg.lstsq": 2,
+                   "linalg.tensorinv": 1, "linalg.tensorsolve": 2}
 
 
 def _translate(name, np_func, fn, args, kwargs):
@@ -188,12 +193,17 @@ def _translate(name, np_func, fn, args, kwargs):
                              f"rune.nx's {name}{inspect.signature(fn)}; call the rune function instead")
 
     positional, keywords = [], {}
+    leading = _LEADING_ARRAYS.get(name)
     for key, value in bound.items():
         param = np_params[key]
         if param.kind == param.VAR_POSITIONAL:  # NumPy's *arrays (einsum's operands, ...): as given
             positional.extend(value)
             continue
-        if key in _NUMPY_ARRAYS and param.kind != param.VAR_KEYWORD:
+        if leading is not None and param.kind != param.VAR_KEYWORD:
+            if list(np_params).index(key) < leading:
+                positional.append(value)
+                continue
+        elif key in _NUMPY_ARRAYS and param.kind != param.VAR_KEYWORD:
             at = len(positional)
             if not (at < len(slots) and slots[at].name in _RUNE_ARRAYS) and not (at >= len(slots) and variadic):
                 raise refuse(key, value)
