@@ -5,7 +5,7 @@ import numpy as np
 from rune import nx
 
 from op_table import *  # noqa: F401,F403  (case, the samplers, dtypes)
-from op_table import NOT_OPS, _rng, _shape_samples
+from op_table import NOT_OPS, _extend, _rng, _shape_samples
 
 # Not ops on arrays: Python facts about an argument (shape, size, ndim, iterable, isscalar), constructors
 # from host data or from a shape (frombuffer, fromiter, fromfunction, indices) and a function transform
@@ -119,3 +119,19 @@ case("where_one_argument", lambda c, **kw: nx.where(c, **kw), _np_where_sized,
      [S(draw(_rng("where1"), (3, 4), d), size=k, **kw) for d, k, kw in
       ((BOOL, 5, {}), (F64, 14, dict(fill_value=-1)), (I32, 2, {}))], dtype_rule=index_rule,
      note="where(cond) is nonzero(cond); tests/nx/test_shaping.py checks the unsized form eagerly")
+
+# Further dtypes: bools, unsigned and narrow floats, complex (a few samples each, for every path).
+_r = _rng("shaping dtypes")
+for _name, _samples in (
+        ("hstack", [S(draw(_r, (3,), BOOL), draw(_r, (2,), BOOL)), S(draw(_r, (2, 2), BF16), draw(_r, (2, 1), BF16))]),
+        ("vstack", [S(draw(_r, (3,), C128), draw(_r, (3,), F64))]),
+        ("append", [S(draw(_r, (3,), U8), draw(_r, (2,), BOOL))]),
+        ("kron", [S(draw(_r, (2,), C128), draw(_r, (2, 2), C128)), S(draw(_r, (2,), BOOL), draw(_r, (3,), BOOL))]),
+        ("rot90", [S(draw(_r, (3, 4), BF16)), S(draw(_r, (2, 3), C128), k=3)]),
+        ("resize", [S(draw(_r, (2, 2), C128), new_shape=(3, 3)), S(draw(_r, (3,), BOOL), new_shape=(2, 4))]),
+        ("array_split", [S(draw(_r, (5,), C64), indices_or_sections=2), S(draw(_r, (4,), U16), indices_or_sections=3)]),
+        ("pad_modes", [S(draw(_r, (3, 4), C128), pad_width=2, mode="reflect", reflect_type="odd"),
+                       S(draw(_r, (3, 4), F32), pad_width=((1, 2), (2, 1)), mode="mean"),
+                       S(draw(_r, (3, 4), U8), pad_width=1, mode="linear_ramp", end_values=3),
+                       S(draw(_r, (4,), BOOL), pad_width=3, mode="wrap")])):
+    _extend(_name, _samples)

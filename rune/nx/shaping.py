@@ -559,7 +559,8 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     def wrapped(*args, **kwargs):
         static = {i: args[i] for i in excluded if isinstance(i, int) and -len(args) <= i < len(args)}
         static = {i % len(args): v for i, v in static.items()}
-        mapped_at = [i for i in range(len(args)) if i not in static]
+        # None arguments pass unchanged too (JAX's rule), as do excluded ones.
+        mapped_at = [i for i in range(len(args)) if i not in static and args[i] is not None]
 
         def call(*dynamic):
             full = list(args)

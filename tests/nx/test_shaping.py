@@ -102,6 +102,9 @@ def test_vectorize_elementwise_excluded_and_several_outputs():
     # excluded by keyword name: a non-array static argument reaches the function unchanged.
     pick = nx.vectorize(lambda x, op: getattr(nx, op)(x), excluded={"op"})
     np.testing.assert_allclose(np.asarray(pick(nx.asarray(a), op="sin")), np.sin(a))
+    # None arguments are not mapped (JAX's rule).
+    maybe = nx.vectorize(lambda x, bias: x if bias is None else x + bias)
+    np.testing.assert_array_equal(np.asarray(maybe(nx.asarray(a), None)), a)
 
 
 def test_vectorize_errors_name_the_function_and_what_it_expected():
