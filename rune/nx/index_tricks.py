@@ -348,42 +348,45 @@ def select(condlist, choicelist, default=0):
     for i, c in enumerate(conds):
         if c.dtype != dt.bool_:
             raise DTypeError(f"select: condlist[{i}] must be a bool array, got {c.dtype.name}")
-    choices = ops.promote("select", *choicelist) if len(choicelist) > 1 else [choicelist[0]]
+    # The choices and the default share one dtype (a Python scalar default is weak, as in JAX).
+    *choices, out = ops.promote("select", *choicelist, default)
     choices = [ops.asarray(c) for c in choices]
-    out = ops.constant_like(default, choices[0], choices[0].dtype) if type(default) in (bool, int, float, complex) \
-        else ops.promote("select", ops.constant_like(default, choices[0]), choices[0])[0]
-    if out.dtype != choices[0].dtype:  # an array default joins the choices' dtype
-        choices = [ops.astype(c, out.dtype) for c in choices]
+    if type(out) not in (bool, int, float, complex) and not isinstance(out, np.generic):
+        out = ops.asarray(out)
     # The first condition that holds wins: fold from the last choice to the first.
     for c, v in zip(reversed(conds), reversed(choices)):
         out = ops.where(c, v, out)
-    return ops.broadcast_to(out, ops.broadcast_shapes("select", out.shape, *(c.shape for c in conds),
-                                                      *(v.shape for v in choices)))
+    return out
 
 
-def choose(a, choices, out=None, mode="raise"):
-    """Elementwise, the element of choices[a] (np.choose; a and the choices broadcast together).
+def choose(x, choices, out=None, mode="raise"):
+    """Elementwise, the element of choices[x] (np.choose; x and the choices broadcast together).
 
-    a: an integer array of choice numbers. choices: a sequence of arrays (promoted to one dtype). out: None
-    only. mode: "raise" (every number must be in range; checked where `a` is concrete, refused when traced),
+    x: an integer array of choice numbers. choices: a sequence of arrays (promoted to one dtype), or an array
+    whose first axis numbers them. out: None
+    only. mode: "raise" (every number must be in range; checked where `x` is concrete, refused when traced),
     "wrap" (taken modulo the count) or "clip" (clamped into range).
     """
     ops.check_out("choose", out)
     _check_mode("choose", mode, ("raise", "wrap", "clip"))
+    if isinstance(choices, (Array, Tracer, np.ndarray)):  # an array: its first axis numbers the choices
+        from .manipulation import unstack
+        choices = unstack(ops.asarray(choices)) if ops.asarray(choices).ndim else ()
     if not isinstance(choices, (list, tuple)) or not choices:
-        raise ArgumentError(f"choose: choices must be a non-empty sequence of arrays, got {type(choices).__name__}")
+        raise ArgumentError(f"choose: choices must be a non-empty sequence of arrays (or an array of at least one "
+                            f"dimension), got {type(choices).__name__}")
     choices = [ops.asarray(c) for c in (ops.promote("choose", *choices) if len(choices) > 1 else choices)]
-    a = ops.constant_like(a, choices[0])
+    a = ops.constant_like(x, choices[0])
     if a.dtype.kind not in "iu":
-        raise DTypeError(f"choose: a must be integers, got {a.dtype.name}")
+        raise DTypeError(f"choose: x must be integers, got {a.dtype.name}")
     n = len(choices)
     if mode == "raise":
         if _is_traced(a):
-            raise ConcretizationError("choose: with mode='raise' the choice numbers `a` must be concrete to be "
-                                      "checked, but a is traced; pass mode='clip' or mode='wrap'")
-        host = concrete("choose", a, "a")
+            raise ConcretizationError("choose: with mode='raise' the choice numbers x must be concrete to be "
+                                      "checked, but x is traced; pass mode='clip' or mode='wrap'")
+        host = concrete("choose", a, "x")
         if host.size and (host.min() < 0 or host.max() >= n):
-            raise IndexingError(f"choose: a holds choice numbers from {host.min()} to {host.max()}, outside "
+            raise IndexingError(f"choose: x holds choice numbers from {host.min()} to {host.max()}, outside "
                                 f"[0, {n}) for {n} choices")
     elif mode == "wrap":
         a = ops.remainder(a, a.dtype.type(n))
@@ -408,40 +411,55 @@ def _sized_select(name, x, mask, axis, size, fill_value):
     return ops.where(ops.reshape(valid, shape), picked, fill)
 
 
-def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
-    """The slices of `a` along `axis` where the 1-d `condition` holds (np.compress).
+def compress(cond, x, axis=None, *, size=None, fill_value=0, out=None):
+    """The slices of `x` along `axis` where the 1-d `cond` holds (np.compress; NumPy names them condition, a).
 
-    condition: a 1-d array (nonzero entries select); it may be shorter than the axis (the rest is not
-    selected), not longer. a: an array. axis: the axis; None works on the flattened array. size: a fixed
-    number of slices, padded with `fill_value` (0 by default): needed under jit, where `condition` is traced;
-    without it `condition` must be concrete. out: None only.
+    cond: a 1-d array (nonzero entries select); it may be shorter than the axis (the rest is not
+    selected), not longer. x: an array. axis: the axis; None works on the flattened array. size: a fixed
+    number of slices, padded with `fill_value` (0 by default): needed under jit, where `cond` is traced;
+    without it `cond` must be concrete. out: None only.
     """
     ops.check_out("compress", out)
-    x, ax = _axis_or_flat("compress", a, axis)
-    cond = ops.asarray(condition)
+    return _compress("compress", cond, x, axis, size, fill_value)
+
+
+def _compress(name, cond, x, axis, size, fill_value):
+    x, ax = _axis_or_flat(name, x, axis)
+    cond = cond if isinstance(cond, (Array, Tracer)) else np.asarray(cond)
     if cond.ndim != 1:
-        raise ShapeError(f"compress: condition must be 1-d, got shape {cond.shape}")
+        raise ShapeError(f"{name}: cond must be 1-d, got shape {cond.shape}")
     n = x.shape[ax]
     if cond.shape[0] > n:
-        raise ShapeError(f"compress: condition has {cond.shape[0]} entries, more than the {n} of axis {axis} "
-                         f"of a's shape {x.shape}")
-    size = _static_size("compress", size)
+        raise ShapeError(f"{name}: cond has {cond.shape[0]} entries, more than the {n} of axis {axis} "
+                         f"of x's shape {x.shape}")
+    size = _static_size(name, size)
     if size is None:
-        host = concrete("compress", cond, "the condition")
+        host = concrete(name, cond, "cond")
         return ops.take(x, _const(np.flatnonzero(host), x), axis=ax)
+    cond = ops.constant_like(cond, x)
     mask = ops.not_equal(cond, cond.dtype.type(0)) if cond.dtype != dt.bool_ else cond
     if cond.shape[0] < n:
         mask = ops.pad(mask, (0, n - cond.shape[0]))
-    return _sized_select("compress", x, mask, ax, size, fill_value)
+    return _sized_select(name, x, mask, ax, size, fill_value)
 
 
-def extract(condition, arr, *, size=None, fill_value=0):
-    """The elements of `arr` where `condition` is nonzero, flattened (np.extract).
+def extract(cond, x, *, size=None, fill_value=0):
+    """The elements of `x` where `cond` is nonzero, flattened (np.extract; NumPy names them condition, arr).
 
-    condition: an array with no more elements than arr (both flattened). arr: an array. size: a fixed number of
-    results, padded with `fill_value` (0 by default): needed under jit, where `condition` is traced.
+    cond: an array with no more elements than x (both flattened). x: an array. size: a fixed number of
+    results, padded with `fill_value` (0 by default): needed under jit, where `cond` is traced.
     """
-    return compress(ops.reshape(ops.asarray(condition), (-1,)), arr, None, size=size, fill_value=fill_value)
+    # (a NumPy condition stays on the host: reshaping it under jit would stage it)
+    flat = ops.reshape(cond, (-1,)) if isinstance(cond, (Array, Tracer)) else np.reshape(np.asarray(cond), -1)
+    return _compress("extract", flat, x, None, size, fill_value)
+
+
+def _concrete_unless_sized(name, x, size):
+    """x as an array; without size= its values set the result's shape, so it must be concrete."""
+    x = ops.asarray(x)
+    if size is None:
+        concrete(name, x, "x")
+    return x
 
 
 def flatnonzero(x, *, size=None, fill_value=None):
@@ -451,7 +469,8 @@ def flatnonzero(x, *, size=None, fill_value=None):
     under jit, where `x` is traced.
     """
     from .dynamic import nonzero
-    return nonzero(ops.reshape(ops.asarray(x), (-1,)), size=size, fill_value=fill_value)[0]
+    x = _concrete_unless_sized("flatnonzero", x, size)
+    return nonzero(ops.reshape(x, (-1,)), size=size, fill_value=fill_value)[0]
 
 
 def argwhere(x, *, size=None, fill_value=None):
@@ -461,7 +480,7 @@ def argwhere(x, *, size=None, fill_value=None):
     fill_value (as nonzero's): needed under jit, where `x` is traced.
     """
     from .dynamic import nonzero
-    x = ops.asarray(x)
+    x = _concrete_unless_sized("argwhere", x, size)
     coords = nonzero(ops.reshape(x, (1,)) if x.ndim == 0 else x, size=size, fill_value=fill_value)
     rows = ops.stack(coords, axis=-1)
     return ops.slice_in_dim(rows, 0, 0, axis=1) if x.ndim == 0 else rows
@@ -495,17 +514,17 @@ def _scatter_set(flat, positions, values):
     return ops.bind(ops.P["scatter"], flat, positions, values, axis=0, mode="set")
 
 
-def put(a, ind, v, mode=None, *, inplace=True):
-    """`a` with the elements at the flat positions `ind` set to `v` (np.put, returning a new array as jnp's).
+def put(x, ind, v, mode=None, *, inplace=True):
+    """`x` with the elements at the flat positions `ind` set to `v` (np.put, returning a new array as jnp's).
 
-    a: an array. ind: integer positions in the flattened `a` (negative ones count from the end). v: the values,
-    flattened and repeated as needed, cast to a's dtype. mode: None or "fill" drops positions out of range (as
+    x: an array. ind: integer positions in the flattened `x` (negative ones count from the end). v: the values,
+    flattened and repeated as needed, cast to x's dtype. mode: None or "fill" drops positions out of range (as
     JAX), "clip" clamps them, "wrap" takes them modulo the size; "raise" checks them (they must be concrete).
     inplace: must be False: rune arrays are immutable (as in JAX).
     """
     _refuse_inplace("put", inplace)
     _check_mode("put", mode, (None, "fill", "clip", "wrap", "raise"))
-    x = ops.asarray(a)
+    x = ops.asarray(x)
     ind = ops.reshape(ops.constant_like(ind, x), (-1,))
     if ind.dtype.kind not in "iu":
         raise DTypeError(f"put: ind must be integers, got {ind.dtype.name}")
@@ -520,7 +539,7 @@ def put(a, ind, v, mode=None, *, inplace=True):
         host = concrete("put", ind, "ind (mode='raise' checks it; pass mode='clip' or 'wrap' under jit)")
         if host.min() < -n or host.max() >= n:
             raise IndexingError(f"put: ind holds positions from {host.min()} to {host.max()}, outside "
-                                f"[-{n}, {n}) for a of shape {x.shape}")
+                                f"[-{n}, {n}) for x of shape {x.shape}")
     if mode == "clip":
         ind = ops.clip(ind, 0, builtins.max(n - 1, 0))
     elif mode == "wrap":
@@ -531,24 +550,24 @@ def put(a, ind, v, mode=None, *, inplace=True):
     return ops.reshape(_scatter_set(ops.reshape(x, (-1,)), ind, v), x.shape)
 
 
-def put_along_axis(arr, indices, values, axis, inplace=True, mode=None):
-    """`arr` with the elements at `indices` along `axis` set to `values` (np.put_along_axis, returning a new array
+def put_along_axis(x, indices, values, axis, inplace=True, mode=None):
+    """`x` with the elements at `indices` along `axis` set to `values` (np.put_along_axis, returning a new array
     as jnp's).
 
-    arr: an array. indices: an integer array of arr's rank, broadcast with arr in the other axes (negative ones
+    x: an array. indices: an integer array of x's rank, broadcast with x in the other axes (negative ones
     count from the end; out-of-range ones are dropped, or clamped with mode="clip"). values: broadcast to
-    indices' shape, cast to arr's dtype. axis: the axis (None: the flattened arr). inplace: must be False:
+    indices' shape, cast to x's dtype. axis: the axis (None: the flattened x). inplace: must be False:
     rune arrays are immutable (as in JAX). mode: None or "fill" (drop) or "clip".
     """
     _refuse_inplace("put_along_axis", inplace)
     _check_mode("put_along_axis", mode, (None, "fill", "clip"))
-    x0 = ops.asarray(arr)
+    x0 = ops.asarray(x)
     x, ax = _axis_or_flat("put_along_axis", x0, axis)
     idx = ops.constant_like(indices, x)
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"put_along_axis: indices must be integers, got {idx.dtype.name}")
     if idx.ndim != x.ndim:
-        raise ShapeError(f"put_along_axis: indices of shape {idx.shape} must have the rank of arr "
+        raise ShapeError(f"put_along_axis: indices of shape {idx.shape} must have the rank of x "
                          f"{x.shape}" + (" (flattened: axis=None)" if axis is None else ""))
     from .manipulation import take_along_axis
     n = x.shape[ax]
@@ -682,15 +701,15 @@ def _positions_along(name, what, obj, n):
     return host.astype(np.int64), host.ndim == 0
 
 
-def delete(arr, obj, axis=None, *, assume_unique_indices=False):
-    """`arr` without the entries `obj` along `axis` (np.delete).
+def delete(x, obj, axis=None, *, assume_unique_indices=False):
+    """`x` without the entries `obj` along `axis` (np.delete).
 
-    arr: an array. obj: an int, a slice, a sequence of ints (negative ones count from the end; repeats count
+    x: an array. obj: an int, a slice, a sequence of ints (negative ones count from the end; repeats count
     once) or a bool mask of the axis' length. axis: the axis; None works on the flattened array.
     assume_unique_indices: obj holds distinct in-range ints, so the result's length is known from obj's
     length alone: then obj may be traced (under jit), as JAX's.
     """
-    x, ax = _axis_or_flat("delete", arr, axis)
+    x, ax = _axis_or_flat("delete", x, axis)
     n = x.shape[ax]
     if _is_traced(obj) and not isinstance(obj, slice):
         if not assume_unique_indices:
@@ -712,15 +731,15 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
     return ops.take(x, _const(np.flatnonzero(keep), x), axis=ax)
 
 
-def insert(arr, obj, values, axis=None):
-    """`arr` with `values` inserted before the positions `obj` along `axis` (np.insert).
+def insert(x, obj, values, axis=None):
+    """`x` with `values` inserted before the positions `obj` along `axis` (np.insert).
 
-    arr: an array. obj: an int (values inserted there as a block), a slice or a sequence of ints (one position
-    per inserted slice; positions are those of arr, from 0 to its length), or a bool mask. It must be concrete
-    (it sets the result's length). values: broadcast to the inserted slices, cast to arr's dtype. axis: the
+    x: an array. obj: an int (values inserted there as a block), a slice or a sequence of ints (one position
+    per inserted slice; positions are those of x, from 0 to its length), or a bool mask. It must be concrete
+    (it sets the result's length). values: broadcast to the inserted slices, cast to x's dtype. axis: the
     axis; None works on the flattened array.
     """
-    x, ax = _axis_or_flat("insert", arr, axis)
+    x, ax = _axis_or_flat("insert", x, axis)
     n = x.shape[ax]
     if _is_traced(obj):
         concrete("insert", obj, "obj")  # raises: the result's length depends on obj's values
