@@ -1,6 +1,8 @@
 """Op-table rows of rune/nx/numeric.py: each case is checked eagerly against NumPy, under jit
 against eager, its jvp/vjp against finite differences and under vmap against a loop."""
 from op_table import *  # noqa: F401,F403  (case, the samplers, dtypes)
+import ml_dtypes  # noqa: E402
+
 from op_table import _errstate, _rng  # noqa: E402
 
 R = _rng("numeric")
@@ -75,7 +77,16 @@ case("heaviside", nx.heaviside, np.heaviside,
       S(_d((3, 4), F32), 0.5), S(np.array([-2, 0, 3], np.int32), 0.5)], grad=True, diff_argnums=(0, 1))
 case("i0", nx.i0, np.i0, [S(_d((3, 4), F64) * 6), S(_d((5,), F32) * 6), S(_d((4,), I8))], grad=True,
      tol={F32: (1e-5, 1e-5)})
-case("nan_to_num", nx.nan_to_num, np.nan_to_num,
+def _nan_to_num(x, **kw):
+    """np.nan_to_num, which leaves bfloat16 (not a NumPy inexact type) alone: bfloat16 goes through float32."""
+    if x.dtype != BF16:
+        return np.nan_to_num(x, **kw)
+    big = float(ml_dtypes.finfo(BF16).max)
+    kw = {"posinf": big, "neginf": -big, **kw}
+    return np.nan_to_num(x.astype(F32), **kw).astype(BF16)
+
+
+case("nan_to_num", nx.nan_to_num, _nan_to_num,
      [S(_d((3, 4), F64)), S(_d((6,), F64, "special")), S(_d((6,), F32, "special"), nan=1.5, posinf=9.0),
       S(_d((4,), C128, "special")), S(_d((4,), I32))], grad=True, domain="special")
 case("sinc", nx.sinc, np.sinc, [S(np.array([0.0, 0.5, -1.25, 2.0])), S(_d((3, 4), F64)), S(_d((5,), F32)),
@@ -185,3 +196,25 @@ case("matvec", nx.matvec, np.matvec,
 case("vecmat", nx.vecmat, np.vecmat,
      [S(_d((3,), F64), _d((2, 3, 4), F64)), S(_d((2, 3), C128), _d((3, 2), C128)), S(_d((2,), I32), _d((2, 3), I32))],
      grad=True, diff_argnums=(0, 1))
+
+# -- the low floats (float16, bfloat16): one small sample each where NumPy (with ml_dtypes) has the function
+from op_table import _extend, float_rule  # noqa: E402
+
+_LOW_UNARY = {"cbrt": "nonzero", "exp2": "small", "sinc": "real", "deg2rad": "real", "rad2deg": "real",
+              "modf": "frac", "rint": "frac", "fabs": "nonzero", "nan_to_num": "special", "isposinf": "special",
+              "isneginf": "special", "frexp": "real", "spacing": "positive", "unwrap": "real", "trapezoid": "real",
+              "i0": "real", "gradient": "real"}
+_LOW_BINARY = {"fmax": ("special", "real"), "fmin": ("real", "special"), "fmod": ("real", "nonzero"),
+               "logaddexp2": ("real", "real"), "heaviside": ("frac", "real"), "isclose": ("real", "real"),
+               "divmod": ("nonzero", "nonzero"), "cross": ("real", "real")}
+for _d_low in LOW_FLOATS:
+    for _name, _dom in _LOW_UNARY.items():
+        _extend(_name, [S(_d((2, 3), _d_low, _dom))])
+    for _name, (_dx, _dy) in _LOW_BINARY.items():
+        _extend(_name, [S(_d((2, 3), _d_low, _dx), _d((3,), _d_low, _dy))])
+    _extend("ldexp", [S(_d((2, 3), _d_low), _d((3,), I8))])
+# NumPy's i0 and gradient give float64 for bfloat16 (they compute in float64); rune keeps the float dtype.
+for _name in ("i0", "gradient"):
+    BY_NAME_LOCAL = {c.name: c for c in TABLE}
+    BY_NAME_LOCAL[_name].dtype_rule = float_rule
+    BY_NAME_LOCAL[_name].dtype_note = "a float operand keeps its dtype (NumPy: float64 for bfloat16)"

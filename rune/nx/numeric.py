@@ -806,7 +806,8 @@ def _gradient_axis(f, h, axis, edge_order):
         h = float(h) if not isinstance(h, (Array, Tracer)) else h
     s = lambda a, b: _along(f, a, b, axis)   # noqa: E731
     if d is None:   # uniform spacing
-        inner = ops.divide(ops.subtract(s(2, None), s(0, n - 2)), ops.multiply(h, 2.0))
+        twice = h * 2.0 if isinstance(h, float) else ops.multiply(h, 2.0)   # (a Python float stays weak)
+        inner = ops.divide(ops.subtract(s(2, None), s(0, n - 2)), twice)
         if edge_order == 1:
             first = ops.divide(ops.subtract(s(1, 2), s(0, 1)), h)
             last = ops.divide(ops.subtract(s(n - 1, n), s(n - 2, n - 1)), h)
