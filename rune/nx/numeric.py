@@ -19,7 +19,7 @@ from ..core.trace import Tracer
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
 from . import ops
 from .manipulation import diff
-from .creation import arange
+from .creation import arange, zeros_like
 from .searching import searchsorted
 from .sorting import argsort, cumsum
 from .mathfuncs import _float_operand, copysign, isinf, log2, logaddexp, nextafter, signbit, trunc
@@ -1118,9 +1118,8 @@ def piecewise(x, condlist, funclist, *args, **kw):
     values, as many as the conditions or one more. The result has x's shape and dtype.
     """
     x = _array(x)
-    if isinstance(condlist, (Array, Tracer, np.ndarray)) and np.ndim(condlist) <= x.ndim and \
-            (np.ndim(condlist) == 0 or np.ndim(condlist) == x.ndim and not isinstance(condlist, list)):
-        condlist = [condlist]
+    if not isinstance(condlist, (list, tuple)) and np.ndim(condlist) in (0, x.ndim):
+        condlist = [condlist]   # one condition (a list of conditions, or a stacked array, is iterated)
     conds = [ops.astype(_array(c), dt.bool_) for c in condlist]
     funcs = list(funclist)
     if len(funcs) == len(conds) + 1:
@@ -1128,7 +1127,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     elif len(funcs) != len(conds):
         raise ArgumentError(f"piecewise: funclist must have {len(conds)} or {len(conds) + 1} entries (one per "
                             f"condition, and an optional default), got {len(funcs)}")
-    out = ops.multiply(x, _const(x, 0)) if x.dtype.kind != "b" else ops.logical_and(x, False)
+    out = zeros_like(x)   # (x * 0 would be -0.0 or NaN where x is negative or not finite)
     for cond, f in zip(conds, funcs):
         value = f(x, *args, **kw) if callable(f) else f
         out = ops.where(cond, ops.astype(_array(value), x.dtype), out)

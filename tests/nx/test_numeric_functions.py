@@ -148,3 +148,12 @@ def test_special_values_match_numpy_bit_for_bit_eagerly_and_under_jit(dtype):
                     nan = np.isnan(w) if w.dtype.kind == "f" else np.zeros(w.shape, bool)
                     assert g.dtype == w.dtype and np.array_equal(np.isnan(g) if nan.any() else nan, nan), (name, g, w)
                     assert g[~nan].tobytes() == w[~nan].tobytes(), (name, g, w)
+
+
+def test_piecewise_is_zero_where_no_condition_holds_whatever_x_is():
+    x = np.array([-1.0, -0.5, np.inf, np.nan, 1.0, -np.inf])
+    conds = np.stack([x > 0, x < -0.75])
+    want = np.piecewise(x, conds, [1.0, 2.0])
+    for fn in (nx.piecewise, rune.jit(nx.piecewise, static_argnums=(2,))):
+        got = np.asarray(fn(nx.asarray(x), nx.asarray(conds), (1.0, 2.0)))
+        assert got.tobytes() == want.tobytes(), got   # +0.0, not -0.0 (x * 0) or NaN (nan * 0)
