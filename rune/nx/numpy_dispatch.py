@@ -145,7 +145,7 @@ def function(namespace, func, types, args, kwargs):
 # order, into rune's parameters in the same places, never by name: NumPy's `a` is an
 # array, where `a` of rune's swapaxes is an axis.
 _NUMPY_ARRAYS = frozenset({"a", "b", "m", "A", "x", "y", "x1", "x2", "v", "arr", "array", "arrays", "ary",
-                           "ar", "condition", "element", "test_elements", "prototype", "val", "z"})
+                           "ar", "condition", "element", "test_elements", "prototype", "val", "z", "f"})
 # rune's names for the arrays (a NumPy array argument goes only into one of these)
 _RUNE_ARRAYS = frozenset({"x", "y", "x1", "x2", "xs", "arrays", "cond", "obj"})
 # NumPy parameters that rune's function of the same name calls otherwise
@@ -163,7 +163,10 @@ _HONOURED = {("sort", "kind"): _SORT_KINDS, ("argsort", "kind"): _SORT_KINDS}
 # p, u, v; lstsq's a, b): those go by position into rune's first n parameters, and the rest by
 # name, even where NumPy's name elsewhere means an array (polyder's order m)
 _LEADING_ARRAYS = {"polydiv": 2, "polyval": 2, "polyder": 1, "polyint": 1, "linalg.lstsq": 2,
-                   "linalg.tensorinv": 1, "linalg.tensorsolve": 2}
+                   "linalg.tensorinv": 1, "linalg.tensorsolve": 2,
+                   # the shaping functions keep NumPy's parameter names (ary, m, a, arr, values)
+                   "append": 2, "array_split": 1, "copy": 1, "dsplit": 1, "hsplit": 1, "vsplit": 1, "fliplr": 1,
+                   "flipud": 1, "kron": 2, "resize": 1, "rollaxis": 1, "rot90": 1}
 
 
 def _translate(name, np_func, fn, args, kwargs):

@@ -110,6 +110,7 @@ NUMPY_CALLS = {
     "sinc": lambda np_, a, b: np_.sinc(a), "nan_to_num": lambda np_, a, b: np_.nan_to_num(a / 0.0),
     "geomspace": lambda np_, a, b: np_.geomspace(a[0], a[3], 4), "matvec": lambda np_, a, b: np_.matvec(a[None], b),
     "piecewise": lambda np_, a, b: np_.piecewise(a, [a > 1], [lambda v: v * 2, 0.5]),
+    "gradient": lambda np_, a, b: np_.gradient(a, 0.5, edge_order=2),
 }
 
 
