@@ -51,7 +51,7 @@ store for scatter) as in C. A `serial` kernel (scatter: repeated indices combine
 in NumPy's order) whose combination is an integer add/min/max (the same result in
 any order) runs over the whole grid with atomics (`atomic_combines`); any other
 (float add/mul, set, ...) sorts the index points by target (a merge sort of
-target * M + point keys, O(M log^2 M) comparisons on M threads) and runs the updates
+target * M + point keys, O(M log M) comparisons, 16 outputs a thread) and runs the updates
 of each target element in order on one thread, different elements in parallel
 (`scatter_sorted`: bit for bit NumPy's order at any M); a form neither fits is launched as one thread, and only
 thread 0 of block 0 works whatever the launch, so it stays exact. dynamic_update_slice writes distinct
@@ -113,6 +113,7 @@ class Launch:
 
 
 STRATEGIES = ("thread", "block", "split")
+_MERGE_CHUNK = 16   # most outputs a thread merges in a pass of a scatter's sort
 
 _PRELUDE = """\
 #include <cuda_fp16.h>
@@ -141,24 +142,28 @@ typedef unsigned long long uint64_t;
 #define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)
 /* N elements read or written as one aligned access (ld.global.v4 and kin) */
 template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
-/* One pass of a bottom-up merge sort of the M unique keys in src into dst, over a
-   grid-stride loop (j from start by step): runs of W sorted keys merge in pairs, each
-   key going to its rank in its own run plus the count of smaller keys in the other
-   run (a binary search). A template, so the scatters of one size share its code. */
-template <int64_t W, int64_t M>
+/* One pass of a bottom-up merge sort of the M unique keys in src into dst: runs of W
+   sorted keys merge in pairs. Each item (a grid-stride loop from start by step) writes
+   C consecutive outputs (C divides 2W) of one pair: a binary search on its
+   merge path finds how many of the keys before its first output come from the left
+   run, then it merges C keys in order. O(M + M / C log W) a pass, O(M log M) the sort.
+   A template, so the scatters of one size share its code. */
+template <int64_t W, int64_t M, int64_t C>
 static __device__ __forceinline__ void rn_merge_pass(const int64_t *src, int64_t *dst, int64_t start,
                                                      int64_t step) {
-  for (int64_t j = start; j < M; j += step) {
-    const int64_t key = src[j], base = j - j % (2 * W);
+  for (int64_t item = start; item < (M + C - 1) / C; item += step) {
+    const int64_t first = item * C, base = first - first % (2 * W);
     const int64_t mid = base + W < M ? base + W : M, end = base + 2 * W < M ? base + 2 * W : M;
-    const bool left = j < mid;
-    int64_t lo = left ? mid : base, hi = left ? end : mid;
-    const int64_t other = lo, own = j - (left ? base : mid);
-    while (lo < hi) {
-      const int64_t half = lo + (hi - lo) / 2;
-      if (src[half] < key) lo = half + 1; else hi = half;
+    const int64_t d = first - base, na = mid - base, nb = end - mid;
+    int64_t lo = d > nb ? d - nb : 0, hi = d < na ? d : na;
+    while (lo < hi) {  /* the fewest left keys among the first d that leave none behind */
+      const int64_t i = lo + (hi - lo) / 2;
+      if (src[base + i] < src[mid + d - i - 1]) lo = i + 1; else hi = i;
     }
-    dst[base + own + (lo - other)] = key;
+    int64_t a = base + lo, b = mid + d - lo;
+    const int64_t last = first + C < end ? first + C : end;
+    for (int64_t out = first; out < last; ++out)
+      dst[out] = b >= end || (a < mid && src[a] < src[b]) ? src[a++] : src[b++];
   }
 }
 """
@@ -363,9 +368,9 @@ class CudaDialect(CStyle):
         (target N, past every kept one, where the update is dropped); `ceil(log2 M)`
         merge passes (`_merge<p>`) sort the keys, s0 and s1 in turn; `_fold`: one thread
         per (column, distinct target) walks its run of sorted keys, so position order.
-        Keys are unique, so the sort needs no stability: the merge of two runs puts each
-        key at its rank in its own run plus its rank in the other (a binary search).
-        Cost: O(M log^2 M) comparisons over M threads, O(M * columns) updates; the
+        Keys are unique, so the sort needs no stability; a pass gives each thread 16
+        consecutive outputs of one merge, found by a binary search on the merge path.
+        Cost: O(M log M) comparisons over M / 16 threads a pass, O(M * columns) updates; the
         longest run of one target is the only serial part. (source, launches, scratch,
         None), or None where the kernel has another form (then it stays serial):
         several stores, a load of the stored buffer away from the stored element, a
@@ -406,10 +411,13 @@ class CudaDialect(CStyle):
         parts = [launch("", "j", mt, m, body)]
         passes = (m - 1).bit_length()
         for p in range(passes):
+            chunk = min(_MERGE_CHUNK, 2 << p)
             text = [self.signature(f"{name}_merge{p}", params) + " {",
-                    f"  rn_merge_pass<{1 << p}, {m}>(s{p % 2}, s{1 - p % 2}, (int64_t)blockIdx.x * blockDim.x "
-                    "+ threadIdx.x, (int64_t)blockDim.x * gridDim.x);", "}"]
-            parts.append(("\n".join(text), Launch(f"{name}_merge{p}", parts[0][1].grid, self.block, 0, params)))
+                    f"  rn_merge_pass<{1 << p}, {m}, {chunk}>(s{p % 2}, s{1 - p % 2}, "
+                    "(int64_t)blockIdx.x * blockDim.x + threadIdx.x, (int64_t)blockDim.x * gridDim.x);", "}"]
+            items = -(-m // chunk)
+            parts.append(("\n".join(text), Launch(f"{name}_merge{p}", self.grid(-(-items // self.block)),
+                                                  self.block, 0, params)))
 
         names = {}
         walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
