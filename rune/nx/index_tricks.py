@@ -163,14 +163,13 @@ def diag(x, k=0):
     if x.ndim != 1:
         raise ShapeError(f"diag: x must be 1-d or 2-d, got shape {x.shape}")
     n = x.shape[0] + builtins.abs(k)
-    # Element (i, j) lies on diagonal k when j - i == k, and holds x[min(i, j)]
-    # there: one gather of a static table and a select, which fuse.
-    i, j = np.ogrid[:n, :n]
-    on = ops.constant_like((j - i) == k, x)
     if x.shape[0] == 0:
-        return ops.where(on, ops.constant_like(np.zeros((), x.dtype), x), x.dtype.type(0))
-    picked = ops.take(x, _const(np.minimum(np.minimum(i, j), x.shape[0] - 1), x))
-    return ops.where(on, picked, x.dtype.type(0))
+        return ops.broadcast_to(ops.constant_like(np.zeros((), x.dtype), x), (n, n))
+    # Element (i, j) lies on diagonal k when j - i == k, and holds x[min(i, j)]
+    # there: a gather and a select over iotas, which fuse (no O(n^2) constant).
+    i, j = iota((n, n), dt.int32, 0, x.device), iota((n, n), dt.int32, 1, x.device)
+    picked = ops.take(x, ops.minimum(ops.minimum(i, j), x.shape[0] - 1))
+    return ops.where(ops.equal(ops.subtract(j, i), k), picked, x.dtype.type(0))
 
 
 def diagflat(x, k=0):
@@ -221,25 +220,26 @@ def fill_diagonal(x, val, wrap=False, *, inplace=True):
     if x.ndim > 2 and len(set(x.shape)) != 1:
         raise ShapeError(f"fill_diagonal: beyond 2 dimensions all the axes of x must have the same length, "
                          f"got shape {x.shape}")
-    # NumPy's positions in the flattened array: every (sum of the strides)-th element.
+    # NumPy's positions in the flattened array: every (sum of the strides)-th element, up to `end`.
     step = x.shape[1] + 1 if x.ndim == 2 else 1 + int(np.cumprod(x.shape[:-1]).sum())
-    end = x.shape[1] * x.shape[1] if x.ndim == 2 and not wrap else x.size
-    positions = np.arange(0, builtins.min(end, x.size), step)
+    end = builtins.min(x.shape[1] * x.shape[1] if x.ndim == 2 and not wrap else x.size, x.size)
     val = ops.reshape(ops.constant_like(val, x, x.dtype), (-1,))
-    if val.size == 0 or positions.size == 0:
+    if val.size == 0 or end == 0:
         return x
-    values = ops.take(val, _const(np.arange(positions.size) % val.size, x))
-    return ops.reshape(_place(ops.reshape(x, (-1,)), positions, values), x.shape)
-
-
-def _place(flat, positions, values):
-    """The 1-d `flat` with the static, distinct `positions` set to `values`: a
-    gather of a static table and a select, which fuse (no scatter kernel)."""
-    table = np.zeros(flat.shape[0], np.int64)
-    table[positions] = np.arange(positions.size)
-    hit = np.zeros(flat.shape[0], bool)
-    hit[positions] = True
-    return ops.where(ops.constant_like(hit, flat), ops.take(values, _const(table, flat)), flat)
+    flat = ops.reshape(x, (-1,))
+    if _is_traced(x):
+        # Staged: position p is on the diagonal when p % step == 0 and p < end, and takes
+        # val[(p // step) % val.size]; a gather and a select over an iota fuse with the
+        # rest (2000 x 2000 float64 under jit: 6.6 ms, against 14.6 ms for a scatter).
+        p = iota((x.size,), dt.int64 if x.size >= 2 ** 31 else dt.int32, 0, x.device)
+        on = ops.logical_and(ops.equal(ops.remainder(p, step), 0), ops.less(p, end))
+        out = ops.where(on, ops.take(val, ops.remainder(ops.floor_divide(p, step), val.size)), flat)
+    else:
+        # Eager: one scatter of the O(diagonal) static positions, a copy and a few writes
+        # (2000 x 2000 float64: 11 ms, NumPy's 14; the select takes 98 ms in separate passes).
+        positions = np.arange(0, end, step)
+        out = _scatter_set(flat, _const(positions, x), ops.take(val, _const(np.arange(positions.size) % val.size, x)))
+    return ops.reshape(out, x.shape)
 
 
 # ---------------------------------------------------------------- triangles
