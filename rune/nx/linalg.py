@@ -2,8 +2,8 @@
 leading axes, with its primitives and their rules.
 
 Factorizations and solves are library-call primitives (solve, cholesky, eigh,
-slogdet, det, svdvals, svd, qr; implemented on an array module in
-rune/backends/xp/linalg.py). Each takes matrices in the last two axes and any
+slogdet, det, svdvals, svd, qr, eig; implemented on an array module in
+rune/backends/xp/linalg.py; eig, which CuPy lacks, on the host for a GPU too). Each takes matrices in the last two axes and any
 leading (batch) axes, as LAPACK-backed NumPy (and cuSOLVER) do, so vmap only
 moves the batch axis to the front. They declare no lowering: compiled code runs
 them op by op. Everything else is a composite of them and of ordinary nx
@@ -19,7 +19,8 @@ slogdet: with z = tr(A^-1 dA), d log|det A| = re z and d sign = sign i im z;
 cholesky (Murray 2016, of the Hermitian part (dA + dA^H) / 2 as JAX symmetrizes):
 dL = L Phi(L^-1 dA L^-H), Phi the lower triangle with a halved diagonal; eigh
 (Hermitian dA likewise): dw = re diag(V^H dA V), dV = V (F o V^H dA V) with
-F_ij = 1 / (w_j - w_i); svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's
+F_ij = 1 / (w_j - w_i); eig (general matrices, complex results): with X = V^-1 dA V,
+dw = diag(X) and dV = V (F o X) less each column's component along itself, as JAX's; svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's
 JVP and PyTorch's svd_backward): with dS = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2),
 dU = U (F o (dS S + S dS^H) + i im diag(dS) S^-1) + (I - U U^H) dA V S^-1, dV
 likewise on A^H without the phase term: a complex singular pair is unique only up
