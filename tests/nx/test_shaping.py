@@ -177,3 +177,28 @@ def test_where_of_one_argument_is_nonzero_exact_eagerly_sized_under_jit():
         nx.where(nx.asarray(c), 1.0)
     with pytest.raises(rune.errors.ArgumentError, match="where: size and fill_value apply only"):
         nx.where(nx.asarray(c), 1.0, 2.0, size=3)
+
+
+# np.<name> on a traced rune value runs rune's function (rune/nx/numpy_dispatch.py), NumPy's arguments intact.
+_NUMPY_CALLS = {
+    "append": lambda t: np.append(t, t[:1], axis=0), "array_split": lambda t: np.array_split(t, 3, axis=2),
+    "atleast_2d": lambda t: np.atleast_2d(t[0, 0, 0]), "block": lambda t: np.block([t, t]),
+    "column_stack": lambda t: np.column_stack([t[0, 0], t[1, 0]]), "copy": lambda t: np.copy(t),
+    "dsplit": lambda t: np.dsplit(t, [1]), "dstack": lambda t: np.dstack([t, t]), "fliplr": lambda t: np.fliplr(t),
+    "flipud": lambda t: np.flipud(t), "hsplit": lambda t: np.hsplit(t, 3), "hstack": lambda t: np.hstack([t, t]),
+    "vsplit": lambda t: np.vsplit(t, 2), "vstack": lambda t: np.vstack((t, t)),
+    "kron": lambda t: np.kron(t[0], t[1]), "resize": lambda t: np.resize(t, (5, 5)),
+    "rollaxis": lambda t: np.rollaxis(t, 2, start=1), "rot90": lambda t: np.rot90(t, k=3, axes=(1, 2)),
+    "pad": lambda t: np.pad(t, ((0, 1), (2, 0), (1, 1)), mode="reflect"),
+    "where": lambda t: np.where(t > 3, t, 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_CALLS))
+def test_numpy_functions_on_traced_values_run_runes(name):
+    a = np.arange(24.0).reshape(2, 3, 4)
+    fn = _NUMPY_CALLS[name]
+    got, want = rune.jit(fn)(nx.asarray(a)), fn(a)
+    for g, w in zip(got, want) if isinstance(want, (list, tuple)) else [(got, want)]:
+        assert g.shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12)
