@@ -21,7 +21,8 @@ dL = L Phi(L^-1 dA L^-H), Phi the lower triangle with a halved diagonal; eigh
 (Hermitian dA likewise): dw = re diag(V^H dA V), dV = V (F o V^H dA V) with
 F_ij = 1 / (w_j - w_i); eig (general matrices, complex results): with X = V^-1 dA V,
 dw = diag(X) and dV = V (F o X) less each column's component along itself, as JAX's;
-svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's JVP and PyTorch's svd_backward): with dS = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2),
+svdvals: ds = re diag(U^H dA V); svd (reduced, as JAX's JVP and PyTorch's svd_backward):
+with dS = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2),
 dU = U (F o (dS S + S dS^H) + i im diag(dS) S^-1) + (I - U U^H) dA V S^-1, dV
 likewise on A^H without the phase term: a complex singular pair is unique only up
 to a phase, and JAX's gauge (V^H dV has a zero diagonal) moves it with U, so
