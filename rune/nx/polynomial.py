@@ -249,7 +249,8 @@ def _companion_roots(p):
 def roots(p, *, strip_zeros=True):
     """The roots of a polynomial: the eigenvalues of its companion matrix.
 
-    The roots are complex (JAX's dtype; NumPy's is real when every root is). p: a 1-d coefficient array (or scalar), highest degree first; ints compute in float.
+    The roots are complex (JAX's dtype; NumPy's is real when every root is).
+    p: a 1-d coefficient array (or scalar), highest degree first; ints compute in float.
     strip_zeros: drop leading zero coefficients (and give each trailing zero coefficient a zero root) as NumPy does:
     the number of roots then depends on the values, so p must be concrete (ConcretizationError under jit/vmap).
     False: a fixed len(p) - 1 roots, where each leading zero coefficient gives a NaN root at the end (JAX's).
