@@ -5,10 +5,11 @@ Factorizations and solves are library-call primitives (solve, cholesky, eigh,
 slogdet, det, svdvals, svd, qr, eig; implemented on an array module in
 rune/backends/xp/linalg.py; eig, which CuPy lacks, on the host for a GPU too).
 Each takes matrices in the last two axes and any leading (batch) axes, as
-LAPACK-backed NumPy (and cuSOLVER) do, so vmap only moves the batch axis to the front. They declare no lowering: compiled code runs
-them op by op. Everything else is a composite of them and of ordinary nx
-operations, so derivatives, jit and vmap follow from their rules. Every
-factorization is differentiable; pinv through svd.
+LAPACK-backed NumPy (and cuSOLVER) do, so vmap only moves the batch axis to the
+front. They declare no lowering: compiled code runs them op by op. Everything
+else is a composite of them and of ordinary nx operations, so derivatives, jit
+and vmap follow from their rules. Every factorization is differentiable; pinv
+through svd.
 
 The derivative rules are written with nx operations (so they are themselves
 differentiable, jittable and batchable). The formulas are the standard
