@@ -10,6 +10,7 @@ eagerly and raises ConcretizationError under jit, as JAX's does.
 import builtins
 import functools
 import math
+import operator
 import re
 
 import numpy as np
@@ -270,7 +271,8 @@ def rollaxis(a, axis, start=0):
     """
     a = ops.asarray(a)
     n = a.ndim
-    axis = ops.normalize_axis("rollaxis", axis, n)
+    axis = ops.normalize_axis("rollaxis", _static_int("rollaxis", axis, "axis"), n)
+    start = _static_int("rollaxis", start, "start")
     if not -n <= start <= n:
         raise AxisError(f"rollaxis: start {start} is out of range for an array of rank {n} "
                         f"(expected {-n} <= start <= {n})")
@@ -295,7 +297,7 @@ def rot90(m, k=1, axes=(0, 1)):
     a, b = (ops.normalize_axis("rot90", x, m.ndim) for x in axes)
     if a == b:
         raise ArgumentError(f"rot90: the axes must differ, got {axes}")
-    k = int(k) % 4
+    k = _static_int("rot90", k, "k") % 4
     if k == 0:
         return m
     if k == 2:
@@ -321,7 +323,19 @@ def kron(a, b):
     return ops.reshape(prod, tuple(x * y for x, y in zip(sa, sb)))
 
 
+def _static_int(name, value, what):
+    """`value` as a Python int: a traced one raises ConcretizationError naming `name` and `what`."""
+    if _is_array(value):
+        value = concrete(name, value, what)
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentError(f"{name}: {what} must be an int, got {value!r}") from None
+
+
 def _static_shape(name, shape, what="shape"):
+    if _is_array(shape):
+        shape = concrete(name, shape, what)
     try:
         dims = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
     except (TypeError, ValueError):
@@ -376,7 +390,7 @@ def size(a, axis=None):
     s = shape(a)
     if axis is None:
         return math.prod(s)
-    return s[ops.normalize_axis("size", axis, len(s))]
+    return s[ops.normalize_axis("size", _static_int("size", axis, "axis"), len(s))]
 
 
 def iterable(y):

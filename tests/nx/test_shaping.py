@@ -202,3 +202,17 @@ def test_numpy_functions_on_traced_values_run_runes(name):
     for g, w in zip(got, want) if isinstance(want, (list, tuple)) else [(got, want)]:
         assert g.shape == w.shape
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12)
+
+
+def test_static_arguments_traced_under_jit_are_errors_naming_function_and_argument():
+    x, two = nx.ones((4, 4)), nx.asarray(2)
+    cases = [(lambda t, n: nx.resize(t, n), "resize: new_shape is a traced"),
+             (lambda t, n: nx.rot90(t, n), "rot90: k is a traced"),
+             (lambda t, n: nx.rollaxis(t, n), "rollaxis: axis is a traced"),
+             (lambda t, n: nx.array_split(t, n), "array_split: indices_or_sections is a traced"),
+             (lambda t, n: nx.indices(n), "indices: dimensions is a traced")]
+    for fn, message in cases:
+        with pytest.raises(rune.ConcretizationError, match=message):
+            rune.jit(fn)(x, two)
+    with pytest.raises(rune.errors.ArgumentError, match="rot90: k must be an int, got 1.5"):
+        nx.rot90(x, 1.5)
