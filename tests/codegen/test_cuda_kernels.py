@@ -993,6 +993,37 @@ def want_f32_add(cases):
     return bind(P["scatter"], nx.asarray(x), nx.asarray(idx), nx.asarray(u), axis=0, mode="add")
 
 
+def _odd_sized_scatters(x, *pairs):
+    return tuple(bind(P["scatter"], x, i, u, axis=0, mode=mode) for i, u in pairs for mode in ("set", "add"))
+
+
+@needs_gxx
+def test_emulated_scatter_sort_handles_partial_runs_and_pairs():
+    """2, 3, 17, 33 and 1000 index points (runs and pairs cut short at the end, merges
+    of fewer than 16 outputs a thread) into 7 rows, launched on 3 blocks of 32 threads:
+    set's last write and add's order are NumPy's."""
+    rng = _rng(73)
+    x = _floats(74, (7, 3))
+    pairs = [(rng.integers(-9, 9, m).astype(np.int32),
+              (rng.standard_normal((m, 3)) * 10.0 ** rng.integers(-3, 5, (m, 3))).astype(np.float32))
+             for m in (2, 3, 17, 33, 1000)]
+    args = [x] + [a for pair in pairs for a in pair]
+    fn = lambda x, *flat: _odd_sized_scatters(x, *zip(flat[::2], flat[1::2]))  # noqa: E731
+    plan = rune.jit(fn).plan(*args, target="cuda")
+    (step,) = cuda_emu.stretches(plan)
+    _, kernels = rendered = cuda_emu.rerender(plan, DEFAULT_DIALECT)[id(step)]
+    assert [len(k.launches) for k in kernels if k.serial] == [2 + (m - 1).bit_length() for m in (2, 3, 17, 33, 1000)
+                                                              for _ in range(2)]
+    library = cuda_emu.Library(DEFAULT_DIALECT.prelude(), [rendered])
+    env = list(plan.template)
+    for slot, a in zip(plan.in_slots, args):
+        env[slot] = a
+    cuda_emu.run_unit(library, step.unit, kernels, env, grid=3, block=32)
+    want = fn(*[nx.asarray(a) for a in args])
+    for k, (slot, w) in enumerate(zip(plan.out_slots, want)):
+        _assert_same(env[slot], np.asarray(w), 0, f"scatter {k} against eager")
+
+
 def _embedding_gradient(table, tokens, grads, factors):
     """The scatters of an embedding's gradient (take's transpose binds the first) and
     of an update through `.at` (a flat scatter: one index point per token and column)."""
