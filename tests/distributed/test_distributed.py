@@ -394,6 +394,8 @@ def test_nccl_has_an_element_type_for_every_reduction_of_every_dtype():
         from cupy.cuda import nccl as real
     except Exception:   # no CuPy here: the emulation's names (NCCL's) are checked alone
         pass
+    if real is not None and not getattr(real, "available", False):
+        real = None     # CuPy without libnccl defines none of NCCL's names
     for dtype in dtypes_.ALL:
         for op in ("sum", "mean", "max", "min"):
             try:
