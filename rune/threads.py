@@ -69,7 +69,6 @@ from .errors import ArgumentError, CompileError
 config.check_threads()   # a bad RUNE_NUM_THREADS or RUNE_BLAS_POOL fails `import rune`, not a later call
 
 BLAS_MIN_WORK = 1 << 22      # multiply-adds (a 2048x64x32 matmul: ~0.1 ms on one core, 0.06 ms on two)
-BLAS_SERIAL_WORK = 1 << 18   # below it OpenBLAS runs a matmul on the calling thread by itself
 SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
 # Idle OpenMP threads spin this many turns (libgomp: ~0.3-1 ms) or a millisecond
 # (LLVM's libomp), then sleep: waking a sleeping thread costs 50-100 us here, more

@@ -54,6 +54,7 @@ def _random(rng, shape, dtype):
 PRODUCTS = {
     "gemv A @ x": ((700, 600), (600,), nx.matmul),
     "vecmat y @ A": ((600,), (600, 700), nx.matmul),
+    "gemv transposed A.T @ x": ((600, 700), (600,), lambda a, b: nx.matmul(a.T, b)),
     "dot": ((1 << 16,), (1 << 16,), nx.dot),
     "gemm square, K in (Q, 2Q)": ((300, 301), (301, 300), nx.matmul),
     "gemm K large": ((37, 1000), (1000, 37), nx.matmul),
@@ -65,7 +66,7 @@ PRODUCTS = {
     "stack of small products": ((64, 40, 40), (64, 40, 40), nx.matmul),
     "einsum contracting two axes": ((40, 30, 50), (30, 50, 60), lambda a, b: nx.einsum("ikl,klj->ij", a, b)),
 }
-NUMPY = {"dot": np.dot, "gemm transposed left": lambda a, b: a.T @ b, "gemm transposed right": lambda a, b: a @ b.T,
+NUMPY = {"dot": np.dot, "gemv transposed A.T @ x": lambda a, b: a.T @ b, "gemm transposed left": lambda a, b: a.T @ b, "gemm transposed right": lambda a, b: a @ b.T,
          "einsum contracting two axes": lambda a, b: np.einsum("ikl,klj->ij", a, b)}
 DTYPES = {"float32": (np.float32, 2e-5), "float64": (np.float64, 1e-12), "complex64": (np.complex64, 2e-5),
           "complex128": (np.complex128, 1e-12)}
@@ -131,3 +132,19 @@ def test_an_im2col_convolution_gives_the_same_bits_on_1_2_and_3_threads(jitted, 
     windows = np.lib.stride_tricks.sliding_window_view(x, 7, axis=1)          # (N, out, C, window)
     want = np.einsum("nock,kcp->nop", windows, w)
     np.testing.assert_allclose(results[1], want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.cc
+def test_products_too_small_for_threads_keep_their_bits_while_blas_has_threads(monkeypatch):
+    """Under BLAS_MIN_WORK a product is NumPy's one call: BLAS is still held at one
+    thread for it, as OpenBLAS would thread a 2**16 dot, a 700x600 gemv or a 37x1000x37
+    gemm on its own."""
+    monkeypatch.setattr(threads, "BLAS_MIN_WORK", 1 << 22)
+    rng = np.random.default_rng(7)
+    names = ("dot", "gemv A @ x", "gemm K large")   # 2**16, 420000 and 1369000 multiply-adds
+    data = {name: (nx.asarray(_random(rng, PRODUCTS[name][0], np.float64)),
+                   nx.asarray(_random(rng, PRODUCTS[name][1], np.float64))) for name in names}
+    results = {k: at_threads(k, _products, data) for k in THREADS}
+    for k in THREADS[1:]:
+        for name, got, want in zip(sorted(names), results[k], results[1]):
+            assert got.tobytes() == want.tobytes(), f"{name} on {k} threads against 1"

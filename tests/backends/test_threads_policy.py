@@ -304,19 +304,25 @@ def _blas_threads():
 
 @pytest.fixture
 def blas_seen(monkeypatch):
-    """(the OpenMP threads, the BLAS threads threadpoolctl sees) of each large product
-    rune makes: its tiles run on the kernels' threads, each a BLAS call held at one
-    thread, so that its bits do not follow the count (rune/backends/cpu/batched_matmul.py)."""
+    """Each product rune makes: ("numpy", BLAS threads) for np.matmul, ("tiles", OpenMP
+    threads, BLAS threads) for its tiles on the kernels' threads; BLAS is held at one
+    thread either way, so that the bits do not follow the count
+    (rune/backends/cpu/batched_matmul.py)."""
     from rune.backends.cpu import batched_matmul
     entries = batched_matmul._entries(cc.find())
     if threads._blas() is None or entries is None:
         pytest.skip("no OpenBLAS rune can find, or no C compiler for the tiled products")
-    seen = []
+    seen, matmul = [], np.matmul
+
+    def numpy_product(*args, **kwargs):
+        seen.append(("numpy", _blas_threads()))
+        return matmul(*args, **kwargs)
+    monkeypatch.setattr(np, "matmul", numpy_product)
     for dtype, (fn, gemm) in list(entries.items()):
-        def recording(*args, _fn=fn):
-            seen.append((args[-1], _blas_threads()))
+        def tiles(*args, _fn=fn):
+            seen.append(("tiles", args[-1], _blas_threads()))
             return _fn(*args)
-        monkeypatch.setitem(batched_matmul._loaded["ready"], dtype, (recording, gemm))
+        monkeypatch.setitem(batched_matmul._loaded["ready"], dtype, (tiles, gemm))
     return seen
 
 
@@ -330,7 +336,7 @@ def test_a_product_gets_threads_only_for_work_that_pays(roomy, blas_seen, call):
         np.asarray(matmul(large, large))
         assert _blas_threads() == outside   # put back after each call
     assert outside == [2]
-    assert blas_seen == [(1, [1]), (2, [1])]
+    assert blas_seen == [("numpy", [1]), ("tiles", 2, [1])]
 
 
 def test_a_product_stays_on_one_thread_when_the_policy_or_the_process_says_so(roomy, blas_seen, monkeypatch):
@@ -344,7 +350,7 @@ def test_a_product_stays_on_one_thread_when_the_policy_or_the_process_says_so(ro
         monkeypatch.setenv("RUNE_NUM_THREADS", "1")
         np.asarray(large @ large)
         assert _blas_threads() == [2]
-    assert blas_seen == [(1, [1]), (1, [1]), (1, [1])]
+    assert blas_seen == [("tiles", 1, [1])] * 3
 
 
 def test_the_compiler_runs_at_most_rune_num_threads_builds_at_once(monkeypatch):

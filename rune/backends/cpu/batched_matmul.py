@@ -1,34 +1,35 @@
 """Matrix products on BLAS whose bits depend on the operands' shapes alone, never on
-the thread count, and that still run on several threads.
+the thread count, still run on several threads.
 
-OpenBLAS (0.3.31, Haswell/SkylakeX kernels) changes a product's bits with its thread
-count: a threaded gemm cuts K into blocks of its own (level3_thread.c halves a
-remainder between GEMM_Q and 2 GEMM_Q exactly, level3.c rounds the half to the
-kernel's unroll) and each thread's rows and columns end at places of its own, where
-edge kernels fold K in another order; a float64 300x301x300 product gave four
-different results on 1, 2, 3 and 4 threads. Its gemv splits a matrix-vector
-product's columns over the threads with partial sums, and its ddot the reduction. So
-every product here runs BLAS on one thread per call, and the threads come from
-rune's side:
+OpenBLAS (0.3.31, SkylakeX kernels) changes a product's bits with its thread count.
+Its threaded gemm never splits K over threads (each output element is one thread's,
+its whole K loop), but the order that loop adds in follows the threads: one thread
+runs driver/level3/level3.c, which cuts a K remainder between GEMM_Q and 2 GEMM_Q at
+half rounded up to the kernel's unroll, several run level3_thread.c, which cuts it at
+half exactly; and the rows and columns each thread takes decide which edge kernel
+(another K order) computes an element. A float64 300x301x300 product gave four
+results on 1, 2, 3 and 4 threads, a float32 37x1000x37 one two. Its gemv splits a
+matrix-vector product over the threads, its ddot and zdot the reduction itself. So
+every product here calls BLAS on one thread, and its threads are rune's:
 
-- a product of more than BLAS_SERIAL_WORK multiply-adds (over which OpenBLAS would
-  thread it) is cut into tiles of the output, TILE rows by TILE columns (the last of
-  each axis shorter), each computed by one single-threaded cblas_?gemm call with the
-  whole K loop; the tiles are shared out over the kernels' OpenMP threads
-  (rune/threads.py: the same pool BLAS runs on). Where each output element lands
-  depends on the shape alone, so its bits do, whichever thread computes it;
-- a matrix-vector product or a dot (one output row or column) of that size runs as
-  NumPy's one call (gemv, dot) with BLAS held at one thread: memory bound, it gains
-  little from threads;
-- smaller products are NumPy's own calls, which OpenBLAS runs on the calling thread
-  whatever it is set to; a stack of many (an attention layer's (batch, heads, t, d)
-  products, which NumPy multiplies one after the other) is shared out over the
-  OpenMP threads, each a single-threaded call of NumPy's own `cblas_?gemm`: the same
-  routine NumPy calls, so the same values to the bit.
+- a product over SERIAL_WORK multiply-adds (over which OpenBLAS would thread it), and
+  over BLAS_MIN_WORK in all, is cut into tiles of its output, TILE rows by TILE
+  columns (the last of each axis shorter; a matrix-vector product's tiles are TILE
+  rows or columns of its one), each one single-threaded cblas_?gemm call (?gemv for
+  a matrix-vector product) with the whole K loop, shared out over the kernels' OpenMP threads (rune/threads.py: the
+  pool BLAS runs on). The tiles depend on the shape alone, so every element's bits
+  do, whichever thread computes it;
+- a dot (one output element), and any product under BLAS_MIN_WORK, is NumPy's one
+  call with BLAS held at one thread;
+- products OpenBLAS runs on the calling thread whatever its count are NumPy's own
+  calls; a stack of many (an attention layer's (batch, heads, t, d) products, which
+  NumPy multiplies one after the other) is shared out over the OpenMP threads, each a
+  single-threaded call of NumPy's own `cblas_?gemm`: the same routine NumPy calls,
+  so the same values to the bit.
 
-Used for float32, float64, complex64 and complex128 operands whose matrices BLAS
-reads in place (one unit stride; others are copied); without a C compiler or
-NumPy's ILP64 OpenBLAS, every product is NumPy's, with BLAS at one thread.
+For float32, float64, complex64 and complex128 operands (a layout BLAS cannot read
+in place is copied first); without a C compiler or NumPy's ILP64 OpenBLAS, every
+product is NumPy's, with BLAS at one thread.
 """
 import ctypes
 import math
@@ -43,33 +44,53 @@ from .address import address
 
 NAME = "rune_batched_gemm"
 TILE = 256   # rows and columns of an output tile: ~2**24 multiply-adds per K of 256, packing under 2%
-# OpenBLAS's interface/gemv.c threads a matrix of 2304 * GEMM_MULTITHREAD_THRESHOLD elements and
-# more, its x86_64 dot kernels a vector of more than 10000: below this neither threads
-VECTOR_SERIAL_WORK = 2304 * 4
+# The most multiply-adds of a product OpenBLAS runs on the calling thread whatever its thread
+# count: interface/gemm.c threads over 65536 * GEMM_MULTITHREAD_THRESHOLD (4) of them, complex
+# over 8192 * 4 (a complex 50x50x50 product changed at 3 threads); zgemv.c a matrix of
+# 1024 * 4 elements, gemv.c of 2304 * 4, the x86_64 dot kernels a vector over 10000
+SERIAL_WORK = {"f": 65536 * 4, "c": 8192 * 4}
+SERIAL_VECTOR_WORK = 1024 * 4
 
 _ENTRY = r"""
 typedef void (*rune_{p}gemm)(int, int, int, int64_t, int64_t, int64_t, {scalar}, const {t} *, int64_t,
                            const {t} *, int64_t, {scalar}, {t} *, int64_t);
+typedef void (*rune_{p}gemv)(int, int, int64_t, int64_t, {scalar}, const {t} *, int64_t, const {t} *, int64_t,
+                           {scalar}, {t} *, int64_t);
 
-/* count products c_i = a_i b_i (row-major; ta, tb: CblasNoTrans 111 / CblasTrans 112), each
-   m_i x k by k x n_i: items[5 i ...] holds the byte offsets of a_i, b_i and c_i, then m_i and
-   n_i; on `threads` OpenMP threads */
-void rune_batched_{p}gemm(void *gemm, int64_t count, const int64_t *items, const char *a, const char *b,
-                        char *c, int ta, int tb, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+/* count products c_i = a_i b_i of m x k by k x n (row-major; ta, tb: CblasNoTrans 111 /
+   CblasTrans 112; offsets[3 i ...]: the byte offsets of a_i, b_i, c_i), each cut into tiles of
+   tm x tn of c_i (the last of each axis shorter; a_row, b_col: the bytes from a row of a_i to the
+   next, from a column of b_i to the next), every tile one BLAS call, on `threads` OpenMP threads.
+   A tile of one column or row of c (n or m 1) is a gemv: a gemm of it packs the matrix, twice the time */
+void rune_batched_{p}gemm(void *gemm, void *gemv, int64_t count, const int64_t *offsets, const char *a,
+                        const char *b, char *c, int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t lda,
+                        int64_t ldb, int64_t ldc, int64_t a_row, int64_t b_col, int64_t tm, int64_t tn,
                         int threads) {{
-  const rune_{p}gemm f = (rune_{p}gemm)gemm;
+  const rune_{p}gemm mm = (rune_{p}gemm)gemm;
+  const rune_{p}gemv mv = (rune_{p}gemv)gemv;
+  const int64_t inc_a = ta == 111 ? 1 : lda, inc_b = tb == 111 ? ldb : 1;   /* a's row, b's column: along k */
+  const int64_t rows = (m + tm - 1) / tm, cols = (n + tn - 1) / tn, tiles = rows * cols;
   {constants}
   #pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (int64_t i = 0; i < count; i++) {{
-    const int64_t *it = items + 5 * i;
-    f(101, ta, tb, it[3], it[4], k, {one}, (const {t} *)(a + it[0]), lda, (const {t} *)(b + it[1]), ldb,
-      {zero}, ({t} *)(c + it[2]), ldc);
+  for (int64_t t = 0; t < count * tiles; t++) {{
+    const int64_t *o = offsets + 3 * (t / tiles);
+    const int64_t i0 = (t % tiles) / cols * tm, j0 = (t % cols) * tn;
+    const int64_t mi = m - i0 < tm ? m - i0 : tm, nj = n - j0 < tn ? n - j0 : tn;
+    const {t} *ai = (const {t} *)(a + o[0] + i0 * a_row), *bi = (const {t} *)(b + o[1] + j0 * b_col);
+    {t} *ci = ({t} *)(c + o[2] + (i0 * ldc + j0) * {size});
+    if (n == 1)        /* rows of a (ta 111), or columns of the k x m row-major matrix it is */
+      mv(101, ta, ta == 111 ? mi : k, ta == 111 ? k : mi, {one}, ai, lda, bi, inc_b, {zero}, ci, ldc);
+    else if (m == 1)   /* b's transpose times a */
+      mv(101, tb == 111 ? 112 : 111, tb == 111 ? k : nj, tb == 111 ? nj : k, {one}, bi, ldb, ai, inc_a,
+         {zero}, ci, 1);
+    else
+      mm(101, ta, tb, mi, nj, k, {one}, ai, lda, bi, ldb, {zero}, ci, ldc);
   }}
 }}
 """
-_REAL = dict(scalar="{t}", constants="", one="1", zero="0")
+_REAL = dict(scalar="{t}", constants="", one="1", zero="0", size="sizeof({t})")
 _COMPLEX = dict(scalar="const void *", constants="static const {t} one[2] = {{1, 0}}, zero[2] = {{0, 0}};",
-                one="one", zero="zero")   # cblas_[cz]gemm take alpha and beta by address
+                one="one", zero="zero", size="2 * sizeof({t})")   # cblas_[cz]gemm take alpha, beta by address
 _TYPES = {np.dtype(np.float32): ("s", "float", _REAL), np.dtype(np.float64): ("d", "double", _REAL),
           np.dtype(np.complex64): ("c", "float", _COMPLEX), np.dtype(np.complex128): ("z", "double", _COMPLEX)}
 
@@ -87,15 +108,16 @@ SOURCE = _source()
 
 _NO_TRANS, _TRANS = 111, 112
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
-_ARGS = [_PTR, _I64, _PTR, _PTR, _PTR, _PTR, ctypes.c_int, ctypes.c_int, _I64, _I64, _I64, _I64, ctypes.c_int]
+_INT = ctypes.c_int
+_ARGS = [_PTR, _PTR, _I64, _PTR, _PTR, _PTR, _PTR, _INT, _INT] + [_I64] * 10 + [_INT]
 
 _lock = threading.Lock()
-_loaded = {}   # "ready": {dtype: (the C entry, the address of NumPy's cblas gemm)}, or None: not to be had
+_loaded = {}   # "ready": {dtype: (the C entry, NumPy's cblas gemm and gemv)}, or None: not to be had
 
 
 def _entries(compiler):
-    """{dtype: (batched entry, gemm address)} for the dtypes NumPy's OpenBLAS has an
-    ILP64 gemm for (rune's entries pass 64-bit integers), or None."""
+    """{dtype: (batched entry, (gemm address, gemv address))} for the dtypes NumPy's
+    OpenBLAS has an ILP64 gemm and gemv for (rune's entries pass 64-bit integers), or None."""
     if "ready" in _loaded:
         return _loaded["ready"]
     with _lock:
@@ -108,8 +130,9 @@ def _load(compiler):
     blas = threads.openblas()
     if blas is None or compiler is None or blas.suffix != "64_":
         return None
-    gemms = {dtype: blas.symbol(f"cblas_{p}gemm") for dtype, (p, _, _) in _TYPES.items()}
-    if any(g is None for g in gemms.values()):
+    routines = {dtype: (blas.symbol(f"cblas_{p}gemm"), blas.symbol(f"cblas_{p}gemv"))
+                for dtype, (p, _, _) in _TYPES.items()}
+    if any(None in pair for pair in routines.values()):
         return None
     program = pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
     if isinstance(program, CompileError):
@@ -118,7 +141,7 @@ def _load(compiler):
     for dtype, (p, _, _) in _TYPES.items():
         fn = getattr(program.lib, f"rune_batched_{p}gemm")
         fn.argtypes, fn.restype = _ARGS, None
-        entries[dtype] = (fn, gemms[dtype])
+        entries[dtype] = (fn, routines[dtype])
     return entries
 
 
@@ -143,11 +166,11 @@ def matmul(a, b, compiler):
     count = math.prod(a.shape[:-2])
     each = m * k * n
     vector = m == 1 or n == 1
-    if each <= (VECTOR_SERIAL_WORK if vector else threads.BLAS_SERIAL_WORK):   # OpenBLAS: one thread
-        return _small_products(a, b, compiler, m, k, n, count) if not vector else np.matmul(a, b)
+    if each <= (SERIAL_VECTOR_WORK if vector else SERIAL_WORK[a.dtype.kind]):   # OpenBLAS: one thread
+        return np.matmul(a, b) if vector else _small_products(a, b, compiler, m, k, n, count)
     entries = _entries(compiler)
-    if vector or entries is None:
-        return threads.serial_blas(np.matmul, a, b)
+    if entries is None or each * count < threads.BLAS_MIN_WORK or m == n == 1:
+        return threads.serial_blas(np.matmul, a, b)   # one thread's work, or dots: one output each
     return _tiled(a, b, entries[a.dtype], m, k, n, count)
 
 
@@ -173,39 +196,49 @@ def _tiled(a, b, entry, m, k, n, count):
     if lb is None:
         b, lb = np.ascontiguousarray(b), (_NO_TRANS, n)
     n_threads = threads.stack_threads(m * k * n * count)   # (before BLAS is held at one thread)
+    # a matrix-vector product whose matrix BLAS would read in stripes of TILE of its rows' elements
+    if (n == 1 and la[0] == _TRANS) or (m == 1 and lb[0] == _NO_TRANS):
+        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads)
     return threads.serial_blas(_run, a, b, entry, la, lb, k, (min(m, TILE), min(n, TILE)), n_threads)
+
+
+def _k_blocks(a, b, entry, la, lb, k, n_threads):
+    """A matrix-vector product as the sum of the products of blocks of TILE along K, each
+    reading whole rows of the matrix (a stripe of them runs at half the speed), added in
+    block order: its blocks, and so its bits, depend on the shape alone."""
+    blocks, rest = divmod(k, TILE)
+    a_blocks = np.lib.stride_tricks.as_strided(
+        a, a.shape[:-1] + (blocks, TILE), a.strides[:-1] + (TILE * a.strides[-1], a.strides[-1]))
+    b_blocks = np.lib.stride_tricks.as_strided(
+        b, b.shape[:-2] + (blocks, TILE, b.shape[-1]), b.strides[:-2] + (TILE * b.strides[-2],) + b.strides[-2:])
+    a_blocks = np.moveaxis(a_blocks, -2, -3)   # (..., blocks, m, TILE)
+    whole = (a.shape[-2], b.shape[-1])
+    out = _run(a_blocks, b_blocks, entry, la, lb, TILE, whole, n_threads).sum(axis=-3)
+    if rest:
+        out += _run(a[..., blocks * TILE:], b[..., blocks * TILE:, :], entry, la, lb, rest, whole, n_threads)
+    return out
 
 
 def _run(a, b, entry, la, lb, k, tile, n_threads):
     """a @ b by the C entry: each product cut into tiles of `tile` (rows, columns) of the
     output, the tiles on `n_threads` OpenMP threads."""
-    fn, gemm = entry
+    fn, (gemm, gemv) = entry
     m, n = a.shape[-2], b.shape[-1]
     batch = a.shape[:-2]
     out = np.empty(batch + (m, n), a.dtype)
-    rows, cols = _blocks(m, tile[0]), _blocks(n, tile[1])
-    # items[batch..., row block, column block] = (offset of a, of b, of out, rows, columns)
-    items = np.empty(batch + (len(rows), len(cols), 5), np.int64)
-    for field, (x, row_axis, col_axis) in enumerate(((a, True, False), (b, False, True), (out, True, True))):
-        start = _starts(x, batch)[..., None, None]
-        if row_axis:
-            start = start + (rows[:, 0] * x.strides[-2])[:, None]
-        if col_axis:
-            start = start + cols[:, 0] * x.strides[-1]
-        items[..., field] = start
-    items[..., 3] = rows[:, 1, None]
-    items[..., 4] = cols[:, 1]
-    count = items.size // 5
-    fn(gemm, count, address(items), address(a), address(b), address(out), la[0], lb[0], k, la[1], lb[1], n,
-       n_threads)
+    if batch:
+        offsets = np.empty(batch + (3,), np.int64)
+        for i, x in enumerate((a, b, out)):
+            offsets[..., i] = _starts(x, batch)
+    else:
+        offsets = _NO_OFFSETS
+    fn(gemm, gemv, math.prod(batch), address(offsets), address(a), address(b), address(out), la[0], lb[0], m, n, k,
+       la[1], lb[1], n, a.strides[-2], b.strides[-1], tile[0], tile[1], n_threads)
     threads.pool_ran(n_threads)
     return out
 
 
-def _blocks(extent, size):
-    """(start, length) of each block of `size` along an axis of `extent`, the last shorter."""
-    starts = np.arange(0, extent, size, dtype=np.int64)
-    return np.stack([starts, np.minimum(size, extent - starts)], axis=1)
+_NO_OFFSETS = np.zeros(3, np.int64)   # the one product of two matrices
 
 
 def _starts(x, batch):
