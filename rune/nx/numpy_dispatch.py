@@ -150,7 +150,9 @@ _NUMPY_ARRAYS = frozenset({"a", "b", "m", "A", "x", "y", "x1", "x2", "v", "arr",
 _RUNE_ARRAYS = frozenset({"x", "y", "x1", "x2", "xs", "arrays", "cond", "obj"})
 # NumPy parameters that rune's function of the same name calls otherwise
 _RENAMED = {"swapaxes": {"axis1": "a", "axis2": "b"}, "clip": {"a_min": "min", "a_max": "max"},
-            "tile": {"reps": "repetitions"}}
+            "tile": {"reps": "repetitions"},
+            # (named here, an index argument reaches a rune parameter that shares an array's name)
+            "delete": {"obj": "obj"}, "insert": {"obj": "obj"}}
 # NumPy's sort kinds. rune's sort is always stable, and a stable sort keeps every
 # kind's promise: sorted values, whatever the kind; indices that keep ties in order
 # for "stable" and "mergesort" (NumPy's stable kinds, so argsort's indices are
@@ -218,7 +220,7 @@ def _translate(name, np_func, fn, args, kwargs):
                 if not any(v is ok or (type(v) is str and v == ok) for ok in _HONOURED[name, k]):
                     raise ArgumentError(f"numpy.{name}: {k} must be one of {_HONOURED[name, k]}, "
                                         f"got {_short(v)}")
-            elif target in by_name and target not in _RUNE_ARRAYS and not (
+            elif target in by_name and (target not in _RUNE_ARRAYS or k in renamed) and not (
                     v is None and param.default is None
                     and by_name[target].default not in (None, by_name[target].empty)):
                 # (NumPy's None default is "its default", which rune spells its own way: fft's norm)

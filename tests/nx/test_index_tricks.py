@@ -156,6 +156,8 @@ def test_put_drops_out_of_range_positions_by_default_and_put_along_axis_too():
     ("extract", lambda x: np.extract(A > 4, x)), ("compress", lambda x: np.compress([True, False, True], x, axis=0)),
     ("choose", lambda x: np.choose(np.array([0, 1, 1, 0]), [x, 2 * x], mode="wrap")),
     ("vander", lambda x: np.vander(x[0], 3)), ("tril_indices_from", lambda x: np.tril_indices_from(x, 1)),
+    ("delete", lambda x: np.delete(x, [0, 2], axis=1)), ("insert", lambda x: np.insert(x, 1, 5.0, axis=0)),
+    ("delete obj by name", lambda x: np.delete(x, obj=1)),
 ])
 def test_numpy_functions_on_traced_values_run_rune_s(name, call):
     want = call(A)
