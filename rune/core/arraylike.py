@@ -149,6 +149,10 @@ class ArrayLike:
     nbytes = property(lambda self: self.aval.size * self.dtype.itemsize)
     real = property(lambda self: ops.real(self))
     imag = property(lambda self: ops.imag(self))
+    @property
+    def flat(self):
+        raise UsageError("rune arrays do not implement arr.flat (NumPy's writable flat iterator), as JAX's do "
+                         "not; use arr.ravel() or arr.flatten()")
     def conj(self): return ops.conj(self)
     def conjugate(self): return ops.conj(self)
     def copy(self, order="C"): return _nx("copy")(self, order)

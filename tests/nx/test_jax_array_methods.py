@@ -72,3 +72,5 @@ def test_method_arguments_numpy_accepts_but_rune_cannot_honour_are_errors():
         x.take(np.array([0]), mode="wrap")
     with pytest.raises(rune.errors.ArgumentError, match="ravel: only order='C'"):
         x.ravel("F")
+    with pytest.raises(rune.errors.UsageError, match="arr.flat .* use arr.ravel"):
+        x.flat
