@@ -1,0 +1,86 @@
+"""rune.nx's statistics family beyond the op table (tests/op_table_statistics.py): einsum_path's plan, the
+data-dependent shapes under jit (refused without size=/length=, fixed with them), derivatives of order
+statistics at known points, and bad input raising rune errors that name the function and the argument."""
+import numpy as np
+import pytest
+
+import rune
+from rune import nx
+
+
+def test_einsum_path_is_numpys_plan_from_shapes_alone():
+    shapes = ((2, 3), (3, 4), (4, 5))
+    arrays = [np.ones(s) for s in shapes]
+    for optimize in ("greedy", "optimal"):
+        got = nx.einsum_path("ij,jk,kl->il", *[nx.ones(s) for s in shapes], optimize=optimize)
+        want = np.einsum_path("ij,jk,kl->il", *arrays, optimize=optimize)
+        assert got[0] == want[0] and got[1] == want[1]
+
+
+def test_einsum_path_with_bad_subscripts_is_a_rune_error():
+    with pytest.raises(rune.ArgumentError, match="einsum_path"):
+        nx.einsum_path("ij,jk->il", nx.ones((2, 3)), nx.ones((3, 4)))
+
+
+@pytest.mark.parametrize("call, fix", [
+    (lambda x: nx.bincount(x), "length="),
+    (lambda x: nx.unique(x), "size="),
+    (lambda x: nx.union1d(x, x), "size="),
+    (lambda x: nx.histogram(nx.astype(x, nx.float32), bins="auto"), "int number of bins"),
+])
+def test_data_dependent_shapes_under_jit_say_what_fixes_them(call, fix):
+    x = nx.asarray(np.array([1, 3, 3, 0], np.int32))
+    call(x)   # eagerly the values are known
+    with pytest.raises(rune.ConcretizationError, match=fix):
+        rune.jit(call)(x)
+
+
+def test_unique_under_jit_with_size_pads_with_fill_value_and_zero_counts():
+    x = nx.asarray(np.array([4, 1, 4, 2], np.int32))
+    values, counts = rune.jit(lambda v: nx.unique(v, return_counts=True, size=5, fill_value=-1))(x)
+    np.testing.assert_array_equal(np.asarray(values), [1, 2, 4, -1, -1])
+    np.testing.assert_array_equal(np.asarray(counts), [1, 1, 2, 0, 0])
+
+
+def test_median_gradient_splits_between_the_two_middle_elements():
+    x = nx.asarray(np.array([1.0, 3.0, 2.0, 4.0]))
+    np.testing.assert_array_equal(np.asarray(rune.grad(nx.median)(x)), [0.0, 0.5, 0.5, 0.0])
+    # percentile 25 of 4 values: rank 0.75 between the 1st and 2nd smallest, weights 0.25 and 0.75
+    g = rune.grad(lambda v: nx.percentile(v, 25.0))(x)
+    np.testing.assert_allclose(np.asarray(g), [0.25, 0.0, 0.75, 0.0])
+
+
+def test_nan_argextremes_of_a_slice_of_nans_only_are_minus_one():
+    x = nx.asarray(np.array([[np.nan, np.nan], [np.nan, 2.0]]))
+    np.testing.assert_array_equal(np.asarray(nx.nanargmax(x, axis=1)), [-1, 1])
+    np.testing.assert_array_equal(np.asarray(nx.nanargmin(x, axis=1)), [-1, 1])
+
+
+@pytest.mark.parametrize("call, error, words", [
+    (lambda: nx.quantile(nx.ones(3), 1.5), rune.ArgumentError, "quantile: q must lie in"),
+    (lambda: nx.percentile(nx.ones(3), -1), rune.ArgumentError, "percentile: q"),
+    (lambda: nx.quantile(nx.ones(3), 0.5, method="cubic"), rune.ArgumentError, "quantile: method"),
+    (lambda: nx.median(nx.ones((2, 2)), axis=2), rune.AxisError, "median: axis 2"),
+    (lambda: nx.median(nx.asarray(np.ones(2, np.complex64))), rune.DTypeError, "median"),
+    (lambda: nx.bincount(nx.asarray(np.array([1, -1]))), rune.ArgumentError, "bincount: x must be non-negative"),
+    (lambda: nx.bincount(nx.ones((2, 2), nx.int32)), rune.ShapeError, "bincount: x must be 1-d"),
+    (lambda: nx.bincount(nx.ones(2)), rune.DTypeError, "bincount: x must be non-negative integers"),
+    (lambda: nx.digitize(nx.ones(3), np.array([0.0, 2.0, 1.0])), rune.ArgumentError, "digitize: bins must be mono"),
+    (lambda: nx.histogram(nx.ones(3), bins=np.array([0.0, 2.0, 1.0])), rune.ArgumentError, "histogram: bin edges"),
+    (lambda: nx.histogram(nx.ones(3), bins=0), rune.ArgumentError, "histogram: bins must be a positive int"),
+    (lambda: nx.histogram(nx.ones(3), range=(2.0, 1.0)), rune.ArgumentError, "histogram: range"),
+    (lambda: nx.partition(nx.ones(3), 3), rune.ArgumentError, "partition: kth 3 is out of range"),
+    (lambda: nx.lexsort([nx.ones(3), nx.ones(4)]), rune.ShapeError, "lexsort: all keys"),
+    (lambda: nx.cov(nx.ones((2, 2, 2))), rune.ShapeError, "cov: expected a 1-d or 2-d"),
+    (lambda: nx.average(nx.ones((2, 3)), weights=nx.ones(3)), rune.ShapeError, "average: weights"),
+    (lambda: nx.average(nx.ones((2, 3)), axis=0, weights=nx.ones(3)), rune.ShapeError, "average: weights"),
+    (lambda: nx.convolve(nx.ones((2, 2)), nx.ones(2)), rune.ShapeError, "convolve: a must be 1-d"),
+    (lambda: nx.correlate(nx.ones(3), nx.ones(0)), rune.ShapeError, "correlate: v cannot be empty"),
+    (lambda: nx.convolve(nx.ones(3), nx.ones(2), mode="wide"), rune.ArgumentError, "convolve: mode"),
+    (lambda: nx.unique(nx.ones(3), size=-1), rune.ArgumentError, "unique: size"),
+    (lambda: nx.ptp(nx.ones(3, nx.bool)), rune.DTypeError, "ptp"),
+    (lambda: nx.nanmax(nx.ones(3), out=np.ones(1)), rune.ArgumentError, "nanmax: out="),
+])
+def test_bad_input_is_a_rune_error_naming_the_function(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
