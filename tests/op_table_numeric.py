@@ -197,24 +197,20 @@ case("vecmat", nx.vecmat, np.vecmat,
      [S(_d((3,), F64), _d((2, 3, 4), F64)), S(_d((2, 3), C128), _d((3, 2), C128)), S(_d((2,), I32), _d((2, 3), I32))],
      grad=True, diff_argnums=(0, 1))
 
-# -- the low floats (float16, bfloat16): one small sample each where NumPy (with ml_dtypes) has the function
+# -- the low floats (float16, bfloat16): one small sample for a few functions, the two alternating
 from op_table import _extend, float_rule  # noqa: E402
 
-_LOW_UNARY = {"cbrt": "nonzero", "exp2": "small", "sinc": "real", "deg2rad": "real", "rad2deg": "real",
-              "modf": "frac", "rint": "frac", "fabs": "nonzero", "nan_to_num": "special", "isposinf": "special",
-              "isneginf": "special", "frexp": "real", "spacing": "positive", "unwrap": "real", "trapezoid": "real",
-              "i0": "real", "gradient": "real"}
-_LOW_BINARY = {"fmax": ("special", "real"), "fmin": ("real", "special"), "fmod": ("real", "nonzero"),
-               "logaddexp2": ("real", "real"), "heaviside": ("frac", "real"), "isclose": ("real", "real"),
-               "divmod": ("nonzero", "nonzero"), "cross": ("real", "real")}
-for _d_low in LOW_FLOATS:
-    for _name, _dom in _LOW_UNARY.items():
-        _extend(_name, [S(_d((2, 3), _d_low, _dom))])
-    for _name, (_dx, _dy) in _LOW_BINARY.items():
-        _extend(_name, [S(_d((2, 3), _d_low, _dx), _d((3,), _d_low, _dy))])
-    _extend("ldexp", [S(_d((2, 3), _d_low), _d((3,), I8))])
+_LOW_UNARY = {"cbrt": "nonzero", "exp2": "small", "sinc": "real", "modf": "frac", "nan_to_num": "special",
+              "frexp": "real", "i0": "real", "gradient": "real", "unwrap": "real"}
+_LOW_BINARY = {"fmax": ("special", "real"), "fmod": ("real", "nonzero"), "logaddexp2": ("real", "real"),
+               "heaviside": ("frac", "real"), "isclose": ("real", "real"), "cross": ("real", "real")}
+for _k, (_name, _doms) in enumerate(list(_LOW_UNARY.items()) + list(_LOW_BINARY.items())):
+    _low = LOW_FLOATS[_k % 2]
+    _doms = (_doms,) if isinstance(_doms, str) else _doms
+    _extend(_name, [S(*[_d((2, 3) if i == 0 else (3,), _low, dom) for i, dom in enumerate(_doms)])])
+_extend("ldexp", [S(_d((2, 3), BF16), _d((3,), I8))])
 # NumPy's i0 and gradient give float64 for bfloat16 (they compute in float64); rune keeps the float dtype.
-for _name in ("i0", "gradient"):
-    BY_NAME_LOCAL = {c.name: c for c in TABLE}
-    BY_NAME_LOCAL[_name].dtype_rule = float_rule
-    BY_NAME_LOCAL[_name].dtype_note = "a float operand keeps its dtype (NumPy: float64 for bfloat16)"
+for _case in TABLE:
+    if _case.name in ("i0", "gradient"):
+        _case.dtype_rule = float_rule
+        _case.dtype_note = "a float operand keeps its dtype (NumPy: float64 for bfloat16)"
