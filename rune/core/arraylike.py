@@ -163,18 +163,16 @@ class ArrayLike:
     def swapaxes(self, axis1, axis2): return ops.swapaxes(self, axis1, axis2)
     def take(self, indices, axis=None, out=None, mode=None):
         ops.check_out("take", out)
-        if mode not in (None, "clip"):
-            raise ArgumentError(f"take: rune clamps out-of-range indices (mode='clip'); got mode={mode!r}")
-        return ops.take(self, indices, axis)
+        return _take(self, indices, axis, mode)
     def repeat(self, repeats, axis=None): return _nx("repeat")(self, repeats, axis)
     def cumsum(self, axis=None, dtype=None, out=None): return _nx("cumsum")(self, axis, dtype, out)
     def cumprod(self, axis=None, dtype=None, out=None): return _nx("cumprod")(self, axis, dtype, out)
     def sort(self, axis=-1, kind=None, order=None, *, stable=True, descending=False):
         _no_order("sort", order)
-        return _nx("sort")(self, axis, descending=descending, stable=stable)
+        return _nx("sort")(self, axis, descending=descending, stable=stable is not False)
     def argsort(self, axis=-1, kind=None, order=None, *, stable=True, descending=False):
         _no_order("argsort", order)
-        return _nx("argsort")(self, axis, descending=descending, stable=stable)
+        return _nx("argsort")(self, axis, descending=descending, stable=stable is not False)
     def argpartition(self, kth, axis=-1, kind="introselect", order=None):
         return _nx("argpartition")(self, kth, axis, kind, order)
     def searchsorted(self, v, side="left", sorter=None): return _nx("searchsorted")(self, v, side=side, sorter=sorter)
@@ -212,7 +210,34 @@ def _bit_view(x, dtype):
     return ops.place(ops.asarray(out), x.device)
 
 
+def _take(x, indices, axis, mode):
+    """x.take in NumPy's modes, or rune's gather (None: negative indices count from the end, then clamped, as
+    JAX). "clip": into [0, n - 1], negative ones to 0 (NumPy's); "wrap": modulo the length; "raise" (NumPy's
+    default, which np.take passes): concrete indices are checked here."""
+    if mode is None:
+        return ops.take(x, indices, axis)
+    n = x.size if axis is None else x.shape[ops.normalize_axis("take", axis, x.ndim)]
+    idx = ops.asarray(indices) if not hasattr(indices, "aval") else indices
+    if mode == "clip":
+        return ops.take(x, ops.clip(idx, 0, max(n - 1, 0)), axis)
+    if mode == "wrap":
+        return ops.take(x, ops.remainder(idx, max(n, 1)), axis)
+    if mode != "raise":
+        raise ArgumentError(f"take: mode must be 'clip', 'wrap' or 'raise', got {mode!r}")
+    host = idx.concrete()
+    if host is None:
+        raise ArgumentError("take: mode='raise' checks the indices, which are traced here; under jit use "
+                            "mode='clip' (rune's gathers clamp) or mode='wrap'")
+    import numpy as np
+    bad = np.asarray(host)[(np.asarray(host) < -n) | (np.asarray(host) >= n)]
+    if bad.size:
+        from ..errors import IndexingError
+        raise IndexingError(f"take: index {bad.flat[0]} is out of bounds for axis {axis} with size {n}")
+    return ops.take(x, idx, axis)
+
+
 def _no_order(name, order):
+    # (stable=None, which np.sort/np.argsort pass, is stable: rune's sorts always are unless told otherwise)
     if order is not None:
         raise ArgumentError(f"{name}: order= (field names of structured arrays) is not supported; got {order!r}")
 

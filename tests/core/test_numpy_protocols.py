@@ -153,7 +153,7 @@ def test_numpy_argsort_indices_are_numpy_stable_ones_under_grad():
 @pytest.mark.parametrize("call, match", [
     (lambda x: np.sort(x, kind="bogus"), r"numpy\.sort: kind must be one of"),
     (lambda x: np.sort(x, order="f"), r"numpy\.sort: its argument order='f'"),
-    (lambda x: np.pad(x, 1, mode="edge"), r"numpy\.pad: its argument mode='edge'"),
+    (lambda x: np.argsort(x, order="f"), r"numpy\.argsort: its argument order='f'"),  # (np.pad's modes all run now)
     (lambda x: np.place(x, x > 1, 0.0), r"numpy\.place: its argument mask="),
     (lambda x: np.add(x, x, dtype=np.int32), r"numpy\.add: dtype=.*int32"),
     (lambda x: np.sqrt(x, dtype=np.int64), r"numpy\.sqrt: dtype=.*int64"),

@@ -68,9 +68,22 @@ def test_method_arguments_numpy_accepts_but_rune_cannot_honour_are_errors():
     x = nx.asarray(A)
     with pytest.raises(rune.errors.ArgumentError, match="sort: order="):
         x.sort(order="f")
-    with pytest.raises(rune.errors.ArgumentError, match="take: rune clamps"):
-        x.take(np.array([0]), mode="wrap")
+    with pytest.raises(rune.errors.ArgumentError, match="take: mode must be"):
+        x.take(np.array([0]), mode="fill")
     with pytest.raises(rune.errors.ArgumentError, match="ravel: only order='C'"):
         x.ravel("F")
     with pytest.raises(rune.errors.UsageError, match="arr.flat .* use arr.ravel"):
         x.flat
+
+
+def test_take_modes_and_numpy_take_on_a_rune_array():
+    x = nx.asarray(A)
+    idx = np.array([0, -1, 13, -14])
+    np.testing.assert_array_equal(np.asarray(x.take(idx, mode="wrap")), A.take(idx, mode="wrap"))
+    np.testing.assert_array_equal(np.asarray(x.take(idx, axis=1, mode="clip")), A.take(idx, axis=1, mode="clip"))
+    # np.take calls the method with NumPy's default mode="raise": checked on concrete indices, as NumPy.
+    np.testing.assert_array_equal(np.asarray(np.take(x, [0, -2], axis=1)), np.take(A, [0, -2], axis=1))
+    with pytest.raises(rune.errors.IndexingError, match="take: index 4 is out of bounds for axis 1 with size 4"):
+        np.take(x, [0, 4], axis=1)
+    with pytest.raises(rune.errors.ArgumentError, match="take: mode='raise' checks the indices, which are traced"):
+        rune.jit(lambda i: x.take(i, mode="raise"))(nx.asarray([0]))
