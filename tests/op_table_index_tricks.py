@@ -42,7 +42,7 @@ case("trace", nx.trace, np.trace,
 _r = _rng("diag")
 case("diag", nx.diag, np.diag,
      [S(draw(_r, (3,), F64)), S(draw(_r, (3,), I32), k=-2), S(draw(_r, (3, 4), F64), k=1),
-      S(draw(_r, (4, 2), BOOL), k=-1)], grad=True)
+      S(draw(_r, (4, 2), BOOL), k=-1), S(draw(_r, (2,), C128), k=1)], grad=True)
 _r = _rng("diagflat")
 case("diagflat", nx.diagflat, np.diagflat, [S(draw(_r, (2, 2), F64), k=1), S(draw(_r, (3,), I32))], grad=True)
 case("diag_indices", nx.diag_indices, np.diag_indices, [S(n=3), S(n=2, ndim=3)], dtype_rule=index_rule,
@@ -59,8 +59,8 @@ case("fill_diagonal", lambda x, val, **kw: nx.fill_diagonal(x, val, inplace=Fals
 case("tri", nx.tri, np.tri, [S(N=3), S(N=2, M=4, k=1), S(N=3, M=2, k=-1, dtype=I32)],
      dtype_rule=lambda s, d: np.dtype(s.kwargs.get("dtype", F32)), dtype_note="float32 by default (NumPy: float64)")
 for _name in ("tril_indices", "triu_indices"):
-    case(_name, getattr(nx, _name), getattr(np, _name), [S(n=3), S(n=3, k=1, m=4), S(n=4, k=-1, m=2)], dtype_rule=index_rule,
-         dtype_note=INDEX_NOTE)
+    case(_name, getattr(nx, _name), getattr(np, _name), [S(n=3), S(n=3, k=1, m=4), S(n=4, k=-1, m=2)],
+         dtype_rule=index_rule, dtype_note=INDEX_NOTE)
     _r = _rng(_name + "_from")
     case(_name + "_from", getattr(nx, _name + "_from"), getattr(np, _name + "_from"),
          [S(draw(_r, (3, 3), F64)), S(draw(_r, (2, 4), I32), k=1)], dtype_rule=index_rule, dtype_note=INDEX_NOTE)
@@ -86,7 +86,8 @@ case("select", lambda *a, default=0: nx.select(*_select(*a, default=default)),
      lambda *a, default=0: np.select(*_select(*a, default=default)),
      [S(draw(_r, (3, 4), BOOL), draw(_r, (4,), BOOL), draw(_r, (3, 4), F64), draw(_r, (3, 4), F64), default=-1.5),
       S(draw(_r, (5,), BOOL), draw(_r, (5,), I32)),
-      S(draw(_r, (2, 3), BOOL), draw(_r, (2, 3), BOOL), draw(_r, (2, 3), F32), draw(_r, (2, 3), F32))],
+      S(draw(_r, (2, 3), BOOL), draw(_r, (2, 3), BOOL), draw(_r, (2, 3), BF16), draw(_r, (2, 3), BF16)),
+      S(draw(_r, (3,), BOOL), draw(_r, (3,), C128), default=1j)],
      grad=True, diff_argnums=(2, 3), note="conditions, then choices, as positional arguments")
 _r = _rng("choose")
 case("choose", lambda a, *choices, mode="raise": nx.choose(a, list(choices), mode=mode),
