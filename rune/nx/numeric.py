@@ -228,11 +228,8 @@ def fmod(x, y):
 
 
 def _pow2(e, like):
-    """2 ** e (an integer array) in the float dtype of `like`, exactly, as the product of two
-    halves so that each factor stays in range for exponents up to twice the dtype's."""
-    half = ops.floor_divide(e, 2)
-    two = _const(like, 2)
-    return ops.power(two, ops.astype(half, like.dtype)), ops.power(two, ops.astype(ops.subtract(e, half), like.dtype))
+    """2 ** e (an integer array) in the float dtype of `like`, exactly (pow of 2 to a whole power is)."""
+    return ops.power(_const(like, 2), ops.astype(e, like.dtype))
 
 
 def _wide(x):
@@ -240,9 +237,27 @@ def _wide(x):
     return ops.astype(x, dt.float32) if x.dtype in (dt.float16, dt.bfloat16) else x
 
 
+def _normalized(w):
+    """(mantissa, exponent, regular) of the float array w: w = mantissa * 2 ** exponent with
+    0.5 <= |mantissa| < 1 where w is finite and nonzero (`regular`); elsewhere w itself and 0.
+    Every step is exact: the scaling by 2 ** -e moves each value toward [0.5, 1), never out of range
+    (it is done in two halves, so subnormal inputs scale up without overflowing the power)."""
+    regular = ops.logical_and(ops.isfinite(w), ops.not_equal(w, 0))
+    safe = ops.where(regular, w, _const(w, 1))
+    # log2 is within an ulp, so its floor can be one off near powers of two: corrected below by comparing
+    e = ops.astype(ops.add(ops.floor(ops.stop_gradient(log2(ops.abs(safe)))), _const(w, 1)), dt.int32)
+    half = ops.floor_divide(e, 2)
+    m = ops.multiply(ops.multiply(safe, _pow2(ops.negative(half), w)), _pow2(ops.subtract(half, e), w))
+    big, small = ops.greater_equal(ops.abs(m), _const(w, 1)), ops.less(ops.abs(m), _const(w, 0.5))
+    m = ops.where(big, ops.multiply(m, _const(w, 0.5)), ops.where(small, ops.multiply(m, _const(w, 2)), m))
+    e = ops.subtract(ops.add(e, ops.astype(big, dt.int32)), ops.astype(small, dt.int32))
+    return ops.where(regular, m, w), ops.where(regular, e, 0), regular
+
+
 @_public
 def ldexp(x, e):
-    """x * 2 ** e, elementwise, without overflow in the power where the product is in range.
+    """x * 2 ** e, elementwise, rounded once (as NumPy's: results in the subnormal range are exact to the
+    last bit), without overflow in the power where the product is in range.
 
     x: a real array or scalar (integers and bools compute in their float). e: an integer array or scalar,
     broadcast with x.
@@ -252,9 +267,15 @@ def ldexp(x, e):
     if e.dtype.kind not in "iu":
         raise DTypeError(f"ldexp: expected an integer exponent e, got {e.dtype.name}")
     w = _wide(x)
-    e = ops.clip(ops.astype(e, dt.int32), -2200, 2200)   # beyond any float's range either way
-    lo, hi = _pow2(e, w)
-    return ops.astype(ops.multiply(ops.multiply(w, lo), hi), x.dtype)
+    info = ml_dtypes.finfo(w.dtype)
+    m, ex, _ = _normalized(w)
+    total = ops.add(ex, ops.clip(ops.astype(e, dt.int32), -4 * info.maxexp, 4 * info.maxexp))
+    # m * 2**first is exact and normal; the second factor (a power of two in range, or the rest of an
+    # overflow) makes the only rounding, as one multiplication of the exact value would.
+    first = ops.clip(total, info.minexp + 1, info.maxexp - 1)
+    rest = ops.clip(ops.subtract(total, first), -(info.nmant + 3), info.nmant + 3)
+    out = ops.multiply(ops.multiply(m, _pow2(first, w)), _pow2(rest, w))
+    return ops.astype(out, x.dtype)
 
 
 @_public
@@ -265,19 +286,8 @@ def frexp(x):
     x: a real array or scalar (integers and bools compute in their float). The exponent is int32.
     """
     x = _real_float("frexp", x)
-    w = _wide(x)
-    magnitude = ops.abs(w)
-    regular = ops.logical_and(ops.isfinite(w), ops.not_equal(w, 0))
-    safe = ops.where(regular, magnitude, _const(w, 1))
-    e = ops.astype(ops.add(ops.floor(ops.stop_gradient(log2(safe))), _const(w, 1)), dt.int32)
-    for _ in range(2):   # log2's rounding can put e one off either way: correct it by comparing
-        lo, hi = _pow2(ops.negative(e), w)
-        m = ops.multiply(ops.multiply(safe, lo), hi)
-        e = ops.add(e, ops.astype(ops.greater_equal(m, _const(w, 1)), dt.int32))
-        e = ops.subtract(e, ops.astype(ops.less(m, _const(w, 0.5)), dt.int32))
-    lo, hi = _pow2(ops.negative(e), w)
-    mantissa = ops.where(regular, ops.multiply(ops.multiply(w, lo), hi), w)
-    return ops.astype(mantissa, x.dtype), ops.where(regular, e, 0)
+    m, e, _ = _normalized(_wide(x))
+    return ops.astype(m, x.dtype), e
 
 
 @_public

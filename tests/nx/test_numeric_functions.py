@@ -158,3 +158,18 @@ def test_piecewise_is_zero_where_no_condition_holds_whatever_x_is():
     for fn in (nx.piecewise, rune.jit(nx.piecewise, static_argnums=(2,))):
         got = np.asarray(fn(nx.asarray(x), nx.asarray(conds), (1.0, 2.0)))
         assert got.tobytes() == want.tobytes(), got   # +0.0, not -0.0 (x * 0) or NaN (nan * 0)
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [(np.float64, -1074, 1023), (np.float32, -149, 127)])
+def test_ldexp_rounds_once_into_the_subnormals_and_frexp_is_exact(dtype, lo, hi):
+    rng = np.random.default_rng(7)
+    x = (rng.uniform(0.5, 1, 4000) * 2.0 ** rng.integers(lo, hi, 4000) * rng.choice([-1, 1], 4000)).astype(dtype)
+    e = rng.integers(-300, 300, 4000).astype(np.int32)
+    with np.errstate(all="ignore"):
+        want = np.ldexp(x, e)
+        for fn in (nx.ldexp, rune.jit(nx.ldexp)):
+            assert np.asarray(fn(nx.asarray(x), nx.asarray(e))).tobytes() == want.tobytes()
+    for fn in (nx.frexp, rune.jit(nx.frexp)):
+        m, ex = fn(nx.asarray(x))
+        wm, we = np.frexp(x)
+        assert np.asarray(m).tobytes() == wm.tobytes() and np.array_equal(np.asarray(ex), we)
