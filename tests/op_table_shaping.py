@@ -23,14 +23,16 @@ def _arrays(name, shapes_list, dtypes=(F64, I32), **kw):
 def _sequence_case(name, shapes_list, extra=()):
     """A function of one sequence of arrays (hstack, block's rows, ...), its operands passed positionally."""
     nx_fn, np_fn = getattr(nx, name), getattr(np, name)
-    case(name, lambda *xs: nx_fn(list(xs)), lambda *xs: np_fn(list(xs)),
+    case(name, lambda *xs, **kw: nx_fn(list(xs), **kw), lambda *xs, **kw: np_fn(list(xs), **kw),
          _arrays(name, shapes_list) + list(extra), grad=True, diff_argnums=(0, 1),
          note="operands are the positional arguments")
 
 
 _MIXED = S(draw(_rng("stack mixed"), (3,), I32), draw(_rng("stack mixed"), (3,), F32))
-_sequence_case("hstack", [((3,), (2,)), ((2, 3), (2, 1)), ((), (2,)), ((2, 1, 3), (2, 2, 3))], [_MIXED])
-_sequence_case("vstack", [((3,), (3,)), ((2, 3), (1, 3)), ((), ()), ((1, 2, 3), (2, 2, 3))], [_MIXED])
+_CAST = [S(draw(_rng("stack cast"), (2,), F64), draw(_rng("stack cast"), (2,), F64), dtype=I32, casting="unsafe"),
+         S(draw(_rng("stack cast"), (2,), I8), draw(_rng("stack cast"), (2,), U8), dtype=F32)]
+_sequence_case("hstack", [((3,), (2,)), ((2, 3), (2, 1)), ((), (2,)), ((2, 1, 3), (2, 2, 3))], [_MIXED, _CAST[0]])
+_sequence_case("vstack", [((3,), (3,)), ((2, 3), (1, 3)), ((), ()), ((1, 2, 3), (2, 2, 3))], [_MIXED, _CAST[1]])
 _sequence_case("dstack", [((3,), (3,)), ((2, 3), (2, 3)), ((2, 3, 1), (2, 3, 2))], [_MIXED])
 _sequence_case("column_stack", [((3,), (3,)), ((3, 2), (3,)), ((0,), (0,))], [_MIXED])
 
@@ -93,7 +95,9 @@ case("copy", nx.copy, np.copy, _shape_samples("copy", [((3, 4), {}), ((), {})], 
 # Finite differences move the zeros off zero (the length jumps): tests/nx/test_shaping.py checks the gradient.
 case("trim_zeros", nx.trim_zeros, np.trim_zeros,
      [S(np.array([0, 0, 1.5, 0, -2, 0], d), fd=False, **kw) for d in (F64, I32)
-      for kw in ({}, dict(trim="f"), dict(trim="b"))] + [S(np.zeros(3, F64), fd=False)],
+      for kw in ({}, dict(trim="f"), dict(trim="b"))] + [S(np.zeros(3, F64), fd=False)] +
+     [S(np.pad(draw(_rng("trim_zeros"), (2, 3), d), ((1, 0), (2, 1))), fd=False, **kw) for d in (F64, BOOL)
+      for kw in ({}, dict(axis=1), dict(trim="b", axis=(0, 1)))],
      grad=True, traced=False, note="a data-dependent length: exact eagerly, ConcretizationError under jit")
 
 # nx.pad's modes beyond constant (rune/nx/padding.py); the "pad" row of op_table.py checks mode="constant".

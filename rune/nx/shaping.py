@@ -91,33 +91,46 @@ def _sequence(name, tup):
     return tup
 
 
-def _cast_all(xs, dtype):
-    return xs if dtype is None else [ops.astype(x, dtype) for x in xs]
+def _cast_all(name, xs, dtype, casting):
+    """xs cast to `dtype` (None: promoted as concatenate does), each cast allowed by `casting` (NumPy's rule)."""
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ArgumentError(f"{name}: casting must be 'no', 'equiv', 'safe', 'same_kind' or 'unsafe', got "
+                            f"{casting!r}")
+    if dtype is None:
+        return xs
+    dtype = dt.dtype(dtype)
+    for x in xs:
+        if not np.can_cast(np.dtype(x.dtype), np.dtype(dtype), casting):
+            raise DTypeError(f"{name}: cannot cast {x.dtype} to {dtype} under casting={casting!r}")
+    return [ops.astype(x, dtype) for x in xs]
 
 
-def vstack(tup, *, dtype=None):
+def vstack(tup, *, dtype=None, casting="same_kind"):
     """The arrays of `tup` stacked row-wise: 1-d arrays become rows (atleast_2d), then joined along axis 0.
 
     tup: a non-empty sequence of arrays. dtype: the result's dtype (by default the operands' promoted one).
+    casting: which casts to `dtype` are allowed (NumPy's rule names; "same_kind" by default).
     """
-    return ops.concatenate(_cast_all(_one("vstack", atleast_2d, _sequence("vstack", tup)), dtype), 0)
+    xs = _one("vstack", atleast_2d, _sequence("vstack", tup))
+    return ops.concatenate(_cast_all("vstack", xs, dtype, casting), 0)
 
 
-def hstack(tup, *, dtype=None):
+def hstack(tup, *, dtype=None, casting="same_kind"):
     """The arrays of `tup` stacked column-wise: along axis 1, or axis 0 when they are 1-d.
 
     tup: a non-empty sequence of arrays (scalars count as shape (1,)). dtype: the result's dtype.
+    casting: which casts to `dtype` are allowed (NumPy's rule names; "same_kind" by default).
     """
     xs = _one("hstack", atleast_1d, _sequence("hstack", tup))
-    return ops.concatenate(_cast_all(xs, dtype), 0 if xs[0].ndim == 1 else 1)
+    return ops.concatenate(_cast_all("hstack", xs, dtype, casting), 0 if xs[0].ndim == 1 else 1)
 
 
-def dstack(tup, *, dtype=None):
+def dstack(tup):
     """The arrays of `tup` stacked depth-wise (along axis 2, after atleast_3d).
 
-    tup: a non-empty sequence of arrays. dtype: the result's dtype.
+    tup: a non-empty sequence of arrays.
     """
-    return ops.concatenate(_cast_all(_one("dstack", atleast_3d, _sequence("dstack", tup)), dtype), 2)
+    return ops.concatenate(_one("dstack", atleast_3d, _sequence("dstack", tup)), 2)
 
 
 def column_stack(tup):
@@ -480,24 +493,28 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
 
 # ---------------------------------------------------------------- trimming
 
-def trim_zeros(filt, trim="fb"):
-    """`filt` (1-d) without its leading and/or trailing zeros.
+def trim_zeros(filt, trim="fb", axis=None):
+    """`filt` without its leading and/or trailing zeros (along `axis`: the all-zero slices at its ends).
 
-    filt: a 1-d array; its values set the result's length, so it must be concrete (not under jit).
-    trim: "f" trims the front, "b" the back, "fb" both.
+    filt: an array; its values set the result's shape, so it must be concrete (not under jit).
+    trim: "f" trims the front, "b" the back, "fb" both. axis: an int or a tuple of ints; None trims along
+    every axis (NumPy 2.2's n-d form: the bounding box of the nonzero elements).
     """
     filt = ops.asarray(filt)
     if not isinstance(trim, str) or not set(trim.lower()) <= set("fb"):
         raise ArgumentError(f"trim_zeros: trim must be 'f', 'b' or 'fb', got {trim!r}")
-    if filt.ndim != 1:
-        raise ShapeError(f"trim_zeros: expected a 1-d array, got shape {filt.shape}")
-    nonzero = np.flatnonzero(concrete("trim_zeros", filt, "filt"))
+    axes = ops._axes("trim_zeros", axis, filt.ndim)
+    nonzero = np.nonzero(concrete("trim_zeros", filt, "filt"))
     trim = trim.lower()
-    if not nonzero.size:
-        return ops.slice_in_dim(filt, 0, 0)
-    lo = int(nonzero[0]) if "f" in trim else 0
-    hi = int(nonzero[-1]) + 1 if "b" in trim else filt.shape[0]
-    return ops.slice_in_dim(filt, lo, hi)
+    for a in axes:
+        at = nonzero[a]
+        if not at.size:   # nothing but zeros: nothing is left along a trimmed axis
+            filt = ops.slice_in_dim(filt, 0, 0, axis=a)
+            continue
+        lo = int(at.min()) if "f" in trim else 0
+        hi = int(at.max()) + 1 if "b" in trim else filt.shape[a]
+        filt = ops.slice_in_dim(filt, lo, hi, axis=a)
+    return filt
 
 
 # ---------------------------------------------------------------- vectorize

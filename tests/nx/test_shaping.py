@@ -129,7 +129,10 @@ def test_shaping_errors_name_the_function_and_argument():
         (lambda: nx.resize(x, (2, -1)), rune.errors.ShapeError, "resize: new_shape must be non-negative"),
         (lambda: nx.block([[x], x]), rune.errors.ShapeError, "block: lists nested to different depths"),
         (lambda: nx.hstack([]), rune.errors.ShapeError, "hstack: expected a non-empty sequence"),
-        (lambda: nx.trim_zeros(x), rune.errors.ShapeError, "trim_zeros: expected a 1-d array"),
+        (lambda: nx.trim_zeros(x, axis=2), rune.errors.AxisError, "trim_zeros: axis 2 is out of range"),
+        (lambda: nx.hstack([x], dtype=nx.int32), rune.errors.DTypeError,
+         "hstack: cannot cast float32 to int32 under casting='same_kind'"),
+        (lambda: nx.vstack([x], casting="any"), rune.errors.ArgumentError, "vstack: casting must be"),
         (lambda: nx.trim_zeros(nx.zeros(3), "x"), rune.errors.ArgumentError, "trim_zeros: trim must be"),
         (lambda: nx.fliplr(nx.zeros(3)), rune.errors.ShapeError, "fliplr: expected an array of at least 2"),
     ]
