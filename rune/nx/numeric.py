@@ -157,8 +157,15 @@ def logaddexp2(x, y):
     x, y: real arrays or scalars, broadcast and promoted together; integers and bools compute in their float.
     """
     x, y = _real_pair("logaddexp2", x, y)
-    ln2 = _const(x, math.log(2))
-    return ops.divide(logaddexp(ops.multiply(x, ln2), ops.multiply(y, ln2)), ln2)
+    # NumPy's form: the larger operand plus log2(1 + 2**-|x - y|), exact in the larger one (scaling
+    # both by ln 2 first, as log(2**x + 2**y) would, loses the result's low bits near 0). A NaN
+    # difference (a NaN operand, or infinities of opposite signs) falls through to NaN or the infinity.
+    d = ops.subtract(x, y)
+    larger = ops.where(ops.greater(d, 0), x, y)
+    out = ops.add(larger, ops.multiply(ops.log1p(exp2(ops.negative(ops.abs(d)))), _const(x, 1 / math.log(2))))
+    # Ties (infinities of one sign included) are x + 1 exactly, with the slope shared as it is elsewhere.
+    tie = ops.add(ops.add(ops.multiply(x, _const(x, 0.5)), ops.multiply(y, _const(x, 0.5))), _const(x, 1))
+    return ops.where(ops.equal(x, y), tie, out)
 
 
 @_public

@@ -173,3 +173,13 @@ def test_ldexp_rounds_once_into_the_subnormals_and_frexp_is_exact(dtype, lo, hi)
         m, ex = fn(nx.asarray(x))
         wm, we = np.frexp(x)
         assert np.asarray(m).tobytes() == wm.tobytes() and np.array_equal(np.asarray(ex), we)
+
+
+def test_logaddexp2_is_numpy_s_at_ties_and_infinities_and_shares_the_slope_at_ties():
+    x = np.concatenate([np.linspace(-50, 50, 201), [np.inf, -np.inf, np.nan]])
+    y = np.concatenate([x[:201], [-np.inf, np.inf, 1.0]])
+    for a, b in ((x, x), (x, y)):
+        got = np.asarray(nx.logaddexp2(nx.asarray(a), nx.asarray(b)))
+        np.testing.assert_array_equal(got, np.logaddexp2(a, b))   # ties are x + 1 exactly (log2(2 * 2**x))
+    slopes = rune.grad(nx.logaddexp2, argnums=(0, 1))(nx.asarray(3.0), nx.asarray(3.0))
+    assert [float(s) for s in slopes] == [0.5, 0.5]
