@@ -66,7 +66,8 @@ PRODUCTS = {
     "stack of small products": ((64, 40, 40), (64, 40, 40), nx.matmul),
     "einsum contracting two axes": ((40, 30, 50), (30, 50, 60), lambda a, b: nx.einsum("ikl,klj->ij", a, b)),
 }
-NUMPY = {"dot": np.dot, "gemv transposed A.T @ x": lambda a, b: a.T @ b, "gemm transposed left": lambda a, b: a.T @ b, "gemm transposed right": lambda a, b: a @ b.T,
+NUMPY = {"dot": np.dot, "gemv transposed A.T @ x": lambda a, b: a.T @ b,
+         "gemm transposed left": lambda a, b: a.T @ b, "gemm transposed right": lambda a, b: a @ b.T,
          "einsum contracting two axes": lambda a, b: np.einsum("ikl,klj->ij", a, b)}
 DTYPES = {"float32": (np.float32, 2e-5), "float64": (np.float64, 1e-12), "complex64": (np.complex64, 2e-5),
           "complex128": (np.complex128, 1e-12)}

@@ -43,7 +43,9 @@ from .. import pipeline
 from .address import address
 
 NAME = "rune_batched_gemm"
-TILE = 256   # rows and columns of an output tile: ~2**24 multiply-adds per K of 256, packing under 2%
+TILE = 256       # rows and columns of an output tile (one thread: as fast as one call, within the noise)
+MIN_TILES = 8    # tiles a product is cut into at least, where tiles of MIN_SIDE allow
+MIN_SIDE = 64    # (halving 64 x 64 tiles of a float64 64x20000x64 product doubled its memory traffic and time)
 # The most multiply-adds of a product OpenBLAS runs on the calling thread whatever its thread
 # count: interface/gemm.c threads over 65536 * GEMM_MULTITHREAD_THRESHOLD (4) of them, complex
 # over 8192 * 4 (a complex 50x50x50 product changed at 3 threads); zgemv.c a matrix of
@@ -101,7 +103,8 @@ def _source():
         fields = {name: text.format(t=t) for name, text in kind.items()}
         entries.append(_ENTRY.format(p=p, t=t, **fields))
     return ("#include <stdint.h>\n" + "".join(entries)
-            + "\n/* the unit's entry point (every unit has one): unused */\nvoid rune_batched_gemm_run(void **b) { (void)b; }\n")
+            + "\n/* the unit's entry point (every unit has one): unused */\n"
+            + "void rune_batched_gemm_run(void **b) { (void)b; }\n")
 
 
 SOURCE = _source()
@@ -160,8 +163,10 @@ def _layout(x):
 def matmul(a, b, compiler):
     """np.matmul(a, b) of stacks of one batch shape (or of two matrices), its bits
     independent of the thread count (see the module's doc)."""
-    if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.dtype != b.dtype or a.dtype not in _TYPES:
+    if a.dtype not in _TYPES and b.dtype not in _TYPES:
         return np.matmul(a, b)   # NumPy's own loops (integers, objects): no BLAS
+    if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.dtype != b.dtype:
+        return threads.serial_blas(np.matmul, a, b)   # (shapes and mixes rune's dot_general never passes)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     count = math.prod(a.shape[:-2])
     each = m * k * n
@@ -188,8 +193,8 @@ def _small_products(a, b, compiler, m, k, n, count):
 
 
 def _tiled(a, b, entry, m, k, n, count):
-    """np.matmul of large products, tile by tile (TILE x TILE of the output) on
-    single-threaded BLAS calls shared out over the OpenMP threads."""
+    """np.matmul of large products, tile by tile of the output (_tile) on single-threaded
+    BLAS calls shared out over the OpenMP threads."""
     la, lb = _layout(a), _layout(b)
     if la is None:
         a, la = np.ascontiguousarray(a), (_NO_TRANS, k)
@@ -197,9 +202,22 @@ def _tiled(a, b, entry, m, k, n, count):
         b, lb = np.ascontiguousarray(b), (_NO_TRANS, n)
     n_threads = threads.stack_threads(m * k * n * count)   # (before BLAS is held at one thread)
     # a matrix-vector product whose matrix BLAS would read in stripes of TILE of its rows' elements
-    if (n == 1 and la[0] == _TRANS) or (m == 1 and lb[0] == _NO_TRANS):
+    if k > TILE and ((n == 1 and la[0] == _TRANS) or (m == 1 and lb[0] == _NO_TRANS)):
         return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads)
-    return threads.serial_blas(_run, a, b, entry, la, lb, k, (min(m, TILE), min(n, TILE)), n_threads)
+    return threads.serial_blas(_run, a, b, entry, la, lb, k, _tile(m, n), n_threads)
+
+
+def _tile(m, n):
+    """(rows, columns) of the output tiles of an m x n product: TILE x TILE, halved (the
+    longer side first, down to MIN_SIDE) while that leaves fewer than MIN_TILES, so that a
+    long K over few outputs still has tiles for several threads. The shape alone decides."""
+    rows, cols = min(m, TILE), min(n, TILE)
+    while -(-m // rows) * -(-n // cols) < MIN_TILES and max(rows, cols) > MIN_SIDE:
+        if rows >= cols:
+            rows = -(-rows // 2)
+        else:
+            cols = -(-cols // 2)
+    return rows, cols
 
 
 def _k_blocks(a, b, entry, la, lb, k, n_threads):
