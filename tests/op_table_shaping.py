@@ -135,6 +135,11 @@ for _name, _samples in (
         ("resize", [S(draw(_r, (2, 2), C128), new_shape=(3, 3)), S(draw(_r, (3,), BOOL), new_shape=(2, 4))]),
         ("array_split", [S(draw(_r, (5,), C64), indices_or_sections=2), S(draw(_r, (4,), U16), indices_or_sections=3)]),
         ("pad_modes", [S(draw(_r, (3, 4), C128), pad_width=2, mode="reflect", reflect_type="odd"),
+                       S(draw(_r, (3, 4), F64), pad_width=((5, 7), (0, 4)), mode="symmetric", reflect_type="odd"),
+                       S(draw(_r, (3, 4), I8), pad_width=((6, 1), (2, 5)), mode="reflect", reflect_type="odd"),
+                       S(draw(_r, (2, 3), F64), pad_width=((1, 2), (2, 1)), mode="constant",
+                         constant_values=((1.5, -2), (3, 4))),
+                       S(draw(_r, (2, 3), I32), pad_width=1, mode="constant", constant_values=(1, 2)),
                        S(draw(_r, (3, 4), F32), pad_width=((1, 2), (2, 1)), mode="mean"),
                        S(draw(_r, (3, 4), U8), pad_width=1, mode="linear_ramp", end_values=3),
                        S(draw(_r, (4,), BOOL), pad_width=3, mode="wrap")])):

@@ -1311,7 +1311,8 @@ def pad(x, pad_width, mode="constant", constant_values=0, *, stat_length=None, e
     x: an array. pad_width: n, (before, after), or one (before, after) pair per axis, in non-negative ints.
     mode: "constant" (the default), "edge", "reflect", "symmetric", "wrap", "linear_ramp", "maximum",
     "minimum", "mean", "median" or "empty" (zeros here), as np.pad and jnp.pad (rune.nx.padding).
-    constant_values: the value of the new elements in mode "constant" (a scalar, converted to x's dtype).
+    constant_values: the value of the new elements in mode "constant", converted to x's dtype: a scalar, or
+    NumPy's (before, after) / one (before, after) pair per axis of scalars.
     stat_length: how many elements at each edge the statistic modes use (all by default; NumPy's forms).
     end_values: where linear_ramp starts (0 by default). reflect_type: "even" (the default) or "odd" for the
     reflect and symmetric modes.
@@ -1328,8 +1329,9 @@ def pad(x, pad_width, mode="constant", constant_values=0, *, stat_length=None, e
     if config is None or builtins.any(lo < 0 or hi < 0 for lo, hi in config):
         raise ShapeError(f"pad: pad_width must be n, (before, after) or one (before, after) pair per axis "
                          f"of shape {x.shape}, in non-negative ints; got {pad_width!r}")
-    if not isinstance(mode, str) or mode != "constant":
-        return _LATER["pad_mode"](x, config, mode, stat_length, end_values, reflect_type)
+    per_axis = not isinstance(constant_values, (Array, Tracer)) and np.ndim(constant_values) > 0
+    if not isinstance(mode, str) or mode != "constant" or per_axis:
+        return _LATER["pad_mode"](x, config, mode, stat_length, end_values, reflect_type, constant_values)
     if type(constant_values) in _SCALARS:
         constant_values = _literal("pad", constant_values, x.dtype)
     value = constant_like(constant_values, x, x.dtype)

@@ -3,7 +3,7 @@ median, empty), as composites: one axis after another (as NumPy, so corners take
 padding put there), each a concatenation of the axis with its two new parts.
 
 Edge, wrap and the even reflections are gathers at a static index map (np.pad of the positions themselves),
-exact for every dtype; the odd reflections are linear in the axis, a static matrix applied along it;
+exact for every dtype; the odd reflections mirror chunks about the edge (2 * edge - mirror), as NumPy;
 linear_ramp and the statistics broadcast a value computed from the edge or from `stat_length` elements.
 """
 import numpy as np
@@ -17,8 +17,9 @@ _STAT_MODES = ("maximum", "minimum", "mean", "median")
 MODES = ("constant", "empty", "linear_ramp") + _INDEX_MODES + _STAT_MODES
 
 
-def pad_with_mode(x, config, mode, stat_length=None, end_values=0, reflect_type="even"):
-    """`x` padded by `config` ((before, after) per axis) in one of np.pad's modes other than constant."""
+def pad_with_mode(x, config, mode, stat_length=None, end_values=0, reflect_type="even", constant_values=0):
+    """`x` padded by `config` ((before, after) per axis) in one of np.pad's modes other than constant, or
+    constant with a value per side and axis."""
     if not isinstance(mode, str) or mode not in MODES:
         raise ArgumentError(f"pad: mode must be one of {', '.join(MODES)}; got {mode!r} (constant_values "
                             f"and the other options are keyword arguments)")
@@ -26,6 +27,12 @@ def pad_with_mode(x, config, mode, stat_length=None, end_values=0, reflect_type=
         raise ArgumentError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
     if mode == "empty":   # NumPy leaves the new elements undefined; rune gives zeros, as JAX
         return ops.pad(x, config)
+    if mode == "constant":
+        values = _per_axis("constant_values", constant_values, x.ndim, lambda v: np.ndim(v) == 0)
+        for a, ((lo, hi), (before, after)) in enumerate(zip(config, values)):
+            x = ops.pad(x, _one_side(x.ndim, a, lo, 0), constant_values=before)
+            x = ops.pad(x, _one_side(x.ndim, a, 0, hi), constant_values=after)
+        return x
     stats = _per_axis("stat_length", stat_length, x.ndim, lambda v: v is None or int(v) > 0)
     ends = _per_axis("end_values", end_values, x.ndim, lambda v: np.ndim(v) == 0)
     for a, (lo, hi) in enumerate(config):
@@ -41,6 +48,10 @@ def pad_with_mode(x, config, mode, stat_length=None, end_values=0, reflect_type=
         else:
             x = _by_statistic(x, a, lo, hi, mode, stats[a])
     return x
+
+
+def _one_side(ndim, a, lo, hi):
+    return [(lo, hi) if i == a else (0, 0) for i in range(ndim)]
 
 
 def _per_axis(name, value, ndim, valid):
@@ -62,14 +73,34 @@ def _joined(x, a, before, after):
 
 def _by_index(x, a, lo, hi, mode, reflect_type):
     n = x.shape[a]
-    if reflect_type == "odd" and mode in ("reflect", "symmetric"):
-        # Linear in the axis: the matrix np.pad makes of the identity, applied along it.
-        m = np.pad(np.eye(n), ((lo, hi), (0, 0)), mode=mode, reflect_type="odd")
-        moved = ops.moveaxis(x, a, -1)
-        out = ops.matmul(moved, ops.constant_like(m.T.astype(x.dtype), x))
-        return ops.moveaxis(out, -1, a)
+    if reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
+        return _odd_reflection(x, a, lo, hi, include_edge=mode == "symmetric")
     index = np.pad(np.arange(n), (lo, hi), mode=mode)
     return ops.take(x, ops.constant_like(index.astype(np.int32), x), axis=a)
+
+
+def _odd_reflection(x, a, lo, hi, include_edge):
+    """NumPy's odd reflection: chunks of at most a period, each mirrored about the current edge (2 * edge -
+    mirror), so every chunk continues the trend of the one before (numpy's _set_reflect_both, functionally)."""
+    period, e = x.shape[a], int(include_edge)
+    while lo or hi:
+        have = x.shape[a]
+        # The longest mirror that repeats the original whole: whole periods (symmetric), or whole periods less
+        # the shared edge element (reflect).
+        length = have // period * period if include_edge else (have - 1) // (period - 1) * (period - 1)
+        parts = [None, x, None]
+        if lo:
+            k = min(length, lo)
+            mirror = ops.flip(ops.slice_in_dim(x, 1 - e, k + 1 - e, axis=a), a)
+            parts[0] = ops.subtract(ops.multiply(_edge(x, a, True), 2), mirror)
+            lo -= k
+        if hi:
+            k = min(length, hi)
+            mirror = ops.flip(ops.slice_in_dim(x, have - 1 + e - k, have - 1 + e, axis=a), a)
+            parts[2] = ops.subtract(ops.multiply(_edge(x, a, False), 2), mirror)
+            hi -= k
+        x = _joined(x, a, parts[0], parts[2])
+    return x
 
 
 def _edge(x, a, first):
