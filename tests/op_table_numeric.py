@@ -164,7 +164,7 @@ case("logspace", nx.logspace, np.logspace,
       S(_d((2,), F64), _d((2,), F64), num=3, axis=1)], grad=True, diff_argnums=(0, 1),
      dtype_note="Python-number ends give float32, the default float (NumPy: float64)")
 case("geomspace", nx.geomspace, np.geomspace,
-     [S(1.0, 1000.0, num=4), S(-2.0, -50.0, num=5, endpoint=False),
+     [S(1.0, 1000.0, num=4), S(-2.0, -50.0, num=5, endpoint=False), S(1j, 1000j, num=4), S(-1.0, 1.0, num=3),
       S(_d((2,), F64, "positive"), _d((2,), F64, "positive"), num=3, axis=1)], grad=True, diff_argnums=(0, 1),
      domain="positive", dtype_note="Python-number ends give float32, the default float (NumPy: float64)")
 

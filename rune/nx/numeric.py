@@ -1008,24 +1008,26 @@ def kaiser(M, beta):
 
 
 def _spaced(name, start, stop, num, endpoint, dtype, axis, transform):
-    """`transform` of num evenly spaced float64 values from start to stop (arrays broadcast, the new axis at
-    `axis`), cast to `dtype` (default: the float of start and stop by rune's promotion, float32 for Python
-    numbers)."""
+    """`transform(t, lo, hi)` of the fractions t = 0, 1/d, 2/d, ... (d = num - 1 with the endpoint, else num;
+    1 exactly at the endpoint) and the ends in float64 (complex128 for complex ends), arrays broadcast, the
+    new axis at `axis`; cast to `dtype` (default: the float or complex dtype of start and stop by rune's
+    promotion, float32 for Python numbers)."""
     num = _count(name, num)
     weak = ops._all_weak(start, stop)
     start, stop = (_array(v) for v in ops.promote(name, start, stop))
-    if dt.is_complex(start.dtype):
-        raise DTypeError(f"{name}: complex ends are not supported, got {start.dtype.name}")
     target = dt.dtype(dtype) if dtype is not None else dt.to_inexact(start.dtype, weak)
-    lo, hi = ops.astype(start, dt.float64), ops.astype(stop, dt.float64)
+    work = dt.complex128 if dt.is_complex(start.dtype) else dt.float64
+    lo, hi = ops.astype(start, work), ops.astype(stop, work)
     div = (num - 1) if endpoint else num
-    t = ops.reshape(ops.divide(arange(num, dtype=dt.float64), float(builtins.max(div, 1))), (num,) + (1,) * lo.ndim)
-    values = ops.add(lo, ops.multiply(t, ops.subtract(hi, lo)))
-    if endpoint and num > 1:   # the last value is stop itself, as NumPy's
-        values = ops.concatenate([values[:num - 1], ops.expand_dims(ops.broadcast_to(hi, values.shape[1:]), 0)], 0)
-    out = transform(values, lo, hi)
+    t = ops.divide(arange(num, dtype=dt.float64), float(builtins.max(div, 1)))
+    out = transform(ops.reshape(t, (num,) + (1,) * lo.ndim), lo, hi)
     out = ops.moveaxis(out, 0, ops.normalize_axis(name, axis, out.ndim))
     return ops.astype(out, target)
+
+
+def _at_ends(t, lo, hi, values):
+    """`values`, with `lo` itself where t is 0 and `hi` where t is 1 (start and stop exactly, as NumPy's)."""
+    return ops.where(ops.equal(t, 0.0), lo, ops.where(ops.equal(t, 1.0), hi, values))
 
 
 def _count(name, num):
@@ -1038,13 +1040,15 @@ def _count(name, num):
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     """base ** linspace(start, stop, num): `num` values spaced evenly on a log scale.
 
-    start, stop: the exponents of the ends (numbers or arrays, broadcast). num: how many values. endpoint:
-    whether base ** stop is the last. base: the base of the log scale (a number). dtype: the result's dtype
+    start, stop: the exponents of the ends (real or complex numbers or arrays, broadcast). num: how many values.
+    endpoint: whether base ** stop is the last. base: the base of the log scale (a number). dtype: the result's dtype
     (default: the float of start and stop, float32 for Python numbers; NumPy gives float64). axis: where the new
     axis goes when start or stop are arrays.
     """
-    return _spaced("logspace", start, stop, num, endpoint, dtype, axis,
-                   lambda v, lo, hi: ops.power(float(base), v))
+    def transform(t, lo, hi):
+        exponents = _at_ends(t, lo, hi, ops.add(lo, ops.multiply(t, ops.subtract(hi, lo))))
+        return ops.power(_const(exponents, base), exponents)
+    return _spaced("logspace", start, stop, num, endpoint, dtype, axis, transform)
 
 
 @_public
@@ -1052,18 +1056,14 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     """`num` values spaced evenly on a log scale from `start` to `stop` (a geometric progression), the ends
     exactly start and stop.
 
-    start, stop: the nonzero ends, of the same sign (numbers or arrays, broadcast). num, endpoint, dtype, axis:
-    as logspace.
+    start, stop: the nonzero ends (real ends of opposite signs give NaN between them, as NumPy's; complex ends
+    follow the principal branch of the log), numbers or arrays, broadcast. num, endpoint, dtype, axis: as
+    logspace.
     """
-    def transform(v, lo, hi):
-        sign = ops.sign(lo)
-        logs = ops.divide(ops.subtract(v, lo), ops.where(ops.equal(hi, lo), 1.0, ops.subtract(hi, lo)))
-        ratio = ops.log(ops.divide(ops.abs(hi), ops.abs(lo)))
-        out = ops.multiply(sign, ops.multiply(ops.abs(lo), ops.exp(ops.multiply(logs, ratio))))
-        n = out.shape[0]
-        pieces = [ops.expand_dims(ops.broadcast_to(lo, out.shape[1:]), 0), out[1:n]] if n else [out]
-        out = ops.concatenate(pieces, 0)[:n] if n else out
-        return out
+    def transform(t, lo, hi):
+        # lo * (hi / lo) ** t, through the principal log: real ends of opposite signs give NaN inside,
+        # as NumPy's; complex ends follow the principal branch.
+        return _at_ends(t, lo, hi, ops.multiply(lo, ops.exp(ops.multiply(t, ops.log(ops.divide(hi, lo))))))
     for end in (start, stop):
         if not isinstance(end, Tracer) and np.any(np.asarray(end) == 0):
             raise ArgumentError("geomspace: a geometric sequence cannot include zero (start or stop is 0)")
