@@ -51,7 +51,7 @@ def _static_int(name, what, value):
     try:
         return operator.index(value if not isinstance(value, (Array, Tracer, np.ndarray))
                               else np.asarray(concrete(name, value, what)).item())
-    except TypeError:
+    except (TypeError, ValueError):  # (a float, or an array of several values)
         raise ArgumentError(f"{name}: {what} must be an int, got {value!r}") from None
 
 
@@ -325,6 +325,8 @@ def mask_indices(n, mask_func, k=0, *, size=None):
         raise ArgumentError(f"mask_indices: mask_func must be a function such as nx.triu, got {mask_func!r}")
     from .dynamic import nonzero
     mask = ops.asarray(mask_func(ops.asarray(np.ones((n, n), np.int32)), k))
+    if size is None:  # (under jit mask_func's result is staged, so its values are unknown, as in JAX)
+        concrete("mask_indices", mask, "the mask mask_func returns")
     return nonzero(ops.not_equal(mask, mask.dtype.type(0)), size=size)
 
 

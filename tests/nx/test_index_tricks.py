@@ -25,6 +25,7 @@ BAD_INPUT = [
     (lambda: nx.tril_indices_from(nx.ones(3)), rune.ShapeError, "tril_indices_from: x must be 2-d"),
     (lambda: nx.tri(-1), rune.ArgumentError, "tri: N and M must be non-negative"),
     (lambda: nx.tri(2.5), rune.ArgumentError, "tri: N must be an int"),
+    (lambda: nx.diag(nx.ones(2), k=nx.ones(2, nx.int32)), rune.ArgumentError, "diag: k must be an int"),
     (lambda: nx.put(_x(), [0], [1.0]), rune.ArgumentError, "put: .*inplace=False"),
     (lambda: nx.put(_x(), [12], [1.0], mode="raise", inplace=False), rune.IndexingError, "put: ind holds"),
     (lambda: nx.put(_x(), [0.5], [1.0], inplace=False), rune.DTypeError, "put: ind must be integers"),
@@ -76,7 +77,7 @@ TRACED_SHAPES = [
     ("choose", lambda c, x: nx.choose(nx.astype(c, nx.int32), [x, -x]), "choose: with mode='raise'"),
     ("ravel_multi_index", lambda c, x: nx.ravel_multi_index((nx.astype(c, nx.int32),) * 2, (3, 4)),
      r"ravel_multi_index: with mode='raise'.*multi_index\[0\] is traced"),
-    ("mask_indices", lambda c, x: nx.mask_indices(3, nx.triu), "nonzero: the operand is a traced"),
+    ("mask_indices", lambda c, x: nx.mask_indices(3, nx.triu), "mask_indices: the mask mask_func returns is a traced"),
     ("tri", lambda c, x: nx.tri(nx.sum(nx.astype(c, nx.int32))), "tri: N must be a static int"),
 ]
 
