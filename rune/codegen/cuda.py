@@ -21,7 +21,8 @@ rendered into) has
 - `target == "cuda"`, `name` (its first launch's function), `source` (its functions);
 - `launches`: the `Launch`es to run in order (one, two for a reduction split
   across blocks, 2 + ceil(log2 M) for a scatter of M index points whose duplicates
-  combine in order: keys, merge passes, fold). Each `Launch` names an `extern "C" __global__` function
+  combine in order: keys, one merge function launched once a pass, fold; a function
+  launched again learns its pass from a scratch counter). Each `Launch` names an `extern "C" __global__` function
   (`name`), its 1-d `grid` and `block` (blockDim.x; a multiple of 32, except a
   serial kernel's one thread: grid 1, block 1),
   `shared` (dynamic shared bytes: 0 today, every buffer is static) and
@@ -113,7 +114,7 @@ class Launch:
 
 
 STRATEGIES = ("thread", "block", "split")
-_MERGE_CHUNK = 16   # most outputs a thread merges in a pass of a scatter's sort
+_MERGE_CHUNK = 16   # most outputs a thread merges in a pass of a scatter's sort (rn_merge_pass)
 
 _PRELUDE = """\
 #include <cuda_fp16.h>
@@ -144,13 +145,12 @@ typedef unsigned long long uint64_t;
 template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
 /* One pass of a bottom-up merge sort of the M unique keys in src into dst: runs of W
    sorted keys merge in pairs. Each item (a grid-stride loop from start by step) writes
-   C consecutive outputs (C divides 2W) of one pair: a binary search on its
-   merge path finds how many of the keys before its first output come from the left
-   run, then it merges C keys in order. O(M + M / C log W) a pass, O(M log M) the sort.
-   A template, so the scatters of one size share its code. */
-template <int64_t W, int64_t M, int64_t C>
+   C = min(chunk, 2W) consecutive outputs of one pair: a binary search on its merge path
+   finds how many of the keys before its first output come from the left run, then it
+   merges C keys in order. O(M + M / C log W) a pass, O(M log M) the sort. */
 static __device__ __forceinline__ void rn_merge_pass(const int64_t *src, int64_t *dst, int64_t start,
-                                                     int64_t step) {
+                                                     int64_t step, int64_t W, int64_t M, int64_t chunk) {
+  const int64_t C = 2 * W < chunk ? 2 * W : chunk;
   for (int64_t item = start; item < (M + C - 1) / C; item += step) {
     const int64_t first = item * C, base = first - first % (2 * W);
     const int64_t mid = base + W < M ? base + W : M, end = base + 2 * W < M ? base + 2 * W : M;
@@ -164,6 +164,16 @@ static __device__ __forceinline__ void rn_merge_pass(const int64_t *src, int64_t
     const int64_t last = first + C < end ? first + C : end;
     for (int64_t out = first; out < last; ++out)
       dst[out] = b >= end || (a < mid && src[a] < src[b]) ? src[a++] : src[b++];
+  }
+}
+/* A kernel launched once per pass learns its pass from counter[0] (each thread reads it
+   before its block's barrier here); the last block to arrive (counter[1] counts them)
+   moves it on for the next launch, after every block has read it. */
+static __device__ __forceinline__ void rn_pass_done(uint32_t *counter, uint32_t pass) {
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1u) == gridDim.x - 1) {
+    counter[1] = 0;
+    counter[0] = pass + 1;
   }
 }
 """
@@ -366,15 +376,17 @@ class CudaDialect(CStyle):
         does not and the runtime index varies; the target may depend on the index axes
         only. Launches: `name` writes each index point j's key target * M + j to s0
         (target N, past every kept one, where the update is dropped); `ceil(log2 M)`
-        merge passes (`_merge<p>`) sort the keys, s0 and s1 in turn; `_fold`: one thread
-        per (column, distinct target) walks its run of sorted keys, so position order.
-        Keys are unique, so the sort needs no stability; a pass gives each thread 16
-        consecutive outputs of one merge, found by a binary search on the merge path.
-        Cost: O(M log M) comparisons over M / 16 threads a pass, O(M * columns) updates; the
-        longest run of one target is the only serial part. (source, launches, scratch,
-        None), or None where the kernel has another form (then it stays serial):
-        several stores, a load of the stored buffer away from the stored element, a
-        target depending on a column."""
+        merge passes (`_merge`, launched once a pass: its pass is the counter s2[0],
+        which the last block of each launch moves on) sort the keys, s0 and s1 in
+        turn (one function, not one a pass: NVRTC's time grows with the functions);
+        `_fold`: one thread per (column, distinct target) walks its run of sorted keys,
+        so position order. Keys are unique, so the sort needs no stability; a pass gives
+        each thread 16 consecutive outputs of one merge, found by a binary search on
+        the merge path. Cost: O(M log M) comparisons over M / 16 threads a pass,
+        O(M * columns) updates; the longest run of one target is the only serial part.
+        (source, launches, scratch, None), or None where the kernel has another form
+        (then it stays serial): several stores, a load of the stored buffer away from
+        the stored element, a target depending on a column."""
         if not self.scatter_sort or len(kernel.stores) != 1:
             return None
         store = kernel.stores[0]
@@ -392,7 +404,7 @@ class CudaDialect(CStyle):
         cols = kernel.size // m
         ut = _loop_type(cols * m, idx)
         ivars = [f"i{a}" for a in range(len(shape))]
-        scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64), m)]
+        scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64), m), (np.dtype(np.uint32), 2)]
         params = self.params(kernel, scratch)
         point_axes = _decompose("j", [shape[a] for a in points], [ivars[a] for a in points], idx)
 
@@ -407,17 +419,19 @@ class CudaDialect(CStyle):
         body = point_axes + [f"const {idx} {ivars[a]} = 0;" for a in columns] + body_parts(names)
         t = names[id(target)] if type(target) is not Const else self.const(target, target.dtype)
         body += [f"const int64_t at = rn_from_end((int64_t)({t}), {n});",
-                 f"s0[j] = ((uint64_t)at < {n}u ? at : {n}) * {m} + j;"]
+                 f"s0[j] = ((uint64_t)at < {n}u ? at : {n}) * {m} + j;",
+                 "if (j == 0) s2[0] = s2[1] = 0;   // the sort's first pass, no block arrived"]
         parts = [launch("", "j", mt, m, body)]
+        launches = [parts[0][1]]
         passes = (m - 1).bit_length()
-        for p in range(passes):
-            chunk = min(_MERGE_CHUNK, 2 << p)
-            text = [self.signature(f"{name}_merge{p}", params) + " {",
-                    f"  rn_merge_pass<{1 << p}, {m}, {chunk}>(s{p % 2}, s{1 - p % 2}, "
-                    "(int64_t)blockIdx.x * blockDim.x + threadIdx.x, (int64_t)blockDim.x * gridDim.x);", "}"]
-            items = -(-m // chunk)
-            parts.append(("\n".join(text), Launch(f"{name}_merge{p}", self.grid(-(-items // self.block)),
-                                                  self.block, 0, params)))
+        merge = [self.signature(f"{name}_merge", params) + " {", "  const uint32_t p = s2[0];",
+                 "  rn_merge_pass(p & 1 ? s1 : s0, p & 1 ? s0 : s1, (int64_t)blockIdx.x * blockDim.x + threadIdx.x,",
+                 f"                (int64_t)blockDim.x * gridDim.x, (int64_t)1 << p, {m}, {_MERGE_CHUNK});",
+                 "  rn_pass_done(s2, p);", "}"]
+        parts += [("\n".join(merge), None)]
+        for p in range(passes):   # one launch a pass, each over its items (C outputs each)
+            items = -(-m // min(_MERGE_CHUNK, 2 << p))
+            launches.append(Launch(f"{name}_merge", self.grid(-(-items // self.block)), self.block, 0, params))
 
         names = {}
         walk = point_axes + body_parts(names) + self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
@@ -431,7 +445,7 @@ class CudaDialect(CStyle):
                  f"  const {mt} j = ({mt})({keys}[r] - low);"]
         body += ["  " + x for x in walk] + ["}"]
         parts.append(launch("_fold", "u", ut, cols * m, body))
-        return "\n\n".join(text for text, _ in parts), [ln for _, ln in parts], scratch, None
+        return "\n\n".join(text for text, _ in parts), launches + [parts[-1][1]], scratch, None
 
     def target_per_point(self, store, target, loads, at, columns, indices):
         """Whether a scatter's target is one per index point (it stays put along the

@@ -655,12 +655,12 @@ def test_emulated_indexed_kernels_take_the_intended_paths(emulated):
 
 def _chained(kernel):
     """Whether a scatter kernel sorts its index points and folds each target's run in
-    parallel: keys, ceil(log2 M) merge passes (16 outputs a thread), fold, the keys and
-    the fold over several blocks."""
+    parallel: keys, one merge function launched for each of ceil(log2 M) passes (16
+    outputs a thread), fold, the keys and the fold over several blocks."""
     names = [ln.name for ln in kernel.launches]
     merges = names[1:-1]
     return (names[0] == kernel.name and names[-1] == kernel.name + "_fold"
-            and merges == [f"{kernel.name}_merge{p}" for p in range(len(merges))]
+            and merges == [kernel.name + "_merge"] * len(merges)
             and all(ln.grid > 1 and ln.block > 1 for ln in kernel.launches[::len(names) - 1]))
 
 
@@ -1055,8 +1055,8 @@ def test_an_embedding_gradient_scatter_renders_as_sorted_parallel_launches():
     assert len(ordered) == 4 and all(_chained(k) for k in ordered)
     m = math.prod(_EMBEDDING[1])
     points = [k.scratch[0][1] for k in ordered]
-    assert points == [m, m, m, m * 16] and all(k.scratch == [(np.dtype(np.int64), p)] * 2
-                                                for k, p in zip(ordered, points))
+    assert points == [m, m, m, m * 16]   # keys twice (the passes' source and target), the pass counter
+    assert all(k.scratch == [(np.dtype(np.int64), p)] * 2 + [(np.dtype(np.uint32), 2)] for k, p in zip(ordered, points))
     assert [len(k.launches) for k in ordered] == [2 + 17] * 3 + [2 + 21]
     for k, count in zip(ordered, points):   # a thread a point, or 16 outputs of a merge
         work = [count] + [-(-count // min(16, 2 << p)) for p in range(len(k.launches) - 2)] + [count]

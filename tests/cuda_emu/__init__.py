@@ -63,7 +63,8 @@ class Library:
                 continue
             seen.add(text)
             texts.append(text)
-            entries += [_launcher(ln) for k in kernels for ln in k.launches]
+            # a function launched several times (a sort's passes) gets one entry
+            entries += list(dict.fromkeys(_launcher(ln) for k in kernels for ln in k.launches))
         source = '#include "cuda_emu.h"\n' + prelude + "\n\n".join(texts + entries) + "\n"
         key = hashlib.sha256((_header_text() + " ".join(FLAGS + LINK) + source).encode()).hexdigest()[:24]
         folder = os.path.join(os.path.dirname(disk_cache.directory()), "cuda-emu")
