@@ -41,7 +41,7 @@ def _is_array(x):
 
 # ---------------------------------------------------------------- rank
 
-def _atleast(name, arys, rank, place):
+def _atleast(arys, rank, place):
     """Each of `arys` raised to `rank` dimensions by `place(shape)`; one array, or a list for several."""
     out = []
     for a in arys:
@@ -55,7 +55,7 @@ def atleast_1d(*arys):
 
     arys: arrays or scalars. Returns one array for one argument, else a list.
     """
-    return _atleast("atleast_1d", arys, 1, lambda s: (1,))
+    return _atleast(arys, 1, lambda s: (1,))
 
 
 def atleast_2d(*arys):
@@ -63,7 +63,7 @@ def atleast_2d(*arys):
 
     arys: arrays or scalars. Returns one array for one argument, else a list.
     """
-    return _atleast("atleast_2d", arys, 2, lambda s: (1,) * (2 - len(s)) + s)
+    return _atleast(arys, 2, lambda s: (1,) * (2 - len(s)) + s)
 
 
 def atleast_3d(*arys):
@@ -73,10 +73,10 @@ def atleast_3d(*arys):
 
     arys: arrays or scalars. Returns one array for one argument, else a list.
     """
-    return _atleast("atleast_3d", arys, 3, lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
+    return _atleast(arys, 3, lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}[len(s)])
 
 
-def _one(name, fn, arys):
+def _listed(fn, arys):
     # atleast_* returns a bare array for one argument; the stackers want a list always.
     out = fn(*arys)
     return out if isinstance(out, list) else [out]
@@ -111,7 +111,7 @@ def vstack(tup, *, dtype=None, casting="same_kind"):
     tup: a non-empty sequence of arrays. dtype: the result's dtype (by default the operands' promoted one).
     casting: which casts to `dtype` are allowed (NumPy's rule names; "same_kind" by default).
     """
-    xs = _one("vstack", atleast_2d, _sequence("vstack", tup))
+    xs = _listed(atleast_2d, _sequence("vstack", tup))
     return ops.concatenate(_cast_all("vstack", xs, dtype, casting), 0)
 
 
@@ -121,7 +121,7 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
     tup: a non-empty sequence of arrays (scalars count as shape (1,)). dtype: the result's dtype.
     casting: which casts to `dtype` are allowed (NumPy's rule names; "same_kind" by default).
     """
-    xs = _one("hstack", atleast_1d, _sequence("hstack", tup))
+    xs = _listed(atleast_1d, _sequence("hstack", tup))
     return ops.concatenate(_cast_all("hstack", xs, dtype, casting), 0 if xs[0].ndim == 1 else 1)
 
 
@@ -130,7 +130,7 @@ def dstack(tup):
 
     tup: a non-empty sequence of arrays.
     """
-    return ops.concatenate(_one("dstack", atleast_3d, _sequence("dstack", tup)), 2)
+    return ops.concatenate(_listed(atleast_3d, _sequence("dstack", tup)), 2)
 
 
 def column_stack(tup):
@@ -232,7 +232,7 @@ def array_split(ary, indices_or_sections, axis=0):
     return _split("array_split", ary, indices_or_sections, axis, even=False)
 
 
-def _split_rank(name, ary, rank):
+def _at_least_rank(name, ary, rank):
     ary = ops.asarray(ary)
     if ary.ndim < rank:
         raise ShapeError(f"{name}: expected an array of at least {rank} dimensions, got shape {ary.shape}")
@@ -244,7 +244,7 @@ def hsplit(ary, indices_or_sections):
 
     ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
     """
-    ary = _split_rank("hsplit", ary, 1)
+    ary = _at_least_rank("hsplit", ary, 1)
     return _split("hsplit", ary, indices_or_sections, 1 if ary.ndim > 1 else 0, even=True)
 
 
@@ -253,7 +253,7 @@ def vsplit(ary, indices_or_sections):
 
     ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
     """
-    return _split("vsplit", _split_rank("vsplit", ary, 2), indices_or_sections, 0, even=True)
+    return _split("vsplit", _at_least_rank("vsplit", ary, 2), indices_or_sections, 0, even=True)
 
 
 def dsplit(ary, indices_or_sections):
@@ -261,19 +261,19 @@ def dsplit(ary, indices_or_sections):
 
     ary: an array. indices_or_sections: n equal sections (n must divide the axis) or a sequence of cut points.
     """
-    return _split("dsplit", _split_rank("dsplit", ary, 3), indices_or_sections, 2, even=True)
+    return _split("dsplit", _at_least_rank("dsplit", ary, 3), indices_or_sections, 2, even=True)
 
 
 # ---------------------------------------------------------------- reordering
 
 def fliplr(m):
     """`m` (at least 2-d) with its columns (axis 1) in reverse order."""
-    return ops.flip(_split_rank("fliplr", m, 2), 1)
+    return ops.flip(_at_least_rank("fliplr", m, 2), 1)
 
 
 def flipud(m):
     """`m` (at least 1-d) with its rows (axis 0) in reverse order."""
-    return ops.flip(_split_rank("flipud", m, 1), 0)
+    return ops.flip(_at_least_rank("flipud", m, 1), 0)
 
 
 def rollaxis(a, axis, start=0):
