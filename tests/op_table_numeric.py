@@ -31,7 +31,7 @@ SPECIAL = np.array([-8.0, -1.5, -0.0, 0.0, 0.3, 27.0, np.inf, -np.inf, np.nan, 1
 case("around", nx.around, np.around,
      [S(_d((3, 4), F64, "frac")), S(_d((5,), F32, "frac"), decimals=1), S(_d((5,), I32), decimals=-1)])
 case("rint", nx.rint, np.rint, [S(_d((3, 4), F64, "frac")), S(_d((5,), F32, "frac")), S(_d((5,), I32)),
-                                 S(_d((4,), U8))],
+                                 S(_d((4,), U8)), S(_d((3,), C128, "frac"))],
      dtype_note="ints and bools give their float (int32: float64; uint8: float32, NumPy float16)")
 case("fabs", nx.fabs, np.fabs, [S(_d((3, 4), F64, "nonzero")), S(_d((5,), F32, "nonzero")), S(_d((5,), I16))],
      grad=True, domain="nonzero")
@@ -57,7 +57,8 @@ case("float_power", nx.float_power, np.float_power,
 for _name in ("fmax", "fmin"):
     case(_name, getattr(nx, _name), getattr(np, _name),
          [S(_d((3, 4), F64), _d((4,), F64)), S(_d((6,), F64, "special"), _d((6,), F64, "special")),
-          S(_d((5,), F32, "special"), _d((5,), F32)), S(_d((5,), I32), _d((5,), I8)), S(_d((3,), F32), 0.5)],
+          S(_d((5,), F32, "special"), _d((5,), F32)), S(_d((5,), I32), _d((5,), I8)), S(_d((3,), F32), 0.5),
+          S(np.array([1 + 2j, 1 + 3j, np.nan + 0j, 2 + 1j, 3 + 0j]), np.array([1 + 1j, 1 + 3j, 1 + 1j, 1 + 5j, 3 - 1j]))],
          grad=True, diff_argnums=(0, 1), note="a NaN operand gives the other one")
 case("fmod", nx.fmod, _errstate(np.fmod),
      [S(_d((3, 4), F64), _d((4,), F64, "nonzero")), S(SPECIAL, np.array([3.0, -2, 0.5, np.inf, 1, 2, 3, 1, -1, 7, 0])),

@@ -86,9 +86,12 @@ def around(x, decimals=0):
 def rint(x):
     """`x` rounded to the nearest integer, halves to even; integers and bools give their float (as NumPy).
 
-    x: a real array or scalar.
+    x: an array or scalar (complex numbers: each part rounded).
     """
-    return ops.round(_real_float("rint", x))
+    x = _float_operand(x)
+    if dt.is_complex(x.dtype):   # each part, as NumPy's
+        return ops.make_complex(ops.round(ops.real(x)), ops.round(ops.imag(x)))
+    return ops.round(x)
 
 
 @_public
@@ -192,24 +195,38 @@ def float_power(x, y):
     return ops.power(ops.astype(x, target), ops.astype(y, target))
 
 
-def _nan_ignoring(name, pick):
+def _lexicographic(larger):
+    """Whether x is at least (`larger`) or at most y in NumPy's order of complex numbers: by the real
+    parts, then the imaginary ones."""
+    first = ops.greater if larger else ops.less
+
+    def at_least(x, y):
+        xr, yr = ops.real(x), ops.real(y)
+        ties = ops.logical_and(ops.equal(xr, yr), (ops.greater_equal if larger else ops.less_equal)(ops.imag(x), ops.imag(y)))
+        return ops.logical_or(first(xr, yr), ties)
+    return at_least
+
+
+def _nan_ignoring(name, pick, larger):
     def op(x, y):
-        x, y = _real_pair(name, x, y, floats=False)
-        out = pick(x, y)
-        if not dt.is_float(x.dtype):
+        x, y = (_array(v) for v in ops.promote(name, x, y))
+        out = ops.where(_lexicographic(larger)(x, y), x, y) if dt.is_complex(x.dtype) else pick(x, y)
+        if not dt.is_inexact(x.dtype):
             return out
-        # A NaN operand gives the other one (NaN only if both are), where maximum gives NaN.
+        # A NaN operand (a complex one: either part) gives the other one (NaN only if both are), where
+        # maximum gives NaN.
         return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, out))
     op.__name__ = name
-    op.__doc__ = (f"The elementwise {'larger' if name == 'fmax' else 'smaller'} of `x` and `y`, ignoring NaNs: "
+    op.__doc__ = (f"The elementwise {'larger' if larger else 'smaller'} of `x` and `y`, ignoring NaNs: "
                   f"a NaN gives the other operand (NaN only where both are NaN), unlike "
-                  f"{'maximum' if name == 'fmax' else 'minimum'}.\n\n"
-                  "x, y: real arrays or scalars, broadcast and promoted together.")
+                  f"{'maximum' if larger else 'minimum'}.\n\n"
+                  "x, y: arrays or scalars, broadcast and promoted together; complex numbers are ordered by their "
+                  "real parts, then their imaginary parts (as NumPy's).")
     return op
 
 
-fmax = _nan_ignoring("fmax", ops.maximum)
-fmin = _nan_ignoring("fmin", ops.minimum)
+fmax = _nan_ignoring("fmax", ops.maximum, True)
+fmin = _nan_ignoring("fmin", ops.minimum, False)
 __all__ += ["fmax", "fmin"]
 
 
