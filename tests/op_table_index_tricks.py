@@ -183,6 +183,12 @@ case("insert", lambda x, values, obj, axis=None: nx.insert(x, obj, values, axis)
       S(draw(_r, (2, 3), F64), 2.5, obj=[-1, 0], axis=0),
       S(draw(_r, (2, 2), F32), draw(_r, (2, 1), F32), obj=[2], axis=1)],
      grad=True, diff_argnums=(0, 1), note="values positional, static obj (kwarg): the result's length depends on it")
+case("insert(traced obj)", lambda x, obj, values, axis=None: nx.insert(x, obj, values, axis),
+     lambda x, obj, values, axis=None: np.insert(x, obj, values, axis),
+     [S(draw(_r, (3, 4), F64), np.array([4, 1, 1], I32), draw(_r, (3, 3), F64), axis=1),
+      S(draw(_r, (5,), I32), np.array(-2, I32), np.array([7, 8], I32)),
+      S(draw(_r, (2, 3), F64), np.array([1], I64), draw(_r, (2, 3), F64), axis=0)],
+     grad=True, diff_argnums=(0, 2), note="obj a (traceable) array: the length depends on its shape alone")
 _r = _rng("vander")
 case("vander", nx.vander, np.vander,
      [S(draw(_r, (4,), F64)), S(draw(_r, (3,), F64), N=5, increasing=True), S(draw(_r, (3,), I32, "small"), N=3),

@@ -737,44 +737,80 @@ def insert(x, obj, values, axis=None):
     """`x` with `values` inserted before the positions `obj` along `axis` (np.insert).
 
     x: an array. obj: an int (values inserted there as a block), a slice or a sequence of ints (one position
-    per inserted slice; positions are those of x, from 0 to its length), or a bool mask. It must be concrete
-    (it sets the result's length). values: broadcast to the inserted slices, cast to x's dtype. axis: the
-    axis; None works on the flattened array.
+    per inserted slice; positions are those of x, from 0 to its length), or a bool mask. The result's length
+    depends only on obj's shape, so an integer obj may be traced (under jit): its positions are then clamped
+    into [-len, len] where NumPy would raise. values: broadcast to the inserted slices, cast to x's dtype.
+    axis: the axis; None works on the flattened array.
     """
     x, ax = _axis_or_flat("insert", x, axis)
     n = x.shape[ax]
-    if _is_traced(obj):
-        concrete("insert", obj, "obj")  # raises: the result's length depends on obj's values
-    positions, scalar = _positions_along("insert", "obj", obj, n + 1)
-    if positions.size and (positions.min() < -n or positions.max() > n):
-        raise IndexingError(f"insert: obj holds positions from {positions.min()} to {positions.max()}, outside "
-                            f"[-{n}, {n}] for axis {axis} of length {n}")
-    positions = np.where(positions < 0, positions + n, positions)
     vals = ops.constant_like(values, x, x.dtype)
     vals = ops.reshape(vals, (1,) * (x.ndim - vals.ndim) + vals.shape) if vals.ndim < x.ndim else vals
-    if positions.size == 1:
+    if _is_traced(obj):
+        if obj.dtype.kind not in "iu" or obj.ndim > 1:
+            raise DTypeError(f"insert: a traced obj must be an int or a 1-d array of ints, got {obj.aval.describe()}")
+        at = ops.reshape(ops.astype(obj, dt.int32), (-1,))
+        at = ops.clip(ops.where(ops.less(at, 0), ops.add(at, n), at), 0, n)
+        positions, scalar = at, obj.ndim == 0
+    else:
+        positions, scalar = _positions_along("insert", "obj", obj, n + 1)
+        if positions.size and (positions.min() < -n or positions.max() > n):
+            raise IndexingError(f"insert: obj holds positions from {positions.min()} to {positions.max()}, "
+                                f"outside [-{n}, {n}] for axis {axis} of length {n}")
+        positions = np.where(positions < 0, positions + n, positions).reshape(-1)
+    if positions.shape[0] == 1 or scalar:
         if scalar:  # NumPy: a scalar position takes values' first axis as the inserted block's `axis`
             vals = ops.moveaxis(vals, 0, ax)
         count = vals.shape[ax]
-        at = int(positions.reshape(-1)[0])
-        order = np.concatenate([np.arange(at), n + np.arange(count), np.arange(at, n)])
+        source = _block_source(positions, n, count, x)
     else:
-        count = positions.size
-        # NumPy's positions in the result: each shifted by the number of insertions before it (stable order).
-        shifted = positions.copy()
-        shifted[np.argsort(positions, kind="stable")] += np.arange(count)
-        order = np.empty(n + count, np.int64)
-        old = np.ones(n + count, bool)
-        old[shifted] = False
-        order[old] = np.arange(n)
-        order[shifted] = n + np.arange(count)
+        count = positions.shape[0]
+        source = _spread_source(positions, n, x)
     block = x.shape[:ax] + (count,) + x.shape[ax + 1:]
     try:
         vals = ops.broadcast_to(vals, block)
     except ShapeError as e:
         raise ShapeError(f"insert: values of shape {vals.shape} do not fit the inserted block of shape "
                          f"{block}") from e
-    return ops.take(ops.concatenate([x, vals], ax), _const(order, x), axis=ax)
+    return ops.take(ops.concatenate([x, vals], ax), source, axis=ax)
+
+
+def _block_source(position, n, count, like):
+    """Where each slot of the result of inserting `count` slices at `position` comes from in
+    concatenate([x, values]): x's own before it, the values, then the rest of x's."""
+    if not isinstance(position, (Array, Tracer)):
+        at = int(position.reshape(-1)[0])
+        return _const(np.concatenate([np.arange(at), n + np.arange(count), np.arange(at, n)]), like)
+    at = ops.reshape(position, ())
+    j = iota((n + count,), dt.int32, 0, like.device)
+    after = ops.less(j, ops.add(at, count))
+    return ops.where(ops.less(j, at), j, ops.where(after, ops.add(ops.subtract(j, at), n), ops.subtract(j, count)))
+
+
+def _spread_source(positions, n, like):
+    """Where each slot of the result of inserting one slice before each of `positions` comes from in
+    concatenate([x, values]): NumPy's rule, each position shifted by the insertions before it (in a stable
+    order), x's own slices filling the other slots in order."""
+    m = positions.shape[0]
+    if not isinstance(positions, (Array, Tracer)):
+        shifted = positions.copy()
+        shifted[np.argsort(positions, kind="stable")] += np.arange(m)
+        source = np.empty(n + m, np.int64)
+        old = np.ones(n + m, bool)
+        old[shifted] = False
+        source[old] = np.arange(n)
+        source[shifted] = n + np.arange(m)
+        return _const(source, like)
+    from .sorting import argsort
+    order = argsort(positions, stable=True)
+    count = ops.constant_like(np.arange(m, dtype=np.int32), like)
+    shifted = ops.add(ops.take(positions, order), count)     # the slot of values[order[k]]
+    old = _scatter_set(ops.constant_like(np.ones(n + m, bool), like), shifted,
+                       ops.constant_like(np.zeros(m, bool), like))
+    slots, _ = _first_true(old, n)                           # x's slots, in order
+    source = _scatter_set(ops.constant_like(np.zeros(n + m, np.int32), like), slots,
+                          ops.constant_like(np.arange(n, dtype=np.int32), like))
+    return _scatter_set(source, shifted, ops.add(order, n))
 
 
 # ---------------------------------------------------------------- vander

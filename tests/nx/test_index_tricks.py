@@ -53,6 +53,8 @@ BAD_INPUT = [
     (lambda: nx.delete(_x(), [[0]], axis=1), rune.ShapeError, "delete: obj must be an int, a slice"),
     (lambda: nx.delete(_x(), [True, False], axis=1), rune.ShapeError, "delete: a bool mask obj"),
     (lambda: nx.insert(_x(), 5, 1.0, axis=1), rune.IndexingError, "insert: obj holds positions"),
+    (lambda: rune.jit(lambda o: nx.insert(_x(), o, 1.0))(nx.ones(2)), rune.DTypeError,
+     "insert: a traced obj must be an int or a 1-d array of ints"),
     (lambda: nx.insert(_x(), [0, 1], nx.ones((3, 3)), axis=1), rune.ShapeError, "insert: values of shape"),
     (lambda: nx.vander(_x()), rune.ShapeError, "vander: x must be 1-d"),
     (lambda: nx.vander(nx.ones(3), -1), rune.ArgumentError, "vander: N must be non-negative"),
@@ -73,7 +75,6 @@ TRACED_SHAPES = [
     ("flatnonzero", lambda c, x: nx.flatnonzero(c), "flatnonzero: x is a traced"),
     ("argwhere", lambda c, x: nx.argwhere(c), "argwhere: x is a traced"),
     ("delete", lambda c, x: nx.delete(x, nx.argmax(x[0]), axis=1), "delete: obj is traced.*assume_unique_indices"),
-    ("insert", lambda c, x: nx.insert(x, nx.argmax(x[0]), 0.0, axis=1), "insert: obj is a traced"),
     ("choose", lambda c, x: nx.choose(nx.astype(c, nx.int32), [x, -x]), "choose: with mode='raise'"),
     ("ravel_multi_index", lambda c, x: nx.ravel_multi_index((nx.astype(c, nx.int32),) * 2, (3, 4)),
      r"ravel_multi_index: with mode='raise'.*multi_index\[0\] is traced"),
@@ -100,6 +101,9 @@ def test_size_runs_under_jit_with_numpy_values_padded():
     # delete with a traced obj of distinct positions (JAX's assume_unique_indices)
     got = rune.jit(lambda v, i: nx.delete(v, i, axis=1, assume_unique_indices=True))(x, nx.asarray([3, 0]))
     np.testing.assert_array_equal(np.asarray(got), np.delete(A, [3, 0], axis=1))
+    # insert's length depends on obj's shape alone: a traced obj, its positions clamped where NumPy raises
+    got = rune.jit(lambda v, i: nx.insert(v, i, -1.0, axis=1))(x, nx.asarray([9, -9, 2]))
+    np.testing.assert_array_equal(np.asarray(got), np.insert(A, [4, 0, 2], -1.0, axis=1))
 
 
 NUMPY_FORMS = [
