@@ -49,11 +49,14 @@ case("logaddexp2", nx.logaddexp2, np.logaddexp2,
       S(_d((3,), I32), _d((3,), I32))], grad=True, diff_argnums=(0, 1))
 case("divmod", nx.divmod, np.divmod,
      [S(_d((3, 4), F64, "nonzero"), _d((4,), F64, "nonzero")), S(_d((5,), I32), _d((5,), I32, "nonzero")),
-      S(_d((5,), F32, "nonzero"), 2.5)], grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"))
+      S(_d((5,), F32, "nonzero"), 2.5), S(np.array([True, False, True]), np.array([True, True, True]))],
+     grad=True, diff_argnums=(0, 1), domain=("nonzero", "nonzero"), dtype_rule=lambda sample, np_dtype: np_dtype,
+     dtype_note="bools divide as int8, as NumPy's")
 case("float_power", nx.float_power, np.float_power,
      [S(_d((3, 4), F64, "positive"), _d((4,), F64, "small")), S(_d((5,), F32, "positive"), _d((5,), F32, "small")),
       S(_d((5,), I32, "positive"), _d((5,), I32, "small")), S(_d((3,), F64, "positive"), 2.5)],
-     grad=True, diff_argnums=(0, 1), domain=("positive", "small"), dtype_note="float64 (complex128) always, as NumPy")
+     grad=True, diff_argnums=(0, 1), domain=("positive", "small"), dtype_rule=lambda sample, np_dtype: np_dtype,
+     dtype_note="float64 (complex128) always, as NumPy")
 for _name in ("fmax", "fmin"):
     case(_name, getattr(nx, _name), getattr(np, _name),
          [S(_d((3, 4), F64), _d((4,), F64)), S(_d((6,), F64, "special"), _d((6,), F64, "special")),
@@ -101,7 +104,8 @@ for _name in ("gcd", "lcm"):
           S(_d((4,), I64), 6)])
 case("bitwise_count", nx.bitwise_count, np.bitwise_count,
      [S(np.array([0, 1, -1, 127, -128, 85], np.int8)), S(_d((3, 4), U16)), S(_d((4,), I64)),
-      S(np.array([0, 2**64 - 1, 2**63, 12345], np.uint64))])
+      S(np.array([0, 2**64 - 1, 2**63, 12345], np.uint64)), S(np.array([True, False]))],
+     dtype_rule=lambda sample, np_dtype: U8, dtype_note="uint8, as NumPy")
 case("packbits", nx.packbits, np.packbits,
      [S(_d((3, 10), BOOL), axis=1), S(_d((13,), I32, "small"), bitorder="little"), S(_d((2, 3), U8, "small"))],
      dtype_rule=lambda sample, np_dtype: U8, dtype_note="uint8, as NumPy")

@@ -171,12 +171,20 @@ def logaddexp2(x, y):
     return ops.where(ops.equal(x, y), tie, out)
 
 
+def _bools_as_int8(x, y):
+    """Bool operands of an integer-valued division as int8 (NumPy's loop for them)."""
+    if x.dtype.kind == "b":
+        return ops.astype(x, dt.int8), ops.astype(y, dt.int8)
+    return x, y
+
+
 @_public
 def divmod(x, y):
     """(x // y, x % y) elementwise: the floored quotient and the remainder with the sign of `y`.
 
-    x, y: real arrays or scalars, broadcast and promoted together.
+    x, y: real arrays or scalars, broadcast and promoted together (bools divide as int8, as NumPy's).
     """
+    x, y = _bools_as_int8(*_real_pair("divmod", x, y, floats=False))
     return ops.floor_divide(x, y), ops.remainder(x, y)
 
 
@@ -234,12 +242,10 @@ __all__ += ["fmax", "fmin"]
 def fmod(x, y):
     """The C remainder of x / y, elementwise: x - trunc(x / y) * y, with the sign of `x` (remainder has `y`'s).
 
-    x, y: real arrays or scalars, broadcast and promoted together. Integer division by zero gives 0, as NumPy;
-    float division by zero gives NaN.
+    x, y: real arrays or scalars, broadcast and promoted together (bools divide as int8, as NumPy's). Integer
+    division by zero gives 0, as NumPy; float division by zero gives NaN.
     """
-    x, y = _real_pair("fmod", x, y, floats=False)
-    if x.dtype.kind == "b":
-        raise DTypeError("fmod: expected numeric operands, got bool")
+    x, y = _bools_as_int8(*_real_pair("fmod", x, y, floats=False))
     # The remainder of the magnitudes is the same as C's fmod of them (exact); the sign is x's.
     if dt.is_float(x.dtype):
         return copysign(ops.remainder(ops.abs(x), ops.abs(y)), x)
@@ -479,11 +485,13 @@ def lcm(x, y):
 def bitwise_count(x):
     """The number of 1 bits in |x|, elementwise, as uint8 (NumPy's bitwise_count).
 
-    x: an integer array or scalar.
+    x: an integer or bool array or scalar.
     """
     x = _array(x)
+    if x.dtype.kind == "b":
+        x = ops.astype(x, dt.uint8)
     if x.dtype.kind not in "iu":
-        raise DTypeError(f"bitwise_count: expected an integer operand, got {x.dtype.name}")
+        raise DTypeError(f"bitwise_count: expected an integer or bool operand, got {x.dtype.name}")
     unsigned = np.dtype(f"uint{8 * x.dtype.itemsize}")
     v = ops.astype(ops.abs(x) if x.dtype.kind == "i" else x, unsigned)
     bits = 8 * x.dtype.itemsize

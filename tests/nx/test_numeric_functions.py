@@ -60,7 +60,7 @@ def test_iscomplexobj_and_isrealobj_read_the_dtype_also_under_jit():
 @pytest.mark.parametrize("call,error,match", [
     (lambda: nx.gcd(nx.asarray([1.5]), 2), DTypeError, "gcd: expected integer"),
     (lambda: nx.bitwise_count(nx.asarray([1.5])), DTypeError, "bitwise_count: expected an integer"),
-    (lambda: nx.fmod(nx.asarray([True]), True), DTypeError, "fmod: expected numeric"),
+    (lambda: nx.fmod(nx.asarray([1j]), 1.0), DTypeError, "fmod: expected real"),
     (lambda: nx.cbrt(nx.asarray([1j])), DTypeError, "cbrt: expected a real"),
     (lambda: nx.ldexp(nx.asarray([1.0]), 1.5), DTypeError, "ldexp: expected an integer exponent"),
     (lambda: nx.unpackbits(nx.asarray([1, 2])), DTypeError, "unpackbits: expected x to be a uint8"),
@@ -183,3 +183,13 @@ def test_logaddexp2_is_numpy_s_at_ties_and_infinities_and_shares_the_slope_at_ti
         np.testing.assert_array_equal(got, np.logaddexp2(a, b))   # ties are x + 1 exactly (log2(2 * 2**x))
     slopes = rune.grad(nx.logaddexp2, argnums=(0, 1))(nx.asarray(3.0), nx.asarray(3.0))
     assert [float(s) for s in slopes] == [0.5, 0.5]
+
+
+def test_bools_divide_as_int8_and_count_as_uint8_as_in_numpy():
+    a, b = np.array([True, False, True, False]), np.array([True, True, False, False])
+    with np.errstate(all="ignore"):
+        pairs = [(nx.fmod(nx.asarray(a), nx.asarray(b)), np.fmod(a, b)),
+                 (nx.bitwise_count(nx.asarray(a)), np.bitwise_count(a))]
+        pairs += list(zip(nx.divmod(nx.asarray(a), nx.asarray(b)), np.divmod(a, b)))
+    for got, want in pairs:
+        assert got.dtype == want.dtype and np.array_equal(np.asarray(got), want)
