@@ -257,9 +257,10 @@ def blas_threads(work):
 
 
 def stack_threads(work):
-    """The OpenMP threads a stack of small BLAS products, `work` multiply-adds in all,
-    is shared out on (rune/backends/cpu/batched_matmul.py): what one BLAS call of that
-    work would get, within what BLAS and OpenMP are set to now."""
+    """The OpenMP threads the single-threaded BLAS calls of a product's tiles (or of a
+    stack of small products), `work` multiply-adds in all, are shared out on
+    (rune/backends/cpu/batched_matmul.py): what one BLAS call of that work would get,
+    within what BLAS and OpenMP are set to now."""
     blas, omp = _blas(), _openmp
     if blas is None or omp is None or work < BLAS_MIN_WORK or _forked[0]:
         return 1
