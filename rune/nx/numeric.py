@@ -299,7 +299,11 @@ def ldexp(x, e):
     w = _wide(x)
     info = ml_dtypes.finfo(w.dtype)
     m, ex, _ = _normalized(w)
-    total = ops.add(ex, ops.clip(ops.astype(e, dt.int32), -4 * info.maxexp, 4 * info.maxexp))
+    # (clipped before narrowing to int32: 2**40 must not wrap; beyond 4 * maxexp every result is 0 or inf)
+    if e.dtype.itemsize > 2:   # (int8/int16 exponents fit as they are)
+        bound = 4 * info.maxexp
+        e = ops.minimum(e, e.dtype.type(bound)) if e.dtype.kind == "u" else ops.clip(e, -bound, bound)
+    total = ops.add(ex, ops.astype(e, dt.int32))
     # m * 2**first is exact and normal; the second factor (a power of two in range, or the rest of an
     # overflow) makes the only rounding, as one multiplication of the exact value would.
     first = ops.clip(total, info.minexp + 1, info.maxexp - 1)

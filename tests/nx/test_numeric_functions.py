@@ -193,3 +193,13 @@ def test_bools_divide_as_int8_and_count_as_uint8_as_in_numpy():
         pairs += list(zip(nx.divmod(nx.asarray(a), nx.asarray(b)), np.divmod(a, b)))
     for got, want in pairs:
         assert got.dtype == want.dtype and np.array_equal(np.asarray(got), want)
+
+
+@pytest.mark.parametrize("e", [np.array([2**40, -2**40]), np.array([2**40, 3], np.uint64),
+                               np.array([2**31 - 1, -2**31], np.int32), np.array([100, -100], np.int8)])
+def test_ldexp_takes_exponents_beyond_int32_and_any_integer_dtype(e):
+    x = np.array([1.0, 2.0])
+    with np.errstate(all="ignore"):
+        want = np.ldexp(x, e.astype(np.int64))
+        for fn in (nx.ldexp, rune.jit(nx.ldexp)):
+            np.testing.assert_array_equal(np.asarray(fn(nx.asarray(x), nx.asarray(e))), want)
