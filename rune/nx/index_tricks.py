@@ -638,7 +638,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
     out = None
     axes = range(len(dims)) if order == "C" else reversed(range(len(dims)))
     for i in axes:
-        c, d, m = ops.astype(coords[i], index_dtype), dims[i], modes[i]
+        c, d, m = coords[i], dims[i], modes[i]  # (the mode applies in c's own dtype, before any narrowing)
         if m == "raise":
             if _is_traced(c):
                 raise ConcretizationError(f"{name}: with mode='raise' the coordinates must be concrete to be "
@@ -648,9 +648,10 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
                 raise IndexingError(f"{name}: multi_index[{i}] holds {host.min()} to {host.max()}, outside "
                                     f"[0, {d}) for dims {dims}")
         elif m == "wrap":
-            c = ops.remainder(c, index_dtype.type(d)) if d else c
+            c = ops.remainder(c, c.dtype.type(d)) if d else c
         else:
             c = ops.clip(c, 0, builtins.max(d - 1, 0))
+        c = ops.astype(c, index_dtype)
         out = c if out is None else ops.add(ops.multiply(out, index_dtype.type(d)), c)
     if out is None:  # dims == (): the one position of a 0-d array
         return ops.asarray(np.zeros((), index_dtype))

@@ -119,6 +119,8 @@ NUMPY_FORMS = [
     (lambda m: m.diag(m.asarray(np.zeros(0)), 2), "diag of empty"),
     (lambda m: m.argwhere(m.asarray(np.float64(1.0))), "argwhere 0-d"),
     (lambda m: m.ravel_multi_index((m.asarray([2, 0]), m.asarray([1, 3])), (3, 4), order="F"), "ravel F"),
+    (lambda m: m.ravel_multi_index((m.asarray(np.array([2 ** 40 + 1])), m.asarray(np.array([-1]))), (3, 4),
+                                   mode="wrap"), "ravel wrap of int64 coordinates past int32"),
 ]
 
 
