@@ -55,7 +55,7 @@ PRODUCTS = {
     "gemv A @ x": ((700, 600), (600,), nx.matmul),
     "vecmat y @ A": ((600,), (600, 700), nx.matmul),
     "gemv transposed A.T @ x": ((600, 700), (600,), lambda a, b: nx.matmul(a.T, b)),
-    "dot": ((1 << 16,), (1 << 16,), nx.dot),
+    "dot": (((1 << 17) + 3,), ((1 << 17) + 3,), nx.dot),
     "gemm K in (Q, 2Q)": ((160, 301), (301, 160), nx.matmul),
     "gemm K large": ((37, 1000), (1000, 37), nx.matmul),
     "gemm tall": ((3000, 40), (40, 24), nx.matmul),
@@ -99,7 +99,7 @@ def _assert_bits_equal(got, want, what):
 def _assert_close(got, want, rtol, what):
     scale = np.maximum(np.abs(want), 1)
     err = np.abs(got.astype(want.dtype) - want) / scale
-    assert err.max() <= rtol * 64, f"{what}: relative error {err.max():.3g}"   # sums of up to 2**16 terms
+    assert err.max() <= rtol * 64, f"{what}: relative error {err.max():.3g}"   # sums of up to 2**17 terms
 
 
 @pytest.mark.cc
@@ -138,11 +138,11 @@ def test_an_im2col_convolution_gives_the_same_bits_on_1_2_and_3_threads(jitted, 
 @pytest.mark.cc
 def test_products_too_small_for_threads_keep_their_bits_while_blas_has_threads(monkeypatch):
     """Under BLAS_MIN_WORK a product is NumPy's one call: BLAS is still held at one
-    thread for it, as OpenBLAS would thread a 2**16 dot, a 700x600 gemv or a 37x1000x37
+    thread for it, as OpenBLAS would thread a 2**17 dot, a 700x600 gemv or a 37x1000x37
     gemm on its own."""
     monkeypatch.setattr(threads, "BLAS_MIN_WORK", 1 << 22)
     rng = np.random.default_rng(7)
-    names = ("dot", "gemv A @ x", "gemm K large")   # 2**16, 420000 and 1369000 multiply-adds
+    names = ("dot", "gemv A @ x", "gemm K large")   # 2**17 + 3, 420000 and 1369000 multiply-adds
     data = {name: (nx.asarray(_random(rng, PRODUCTS[name][0], np.float64)),
                    nx.asarray(_random(rng, PRODUCTS[name][1], np.float64))) for name in names}
     results = {k: at_threads(k, _products, data) for k in THREADS}
