@@ -141,7 +141,8 @@ NOT_OPS.update({"iscomplexobj", "isrealobj", "issubdtype", "promote_types"})
 
 # -- differences and calculus
 _PHASE = np.cumsum(_rng("numeric phase").uniform(-4, 4, (3, 8)), axis=1)
-case("unwrap", nx.unwrap, np.unwrap, [S(_PHASE), S(_PHASE, axis=0, period=3.0), S(_PHASE.astype(F32), discont=4.0)],
+case("unwrap", nx.unwrap, np.unwrap, [S(_PHASE), S(_PHASE, axis=0, period=3.0), S(_PHASE.astype(F32), discont=4.0),
+                                     S(np.array([0, 4, 8, 12, 3, -7], np.int32), period=6, discont=2.5)],
      grad=True)
 case("ediff1d", nx.ediff1d, np.ediff1d, [S(_d((3, 4), F64)), S(_d((5,), I32), to_begin=[9, 8], to_end=0)],
      grad=True)

@@ -772,24 +772,35 @@ def unpackbits(x, axis=None, count=None, bitorder="big"):
 
 @_public
 def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
-    """`p` with each jump between neighbours along `axis` larger than max(discont, period / 2) replaced by
-    its remainder modulo `period` (phase unwrapping, as NumPy's).
+    """`p` with each jump between neighbours along `axis` of at least `discont` replaced by its remainder
+    into [-period/2, period/2] (phase unwrapping, as NumPy's).
 
-    p: a real array (integers and bools compute in their float). discont: the largest jump left alone (default
-    period / 2). axis: the axis to unwrap along. period: the period of the values (2 pi by default).
+    p: a real array. discont: the jumps left alone are those below it (default period / 2; smaller values
+    act as period / 2). axis: the axis to unwrap along. period: the period of the values (2 pi by default).
+    The result has the dtype of p and period by rune's promotion: integers stay integers with an integer
+    period (as NumPy's), and compute in their float with a float one.
     """
-    p = _real_float("unwrap", p)
+    weak = ops._all_weak(p)
+    p = _array(p)
+    if dt.is_complex(p.dtype) or p.dtype.kind == "b":
+        raise DTypeError(f"unwrap: expected a real numeric array p, got {p.dtype.name}")
     axis = ops.normalize_axis("unwrap", axis, p.ndim)
     if discont is None:
         discont = period / 2
-    half = _const(p, period / 2)
+    if p.dtype.kind in "iu" and isinstance(period, (int, np.integer)):
+        high, rest = builtins.divmod(int(period), 2)
+        ambiguous = rest == 0
+        p = ops.astype(p, dt.int64) if p.dtype.kind == "u" else p   # (differences may be negative)
+    else:
+        p = p if dt.is_float(p.dtype) else ops.astype(p, dt.to_inexact(p.dtype, weak))
+        high, ambiguous = period / 2, True
     dd = diff(p, axis=axis)
-    ddmod = ops.subtract(ops.remainder(ops.add(dd, half), _const(p, period)), half)
-    # NumPy keeps a jump of exactly +period/2 positive (the remainder would flip it to -period/2).
-    ddmod = ops.where(ops.logical_and(ops.equal(ddmod, ops.negative(half)), ops.greater(dd, 0)), half, ddmod)
-    correct = ops.where(ops.less(ops.abs(dd), _const(p, builtins.max(discont, period / 2))),
-                        _const(p, 0), ops.subtract(ddmod, dd))
-    head = ops.slice_in_dim(ops.multiply(p, _const(p, 0)), 0, builtins.min(1, p.shape[axis]), axis=axis)
+    ddmod = ops.add(ops.remainder(ops.add(dd, _const(p, high)), _const(p, period)), _const(p, -high))
+    if ambiguous:   # a jump of exactly +period/2 stays positive (the remainder would make it -period/2)
+        ddmod = ops.where(ops.logical_and(ops.equal(ddmod, _const(p, -high)), ops.greater(dd, 0)),
+                          _const(p, high), ddmod)
+    correct = ops.where(ops.less(ops.abs(dd), discont), _const(p, 0), ops.subtract(ddmod, dd))
+    head = ops.slice_in_dim(zeros_like(p), 0, builtins.min(1, p.shape[axis]), axis=axis)
     return ops.add(p, ops.concatenate([head, cumsum(correct, axis=axis)], axis))
 
 
