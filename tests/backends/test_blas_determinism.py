@@ -63,7 +63,8 @@ PRODUCTS = {
     "gemm transposed left": ((301, 160), (301, 160), lambda a, b: nx.matmul(a.T, b)),
     "gemm transposed right": ((160, 301), (160, 301), lambda a, b: nx.matmul(a, b.T)),
     "stack of large products": ((3, 150, 150), (3, 150, 150), nx.matmul),
-    "stack of small products": ((64, 40, 40), (64, 40, 40), nx.matmul),
+    "stack of small products": ((64, 40, 40), (64, 40, 40), nx.matmul),      # complex: over 8192 * 4 each
+    "stack of smaller products": ((64, 30, 30), (64, 30, 30), nx.matmul),    # one BLAS thread each, any dtype
     "einsum contracting two axes": ((40, 30, 50), (30, 50, 60), lambda a, b: nx.einsum("ikl,klj->ij", a, b)),
 }
 NUMPY = {"dot": np.dot, "gemv transposed A.T @ x": lambda a, b: a.T @ b,
