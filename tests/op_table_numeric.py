@@ -61,7 +61,8 @@ for _name in ("fmax", "fmin"):
     case(_name, getattr(nx, _name), getattr(np, _name),
          [S(_d((3, 4), F64), _d((4,), F64)), S(_d((6,), F64, "special"), _d((6,), F64, "special")),
           S(_d((5,), F32, "special"), _d((5,), F32)), S(_d((5,), I32), _d((5,), I8)), S(_d((3,), F32), 0.5),
-          S(np.array([1 + 2j, 1 + 3j, np.nan + 0j, 2 + 1j, 3 + 0j]), np.array([1 + 1j, 1 + 3j, 1 + 1j, 1 + 5j, 3 - 1j]))],
+          S(np.array([1 + 2j, 1 + 3j, np.nan + 0j, 2 + 1j, 3 + 0j]),
+            np.array([1 + 1j, 1 + 3j, 1 + 1j, 1 + 5j, 3 - 1j]))],
          grad=True, diff_argnums=(0, 1), note="a NaN operand gives the other one")
 case("fmod", nx.fmod, _errstate(np.fmod),
      [S(_d((3, 4), F64), _d((4,), F64, "nonzero")), S(SPECIAL, np.array([3.0, -2, 0.5, np.inf, 1, 2, 3, 1, -1, 7, 0])),
@@ -179,7 +180,8 @@ _XP = np.sort(_rng("numeric xp").uniform(0, 5, 6))
 _X = _rng("numeric x").uniform(-1, 6, 9)
 case("interp", nx.interp, np.interp,
      [S(_X, _XP, _d((6,), F64)), S(_X.astype(F32), _XP.astype(F32), _d((6,), F32), left=-9.0, right=9.0),
-      S(_X, _XP, _d((6,), C128)), S(_X, _XP, _d((6,), F64), period=4.0), S(np.append(_XP[2:4], 7.0), _XP, _d((6,), F64), fd=False)],
+      S(_X, _XP, _d((6,), C128)), S(_X, _XP, _d((6,), F64), period=4.0),
+      S(np.append(_XP[2:4], 7.0), _XP, _d((6,), F64), fd=False)],   # (on sample points: kinks)
      grad=True, diff_argnums=(0, 2), dtype_rule=_promoted_inexact,
      dtype_note="the float of x, xp and fp by rune's promotion (NumPy: always float64 or complex128)")
 _PX = np.linspace(-2, 2, 7) + 0.1

@@ -1,4 +1,4 @@
-"""Elementwise math, comparisons, windows and calculus helpers of the NumPy surface (cbrt, isclose, hanning, gradient, ...).
+"""Elementwise math, comparisons, windows and calculus helpers of NumPy's surface (cbrt, isclose, gradient, ...).
 
 Every function here is a composite of rune.nx's primitives, so it runs under
 jit, vmap and the derivative transforms on every backend with no rules of its
@@ -207,11 +207,11 @@ def float_power(x, y):
 def _lexicographic(larger):
     """Whether x is at least (`larger`) or at most y in NumPy's order of complex numbers: by the real
     parts, then the imaginary ones."""
-    first = ops.greater if larger else ops.less
+    first, then = (ops.greater, ops.greater_equal) if larger else (ops.less, ops.less_equal)
 
     def at_least(x, y):
         xr, yr = ops.real(x), ops.real(y)
-        ties = ops.logical_and(ops.equal(xr, yr), (ops.greater_equal if larger else ops.less_equal)(ops.imag(x), ops.imag(y)))
+        ties = ops.logical_and(ops.equal(xr, yr), then(ops.imag(x), ops.imag(y)))
         return ops.logical_or(first(xr, yr), ties)
     return at_least
 
@@ -287,8 +287,10 @@ def _normalized(w):
 
 @_public
 def ldexp(x, e):
-    """x * 2 ** e, elementwise, rounded once (as NumPy's: results in the subnormal range are exact to the
-    last bit), without overflow in the power where the product is in range.
+    """x * 2 ** e, elementwise, rounded once as NumPy's.
+
+    Results in the subnormal range are exact to the last bit, and the power never overflows where the product is in
+    range.
 
     x: a real array or scalar (integers and bools compute in their float). e: an integer array or scalar,
     broadcast with x.
@@ -315,8 +317,9 @@ def ldexp(x, e):
 
 @_public
 def frexp(x):
-    """(mantissa, exponent) with x = mantissa * 2 ** exponent and 0.5 <= |mantissa| < 1 (0, inf and NaN
-    give themselves and exponent 0), as NumPy's frexp.
+    """The mantissa and exponent of each element, as NumPy's frexp.
+
+    x = mantissa * 2 ** exponent with 0.5 <= |mantissa| < 1; 0, inf and NaN give themselves and exponent 0.
 
     x: a real array or scalar (integers and bools compute in their float). The exponent is int32.
     """
@@ -327,9 +330,10 @@ def frexp(x):
 
 @_public
 def spacing(x):
-    """The distance from each element to the next float of larger magnitude (negative for negative x), as
-    NumPy's spacing; NaN for infinities and NaNs. float16 follows the float32 and float64 rule (NumPy's float16
-    spacing of a negative number is positive and one binade smaller).
+    """The distance from each element to the next float of larger magnitude, as NumPy's spacing.
+
+    Negative for negative x; NaN for infinities and NaNs. float16 follows the float32 and float64 rule (NumPy's
+    float16 spacing of a negative number is positive and one binade smaller).
 
     x: a real array or scalar (integers and bools compute in their float).
     """
@@ -427,8 +431,10 @@ def i0(x):
 
 @_public
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """`x` with NaN replaced by `nan`, +inf by `posinf` and -inf by `neginf` (default: the dtype's largest
-    and smallest finite values); complex numbers are treated part by part; integers and bools are unchanged.
+    """`x` with NaN and infinities replaced by finite numbers.
+
+    NaN becomes `nan`, +inf `posinf` and -inf `neginf` (default: the dtype's largest and smallest finite values);
+    complex numbers are treated part by part; integers and bools are unchanged.
 
     x: an array or scalar. copy: accepted for NumPy's signature (rune arrays are immutable, so never in place).
     nan, posinf, neginf: the replacement values (Python numbers).
@@ -528,8 +534,9 @@ def _close_operands(name, a, b):
 
 @_public
 def isclose(x, y, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Whether |x - y| <= atol + rtol * |y|, elementwise (infinities are close only to themselves; NaN to
-    nothing, or to NaN with equal_nan), as a bool array.
+    """Whether |x - y| <= atol + rtol * |y|, elementwise, as a bool array.
+
+    Infinities are close only to themselves; NaN to nothing, or to NaN with equal_nan.
 
     x, y: arrays or scalars, broadcast and promoted together. rtol, atol: the relative and absolute
     tolerances (non-negative). equal_nan: whether NaN is close to NaN.
@@ -667,8 +674,9 @@ _ABSTRACT = (np.generic, np.number, np.integer, np.signedinteger, np.unsignedint
 
 @_public
 def issubdtype(arg1, arg2):
-    """Whether dtype `arg1` is `arg2` or below it in NumPy's type hierarchy (a Python bool); bfloat16 is a
-    floating type (as in JAX).
+    """Whether dtype `arg1` is `arg2` or below it in NumPy's type hierarchy (a Python bool).
+
+    bfloat16 is a floating type, as in JAX.
 
     arg1, arg2: dtypes (rune's, NumPy's, their names or scalar types), or for arg2 an abstract NumPy class
     (np.floating, np.integer, np.number, np.inexact, ...).
@@ -686,8 +694,9 @@ def issubdtype(arg1, arg2):
 
 @_public
 def promote_types(type1, type2):
-    """The dtype two strong operands of `type1` and `type2` promote to, by rune's promotion lattice
-    (README "Dtype promotion"; where NumPy's table differs, rune's applies).
+    """The dtype two strong operands of `type1` and `type2` promote to, by rune's promotion lattice.
+
+    README "Dtype promotion"; where NumPy's table differs, rune's applies.
 
     type1, type2: dtypes (rune's, NumPy's, their names or scalar types).
     """
@@ -713,8 +722,9 @@ def _bitorder(name, bitorder):
 
 @_public
 def packbits(x, axis=None, bitorder="big"):
-    """The elements of `x` (nonzero: 1) packed eight to a uint8 along `axis` (the flattened array if None),
-    the last byte padded with zero bits.
+    """The elements of `x` (nonzero: 1) packed eight to a uint8 along `axis`.
+
+    The flattened array if axis is None; the last byte is padded with zero bits.
 
     x: a bool or integer array. axis: the axis to pack along (None: flatten first). bitorder: "big" (the first
     element is the highest bit) or "little".
@@ -738,8 +748,9 @@ def packbits(x, axis=None, bitorder="big"):
 
 @_public
 def unpackbits(x, axis=None, count=None, bitorder="big"):
-    """The bits of the uint8 array `x`, eight elements per byte along `axis` (the flattened array if None),
-    as uint8 zeros and ones.
+    """The bits of the uint8 array `x`, eight elements per byte along `axis`, as uint8 zeros and ones.
+
+    The flattened array if axis is None.
 
     x: a uint8 array. axis: the axis to unpack along (None: flatten first). count: how many bits to keep along
     the axis (None: all; negative: drop that many from the end; beyond the bits: pad with zeros).
@@ -772,8 +783,9 @@ def unpackbits(x, axis=None, count=None, bitorder="big"):
 
 @_public
 def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
-    """`p` with each jump between neighbours along `axis` of at least `discont` replaced by its remainder
-    into [-period/2, period/2] (phase unwrapping, as NumPy's).
+    """`p` with its jumps along `axis` reduced modulo `period` (phase unwrapping, as NumPy's).
+
+    Each jump between neighbours of at least `discont` is replaced by its remainder into [-period/2, period/2].
 
     p: a real array. discont: the jumps left alone are those below it (default period / 2; smaller values
     act as period / 2). axis: the axis to unwrap along. period: the period of the values (2 pi by default).
@@ -806,8 +818,7 @@ def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
 
 @_public
 def ediff1d(x, to_end=None, to_begin=None):
-    """The differences of consecutive elements of the flattened `x`, with `to_begin` and `to_end` (flattened)
-    joined before and after.
+    """The differences of consecutive elements of the flattened `x`, with `to_begin` and `to_end` around them.
 
     x: an array. to_end, to_begin: values (scalars or arrays) to put after and before the differences; they
     take x's dtype.
@@ -909,8 +920,9 @@ def _one_sided(y0, y1, y2, h1, h2, forward):
 
 @_public
 def gradient(x, *varargs, axis=None, edge_order=1):
-    """The gradient of the sampled function `x`: second-order central differences inside, first- or
-    second-order one-sided ones at the ends, along each axis (NumPy's gradient).
+    """The gradient of the sampled function `x` along each axis (NumPy's gradient).
+
+    Second-order central differences inside, first- or second-order one-sided ones at the ends.
 
     x: an array (integers and bools compute in their float). varargs: the spacing, one for all axes or one per
     axis, each a scalar or the 1-d coordinates along its axis (default 1). axis: an axis or a tuple of axes
@@ -1095,8 +1107,9 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 
 @_public
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    """`num` values spaced evenly on a log scale from `start` to `stop` (a geometric progression), the ends
-    exactly start and stop.
+    """`num` values spaced evenly on a log scale from `start` to `stop` (a geometric progression).
+
+    The ends are exactly start and stop.
 
     start, stop: the nonzero ends (real ends of opposite signs give NaN between them, as NumPy's; complex ends
     follow the principal branch of the log), numbers or arrays, broadcast. num, endpoint, dtype, axis: as
@@ -1168,10 +1181,11 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 @_public
 def piecewise(x, condlist, funclist, *args, **kw):
-    """A function defined piece by piece: where condlist[k] holds, funclist[k](x, *args, **kw) (or the value
-    funclist[k]); one extra function is the default where no condition holds; elsewhere 0. Later conditions
-    win where several hold, as NumPy's. Each function is evaluated on all of x (not only its piece), so it
-    must not fail outside its piece.
+    """A function defined piece by piece by conditions on `x`, as NumPy's piecewise.
+
+    Where condlist[k] holds, funclist[k](x, *args, **kw) (or the value funclist[k]); one extra function is the
+    default where no condition holds; elsewhere 0. Later conditions win where several hold, as NumPy's. Each
+    function is evaluated on all of x (not only its piece), so it must not fail outside its piece.
 
     x: an array. condlist: a bool array, or a list of bool arrays broadcasting with x. funclist: functions or
     values, as many as the conditions or one more. The result has x's shape and dtype.
@@ -1202,8 +1216,10 @@ def _any_of(conds, x):
 
 @_public
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
-    """func1d applied to each 1-d slice of `arr` along `axis` (mapped with vmap, so it is traced once); the
-    axis is replaced by the dimensions of func1d's result.
+    """`func1d` applied to each 1-d slice of `arr` along `axis`.
+
+    The slices are mapped with vmap, so func1d is traced once; the axis is replaced by the dimensions of func1d's
+    result.
 
     func1d: a function of a 1-d array (and *args, **kwargs) returning an array of a fixed shape. axis: the axis
     whose slices are passed. arr: the array.
@@ -1224,8 +1240,9 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
 @_public
 def apply_over_axes(func, a, axes):
-    """func(a, axis) applied for each axis in turn, each result fed to the next; a result one rank short gets
-    its axis back (length 1), so the rank stays a's.
+    """`func(a, axis)` applied for each axis in turn, each result fed to the next.
+
+    A result one rank short gets its axis back (length 1), so the rank stays a's.
 
     func: a function (array, axis) -> array of the same rank or one less. a: the array. axes: an axis or a
     sequence of axes.
