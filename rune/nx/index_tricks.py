@@ -536,7 +536,7 @@ def put(x, ind, v, mode=None, *, inplace=True):
     if v.size != ind.size:  # NumPy repeats v over the positions
         v = ops.take(v, _const(np.arange(ind.size) % v.size, x))
     n = x.size
-    ind = ops.astype(ind, dt.int64 if n >= 2 ** 31 else dt.int32)
+    ind = _widened(ind, n)
     if mode == "raise":
         host = concrete("put", ind, "ind (mode='raise' checks it; pass mode='clip' or 'wrap' under jit)")
         if host.min() < -n or host.max() >= n:
@@ -549,7 +549,15 @@ def put(x, ind, v, mode=None, *, inplace=True):
     else:
         ind = ops.where(ops.less(ind, 0), ops.add(ind, ind.dtype.type(n)), ind)
         ind = ops.where(ops.logical_and(ops.greater_equal(ind, 0), ops.less(ind, n)), ind, ind.dtype.type(n))
+    ind = ops.astype(ind, _index_dtype(n + 1))
     return ops.reshape(_scatter_set(ops.reshape(x, (-1,)), ind, v), x.shape)
+
+
+def _widened(ind, n):
+    """Integer positions in a signed dtype that holds them and `n` (int32, or int64 for 64-bit and uint32
+    positions or sizes past int32), so range checks see them before any narrowing."""
+    wide = ind.dtype.itemsize == 8 or ind.dtype == dt.uint32 or n >= 2 ** 31 - 1
+    return ops.astype(ind, dt.int64 if wide else dt.int32)
 
 
 def put_along_axis(x, indices, values, axis, inplace=True, mode=None):
@@ -573,11 +581,12 @@ def put_along_axis(x, indices, values, axis, inplace=True, mode=None):
                          f"{x.shape}" + (" (flattened: axis=None)" if axis is None else ""))
     from .manipulation import take_along_axis
     n = x.shape[ax]
-    idx = ops.astype(idx, dt.int64 if x.size >= 2 ** 31 else dt.int32)
+    idx = _widened(idx, x.size)
     idx = ops.where(ops.less(idx, 0), ops.add(idx, idx.dtype.type(n)), idx)
     inside = ops.logical_and(ops.greater_equal(idx, 0), ops.less(idx, n))
     if mode == "clip":
         idx, inside = ops.clip(idx, 0, builtins.max(n - 1, 0)), None
+    idx = ops.astype(idx, _index_dtype(x.size + 1))  # (out-of-range ones are dropped through `inside`)
     # The flat position of each target: take_along_axis of the positions of x.
     where_ = ops.reshape(iota((x.size,), idx.dtype, 0, x.device), x.shape)
     positions = take_along_axis(where_, idx, ax)

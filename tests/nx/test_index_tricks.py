@@ -142,6 +142,20 @@ def test_unravel_index_clamps_and_counts_negative_positions_from_the_end_as_jax(
         np.testing.assert_array_equal(np.asarray(g), w)
 
 
+def test_put_and_put_along_axis_see_64_bit_positions_before_narrowing_them():
+    big = np.array([2 ** 40 + 1, -(2 ** 33) - 2], np.int64)
+    want = np.arange(5.0)
+    want[big % 5] = [7.0, 8.0]  # (NumPy's own put wraps by repeated subtraction: hours for these)
+    got = nx.put(nx.asarray(np.arange(5.0)), nx.asarray(big), nx.asarray([7.0, 8.0]), mode="wrap", inplace=False)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = nx.put(nx.asarray(np.arange(5.0)), nx.asarray(big), nx.asarray([7.0, 8.0]), inplace=False)
+    np.testing.assert_array_equal(np.asarray(got), np.arange(5.0))  # out of range: dropped
+    got = nx.put_along_axis(_x(), nx.asarray(np.array([[2 ** 32], [1], [2 ** 32 + 2]])), 0.0, 1, inplace=False)
+    want = A.copy()
+    want[1, 1] = 0.0
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
 def test_put_drops_out_of_range_positions_by_default_and_put_along_axis_too():
     got = nx.put(nx.asarray(np.arange(5.0)), nx.asarray([1, 9, -7]), nx.asarray([7.0, 8.0, 9.0]), inplace=False)
     np.testing.assert_array_equal(np.asarray(got), [0.0, 7.0, 2.0, 3.0, 4.0])
