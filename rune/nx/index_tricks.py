@@ -759,8 +759,8 @@ def insert(x, obj, values, axis=None):
     if _is_traced(obj):
         if obj.dtype.kind not in "iu" or obj.ndim > 1:
             raise DTypeError(f"insert: a traced obj must be an int or a 1-d array of ints, got {obj.aval.describe()}")
-        at = ops.reshape(ops.astype(obj, dt.int32), (-1,))
-        at = ops.clip(ops.where(ops.less(at, 0), ops.add(at, n), at), 0, n)
+        at = ops.reshape(_widened(obj, n), (-1,))
+        at = ops.astype(ops.clip(ops.where(ops.less(at, 0), ops.add(at, n), at), 0, n), dt.int32)
         positions, scalar = at, obj.ndim == 0
     else:
         positions, scalar = _positions_along("insert", "obj", obj, n + 1)

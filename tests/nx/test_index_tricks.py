@@ -102,8 +102,8 @@ def test_size_runs_under_jit_with_numpy_values_padded():
     got = rune.jit(lambda v, i: nx.delete(v, i, axis=1, assume_unique_indices=True))(x, nx.asarray([3, 0]))
     np.testing.assert_array_equal(np.asarray(got), np.delete(A, [3, 0], axis=1))
     # insert's length depends on obj's shape alone: a traced obj, its positions clamped where NumPy raises
-    got = rune.jit(lambda v, i: nx.insert(v, i, -1.0, axis=1))(x, nx.asarray([9, -9, 2]))
-    np.testing.assert_array_equal(np.asarray(got), np.insert(A, [4, 0, 2], -1.0, axis=1))
+    got = rune.jit(lambda v, i: nx.insert(v, i, -1.0, axis=1))(x, nx.asarray(np.array([9, -9, 2, 2 ** 32])))
+    np.testing.assert_array_equal(np.asarray(got), np.insert(A, [4, 0, 2, 4], -1.0, axis=1))
 
 
 NUMPY_FORMS = [
