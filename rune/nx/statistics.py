@@ -599,7 +599,9 @@ def _edge_dtype(a):
 
 
 def _uniform_edges(name, a, bins, range):
-    """(edges, lo, hi) of `bins` equal bins over `range` (a's min and max when None)."""
+    """(edges, edge_at, lo, hi) of `bins` equal bins over `range` (a's min and max when None); edge_at(k) is
+    edge k computed from k (the same arithmetic as `edges`, so bitwise the same values, and no gather: a
+    gather indexed by values derived from the reductions made the fused kernel quadratic)."""
     work = _edge_dtype(a)
     if range is not None:
         lo, hi = range
@@ -615,11 +617,12 @@ def _uniform_edges(name, a, bins, range):
         lo, hi = ops.astype(ops.min(a), work), ops.astype(ops.max(a), work)
     same = ops.equal(lo, hi)
     lo, hi = ops.where(same, ops.subtract(lo, work.type(0.5)), lo), ops.where(same, ops.add(hi, work.type(0.5)), hi)
-    steps = ops.constant_like(np.arange(bins + 1, dtype=np.float64) / bins, a, work)
-    edges = ops.add(lo, ops.multiply(ops.subtract(hi, lo), steps))
-    # The last edge is `hi` exactly, as np.linspace's.
-    edges = ops.where(ops.constant_like(np.arange(bins + 1) == bins, a), hi, edges)
-    return edges, lo, hi
+    step = ops.divide(ops.subtract(hi, lo), work.type(bins))
+
+    def edge_at(k):
+        # np.linspace's arithmetic: k * step + lo, the last edge `hi` exactly.
+        return ops.where(ops.equal(k, bins), hi, ops.add(ops.multiply(ops.astype(k, work), step), lo))
+    return edge_at(_iota(bins + 1, a)), edge_at, lo, hi
 
 
 def _bin_count_of(name, a, bins, range):
@@ -645,13 +648,15 @@ def _bins_1d(name, a, bins, range):
     count = _bin_count_of(name, a, bins, range)
     work = _edge_dtype(a)
     if count is not None:
-        edges, lo, hi = _uniform_edges(name, a, count, range)
+        edges, edge_at, lo, hi = _uniform_edges(name, a, count, range)
         af = ops.astype(a, work)
         # NumPy's computation: the bin from the scaled offset, corrected by one against the edges.
         f = ops.multiply(ops.subtract(af, lo), ops.divide(work.type(count), ops.subtract(hi, lo)))
-        i = ops.astype(ops.clip(ops.floor(ops.where(ops.isnan(f), work.type(0), f)), 0, count - 1), dt.int32)
-        i = ops.subtract(i, ops.astype(ops.less(af, ops.take(edges, i)), dt.int32))
-        up = ops.logical_and(ops.greater_equal(af, ops.take(edges, ops.add(i, 1))), ops.not_equal(i, count - 1))
+        # NaN fails both comparisons and lands in bin 0 (then outside `inside`).
+        f = ops.where(ops.greater_equal(f, work.type(0)), ops.minimum(f, work.type(count - 1)), work.type(0))
+        i = ops.astype(ops.floor(f), dt.int32)
+        i = ops.subtract(i, ops.astype(ops.less(af, edge_at(i)), dt.int32))
+        up = ops.logical_and(ops.greater_equal(af, edge_at(ops.add(i, 1))), ops.not_equal(i, count - 1))
         i = ops.add(i, ops.astype(up, dt.int32))
         inside = ops.logical_and(ops.greater_equal(af, lo), ops.less_equal(af, hi))
         return edges, ops.where(inside, i, count)
