@@ -561,8 +561,7 @@ def _widened(ind, n):
 
 
 def put_along_axis(x, indices, values, axis, inplace=True, mode=None):
-    """`x` with the elements at `indices` along `axis` set to `values` (np.put_along_axis, returning a new array
-    as jnp's).
+    """`x` with the elements at `indices` along `axis` set to `values`, as a new array (jnp.put_along_axis).
 
     x: an array. indices: an integer array of x's rank, broadcast with x in the other axes (negative ones
     count from the end; out-of-range ones are dropped, or clamped with mode="clip"). values: broadcast to
@@ -668,8 +667,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
 
 
 def unravel_index(indices, shape, order="C"):
-    """The coordinates in an array of `shape` of the flat positions `indices`, one array per dimension
-    (np.unravel_index).
+    """The coordinates in an array of `shape` of the flat positions `indices`, one array per dimension.
 
     indices: an integer array (or int) of flat positions; negative ones count from the end and out-of-range
     ones are clamped, as JAX's (NumPy raises). shape: the array's shape. order: "C" (row-major) or "F"
