@@ -59,7 +59,8 @@ def _average_samples():
     rng = _rng("average")
     x = draw(rng, (3, 4), F64)
     return [S(x), S(x, draw(rng, (4,), F64, "positive"), axis=1), S(x, draw(rng, (3, 4), F64, "positive")),
-            S(draw(rng, (2, 3), F32), axis=0, keepdims=True), S(draw(rng, (3, 4), I32), draw(rng, (4,), I32, "positive"), axis=1)]
+            S(draw(rng, (2, 3), F32), axis=0, keepdims=True),
+            S(draw(rng, (3, 4), I32), draw(rng, (4,), I32, "positive"), axis=1)]
 
 
 case("average", lambda a, w=None, **k: nx.average(a, weights=w, **k),
@@ -110,9 +111,18 @@ case("corrcoef", nx.corrcoef, np.corrcoef, _cov_samples("corrcoef"), grad=True, 
 # -- sorting relatives
 _part = [S(draw(_rng("partition"), (7,), F64), kth=3), S(draw(_rng("partition"), (3, 5), F32), kth=(0, 2), axis=0),
          S(draw(_rng("partition"), (3, 4), I32), kth=-1, axis=None)]
-case("partition", nx.partition, lambda a, kth=None, axis=-1: np.sort(a.reshape(-1) if axis is None else a, axis=-1 if axis is None else axis), _part, grad=True,
+
+
+def _along(fn):
+    """NumPy's sort/argsort along `axis` (the flattened array when None), kth unused: rune's partition."""
+    def ref(a, kth=None, axis=-1):
+        return fn(a.reshape(-1), axis=-1) if axis is None else fn(a, axis=axis)
+    return ref
+
+
+case("partition", nx.partition, _along(np.sort), _part, grad=True,
      note="rune's partition is the sorted axis, an arrangement NumPy's contract allows")
-case("argpartition", nx.argpartition, lambda a, kth=None, axis=-1: np.argsort(a.reshape(-1) if axis is None else a, axis=-1 if axis is None else axis, kind="stable"), _part,
+case("argpartition", nx.argpartition, _along(lambda a, axis: np.argsort(a, axis=axis, kind="stable")), _part,
      dtype_rule=index_rule)
 
 
@@ -210,11 +220,13 @@ _w = np.array([2, 9, 3, 7, 0, 2], I32)
 _uf = np.array([0.5, -1.0, 2.0, 0.5, 3.0])
 _wf = np.array([2.0, 0.25, 0.5, 7.0])
 case("unique", nx.unique, _padded(np.unique),
-     [S(_u, size=8), S(_u, return_index=True, return_inverse=True, return_counts=True, size=6), S(_uf, size=3, fill_value=-9.0, fd=False), S(np.array([0.5, -1.0, 2.0, 3.0]), size=5),
+     [S(_u, size=8), S(_u, return_index=True, return_inverse=True, return_counts=True, size=6),
+      S(_uf, size=3, fill_value=-9.0, fd=False), S(np.array([0.5, -1.0, 2.0, 3.0]), size=5),
       S(np.array([[1, 2, 2], [0, 1, 4]], I32), return_inverse=True, size=5)],
      grad=True, dtype_rule=_set_rule, dtype_note="indices and counts are int32")
 case("unique (exact)", nx.unique, np.unique,
-     [S(_u), S(_u, return_index=True, return_inverse=True, return_counts=True), S(np.array([1.0, np.nan, 2.0, np.nan, 1.0])),
+     [S(_u), S(_u, return_index=True, return_inverse=True, return_counts=True),
+      S(np.array([1.0, np.nan, 2.0, np.nan, 1.0])),
       S(np.array([[1, 2], [0, 1], [1, 2]], I32), return_counts=True, axis=0)],
      traced=False, grad=True, dtype_rule=_set_rule)
 for _name in ("union1d", "intersect1d", "setdiff1d", "setxor1d"):
@@ -234,7 +246,8 @@ case("setdiff1d (assume_unique)", lambda a, b: nx.setdiff1d(a, b, assume_unique=
 def _conv_samples(name):
     rng = _rng(name)
     return [S(draw(rng, (7,), F64), draw(rng, (3,), F64)), S(draw(rng, (3,), F64), draw(rng, (6,), F64), mode="same"),
-            S(draw(rng, (8,), F32), draw(rng, (4,), F32), mode="valid"), S(draw(rng, (5,), I32), draw(rng, (2,), I32), mode="full"),
+            S(draw(rng, (8,), F32), draw(rng, (4,), F32), mode="valid"),
+            S(draw(rng, (5,), I32), draw(rng, (2,), I32), mode="full"),
             S(draw(rng, (6,), F64), draw(rng, (3,), F64), mode="same")]
 
 

@@ -140,22 +140,27 @@ def nancumprod(a, axis=None, dtype=None, out=None):
 
 
 def _nan_statistic(name, plain):
-    def op(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None, **kwargs):
+    def op(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None):
         ops.check_out(name, out)
         a = ops.asarray(a)
         if dtype is not None:
             a = ops.astype(a, dtype)
+        extra = {} if name == "nanmean" else {"ddof": ddof}
         if not dt.is_inexact(a.dtype):
-            return plain(a, axis, keepdims, where=where, **kwargs)
+            return plain(a, axis, keepdims, where=where, **extra)
         mask = ops.logical_not(ops.isnan(a))
         if where is not None:
             mask = ops.logical_and(mask, ops._mask(name, where, a))
-        return ops._masked_statistic(name[3:], a, mask, axis, keepdims, **kwargs)
+        return ops._masked_statistic(name[3:], a, mask, axis, keepdims, **extra)
     op.__name__ = name
     return op
 
 
-nanmean = _nan_statistic("nanmean", ops.mean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    return _nan_mean(a, axis, dtype, out, 0, keepdims, where=where)
+
+
+_nan_mean = _nan_statistic("nanmean", ops.mean)
 nanvar = _nan_statistic("nanvar", ops.var)
 nanstd = _nan_statistic("nanstd", ops.std)
 _NAN_STAT_ARGS = ("\n\na: an array (integers as in nx.mean). axis: an int, a tuple of ints, or None. dtype: of the "

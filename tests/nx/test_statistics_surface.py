@@ -84,3 +84,43 @@ def test_nan_argextremes_of_a_slice_of_nans_only_are_minus_one():
 def test_bad_input_is_a_rune_error_naming_the_function(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+_X = np.array([0.3, -1.2, 2.5, 0.7, -0.4, 1.9, -2.2, 0.1])
+_Y = np.array([1.1, 0.4, -0.9, 2.0, -1.5, 0.2, 0.8, -0.3])
+# name -> (NumPy call on x (and y), the arguments it takes: "x" or "xy")
+_DISPATCHED = {
+    "average": (lambda x: np.average(x, weights=x * x), "x"), "median": (np.median, "x"),
+    "percentile": (lambda x: np.percentile(x, 30), "x"),
+    "quantile": (lambda x: np.quantile(x, [0.1, 0.5], method="lower"), "x"),
+    "nanmedian": (np.nanmedian, "x"), "nanpercentile": (lambda x: np.nanpercentile(x, 30), "x"),
+    "nanquantile": (lambda x: np.nanquantile(x, 0.3), "x"), "nansum": (np.nansum, "x"), "nanprod": (np.nanprod, "x"),
+    "nanmax": (np.nanmax, "x"), "nanmin": (np.nanmin, "x"), "nanmean": (np.nanmean, "x"),
+    "nanvar": (lambda x: np.nanvar(x, ddof=1), "x"), "nanstd": (np.nanstd, "x"), "nanargmax": (np.nanargmax, "x"),
+    "nanargmin": (np.nanargmin, "x"), "nancumsum": (np.nancumsum, "x"), "nancumprod": (np.nancumprod, "x"),
+    "ptp": (np.ptp, "x"), "cov": (np.cov, "xy"), "corrcoef": (np.corrcoef, "xy"),
+    "partition": (lambda x: np.partition(x, 3), "x"), "argpartition": (lambda x: np.argpartition(x, 3), "x"),
+    "lexsort": (lambda x, y: np.lexsort((x, y)), "xy"), "sort_complex": (np.sort_complex, "x"),
+    "histogram": (lambda x: np.histogram(x, bins=4), "x"),
+    "histogram_bin_edges": (lambda x: np.histogram_bin_edges(x, bins=4), "x"),
+    "histogram2d": (lambda x, y: np.histogram2d(x, y, bins=3), "xy"),
+    "histogramdd": (lambda x, y: np.histogramdd(np.stack([x, y], 1), bins=3)[0], "xy"),
+    "digitize": (lambda x: np.digitize(x, np.array([-1.0, 0.0, 1.0])), "x"),
+    "convolve": (np.convolve, "xy"), "correlate": (lambda x, y: np.correlate(x, y, "same"), "xy"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DISPATCHED))
+def test_numpy_functions_on_traced_values_run_rune_s(name):
+    """np.<name>(tracer) inside a transformation runs rune.nx.<name> (no NumPy fallback, no refusal): the
+    result under vmap equals NumPy's on each lane."""
+    call, kinds = _DISPATCHED[name]
+    args = {"x": (_X,), "xy": (_X, _Y)}[kinds]
+    lanes = [tuple(np.roll(a, k) for a in args) for k in range(2)]
+    got = rune.vmap(lambda *a: call(*a))(*[nx.asarray(np.stack(c)) for c in zip(*lanes)])
+    for k, lane in enumerate(lanes):
+        with np.errstate(all="ignore"):
+            want = call(*lane)
+        for g, w in zip(rune.tree.leaves(got), rune.tree.leaves(want)):
+            np.testing.assert_allclose(np.asarray(g)[k], np.asarray(w), rtol=1e-12, atol=1e-12)
+
