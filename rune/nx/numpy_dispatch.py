@@ -168,7 +168,13 @@ _LEADING_ARRAYS = {"polydiv": 2, "polyval": 2, "polyder": 1, "polyint": 1, "lina
                    "linalg.tensorinv": 1, "linalg.tensorsolve": 2,
                    # the shaping functions keep NumPy's parameter names (ary, m, a, arr, values)
                    "append": 2, "array_split": 1, "copy": 1, "dsplit": 1, "hsplit": 1, "vsplit": 1, "fliplr": 1,
-                   "flipud": 1, "kron": 2, "resize": 1, "rollaxis": 1, "rot90": 1}
+                   "flipud": 1, "kron": 2, "resize": 1, "rollaxis": 1, "rot90": 1,
+                   # the statistics functions keep NumPy's parameter names (a, m, v)
+                   **dict.fromkeys(("average", "median", "percentile", "quantile", "nanmedian", "nanpercentile",
+                                    "nanquantile", "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar",
+                                    "nanstd", "nanargmax", "nanargmin", "nancumsum", "nancumprod", "ptp", "partition",
+                                    "argpartition", "sort_complex", "histogram", "histogram_bin_edges"),
+                                   1), "cov": 2, "convolve": 2, "correlate": 2}
 
 
 def _translate(name, np_func, fn, args, kwargs):
