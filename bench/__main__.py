@@ -15,7 +15,7 @@ import sys
 import time
 
 from . import (callbacks, cuda_compile, cuda_indexed, cuda_jit, data, distributed, eager, eager_control, gpu,
-               grad, kernels, threads, train, vmap)
+               grad, kernels, statistics, threads, train, vmap)
 from . import complex as complex_numbers
 from .common import print_table
 
@@ -23,7 +23,7 @@ BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", 
            ("threads", threads),
            ("train", train), ("data", data), ("distributed", distributed), ("eager_control", eager_control),
            ("cuda_compile", cuda_compile), ("cuda_indexed", cuda_indexed), ("complex", complex_numbers), ("gpu", gpu),
-           ("cuda_jit", cuda_jit))
+           ("cuda_jit", cuda_jit), ("statistics", statistics))
 
 
 def main(argv=None):
