@@ -11,7 +11,7 @@ come with no new rules:
   `length=` / the number of bins;
 - unique and the set functions sort, mark the first element of each run of equal values and gather the
   marked ones: exact eagerly (the count is read from the values), `size=` / `fill_value=` under jit as JAX;
-- convolve/correlate run on the conv primitive (nx.conv), one channel.
+- convolve/correlate run on the conv primitive (nx.conv), one channel, or by FFT past 128 taps (floats).
 """
 import builtins
 import math
@@ -1009,8 +1009,29 @@ def _correlate_full(name, a, v):
     if a.dtype == dt.bool_:
         a, v = ops.astype(a, dt.int32), ops.astype(v, dt.int32)
     k = v.shape[0]
+    if builtins.min(a.shape[0], k) > _FFT_FROM and a.dtype in _FFT_DTYPES:
+        return _fft_convolve(a, ops.flip(v))
     out = conv(ops.reshape(a, (1, -1, 1)), ops.reshape(v, (k, 1, 1)), padding=[(k - 1, k - 1)])
     return ops.reshape(out, (-1,))
+
+
+# Past this many taps (of the shorter operand) the FFT's O(L log L) beats the direct O(n k) loop (measured on
+# the host at n = 1e5: 15 taps direct 1.6 ms, FFT 10 ms; 10k taps direct 2.5 s, FFT 6 ms). Integers stay
+# direct, where they are exact.
+_FFT_FROM = 128
+_FFT_DTYPES = (dt.float32, dt.float64, dt.complex64, dt.complex128)
+
+
+def _fft_convolve(a, v):
+    """The full linear convolution of a and v by FFT, zero-padded to a power of two."""
+    from . import fft
+    m = a.shape[0] + v.shape[0] - 1
+    size = 1 << (m - 1).bit_length()
+    if dt.is_complex(a.dtype):
+        out = fft.ifft(ops.multiply(fft.fft(a, n=size), fft.fft(v, n=size)), n=size)
+    else:
+        out = fft.irfft(ops.multiply(fft.rfft(a, n=size), fft.rfft(v, n=size)), n=size)
+    return ops.slice_in_dim(out, 0, m)
 
 
 def _mode_slice(name, full, n, k, mode, reverse_same):

@@ -124,3 +124,24 @@ def test_numpy_functions_on_traced_values_run_rune_s(name):
         for g, w in zip(rune.tree.leaves(got), rune.tree.leaves(want)):
             np.testing.assert_allclose(np.asarray(g)[k], np.asarray(w), rtol=1e-12, atol=1e-12)
 
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-10), (np.float32, 1e-4), (np.complex128, 1e-10)])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_long_convolutions_by_fft_match_numpy(dtype, tol, mode):
+    """Past 128 taps convolve/correlate go through the FFT: the same values as NumPy's direct sums, and the
+    same gradient as the direct path (checked against NumPy's correlation, its transpose)."""
+    rng = np.random.default_rng(7)
+    a, v = (rng.standard_normal(n).astype(dtype) for n in (300, 200))
+    if np.dtype(dtype).kind == "c":
+        a, v = a + 1j * rng.standard_normal(300), v - 1j * rng.standard_normal(200)
+    scale = np.abs(np.convolve(a, v)).max()
+    for rune_fn, np_fn in ((nx.convolve, np.convolve), (nx.correlate, np.correlate)):
+        got = np.asarray(rune_fn(nx.asarray(a), nx.asarray(v), mode))
+        assert got.dtype == np_fn(a, v, mode).dtype or np.dtype(dtype) == np.float32
+        np.testing.assert_allclose(got, np_fn(a, v, mode), rtol=0, atol=tol * scale)
+    if np.dtype(dtype) == np.float64:
+        w = rng.standard_normal(np.convolve(a, v, mode).shape)
+        g = rune.grad(lambda x: nx.sum(nx.convolve(x, nx.asarray(v), mode) * nx.asarray(w)))(nx.asarray(a))
+        full_w = w if mode == "full" else np.pad(w, {"same": (99, 100), "valid": (199, 199)}[mode])
+        np.testing.assert_allclose(np.asarray(g), np.correlate(full_w, v, "valid"), rtol=0, atol=1e-9 * scale)
