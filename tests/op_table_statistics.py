@@ -90,7 +90,8 @@ for _name, _scale, _nan in (("quantile", 1, False), ("percentile", 100, False), 
          grad=True, dtype_rule=_int_as_float_rule, dtype_note="int data interpolate in rune's float for them")
 case("median", nx.median, np.median,
      [S(draw(_rng("median"), (3, 5), F64), axis=1), S(draw(_rng("median"), (4, 2), F64)),
-      S(draw(_rng("median"), (2, 3, 4), F32), axis=(0, 2), keepdims=True), S(draw(_rng("median"), (4,), I32))],
+      S(draw(_rng("median"), (2, 3, 4), F32), axis=(0, 2), keepdims=True), S(draw(_rng("median"), (4,), I32)),
+      S(np.array([True, False, True, True]))],
      grad=True, dtype_rule=_int_as_float_rule)
 case("nanmedian", nx.nanmedian, _errstate(np.nanmedian),
      [S(_with_nans(_rng("nanmedian"), (3, 5)), axis=1), S(_with_nans(_rng("nanmedian"), (4, 4), F32), axis=0),
@@ -247,7 +248,7 @@ def _conv_samples(name):
     rng = _rng(name)
     return [S(draw(rng, (7,), F64), draw(rng, (3,), F64)), S(draw(rng, (3,), F64), draw(rng, (6,), F64), mode="same"),
             S(draw(rng, (8,), F32), draw(rng, (4,), F32), mode="valid"),
-            S(draw(rng, (5,), I32), draw(rng, (2,), I32), mode="full"),
+            S(draw(rng, (5,), I32), draw(rng, (2,), I32), mode="full"), S(draw(rng, (5,), BOOL), draw(rng, (3,), BOOL)),
             S(draw(rng, (6,), F64), draw(rng, (3,), F64), mode="same")]
 
 

@@ -258,12 +258,14 @@ def _quantile(name, a, q, axis, method, keepdims, nan_aware, scale=1):
     if method not in _METHODS:
         raise ArgumentError(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}")
     a = ops.asarray(a)
-    if dt.is_complex(a.dtype) or a.dtype == dt.bool_:
-        raise DTypeError(f"{name}: expected a real numeric array (complex numbers have no order), got "
-                         f"{a.dtype.name}")
+    if dt.is_complex(a.dtype):
+        raise DTypeError(f"{name}: expected a real array (complex numbers have no order), got {a.dtype.name}")
     if a.size == 0:
         raise ShapeError(f"{name}: the array of shape {a.shape} is empty (no element to rank)")
     discrete = method in ("lower", "higher", "nearest")
+    if a.dtype == dt.bool_:   # ranked as 0 and 1; lower/higher/nearest give bools back, as NumPy's
+        out = _quantile(name, ops.astype(a, dt.uint8), q, axis, method, keepdims, nan_aware, scale)
+        return ops.astype(out, dt.bool_) if discrete else out
     out_dtype = a.dtype if discrete or dt.is_float(a.dtype) else dt.to_inexact(a.dtype)
     work = dt.float32 if out_dtype in (dt.float16, dt.bfloat16) or not dt.is_float(out_dtype) and \
         dt.to_inexact(a.dtype) == dt.float32 else dt.to_inexact(out_dtype) if not dt.is_float(out_dtype) \
@@ -1006,8 +1008,8 @@ def _correlate_full(name, a, v):
         if t.shape[0] == 0:
             raise ShapeError(f"{name}: {arg} cannot be empty")
     a, v = ops.promote(name, a, v)
-    if a.dtype == dt.bool_:
-        a, v = ops.astype(a, dt.int32), ops.astype(v, dt.int32)
+    if a.dtype == dt.bool_:   # NumPy's bool convolution: OR of ANDs
+        return ops.not_equal(_correlate_full(name, ops.astype(a, dt.int32), ops.astype(v, dt.int32)), 0)
     k = v.shape[0]
     if builtins.min(a.shape[0], k) > _FFT_FROM and a.dtype in _FFT_DTYPES:
         return _fft_convolve(a, ops.flip(v))
