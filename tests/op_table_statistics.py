@@ -16,10 +16,8 @@ def _with_nans(rng, shape, d=F64):
 def _nan_samples(name, dtypes=(F64, F32)):
     rng = _rng(name)
     out = []
-    for d in dtypes:
-        out += [S(_with_nans(rng, (3, 4), d), axis=1), S(_with_nans(rng, (2, 5), d)),
-                S(_with_nans(rng, (3, 4), d), axis=0, keepdims=True)]
-    out.append(S(draw(rng, (3, 4), I32), axis=1))
+    out = [S(_with_nans(rng, (3, 4), dtypes[0]), axis=1), S(_with_nans(rng, (2, 5), dtypes[0])),
+           S(_with_nans(rng, (3, 4), dtypes[-1]), axis=0, keepdims=True), S(draw(rng, (3, 4), I32), axis=1)]
     return out
 
 
@@ -81,7 +79,8 @@ def _quantile_samples(name, scale, nan_aware):
     for m in ("lower", "higher", "nearest"):
         out.append(S(make((3, 6)), 0.45 * scale, axis=1, method=m))
     out.append(S(draw(rng, (3, 5), I32), 0.3 * scale, axis=0))
-    return out
+    # percentile and the nan* forms share quantile's code: fewer samples (every method stays covered by quantile)
+    return out if name == "quantile" else out[:3] + out[-2:]
 
 
 for _name, _scale, _nan in (("quantile", 1, False), ("percentile", 100, False), ("nanquantile", 1, True),
