@@ -79,6 +79,8 @@ def _quantile_samples(name, scale, nan_aware):
     for m in ("lower", "higher", "nearest"):
         out.append(S(make((3, 6)), 0.45 * scale, axis=1, method=m))
     out.append(S(draw(rng, (3, 5), I32), 0.3 * scale, axis=0))
+    # q static (a keyword): the ranks are known, a partial sort (argselect) finds them, also under jit
+    out.insert(1, S(make((3, 6)), q=np.array([0.2, 0.9]) * scale, axis=1, method="nearest"))
     # percentile and the nan* forms share quantile's code: fewer samples (every method stays covered by quantile)
     return out if name == "quantile" else out[:3] + out[-2:]
 

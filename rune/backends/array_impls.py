@@ -28,7 +28,7 @@ import numpy as np
 
 from . import float_semantics
 from .cpu import conv, threefry
-from .xp import complexfuncs, fft, linalg, mathfuncs, sorting
+from .xp import complexfuncs, fft, linalg, mathfuncs, sorting, statistics
 
 # float16 and bfloat16 accumulate in float32 and round once to their own dtype,
 # as XLA does: summed in their own precision, 10000 bfloat16 ones give 256.
@@ -312,6 +312,6 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     })
     # Convolution and pooling, the Array API functions, sorting, linear algebra:
     # each in its own module.
-    for module in (conv, mathfuncs, sorting, linalg, complexfuncs, fft):
+    for module in (conv, mathfuncs, sorting, linalg, complexfuncs, fft, statistics):
         impls.update(module.make_impls(xp))
     return impls

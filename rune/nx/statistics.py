@@ -19,7 +19,9 @@ import math
 import numpy as np
 
 from ..core import dtypes as dt
-from ..core.trace import Tracer
+from ..core.aval import Aval
+from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, primitive
+from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, ConcretizationError, DTypeError, ShapeError
 from . import ops
 from .array import Array
@@ -225,6 +227,60 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 # ---------------------------------------------------------------- order statistics
 
+# argselect: the positions of the order statistics `kth` (static ranks) along the last axis, NaNs ranked
+# last as in sort. A partial sort (introselect) on the backend, O(n) where sorting is O(n log n): the
+# quantiles at static ranks gather through it. Its integer result carries no derivative; the gathered
+# values do. Its implementation on an array module is rune/backends/xp/statistics.py (no lowering: compiled
+# code runs it op by op, as argsort).
+argselect_p = primitive("argselect")
+
+
+def _argselect_abstract(x, *, kth, index_dtype):
+    return Aval(x.shape[:-1] + (len(kth),), index_dtype, x.device)
+
+
+def _argselect_batch(values, dims, size, *, kth, index_dtype):
+    from .rule_helpers import to_front
+    return bind(argselect_p, to_front(values[0], dims[0]), kth=kth, index_dtype=index_dtype), 0
+
+
+abstract_rules[argselect_p] = _argselect_abstract
+no_derivative.add(argselect_p)
+jvp_rules[argselect_p] = lambda primals, tangents, **params: (bind(argselect_p, *primals, **params), None)
+batch_rules[argselect_p] = _argselect_batch
+
+
+def _static_quantile(x, qh, method, work):
+    """Quantiles at host-known q (qh, float64, flat) of x's last axis: the one or two ranks around each are
+    static, so a partial sort finds them (NumPy's way: positions in float64, the weight rounded to `work`)."""
+    n = x.shape[-1]
+    pos = qh * (n - 1)
+    lo, hi = np.floor(pos).astype(np.int64), np.ceil(pos).astype(np.int64)
+    if method == "nearest":
+        lo = hi = np.round(pos).astype(np.int64)
+    elif method == "lower":
+        hi = lo
+    elif method == "higher":
+        lo = hi
+    ranks = tuple(sorted(set(lo.tolist()) | set(hi.tolist())))
+    where = {r: i for i, r in enumerate(ranks)}
+    picked = take_along_axis(x, bind(argselect_p, x, kth=ranks, index_dtype=_index_dtype(n)), -1)
+    picked = ops.astype(picked, work)
+
+    def at(ks):
+        return ops.take(picked, ops.constant_like(np.array([where[k] for k in ks], np.int32), x), axis=-1)
+    below, above = at(lo.tolist()), at(hi.tolist())
+    if method in ("lower", "higher", "nearest"):
+        return below
+    if method == "midpoint":
+        return ops.multiply(ops.add(below, above), work.type(0.5))
+    t = ops.constant_like((pos - lo).astype(work), x)
+    step = ops.subtract(above, below)
+    return ops.where(ops.greater_equal(t, work.type(0.5)),
+                     ops.subtract(above, ops.multiply(step, ops.subtract(work.type(1), t))),
+                     ops.add(below, ops.multiply(step, t)))
+
+
 _METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
 
@@ -254,24 +310,8 @@ def _q_operand(name, q, scale, work, like):
     return ops.divide(q, work.type(scale)) if scale != 1 else q
 
 
-def _quantile(name, a, q, axis, method, keepdims, nan_aware, scale=1):
-    if method not in _METHODS:
-        raise ArgumentError(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}")
-    a = ops.asarray(a)
-    if dt.is_complex(a.dtype):
-        raise DTypeError(f"{name}: expected a real array (complex numbers have no order), got {a.dtype.name}")
-    if a.size == 0:
-        raise ShapeError(f"{name}: the array of shape {a.shape} is empty (no element to rank)")
-    discrete = method in ("lower", "higher", "nearest")
-    if a.dtype == dt.bool_:   # ranked as 0 and 1; lower/higher/nearest give bools back, as NumPy's
-        out = _quantile(name, ops.astype(a, dt.uint8), q, axis, method, keepdims, nan_aware, scale)
-        return ops.astype(out, dt.bool_) if discrete else out
-    out_dtype = a.dtype if discrete or dt.is_float(a.dtype) else dt.to_inexact(a.dtype)
-    work = dt.float32 if out_dtype in (dt.float16, dt.bfloat16) or not dt.is_float(out_dtype) and \
-        dt.to_inexact(a.dtype) == dt.float32 else dt.to_inexact(out_dtype) if not dt.is_float(out_dtype) \
-        else out_dtype
-    q = _q_operand(name, q, scale, work, a)
-    x, lead, kept = _to_last_axis(name, a, axis)
+def _traced_quantile(x, q, lead, method, work, nan_aware):
+    """Quantiles at traced q (or with NaNs ignored, whose count is per slice): sort, and gather at the ranks."""
     n = x.shape[-1]
     s = sort(x if dt.is_float(x.dtype) else x, axis=-1)
     qf = ops.reshape(q, (-1,))
@@ -307,6 +347,34 @@ def _quantile(name, a, q, axis, method, keepdims, nan_aware, scale=1):
             out = ops.where(ops.greater_equal(t, work.type(0.5)),
                             ops.subtract(above, ops.multiply(step, ops.subtract(work.type(1), t))),
                             ops.add(below, ops.multiply(step, t)))
+    return out
+
+
+def _quantile(name, a, q, axis, method, keepdims, nan_aware, scale=1):
+    if method not in _METHODS:
+        raise ArgumentError(f"{name}: method must be one of {', '.join(_METHODS)}, got {method!r}")
+    a = ops.asarray(a)
+    if dt.is_complex(a.dtype):
+        raise DTypeError(f"{name}: expected a real array (complex numbers have no order), got {a.dtype.name}")
+    if a.size == 0:
+        raise ShapeError(f"{name}: the array of shape {a.shape} is empty (no element to rank)")
+    discrete = method in ("lower", "higher", "nearest")
+    if a.dtype == dt.bool_:   # ranked as 0 and 1; lower/higher/nearest give bools back, as NumPy's
+        out = _quantile(name, ops.astype(a, dt.uint8), q, axis, method, keepdims, nan_aware, scale)
+        return ops.astype(out, dt.bool_) if discrete else out
+    out_dtype = a.dtype if discrete or dt.is_float(a.dtype) else dt.to_inexact(a.dtype)
+    work = dt.float32 if out_dtype in (dt.float16, dt.bfloat16) or not dt.is_float(out_dtype) and \
+        dt.to_inexact(a.dtype) == dt.float32 else dt.to_inexact(out_dtype) if not dt.is_float(out_dtype) \
+        else out_dtype
+    static = not isinstance(q, Tracer) and not (nan_aware and dt.is_float(a.dtype))
+    q_given, q = q, _q_operand(name, q, scale, work, a)   # (checks q first)
+    # NumPy's ranks: q * (n - 1) in float64
+    q_host = np.asarray(q_given).astype(np.float64).reshape(-1) / scale if static else None
+    x, lead, kept = _to_last_axis(name, a, axis)
+    if static:   # the ranks are known: a partial sort finds them
+        out = ops.broadcast_to(_static_quantile(x, q_host, method, work), lead + (q_host.size,))
+    else:
+        out = _traced_quantile(x, q, lead, method, work, nan_aware)
     if dt.is_float(x.dtype) and not nan_aware:
         # NumPy: any NaN in a slice makes its quantiles NaN.
         out = ops.where(ops.any(ops.isnan(x), -1, True), work.type(np.nan), out)
