@@ -145,3 +145,15 @@ def test_long_convolutions_by_fft_match_numpy(dtype, tol, mode):
         g = rune.grad(lambda x: nx.sum(nx.convolve(x, nx.asarray(v), mode) * nx.asarray(w)))(nx.asarray(a))
         full_w = w if mode == "full" else np.pad(w, {"same": (99, 100), "valid": (199, 199)}[mode])
         np.testing.assert_allclose(np.asarray(g), np.correlate(full_w, v, "valid"), rtol=0, atol=1e-9 * scale)
+
+
+@pytest.mark.cc
+def test_large_eager_histogram_runs_compiled_with_numpy_s_counts_and_edges():
+    """From 2**18 elements an eager histogram of equal bins runs as one compiled plan: NumPy's counts
+    exactly (its edge corrections included) and its edges."""
+    x = np.random.default_rng(3).standard_normal(1 << 18).astype(np.float32)
+    for bins, rng in ((64, None), (7, (-1.0, 2.5))):
+        hist, edges = nx.histogram(nx.asarray(x), bins, range=rng)
+        want_hist, want_edges = np.histogram(x, bins, range=rng)
+        np.testing.assert_array_equal(np.asarray(hist), want_hist)
+        np.testing.assert_allclose(np.asarray(edges), want_edges, rtol=1e-6)
