@@ -536,8 +536,7 @@ def _partition_operand(name, a, kth, axis):
 
 
 def partition(a, kth, axis=-1, kind="introselect", order=None):
-    """`a` rearranged along `axis` so that the element at each `kth` position is the one a sort puts there,
-    smaller ones before it and larger ones after.
+    """`a` rearranged along `axis` so that each `kth` position holds what a sort puts there, smaller ones before.
 
     rune returns the fully sorted axis, one of the arrangements NumPy's contract allows (NumPy leaves the order
     within each side unspecified). a: an array. kth: an int or a sequence of ints (positions, negative from the
@@ -550,8 +549,8 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 def argpartition(a, kth, axis=-1, kind="introselect", order=None):
     """The positions that partition `a` along `axis` at `kth` (see partition: rune's are the stable argsort).
 
-    a: an array. kth: an int or a sequence of ints. axis: an int, or None for the flattened array. Indices are
-    int32.
+    a: an array. kth: an int or a sequence of ints. axis: an int, or None for the flattened array. kind, order:
+    accepted for NumPy (order must be None). Indices are int32.
     """
     a, ax = _partition_operand("argpartition", a, kth, axis)
     return argsort(a, axis=ax)
@@ -935,8 +934,7 @@ def _first_or_zero(s):
 
 def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *, equal_nan=True,
            size=None, fill_value=None, sorted=True):
-    """The sorted distinct values of `ar` and, if asked, where they first occur, where each element of `ar` is
-    among them, and how often each occurs.
+    """The sorted distinct values of `ar`, with where they first occur, the inverse and the counts if asked.
 
     ar: an array (flattened; with `axis`, the distinct slices along it, eagerly only). return_index,
     return_inverse, return_counts: also return those (int32; the inverse has ar's shape). equal_nan: NaNs are one
@@ -1163,6 +1161,7 @@ def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
 
     subscripts: the einsum specification. operands: arrays (or anything with a shape; only shapes are read).
     optimize: "greedy", "optimal", True/False or an explicit path (a list starting with "einsum_path").
+    einsum_call: NumPy's internal form (the contraction list for einsum itself); refused here.
     """
     if einsum_call:
         raise ArgumentError("einsum_path: einsum_call= is internal to NumPy and not supported")
