@@ -261,7 +261,8 @@ def suite_stretches():
 @pytest.mark.nvrtc
 def test_nvrtc_accepts_every_kernel_of_the_suite_for_sm_90(suite_stretches):
     assert len(suite_stretches["op table"]) > 300
-    assert len(suite_stretches["fuzz"]) > 0.5 * int(os.environ.get("RUNE_FUZZ_PROGRAMS", "2000"))
+    from test_fuzz_kernels import N_PROGRAMS
+    assert len(suite_stretches["fuzz"]) > 0.5 * N_PROGRAMS
     assert suite_stretches["compositions"] and (suite_stretches["seed"] or not SEED.exists())
     everything = [s for v in suite_stretches.values() for s in v]
     assert _compile_all(everything, "sm_90", syntax_only=True) == len({s.name for s in everything})

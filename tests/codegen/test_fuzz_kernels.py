@@ -10,7 +10,7 @@ NumPy and C both round exactly (no transcendental functions: those are
 checked per primitive within an ulp bound in test_compiler.py), so all three
 must agree bit for bit, NaN payloads aside.
 
-`RUNE_FUZZ_PROGRAMS` (default 2000) sets how many programs the batch test
+`RUNE_FUZZ_PROGRAMS` (default 1500) sets how many programs the batch test
 builds; all their kernels are compiled in a few batched compiler runs. Every
 program of the run is checked, and each one that fails is reported, shrunk
 (steps and outputs dropped while it still fails), not only the first.
@@ -57,7 +57,7 @@ KINDS = ("unary", "binary", "binary", "binary", "select", "convert", "transpose"
 # Integer and boolean reductions are exact in any order; float ones are checked
 # within a bound in test_compiler.py (the summation order differs from NumPy's).
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
-N_PROGRAMS = int(os.environ.get("RUNE_FUZZ_PROGRAMS", "2000"))
+N_PROGRAMS = int(os.environ.get("RUNE_FUZZ_PROGRAMS", "1500"))
 
 
 class RngChoices:
