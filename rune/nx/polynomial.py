@@ -73,10 +73,7 @@ def polyadd(a1, a2):
 
     a1, a2: 1-d coefficient arrays (or scalars), highest degree first, promoted to one dtype.
     """
-    a1, a2 = (_coefficients("polyadd", a, w) for a, w in ((a1, "a1"), (a2, "a2")))
-    a1, a2 = ops.promote("polyadd", a1, a2)
-    n = max(a1.shape[0], a2.shape[0])
-    return ops.add(_pad_front(a1, n), _pad_front(a2, n))
+    return ops.add(*_aligned("polyadd", a1, a2))
 
 
 def polysub(a1, a2):
@@ -84,10 +81,15 @@ def polysub(a1, a2):
 
     a1, a2: 1-d coefficient arrays (or scalars), highest degree first, promoted to one dtype.
     """
-    a1, a2 = (_coefficients("polysub", a, w) for a, w in ((a1, "a1"), (a2, "a2")))
-    a1, a2 = ops.promote("polysub", a1, a2)
+    return ops.subtract(*_aligned("polysub", a1, a2))
+
+
+def _aligned(name, a1, a2):
+    """The coefficients of `a1` and `a2` in one dtype, the shorter padded with leading zeros."""
+    a1, a2 = (_coefficients(name, a, w) for a, w in ((a1, "a1"), (a2, "a2")))
+    a1, a2 = ops.promote(name, a1, a2)
     n = max(a1.shape[0], a2.shape[0])
-    return ops.subtract(_pad_front(a1, n), _pad_front(a2, n))
+    return _pad_front(a1, n), _pad_front(a2, n)
 
 
 def polymul(a1, a2):

@@ -10,6 +10,7 @@ import pytest
 
 import rune
 from rune import nx
+from oracles import fd_complex_grad
 
 _RTOL = {np.complex128: 1e-6, np.complex64: 2e-3, np.float64: 1e-6}
 
@@ -95,16 +96,6 @@ def test_vjp_is_the_transpose_of_the_jvp(name, shape, dtype):
     assert rhs == pytest.approx(lhs, rel=_RTOL[dtype] / 10, abs=_RTOL[dtype] / 10)
 
 
-def _fd_complex_grad(f, a, h=1e-6):
-    """df/dx - i df/dy of real-valued f at complex a, by central differences."""
-    out = np.zeros(a.shape, np.complex128)
-    for i in np.ndindex(a.shape):
-        e = np.zeros(a.shape, np.complex128)
-        e[i] = h
-        out[i] = (f(a + e) - f(a - e) - 1j * (f(a + 1j * e) - f(a - 1j * e))) / (2 * h)
-    return out
-
-
 def _weighted(xp, outs):
     """A real loss reading every output: sum re(o * w) for fixed complex weights."""
     rng = np.random.default_rng(3)
@@ -116,7 +107,7 @@ def test_grad_is_df_dx_minus_i_df_dy(name, shape):
     _, fn, oracle = _CASES[name]
     a = _input(name, shape, np.complex128)
     got = np.asarray(rune.grad(lambda m: _weighted(nx, fn(m)))(nx.asarray(a)))
-    want = _fd_complex_grad(lambda m: _weighted(np, oracle(m)), a)
+    want = fd_complex_grad(lambda m: _weighted(np, oracle(m)), a)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7 * np.abs(want).max())
     if name == "cholesky":      # of the Hermitian part: the gradient is Hermitian
         np.testing.assert_allclose(got, _hermitian(got), atol=1e-12)

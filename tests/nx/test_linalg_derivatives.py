@@ -8,19 +8,9 @@ import pytest
 
 import rune
 from rune import nx
-from oracles import fd_grad
+from oracles import fd_grad, fd_complex_grad
 
 _C = np.random.default_rng(40).standard_normal((2, 4, 4))
-
-
-def _fd_complex_grad(f, a, h=1e-6):
-    """df/dx - i df/dy of real-valued f at complex a, by central differences."""
-    out = np.zeros(a.shape, np.complex128)
-    for i in np.ndindex(a.shape):
-        e = np.zeros(a.shape, np.complex128)
-        e[i] = h
-        out[i] = (f(a + e) - f(a - e) - 1j * (f(a + 1j * e) - f(a - 1j * e))) / (2 * h)
-    return out
 
 
 def _adjugate(a):
@@ -177,7 +167,7 @@ def test_complex_det_is_holomorphic(rank):
     assert complex(tangent) == pytest.approx(fd, rel=1e-7, abs=1e-9)
     abs2 = lambda m: nx.real(nx.linalg.det(m) * nx.conj(nx.linalg.det(m)))  # noqa: E731
     np.testing.assert_allclose(np.asarray(rune.grad(abs2)(nx.asarray(a))),
-                               _fd_complex_grad(lambda m: abs(np.linalg.det(m)) ** 2, a), rtol=1e-6, atol=1e-8)
+                               fd_complex_grad(lambda m: abs(np.linalg.det(m)) ** 2, a), rtol=1e-6, atol=1e-8)
 
 
 _W = 0.3 - 1.1j
@@ -191,7 +181,7 @@ def test_complex_slogdet_matches_finite_differences(parts):
 
     a = _complex((3, 3), 23) + 2 * np.eye(3)
     got = np.asarray(rune.grad(lambda m: loss(nx, *nx.linalg.slogdet(m)))(nx.asarray(a)))
-    want = _fd_complex_grad(lambda m: loss(np, *np.linalg.slogdet(m)), a)
+    want = fd_complex_grad(lambda m: loss(np, *np.linalg.slogdet(m)), a)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
     t = _complex((3, 3), 24)
     _, (dsign, dlogabs) = rune.jvp(nx.linalg.slogdet, (nx.asarray(a),), (nx.asarray(t),))
@@ -219,12 +209,12 @@ def test_eigh_gradient_is_that_of_the_hermitian_part(dtype):
     a = _hermitian(a)
     oracle = lambda m: _eigh_loss(np, *np.linalg.eigh(_hermitian(m)))  # noqa: E731
     got = np.asarray(rune.grad(lambda m: _eigh_loss(nx, *nx.linalg.eigh(m)))(nx.asarray(a)))
-    want = _fd_complex_grad(oracle, a) if dtype == np.complex128 else fd_grad(oracle, a)
+    want = fd_complex_grad(oracle, a) if dtype == np.complex128 else fd_grad(oracle, a)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
     weights = lambda xp, m: xp.sum(m * _C[0][0, :4])  # noqa: E731
     got = np.asarray(rune.grad(lambda m: weights(nx, nx.linalg.eigvalsh(m)))(nx.asarray(a)))
     oracle = lambda m: weights(np, np.linalg.eigvalsh(_hermitian(m)))  # noqa: E731
-    want = _fd_complex_grad(oracle, a) if dtype == np.complex128 else fd_grad(oracle, a)
+    want = fd_complex_grad(oracle, a) if dtype == np.complex128 else fd_grad(oracle, a)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
 
 
@@ -246,7 +236,7 @@ def test_complex_svdvals_matches_finite_differences(shape):
     a = _complex(shape, sum(shape))
     weights = lambda xp, s: xp.sum(s * _C[0][0, :min(shape)])  # noqa: E731
     got = np.asarray(rune.grad(lambda m: weights(nx, nx.linalg.svdvals(m)))(nx.asarray(a)))
-    np.testing.assert_allclose(got, _fd_complex_grad(lambda m: weights(np, np.linalg.svd(m, compute_uv=False)), a),
+    np.testing.assert_allclose(got, fd_complex_grad(lambda m: weights(np, np.linalg.svd(m, compute_uv=False)), a),
                                rtol=1e-6, atol=1e-8)
     t = _complex(shape, 28)
     _, ds = rune.jvp(nx.linalg.svdvals, (nx.asarray(a),), (nx.asarray(t),))
