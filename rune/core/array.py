@@ -10,6 +10,7 @@ import numpy as np
 from ..backends import backend_for
 from ..devices import get_device, transfer
 from ..errors import ShapeError
+from . import arraylike as _arraylike
 from .arraylike import ArrayLike
 from .aval import Aval
 
@@ -70,6 +71,15 @@ class Array(ArrayLike):
 
     def concrete(self):
         return self
+
+    # NumPy's ufuncs and functions on a rune array run rune.nx's where rune has one for
+    # the call (a rune array results, as from the array's methods), else NumPy's own on
+    # the values (rune.nx.numpy_dispatch)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _arraylike.ops.numpy_concrete_ufunc(_arraylike.ops.namespace, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _arraylike.ops.numpy_concrete_function(_arraylike.ops.namespace, func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         host = self._host()

@@ -50,6 +50,8 @@ _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.g
                                                IndexUpdater=_indexing.IndexUpdater,
                                                numpy_ufunc=_numpy_dispatch.ufunc,
                                                numpy_function=_numpy_dispatch.function,
+                                               numpy_concrete_ufunc=_numpy_dispatch.concrete_ufunc,
+                                               numpy_concrete_function=_numpy_dispatch.concrete_function,
                                                place=place, namespace=_sys.modules[__name__]))
 
 

@@ -6,8 +6,10 @@ NEP 18), which call `ufunc` and `function` here: the rune.nx function of the
 same name runs instead, so the result is traced like any other (a NumPy result
 would hold the values only, without the derivative or the staging). A NumPy
 function rune has no counterpart for raises a RuneError naming it, never
-falling back to NumPy. Concrete arrays are left to NumPy's own protocols
-(`__array__`), so NumPy code on them works as before.
+falling back to NumPy. On concrete rune arrays (`concrete_ufunc`,
+`concrete_function`) rune's function runs too where rune has one that takes the
+call's arguments, and its result is a rune array; a call rune has no counterpart
+for runs NumPy's own on the values (there is no derivative or staging to lose).
 
 Both functions take `namespace`, the rune.nx module (handed over by the array
 operators, so this module needs no import of the package that imports it).
@@ -31,8 +33,17 @@ _ACCUMULATE = {"add": "cumsum", "multiply": "cumprod"}
 _UFUNC_DEFAULTS = {"casting": "same_kind", "order": "K", "subok": True, "signature": None, "where": True}
 
 
+class _NoCall(RuneError):
+    """rune has no counterpart of this NumPy call (the function, the ufunc method, or
+    an argument such as out=): on concrete arrays NumPy's own runs instead."""
+
+
+class _NoArgument(ArgumentError, _NoCall):
+    """A NumPy argument rune's function has no counterpart for."""
+
+
 def _unsupported(name, why):
-    return RuneError(f"numpy.{name} on a traced rune value (inside grad, jit, vmap or a loop body): "
+    return _NoCall(f"numpy.{name} on a traced rune value (inside grad, jit, vmap or a loop body): "
                      f"{why}. NumPy's own would compute with the values alone, dropping the derivative "
                      f"and the staging; call rune.nx functions on traced values")
 
@@ -200,7 +211,7 @@ def _translate(name, np_func, fn, args, kwargs):
     renamed = _RENAMED.get(name, {})
 
     def refuse(key, value):
-        return ArgumentError(f"numpy.{name}: its argument {key}={_short(value)} has no counterpart in "
+        return _NoArgument(f"numpy.{name}: its argument {key}={_short(value)} has no counterpart in "
                              f"rune.nx's {name}{inspect.signature(fn)}; call the rune function instead")
 
     positional, keywords = [], {}
@@ -254,3 +265,43 @@ def _is_default(param, value):
 def _short(value):
     text = repr(value)
     return text if len(text) < 40 else f"<{type(value).__name__}>"
+
+
+def concrete_ufunc(namespace, uf, method, inputs, kwargs):
+    """NumPy's ufunc `uf` on concrete rune arrays: rune.nx's counterpart, or NumPy's
+    own on the values where rune has none for this call."""
+    try:
+        return ufunc(namespace, uf, method, inputs, dict(kwargs))
+    except _NoCall:
+        return getattr(uf, method)(*_values(inputs), **_values(kwargs))
+
+
+def concrete_function(namespace, func, types, args, kwargs):
+    """NumPy's function `func` on concrete rune arrays: rune.nx's counterpart, or
+    NumPy's own on the values where rune has none for this call."""
+    if not all(issubclass(t, (ArrayLike, np.ndarray)) for t in types):
+        return NotImplemented  # another library's arrays: let it (or NumPy) decide
+    numpys = getattr(func, "_implementation", None)
+    if numpys is not None and func.__name__ in _NUMPY_DEFAULTS_DIFFER:
+        return numpys(*args, **kwargs)   # NumPy's own calls the array's method with NumPy's defaults
+    try:
+        return function(namespace, func, types, args, kwargs)
+    except _NoCall:
+        return numpys(*args, **kwargs) if numpys is not None else func(*_values(args), **_values(kwargs))
+
+
+# NumPy functions whose defaults mean otherwise than rune's function of the same name:
+# NumPy's own runs, which calls the array's method with NumPy's defaults (take: an index
+# out of bounds raises, where rune clamps as JAX)
+_NUMPY_DEFAULTS_DIFFER = frozenset({"take"})
+
+
+def _values(tree):
+    """`tree` (arguments: sequences and dicts of them) with every rune array as NumPy's."""
+    if isinstance(tree, ArrayLike):
+        return np.asarray(tree)
+    if type(tree) in (list, tuple):
+        return type(tree)(_values(v) for v in tree)
+    if type(tree) is dict:
+        return {k: _values(v) for k, v in tree.items()}
+    return tree

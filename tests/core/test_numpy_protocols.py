@@ -89,15 +89,24 @@ def test_numpy_metadata_functions_read_tracers():
     rune.jit(f)(nx.asarray(X))
 
 
-def test_numpy_on_concrete_arrays_is_unchanged():
+def test_numpy_on_concrete_arrays_runs_runes_functions_where_rune_has_them():
     x = nx.asarray(X)
-    out = np.exp(x)
+    for got, want in ((np.exp(x), np.exp(X)), (np.dot(x, W), np.dot(X, W)), (np.median(x), np.median(X)),
+                      (np.hstack([x, W]), np.hstack([X, W])), (np.cbrt(x), np.cbrt(X))):
+        assert isinstance(got, nx.Array), type(got)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+    assert type(np.asarray(x)) is np.ndarray
+    # an ndarray meeting a rune array by an operator or a ufunc gives a rune array
+    assert isinstance(W + x, nx.Array) and isinstance(W @ x, nx.Array) and isinstance(np.add(W, x), nx.Array)
+    # a call rune has no counterpart for runs NumPy's own on the values
+    out = np.exp(x, out=np.zeros_like(X))
     assert type(out) is np.ndarray
     np.testing.assert_array_equal(out, np.exp(X))
-    assert type(np.asarray(x)) is np.ndarray
-    np.testing.assert_array_equal(np.dot(x, W), np.dot(X, W))
-    # an ndarray meeting a rune array by an operator gives a rune array
-    assert isinstance(W + x, nx.Array) and isinstance(W @ x, nx.Array)
+    np.testing.assert_array_equal(np.real_if_close(x), np.real_if_close(X))
+    # arguments rune's function lacks go to the array's method, as NumPy's own calls it
+    assert isinstance(np.sum(x, axis=0), nx.Array) and isinstance(np.std(x, where=X > 0), nx.Array)
+    with pytest.raises(rune.errors.IndexingError):   # np.take's default: out of bounds raises
+        np.take(x, 99)
 
 
 # NumPy's own arguments, bound to NumPy's signature and passed to rune by meaning:
