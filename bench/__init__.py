@@ -1,1 +1,1 @@
-"""rune's benchmarks against NumPy, JAX and PyTorch: `python -m bench` (DESIGN section 4)."""
+"""rune's benchmarks against NumPy, JAX and PyTorch: `python -m bench`."""

@@ -1,4 +1,4 @@
-"""Helpers shared by the API conformance tests (written from DESIGN.md section 1; NumPy is the oracle)."""
+"""Helpers shared by the API conformance tests (written from the documented public API; NumPy is the oracle)."""
 import inspect
 import json
 import os

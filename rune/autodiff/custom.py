@@ -3,7 +3,7 @@
 `custom_vjp(f)`: `f(*args)` returns `(out, pullback)`. A call stages the
 forward; the pullback is staged only when a derivative is asked for (the
 first time a reverse-mode rule needs it), into a backward program whose
-residuals are the forward values it closed over (DESIGN 2.2), so the same
+residuals are the forward values it closed over (docs/design.md, "Staging and capture"), so the same
 rule works eagerly, under jit and inside a scan step, and a plain call never
 runs the pullback.
 """

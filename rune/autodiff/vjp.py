@@ -114,7 +114,7 @@ def vjp_flat(f, primals, tracked):
 
 
 def vjp_program(program, tracked):
-    """Split `program` into a forward program and a backward program (DESIGN 2.3).
+    """Split `program` into a forward program and a backward program (docs/design.md, "Reverse mode").
 
     forward: inputs -> outputs + residuals.
     backward: residuals + one cotangent per output -> one cotangent per

@@ -412,7 +412,7 @@ REDUCERS = {
 
 # ---------------------------------------------------------------- the reduction order
 # Every reduction combines its elements in one order that depends on the reduced
-# length n alone (DESIGN 2.4a), the same in C on any number of OpenMP threads and in
+# length n alone (docs/design.md, "One result per program"), the same in C on any number of OpenMP threads and in
 # CUDA under any grid:
 #
 # - blocks: elements j of the row-major flat reduced index in blocks of REDUCE_BLOCK

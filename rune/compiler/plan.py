@@ -1,4 +1,4 @@
-"""Plans: how a Program is evaluated (DESIGN 2.4).
+"""Plans: how a Program is evaluated (docs/design.md, "Programs and plans").
 
 A plan is built from explicit inputs alone: `Plan(program, target, device)`,
 where `target` is None (this process's devices) or a target this process need

@@ -1,5 +1,5 @@
 """Data-parallel runs over many processes and machines: MPI for host arrays and
-start-up, NCCL (CuPy) for GPU arrays (DESIGN 1.5).
+start-up, NCCL (CuPy) for GPU arrays (docs/design.md, "Many processes").
 
 Launch a script with `mpiexec -n N python script.py`; run plainly, it is one
 process of size 1 and every collective is the identity. Importing rune never

@@ -1,5 +1,5 @@
 """rune's modules form layers and import only downward, counting imports made
-inside functions (DESIGN 2: layers only call downward).
+inside functions (docs/design.md, "Layers": layers only call downward).
 
 The layers, lowest first: the foundations (errors, stats, config, numerics,
 profiler, threads, tree) < codegen < backends < devices < core < nx < the
@@ -196,7 +196,7 @@ def test_the_layer_check_sees_an_upward_import():
 
 
 def test_only_the_backends_package_reaches_into_a_backend():
-    # Everything else asks `rune.backends.backend_for(device)` (DESIGN 2: a
+    # Everything else asks `rune.backends.backend_for(device)` (docs/design.md: a
     # backend is one object per platform, the only thing touching raw buffers).
     graph = import_graph()
     reach = sorted((m, t) for m, ts in graph.items() for t in ts

@@ -1,4 +1,4 @@
-"""Errors about the user's call (DESIGN 1.6): arguments that must be refused, and
+"""Errors about the user's call (README, docs/): arguments that must be refused, and
 failures that must name the user's function, argument and value, never rune's
 internals. Each class of mistake is checked in every function that takes it."""
 import numpy as np

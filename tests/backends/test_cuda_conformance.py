@@ -1,4 +1,4 @@
-"""rune's public API against DESIGN.md section 1: CUDA (only where a GPU is present).
+"""rune's public API against its documented public API (README, docs/): CUDA (only where a GPU is present).
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """

@@ -105,7 +105,9 @@ import json, os, sys, time
 sys.modules["jax"] = sys.modules["torch"] = None
 from bench import gpu
 path = sys.argv[1]
-os.environ[gpu.DEADLINE_ENV] = str(time.time() + 30)
+os.environ[gpu.DEADLINE_ENV] = str(time.time() + 1e6)
+assert gpu.seconds_left() > 1e5                 # the variable is read as a Unix time
+gpu.seconds_left = lambda: 30.0                  # then a fixed time left, whatever this machine's speed
 seen, called = [], []
 
 def fake_case(copy_bw):

@@ -1,4 +1,4 @@
-"""rune's public API against DESIGN.md section 1: devices (in process), devices (subprocess, RUNE_HOST_DEVICES=2).
+"""rune's public API against its documented public API (README, docs/): devices (in process), devices (subprocess, RUNE_HOST_DEVICES=2).
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """

@@ -1,4 +1,4 @@
-"""rune's public API against DESIGN.md section 1: pytrees.
+"""rune's public API against its documented public API (README, docs/): pytrees.
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """

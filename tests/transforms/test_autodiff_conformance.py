@@ -1,4 +1,4 @@
-"""rune's public API against DESIGN.md section 1: autodiff.
+"""rune's public API against its documented public API (README, docs/): autodiff.
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """

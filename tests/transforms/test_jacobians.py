@@ -1,4 +1,4 @@
-"""rune's public API against DESIGN.md section 1: jacobians on pytrees, kwargs.
+"""rune's public API against its documented public API (README, docs/): jacobians on pytrees, kwargs.
 
 Written from the design document only, as a user reads it. NumPy is the oracle.
 """
