@@ -14,6 +14,7 @@ for runs NumPy's own on the values (there is no derivative or staging to lose).
 Both functions take `namespace`, the rune.nx module (handed over by the array
 operators, so this module needs no import of the package that imports it).
 """
+import functools
 import inspect
 
 import numpy as np
@@ -197,14 +198,14 @@ def _translate(name, np_func, fn, args, kwargs):
     honours without a parameter (`_HONOURED`) or that NumPy gave its default
     value is dropped. Anything else is refused, naming it."""
     try:
-        np_params = inspect.signature(np_func).parameters
+        np_params = _signature(np_func).parameters
     except (TypeError, ValueError):
         return args, kwargs  # no signature to read: the arguments as given
     try:
-        bound = inspect.signature(np_func).bind(*args, **kwargs).arguments
+        bound = _signature(np_func).bind(*args, **kwargs).arguments
     except TypeError as e:
         raise UsageError(f"numpy.{name}: {e}") from None
-    params = list(inspect.signature(fn).parameters.values())
+    params = list(_signature(fn).parameters.values())
     by_name = {p.name: p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     slots = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
@@ -255,6 +256,13 @@ def _translate(name, np_func, fn, args, kwargs):
     return positional, keywords
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(fn):
+    """inspect.signature(fn), read once per function: it costs tens of microseconds,
+    and NumPy's functions on rune arrays ask it at every call."""
+    return inspect.signature(fn)
+
+
 def _is_default(param, value):
     default = param.default
     return default is not inspect.Parameter.empty and (value is default or (
@@ -282,18 +290,22 @@ def concrete_function(namespace, func, types, args, kwargs):
     if not all(issubclass(t, (ArrayLike, np.ndarray)) for t in types):
         return NotImplemented  # another library's arrays: let it (or NumPy) decide
     numpys = getattr(func, "_implementation", None)
-    if numpys is not None and func.__name__ in _NUMPY_DEFAULTS_DIFFER:
-        return numpys(*args, **kwargs)   # NumPy's own calls the array's method with NumPy's defaults
+    if numpys is not None and func.__name__ in _BY_METHOD:
+        return numpys(*args, **kwargs)   # NumPy's own calls the array's method: rune's, with NumPy's defaults
     try:
         return function(namespace, func, types, args, kwargs)
     except _NoCall:
         return numpys(*args, **kwargs) if numpys is not None else func(*_values(args), **_values(kwargs))
 
 
-# NumPy functions whose defaults mean otherwise than rune's function of the same name:
-# NumPy's own runs, which calls the array's method with NumPy's defaults (take: an index
-# out of bounds raises, where rune clamps as JAX)
-_NUMPY_DEFAULTS_DIFFER = frozenset({"take"})
+# NumPy functions whose own implementation calls the array's method of the same name
+# (fromnumeric's _wrapreduction / _wrapfunc): on a concrete array that runs rune's method
+# with NumPy's defaults (np.take: an index out of bounds raises, where nx.take clamps as
+# JAX), as fast as the method itself, without binding NumPy's signature
+_BY_METHOD = frozenset({"sum", "prod", "max", "min", "amax", "amin", "any", "all", "mean", "std", "var",
+                        "argmax", "argmin", "cumsum", "cumprod", "take", "clip", "round", "around",
+                        "nonzero", "repeat", "swapaxes", "transpose", "reshape", "searchsorted", "argsort",
+                        "compress", "choose"})
 
 
 def _values(tree):
