@@ -23,7 +23,8 @@ import time
 import numpy as np
 
 import rune
-from rune import nx, threads
+from rune import nx
+from rune.backends.cpu import threads
 from rune.backends.cpu import compiler as cc
 
 from . import models

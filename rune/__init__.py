@@ -5,16 +5,16 @@ rules are registered by the module that defines it (importing rune.nx brings in
 its family modules: linalg, fft, conv, sorting, mathfuncs, complex).
 """
 from . import nx, tree
-from .autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
-from .autodiff.custom import custom_jvp, custom_vjp
-from .autodiff.jacobians import hessian, jacfwd, jacrev
-from .batching import vmap
-from .callback import Spec, callback
+from .transforms.autodiff.api import checkpoint, grad, jvp, remat, value_and_grad, vjp
+from .transforms.autodiff.custom import custom_jvp, custom_vjp
+from .transforms.autodiff.jacobians import hessian, jacfwd, jacrev
+from .transforms.batching import vmap
+from .transforms.callback import Spec, callback
 from .checkpoints import load, save  # (a module named checkpoint would shadow rune.checkpoint, the remat)
-from .control import cond, fori_loop, scan, switch, while_loop
+from .transforms.control import cond, fori_loop, scan, switch, while_loop
 from .core.program import Program
 from .compiler.tracing import trace
-from .devices import Device, default_device, devices
+from .core.devices import Device, default_device, devices
 from .errors import (ArgumentError, AxisError, CallbackError, CompileError, ConcretizationError, DeviceError,
                      DeviceMismatchError, DistributedError, DTypeError, IndexingError, NotDifferentiableError,
                      RuneError, RuneWarning,
@@ -23,8 +23,8 @@ from .compiler.api import clear_caches, jit
 from . import data, distributed, metrics, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
-from .profiler import profile
-from .stats import reset_stats, stats
+from .base.profiler import profile
+from .base.stats import reset_stats, stats
 
 __all__ = [
     "nx", "nn", "optim", "data", "metrics", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",

@@ -33,11 +33,11 @@ import numpy as np
 
 from . import distributed, nx, tree
 from .core.array import Array
-from .devices import current_default, get_device
+from .core.devices import current_default, get_device
 from .distributed.sharding import rank_share
 from .errors import ArgumentError, RuneError, RuneWarning, ShapeError, TreeError, UsageError
 from .core import dtypes as dt
-from .stats import COUNTERS
+from .base.stats import COUNTERS
 
 __all__ = ["Loader", "Batches"]
 

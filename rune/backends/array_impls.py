@@ -178,7 +178,7 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         return xp.concatenate(xs, axis)
 
     def from_end(idx, n):
-        """Indices with negative ones counted from the end (rune.nx.indices, on raw arrays)."""
+        """Indices with negative ones counted from the end (rune.nx.index_math, on raw arrays)."""
         idx = xp.asarray(idx, xp.intp)  # narrow index dtypes cannot hold idx + n
         return xp.where(idx < 0, idx + n, idx)
 

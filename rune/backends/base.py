@@ -17,7 +17,7 @@ implements the same members with the same signatures (a test compares them).
     copy(raw, src, dst)           `raw` (on `src`, same platform as this backend)
                                   as a new buffer on `dst`; device to device
                                   without a host bounce where the platform allows.
-                                  `rune.devices.transfer` counts it.
+                                  `rune.core.devices.transfer` counts it.
     from_foreign(obj, device)     a buffer on `device` from a NumPy array, a CuPy
                                   array or any DLPack producer.
     full(shape, value, dtype, device)          a buffer filled with `value`.
@@ -64,7 +64,7 @@ changes the bytes (the compiler and its version, the flags, the CPU features or
 GPU architecture, the calling convention).
 """
 from ..errors import CompileError
-from ..stats import COUNTERS
+from ..base.stats import COUNTERS
 
 
 class Backend:

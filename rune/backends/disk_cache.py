@@ -23,7 +23,7 @@ import json
 import os
 import warnings
 
-from .. import config
+from ..base import config
 from ..errors import RuneWarning
 
 ABI_VERSION = "rune-kernels-1"  # bump when the calling convention of compiled units changes

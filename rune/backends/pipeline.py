@@ -28,9 +28,9 @@ import os
 import threading
 import time
 
-from .. import threads
+from .cpu import threads
 from ..errors import CompileError
-from ..stats import COUNTERS
+from ..base.stats import COUNTERS
 from . import disk_cache
 from .base import Binary, SourceRejected
 

@@ -26,10 +26,10 @@ import concurrent.futures
 import threading
 import weakref
 
-from .. import profiler
+from ..base import profiler
 from ..codegen.kernel import contiguous_strides
 from ..errors import CompileError
-from ..stats import COUNTERS
+from ..base.stats import COUNTERS
 from .pipeline import compile_threads
 
 _PENDING = weakref.WeakSet()

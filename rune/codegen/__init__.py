@@ -10,5 +10,5 @@
 
 Rendering is a pure function `dialect.render_unit(kernels) -> RenderedUnit`: it
 never writes into the IR and keeps no per-call state on the dialect. codegen
-imports neither the backends nor the compiler (only rune.errors, rune.numerics,
+imports neither the backends nor the compiler (only rune.errors, rune.base.numerics,
 NumPy and the standard library)."""

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from ..numerics import HYPOT_SCALES
+from ..base.numerics import HYPOT_SCALES
 
 # complex dtype name -> (struct, part C type, libm suffix of the part type)
 STRUCTS = {"complex64": ("rn_c64", "float", "f"), "complex128": ("rn_c128", "double", "")}

@@ -21,22 +21,23 @@ import weakref
 
 import numpy as np
 
-from .. import config, tree
+from ..base import config
+from .. import tree
 from ..core.aval import Spec
 from ..core import trace as _trace
 from ..core import stage_cache
 from ..core.aval import Aval
 from ..core.program import dce
 from ..core.staging import stage_pytree
-from ..devices import _default, default_device, get_device
+from ..core.devices import _default, default_device, get_device
 from ..errors import ArgumentError, DTypeError, UsageError
 from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
-from ..nx.array import Array
+from ..nx.buffers import Array
 from ..nx.placement import place
-from ..contexts import OPEN as _CONTEXTS  # never rebound: read without a call
-from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
-from ..stats import COUNTERS, call_cell, release_cell
+from ..base.contexts import OPEN as _CONTEXTS  # never rebound: read without a call
+from ..base.profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
+from ..base.stats import COUNTERS, call_cell, release_cell
 from . import donation
 from .plan import Plan, forget_plans
 from .straight import straight_lines
@@ -85,7 +86,7 @@ class _Entry:
         self.call = None
         self.runs = 0
         self.hot_call = None   # the same, as a Jitted's own `__call__` (Jitted._write_hot_call)
-        self.hot_cell = None   # where hot_call counts its calls (rune/stats.py)
+        self.hot_cell = None   # where hot_call counts its calls (rune/base/stats.py)
 
     def single_call(self):
         """`call` once it is worth writing (the plan has run twice), else None."""
@@ -119,7 +120,7 @@ class _Entry:
 def _call_body(plan, device, weak, names, indent, cell=None):
     """The statements of a cached call of `plan` (one input `x`, one output, NumPy
     stretches only): counted as a cache hit and its stretches as launched (in
-    `cell`, rune/stats.py's call_cell, where given), the result returned as an
+    `cell`, rune/base/stats.py's call_cell, where given), the result returned as an
     Array on `device`. Names they use go into `names`."""
     names.update(COUNTERS=COUNTERS, Array=Array, device=device, weak=weak, CELL=cell)
     body, (out,) = straight_lines(plan, ["x"], "", names)
@@ -490,7 +491,7 @@ class Jitted:
 
     def _write_hot_call(self, entry, aval):
         """This function's calls with one array of `aval`, while no trace, default
-        device block or profile is open anywhere (`rune.contexts`), written as the
+        device block or profile is open anywhere (`rune.base.contexts`), written as the
         class's own `__call__`: the argument checks and the plan's NumPy ops in one
         frame, every other call handed to `Jitted.__call__`. The class is this
         function's own, made here (Python finds `__call__` on the type)."""

@@ -13,12 +13,12 @@ NumPy stretches only is written, from the loop's second run, as one Python
 function (rune/compiler/straight.py).
 """
 from ..backends import backend_for
-from ..callback import callback_p
-from ..control import cond_p, scan_p, while_p
+from ..transforms.callback import callback_p
+from ..transforms.control import cond_p, scan_p, while_p
 from ..core.prims import P
-from ..nx.array import Array
-from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
-from ..stats import COUNTERS
+from ..nx.buffers import Array
+from ..base.profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
+from ..base.stats import COUNTERS
 from .steps import TransferStep, device_of, indent
 from .straight import straight_lines
 

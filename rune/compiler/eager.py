@@ -17,12 +17,12 @@ builds its plan and keeps it. A loop keeps its `ScanLoop` / `WhileLoop` with
 its body, so the function written from a body of NumPy stretches is reused
 by every later call.
 """
-from ..autodiff.api import checkpoint_p
-from ..autodiff.custom import custom_jvp_p, custom_vjp_p
-from ..control import cond_p, scan_p, while_p
+from ..transforms.autodiff.api import checkpoint_p
+from ..transforms.autodiff.custom import custom_jvp_p, custom_vjp_p
+from ..transforms.control import cond_p, scan_p, while_p
 from ..core.primitive import abstract_rules, eval_rules
-from ..devices import _default  # the default device stack: read without a call
-from ..nx.array import wrap_raws
+from ..core.devices import _default  # the default device stack: read without a call
+from ..nx.buffers import wrap_raws
 from .control_steps import ScanLoop, WhileLoop
 from .plan import KEPT, Plan, keep_with, kept_with, plan_for
 from .steps import device_of

@@ -27,12 +27,12 @@ that batch waits for it rather than compiling it again.
 """
 import enum
 
-from .. import config
+from ..base import config
 from ..backends import backend_for
 from ..core.primitive import Lowering
 from ..core.prims import P
-from ..devices import get_device
-from ..stats import COUNTERS
+from ..core.devices import get_device
+from ..base.stats import COUNTERS
 from . import fuse
 from .target import TargetStretch, dialect
 

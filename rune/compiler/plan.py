@@ -46,10 +46,10 @@ import weakref
 
 from ..core.primitive import calls
 from ..core.program import Literal, dce
-from ..nx.array import Array
-from .. import profiler
-from ..profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
-from ..stats import COUNTERS
+from ..nx.buffers import Array
+from ..base import profiler
+from ..base.profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
+from ..base.stats import COUNTERS
 from . import lower as _lower
 from .control_steps import STEP_KINDS
 from .steps import Op, Stretch, eqn_device, indent

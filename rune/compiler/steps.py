@@ -8,8 +8,8 @@ from typing import NamedTuple
 
 from ..backends import backend_for
 from ..core.program import Eqn
-from ..devices import transfer
-from ..stats import COUNTERS
+from ..core.devices import transfer
+from ..base.stats import COUNTERS
 
 
 class Op(NamedTuple):

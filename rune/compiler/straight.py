@@ -19,7 +19,7 @@ Python operators on NumPy scalars (`_OPERATORS`).
 import numpy as np
 
 from ..core.prims import P
-from ..stats import COUNTERS
+from ..base.stats import COUNTERS
 
 
 def straight_function(plan):

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ..backends import backend_for
-from ..devices import get_device, transfer
+from .devices import get_device, transfer
 from ..errors import ShapeError
 from . import arraylike as _arraylike
 from .arraylike import ArrayLike

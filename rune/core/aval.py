@@ -7,7 +7,7 @@ import math
 import operator
 
 from .. import tree
-from ..devices import get_device
+from .devices import get_device
 from ..errors import ShapeError, UsageError
 from .dtypes import dtype as to_dtype
 

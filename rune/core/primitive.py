@@ -43,8 +43,8 @@ calls = {}
 eval_rules = {}
 
 # The transformations' rule tables. They live here, below nx, so that the module
-# defining a primitive (an nx family module, rune.control, ...) registers all of
-# its rules; the interpreters (rune.autodiff, rune.batching) only read them.
+# defining a primitive (an nx family module, rune.transforms.control, ...) registers all of
+# its rules; the interpreters (rune.transforms.autodiff, rune.transforms.batching) only read them.
 # primitive -> fn(primals, tangents, **params) -> (primal_out, tangent_out);
 # tangents may be None (zero). Multiple-result primitives return lists.
 jvp_rules = {}

@@ -16,7 +16,7 @@ so at most one generation of captured arrays is kept alive per entry.
 import collections
 import threading
 
-from ..devices import current_default
+from .devices import current_default
 from .fingerprint import fingerprint
 
 SIZE = 512  # entries kept, least recently used dropped first

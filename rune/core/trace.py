@@ -10,11 +10,11 @@ what prevents perturbation confusion in `grad(grad(f))`.
 import contextlib
 import threading
 
-from .. import contexts
+from ..base import contexts
 from ..backends import backend_for
 from ..errors import (ArgumentError, ConcretizationError, DeviceMismatchError, NotDifferentiableError,
                       RuneError)
-from ..devices import get_device
+from .devices import get_device
 from .array import Array
 from . import arraylike as _arraylike
 from .arraylike import ArrayLike

@@ -29,16 +29,16 @@ process, never once per lane.
 import numpy as np
 
 from .. import tree as pytree
-from ..autodiff.jvp import jvp_rules
-from ..autodiff.vjp import vjp_rules
-from ..batching import batch_rules
-from ..callback import callback_p
+from ..transforms.autodiff.jvp import jvp_rules
+from ..transforms.autodiff.vjp import vjp_rules
+from ..transforms.batching import batch_rules
+from ..transforms.callback import callback_p
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.program import Eqn, Program, Var
 from ..core.trace import aval_of, bind
 from ..errors import ArgumentError, NotDifferentiableError, UsageError
 from ..nx import ops as nx
-from ..nx.array import Array
+from ..nx.buffers import Array
 from ..nx.creation import zeros_like
 from . import host, nccl, runtime
 

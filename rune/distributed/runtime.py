@@ -256,7 +256,7 @@ def gpu_index(local_rank, count):
 def device(group):
     """This rank's device: GPU cuda:gpu_index(local rank, GPUs seen) where rune sees a
     GPU, else the host."""
-    from ..devices import devices
+    from ..core.devices import devices
     gpus = devices("cuda")
     return gpus[gpu_index(group.local_rank, len(gpus))] if gpus else devices("cpu")[0]
 

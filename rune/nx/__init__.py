@@ -5,8 +5,8 @@ from ..core import arraylike as _arraylike
 from . import ops as _ops
 from . import indexing as _indexing
 from . import random
-from .array import Array
-from .conv import conv, reduce_window
+from .buffers import Array
+from .convolution import conv, reduce_window
 from .creation import (arange, create, eye, full, full_like, identity, linspace, ones, ones_like,
                        scalar, zeros, zeros_like)
 from ..core.dtypes import (bfloat16, bool_, complex64, complex128, dtype, float16, float32, float64, int8,

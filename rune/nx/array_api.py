@@ -144,11 +144,11 @@ class _Info:
         return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
 
     def default_device(self):
-        from ..devices import current_default
+        from ..core.devices import current_default
         return current_default()
 
     def devices(self):
-        from ..devices import devices
+        from ..core.devices import devices
         return list(devices())
 
     def default_dtypes(self, *, device=None):

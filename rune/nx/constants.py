@@ -10,7 +10,7 @@ import numpy as np
 from ..core.array import _HOST0, Array
 from ..core.prims import P
 from ..core.trace import bind, evaluate
-from ..devices import current_default, get_device
+from ..core.devices import current_default, get_device
 from ..errors import ScalarOverflowError
 from ..core import dtypes as dt
 

@@ -16,7 +16,7 @@ from ..core.trace import Tracer
 from ..errors import ShapeError
 from ..core import dtypes as dt
 from . import ops
-from .array import Array, from_host
+from .buffers import Array, from_host
 from .constants import filled, host_cast, iota
 
 

@@ -20,7 +20,7 @@ from ..core import dtypes as dt
 from ..core.trace import Tracer
 from ..errors import ArgumentError, ConcretizationError, DTypeError, IndexingError, ShapeError
 from . import ops
-from .array import Array
+from .buffers import Array
 from .constants import iota
 from .host_values import concrete
 

@@ -12,9 +12,9 @@ from ..core.trace import Tracer
 from ..errors import IndexingError
 from ..core import dtypes as dt
 from . import ops
-from .array import Array
+from .buffers import Array
 from .constants import filled, iota
-from .indices import clamped, from_end, in_bounds
+from .index_math import clamped, from_end, in_bounds
 
 
 def _is_array_index(item):

@@ -1224,7 +1224,7 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     func1d: a function of a 1-d array (and *args, **kwargs) returning an array of a fixed shape. axis: the axis
     whose slices are passed. arr: the array.
     """
-    from .transformations import vmap   # (rune.batching registers it: nx sits below that layer)
+    from .transformations import vmap   # (rune.transforms.batching registers it: nx sits below that layer)
     arr = _array(arr)
     axis = ops.normalize_axis("apply_along_axis", axis, arr.ndim)
     fn = lambda v: _array(func1d(v, *args, **kwargs))   # noqa: E731

@@ -17,8 +17,8 @@ from ..core.array import from_foreign
 from ..core.trace import Tracer, bind, bind_binary, evaluate
 from ..errors import ArgumentError, AxisError, DTypeError, ScalarOverflowError, ShapeError, UsageError
 from ..core import dtypes as dt
-from ..devices import get_device
-from .array import Array, from_host, move
+from ..core.devices import get_device
+from .buffers import Array, from_host, move
 from .constants import checked_scalar as _literal, host_cast, host_convert, iota
 
 _HOST0 = get_device("cpu")

@@ -5,9 +5,9 @@ from ..core.array import from_foreign
 from ..core.primitive import eval_rules
 from ..core.prims import P
 from ..core.trace import Tracer
-from ..devices import get_device, transfer
+from ..core.devices import get_device, transfer
 from ..errors import DeviceError
-from .array import Array, move
+from .buffers import Array, move
 from .ops import asarray
 
 _DLPACK_DEVICES = {1: "cpu", 2: "cuda"}  # DLPack's kDLCPU and kDLCUDA

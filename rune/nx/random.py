@@ -22,7 +22,7 @@ from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, DTypeError, RuneError, ScalarOverflowError, ShapeError, UsageError
 from ..core import dtypes as dt
 from . import exact_math, ops
-from .array import Array, from_host
+from .buffers import Array, from_host
 from .sorting import argsort
 
 __all__ = ["key", "split", "fold_in", "uniform", "normal", "truncated_normal", "exponential", "gumbel",

@@ -1,6 +1,6 @@
 """Building blocks of transformation rules, shared by the modules that define
 primitives (the nx family modules) and by the core rule tables
-(rune/autodiff/rules.py, rune/batching.py).
+(rune/transforms/autodiff/rules.py, rune/transforms/batching.py).
 
 Rules are ordinary `ops` code, so these sit in nx, below the transformations
 that run them. They are plain functions: each module that defines a primitive

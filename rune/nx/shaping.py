@@ -20,7 +20,7 @@ from ..core.prims import P
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
 from . import ops, padding  # noqa: F401  (padding: registers nx.pad's other modes)
-from .array import Array
+from .buffers import Array
 from .dynamic import nonzero
 from .host_values import concrete
 from .manipulation import tile

@@ -24,8 +24,8 @@ from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivati
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, ConcretizationError, DTypeError, ShapeError
 from . import ops
-from .array import Array
-from .conv import conv
+from .buffers import Array
+from .convolution import conv
 from .creation import arange, zeros
 from .exact_math import compiled_when_eager
 from .host_values import concrete

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 import rune
-from rune import config, nx
+from rune.base import config
+from rune import nx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # the repository
 

@@ -11,7 +11,7 @@ from rune.backends import backend_for
 from rune.backends.base import Backend
 from rune.core.prims import P
 from rune.core.primitive import calls, eval_rules
-from rune.devices import devices, get_device
+from rune.core.devices import devices, get_device
 
 
 def _present_backends():
@@ -164,7 +164,7 @@ def test_dynamic_starts_held_in_arrays_are_counted_reads():
 
 
 def test_transfers_between_host_devices_go_through_copy(monkeypatch):
-    from rune.devices import transfer
+    from rune.core.devices import transfer
     cpu = get_device("cpu")
     b = backend_for(cpu)
     seen = []

@@ -5,7 +5,8 @@ layout says so."""
 import numpy as np
 import pytest
 
-from rune import nx, threads
+from rune import nx
+from rune.backends.cpu import threads
 from rune.backends.cpu import batched_matmul, compiler
 
 pytestmark = pytest.mark.cc

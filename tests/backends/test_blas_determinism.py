@@ -7,13 +7,14 @@ threads (3 oversubscribes a two-core machine), and values close to float64 NumPy
 
 OpenBLAS threaded itself changed them (0.3.31: a float64 300x301x300 product gave four
 different results on 1-4 threads, a 2**16 float64 dot and a gemv others on 2 or 3). The
-thread count is pinned by the thread policy's functions (rune/threads.py) and OpenBLAS's
+thread count is pinned by the thread policy's functions (rune/backends/cpu/threads.py) and OpenBLAS's
 own count set to it, so that a product left to OpenBLAS would thread."""
 import numpy as np
 import pytest
 
 import rune
-from rune import nx, threads
+from rune import nx
+from rune.backends.cpu import threads
 
 THREADS = (1, 2, 3)
 

@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 import rune
-from rune import config, nx, threads
+from rune.base import config
+from rune import nx
+from rune.backends.cpu import threads
 from rune.backends.cpu import blas_pool, compiler
 
 pytestmark = pytest.mark.cc
@@ -80,7 +82,9 @@ def test_threaded_matmuls_from_several_python_threads_at_once_stay_exact(two_thr
 
 _CHILD = r"""
 import os, numpy as np
-from rune import config, nx, threads
+from rune import nx
+from rune.base import config
+from rune.backends.cpu import threads
 from rune.backends.cpu import blas_pool
 threads.free_cpus = lambda pool=None: 8   # a busy machine would leave the call on one thread
 rng = np.random.default_rng(2)

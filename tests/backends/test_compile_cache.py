@@ -436,7 +436,7 @@ import json, sys, numpy as np, rune
 from rune import nx
 from rune.backends import backend_for, compile_pending
 from rune.compiler.target import TargetStretch
-from rune.devices import Device, get_device
+from rune.core.devices import Device, get_device
 
 fns = [lambda x: nx.tanh(x) * 2.0 + 1.0, lambda x: nx.sum(x * x, axis=0) - nx.max(x)]
 spec = rune.Spec((64, 33), "float32")

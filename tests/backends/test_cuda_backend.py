@@ -332,7 +332,7 @@ def test_a_copy_between_gpus_orders_both_streams_around_it(monkeypatch):
     buffer goes back to the source's pool when copy returns); on CuPy stood in for by a
     recorder of what each GPU's stream is asked."""
     from rune.backends.cuda import backend
-    from rune.devices import Device
+    from rune.core.devices import Device
     log, current, ids = [], [0], itertools.count()
 
     class Stream:

@@ -64,7 +64,7 @@ def test_placing_on_cuda_with_a_cuda_12_driver_names_the_wheel_to_install(monkey
 def test_the_cuda_backend_refuses_bfloat16_with_the_reason_when_numpy_is_too_old(monkeypatch):
     pytest.importorskip("cupy")
     from rune.backends.cuda import backend
-    from rune.devices import Device
+    from rune.core.devices import Device
     old = environment.bfloat16_problem("2.0.2")
     monkeypatch.setattr(backend, "_bfloat16_problem", lambda: old)
     for make in (lambda: backend.BACKEND.from_host(np.zeros(3, BF16), Device("cuda", 0)),
@@ -86,7 +86,7 @@ _NO_LIBNVRTC = textwrap.dedent("""
 
     from rune.backends.cuda import backend
     from rune.codegen.cuda import DeviceProps
-    from rune.devices import Device
+    from rune.core.devices import Device
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first, second = backend._nvrtc_compiler("sm_90"), backend._nvrtc_compiler("sm_90")

@@ -1,4 +1,4 @@
-"""A forked child computes right and never hangs (rune/threads.py, "fork").
+"""A forked child computes right and never hangs (rune/backends/cpu/threads.py, "fork").
 
 GNU libgomp cannot run a parallel region in a child forked after the parent started
 its OpenMP threads: the region waits forever for threads that were not copied. The
@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import rune
-from rune import nx, threads
+from rune import nx
+from rune.backends.cpu import threads
 from rune.backends.cpu import blas_pool
 
 pytestmark = [pytest.mark.cc,

@@ -1,4 +1,4 @@
-"""rune's thread policy (rune/threads.py): RUNE_NUM_THREADS, the threads a
+"""rune's thread policy (rune/backends/cpu/threads.py): RUNE_NUM_THREADS, the threads a
 compiled kernel's parallel loops and a BLAS call actually run on, and the
 OpenMP runtime loaded with idle threads that sleep."""
 import ctypes
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import rune
-from rune import config, nx, threads
+from rune.base import config
+from rune import nx
+from rune.backends.cpu import threads
 from rune.backends.cpu import compiler as cc
 from rune.backends import pipeline
 
@@ -432,7 +434,8 @@ SHOW_ENV = """
 import ctypes, os, sys
 import numpy as np
 import rune
-from rune import nx, threads
+from rune import nx
+from rune.backends.cpu import threads
 np.asarray(rune.jit(lambda v: nx.exp(v) + 2.0)(nx.ones(1 << 21, dtype="float32")))
 if threads._openmp is None:
     print("no-openmp"); sys.exit(0)

@@ -9,11 +9,11 @@
   for the math library's transcendental functions. Every CUDA kernel compiles
   with NVRTC (one program).
 - log2 and log10 lie within LOG_ULPS of NumPy's; hypot within 2 ulp of the exact
-  value (rune's rule, rune/numerics.py HYPOT_SCALES).
+  value (rune's rule, rune/base/numerics.py HYPOT_SCALES).
 - Rendering is pure: the IR is the same after rendering (compared with a deep
   copy taken before), and 8 threads rendering distinct units at once, or
   planning distinct functions at once, get what they get one at a time.
-- codegen imports nothing above it (only rune.errors, rune.numerics, NumPy and
+- codegen imports nothing above it (only rune.errors, rune.base.numerics, NumPy and
   the standard library).
 """
 import ast
@@ -557,7 +557,7 @@ def test_eight_threads_plan_distinct_functions_at_once_as_they_plan_alone():
 
 # ---------------------------------------------------------------- the layer's imports
 
-ALLOWED = {"rune.errors", "rune.numerics"}
+ALLOWED = {"rune.errors", "rune.base.numerics"}
 
 
 def test_codegen_modules_import_only_errors_numerics_numpy_and_the_standard_library():

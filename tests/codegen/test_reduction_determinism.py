@@ -8,7 +8,7 @@ give bit-identical parameters on 1, 2 and 3 threads.
 Kernels below the renderer's parallel thresholds run on one thread whatever the
 policy, so the module renders with thresholds of one element: every loop that may be
 parallel is, and a reduction to a scalar splits its blocks among the threads. The
-thread count is pinned by the thread policy's functions (rune/threads.py), BLAS's
+thread count is pinned by the thread policy's functions (rune/backends/cpu/threads.py), BLAS's
 included."""
 import importlib.util
 import os
@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import rune
-from rune import nn, nx, optim, threads
+from rune import nn, nx, optim
+from rune.backends.cpu import threads
 from rune.codegen.c import CDialect
 from rune.codegen.cstyle import REDUCE_BLOCK
 

@@ -2,7 +2,7 @@
 
 A cached jit call of one array is written as the function's own `__call__`
 (rune/compiler/api.py, `Jitted._write_hot_call`) behind one process-wide count
-of open traces, default-device blocks and profiles (rune/contexts.py); a
+of open traces, default-device blocks and profiles (rune/base/contexts.py); a
 compiled C stretch keeps the addresses of the arrays it saw last
 (rune/backends/cpu/stretch.py). The oracles: NumPy, the same function called
 with a profile open (which always takes the full path), and finite
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import rune
-from rune import contexts, nx
+from rune.base import contexts
+from rune import nx
 from rune.compiler import api
 
 pytestmark = pytest.mark.cc

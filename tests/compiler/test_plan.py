@@ -12,8 +12,8 @@ import numpy as np
 import rune
 from rune import nx
 from rune.backends.cpu import compiler
-from rune.callback import callback_p
-from rune.control import cond_p, scan_p, while_p
+from rune.transforms.callback import callback_p
+from rune.transforms.control import cond_p, scan_p, while_p
 from rune.core.prims import P
 from rune.core.primitive import Primitive
 from rune.compiler.control_steps import STEP_KINDS
@@ -148,7 +148,7 @@ import numpy as np
 import rune
 from rune import nx
 from rune.compiler.steps import eqn_device
-from rune.devices import current_default
+from rune.core.devices import current_default
 
 a = nx.place(nx.asarray(np.arange(4, dtype=np.float32)), "cpu:0")
 b = nx.place(nx.asarray(np.arange(4, dtype=np.float32) + 10), "cpu:1")
@@ -331,7 +331,7 @@ def test_plans_are_kept_by_the_compiler_per_program_target_and_device():
 
     from rune.compiler.plan import KEPT, plan_for
     from rune.core.program import Program
-    from rune.devices import current_default
+    from rune.core.devices import current_default
 
     assert "_plan" not in Program.__slots__   # not on the IR
     program = rune.trace(lambda v: nx.sin(v) * 2.0 + 1.0)(nx.ones(4))

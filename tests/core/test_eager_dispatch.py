@@ -192,7 +192,7 @@ def test_from_dlpack_shares_host_memory_and_is_never_donated():
 _TWO_DEVICES = """
 import numpy as np, pytest, rune
 from rune import nx
-from rune.devices import default_device
+from rune.core.devices import default_device
 a = nx.asarray(np.arange(4, dtype=np.float32), device="cpu:1")
 b = nx.asarray(np.ones(4, np.float32), device="cpu:0")
 assert str((a * 2 + 1).device) == "cpu:1" and str((2 * a).device) == "cpu:1"

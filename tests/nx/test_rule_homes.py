@@ -7,14 +7,14 @@ import pathlib
 
 import rune
 import rune.distributed  # noqa: F401  (its collectives are primitives too)
-from rune.autodiff.vjp import vjp_forward
+from rune.transforms.autodiff.vjp import vjp_forward
 from rune.core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, vjp_rules
 
 ROOT = pathlib.Path(rune.__file__).parent
 
 # The core first-order primitives (rune/core/prims.py): their abstract rules are
-# there, their derivatives in rune/autodiff/rules.py and their batching rules in
-# rune/batching.py, the layers that run them, because every other rule is
+# there, their derivatives in rune/transforms/autodiff/rules.py and their batching rules in
+# rune/transforms/batching.py, the layers that run them, because every other rule is
 # written in terms of them.
 CORE_FIRST_ORDER = frozenset("""
     neg exp log log1p expm1 sqrt rsqrt sin cos tan tanh sinh cosh asin acos atan erf logistic
@@ -25,8 +25,8 @@ CORE_FIRST_ORDER = frozenset("""
     select convert broadcast_to reshape transpose slice rev pad concatenate gather scatter
     dynamic_slice dynamic_update_slice dot_general random_bits place iota full
 """.split())
-CORE_HOMES = {"abstract": "rune.core.prims", "jvp": "rune.autodiff.rules", "vjp": "rune.autodiff.rules",
-              "batch": "rune.batching"}
+CORE_HOMES = {"abstract": "rune.core.prims", "jvp": "rune.transforms.autodiff.rules", "vjp": "rune.transforms.autodiff.rules",
+              "batch": "rune.transforms.batching"}
 
 
 def _module(rule):
@@ -87,7 +87,7 @@ def test_the_family_modules_are_the_homes_of_their_primitives():
     expected = {"linalg_cholesky": "rune.nx.linalg", "linalg_svd": "rune.nx.linalg", "fft": "rune.nx.fft",
                 "conv": "rune.nx.conv", "reduce_window": "rune.nx.conv", "argsort": "rune.nx.sorting",
                 "log2": "rune.nx.mathfuncs", "hypot": "rune.nx.mathfuncs", "trunc": "rune.nx.mathfuncs",
-                "real": "rune.nx.complex", "complex": "rune.nx.complex", "scan": "rune.control",
+                "real": "rune.nx.complex", "complex": "rune.nx.complex", "scan": "rune.transforms.control",
                 "callback": "rune.callback"}
     by_name = {p.name: p for p in _primitives()}
     homes = {name: set(_rule_modules(by_name[name]).values()) for name in expected}

@@ -502,7 +502,7 @@ def recorder(monkeypatch):
 
 
 def _gpu():
-    from rune.devices import Device
+    from rune.core.devices import Device
     return Device("cuda", 0)   # a name only: the stand-in does the work
 
 

@@ -6,8 +6,8 @@ import rune
 from rune import nx
 
 from oracles import fd_grad
-from rune.autodiff.jvp import jvp_program
-from rune.autodiff.vjp import vjp_program
+from rune.transforms.autodiff.jvp import jvp_program
+from rune.transforms.autodiff.vjp import vjp_program
 from rune.core import trace as core_trace
 from rune.core.program import dce
 

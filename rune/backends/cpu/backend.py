@@ -11,7 +11,8 @@ import functools
 
 import numpy as np
 
-from ... import config, threads
+from ...base import config
+from . import threads
 from ...codegen.c import CDialect
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend

@@ -16,7 +16,7 @@ every product here calls BLAS on one thread, and its threads are rune's:
   over BLAS_MIN_WORK in all, is cut into tiles of its output, TILE rows by TILE
   columns (the last of each axis shorter; a matrix-vector product's tiles are TILE
   rows or columns of its one), each one single-threaded cblas_?gemm call (?gemv for
-  a matrix-vector product) with the whole K loop, shared out over the kernels' OpenMP threads (rune/threads.py: the
+  a matrix-vector product) with the whole K loop, shared out over the kernels' OpenMP threads (rune/backends/cpu/threads.py: the
   pool BLAS runs on). The tiles depend on the shape alone, so every element's bits
   do, whichever thread computes it;
 - a dot (one output element), and any product under BLAS_MIN_WORK, is NumPy's one
@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from ... import threads
+from . import threads
 from ...errors import CompileError
 from .. import pipeline
 from .address import address

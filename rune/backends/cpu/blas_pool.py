@@ -5,12 +5,12 @@ OpenBLAS keeps threads of its own, and after each parallel call they spin on
 their cores (a loop of `nop`s that never yields) for about 2**28 cycles. A
 compiled kernel whose parallel loop runs next finds its cores taken and waits,
 so while BLAS calls come every few milliseconds (a transformer's step) the
-kernels had to stay on one thread (rune/threads.py). OpenBLAS 0.3.27 and
+kernels had to stay on one thread (rune/backends/cpu/threads.py). OpenBLAS 0.3.27 and
 later let the caller run its parallel work instead
 (`openblas_set_threads_callback_function`): rune hands it `rune_blas_pool`,
 which runs the jobs in one OpenMP parallel region on the very threads the
 kernels use. Kernels and BLAS calls then take turns on one pool, whose idle
-threads spin briefly and then sleep (rune/threads.py), and a team warm from
+threads spin briefly and then sleep (rune/backends/cpu/threads.py), and a team warm from
 one is warm for the next.
 
 OpenBLAS's jobs wait on one another (a GEMM's threads exchange packed
@@ -19,7 +19,7 @@ panels), so every job must run at once: when OpenMP gives a smaller team
 threads of their own instead. OpenBLAS's per-job buffers are shared, so one
 parallel BLAS call runs at a time (a mutex). A forked child goes back to
 OpenBLAS's own threads (which OpenBLAS restarts after a fork), and its kernels
-run on one thread (rune/threads.py: GNU libgomp cannot start a team in a child
+run on one thread (rune/backends/cpu/threads.py: GNU libgomp cannot start a team in a child
 of a process that had one; the unit counts its parallel regions to tell).
 
 The callback is set while rune is imported: OpenBLAS asks for it before any
@@ -31,16 +31,17 @@ before), and several Python threads' matmuls take turns on it (one at a time,
 as OpenBLAS's own threads also let only one threaded call run at once).
 
 RUNE_BLAS_POOL=0 leaves BLAS on its own threads; so does NumPy's BLAS not being
-an OpenBLAS with the callback, or no C compiler. rune/threads.py then keeps
+an OpenBLAS with the callback, or no C compiler. rune/backends/cpu/threads.py then keeps
 BLAS's threads and the kernels' apart as before.
 """
 import ctypes
 import os
 import threading
 
-from ... import config, threads
+from ...base import config
+from . import threads
 from ...errors import CompileError
-from ...stats import COUNTERS
+from ...base.stats import COUNTERS
 from .. import pipeline
 
 NAME = "rune_blas_pool"
@@ -122,7 +123,7 @@ _unit = [None]     # the loaded unit, once installed
 def route(compiler):
     """Run NumPy's OpenBLAS parallel work on the kernels' OpenMP pool from now on;
     True when it does (once tried, the answer stays). The host backend calls it while
-    rune is imported (rune/threads.py: route_blas_with says why then); RUNE_BLAS_POOL=0
+    rune is imported (rune/backends/cpu/threads.py: route_blas_with says why then); RUNE_BLAS_POOL=0
     leaves BLAS on its own threads."""
     if _routed[0] is not None:
         return _routed[0]

@@ -12,8 +12,8 @@ What the compiler writes is checked: no library, or one that does not load or
 lacks an entry point, is a CompileError with the compiler's output. A library
 is loaded from the disk cache, or, where that folder will not load libraries
 (mounted noexec) or is not written, from a private copy. Libraries load through
-rune.threads (which sets how the OpenMP runtime waits), and an entry point with
-parallel loops runs on the threads rune.threads gives it.
+rune.backends.cpu.threads (which sets how the OpenMP runtime waits), and an entry point with
+parallel loops runs on the threads rune.backends.cpu.threads gives it.
 """
 import ctypes
 import functools
@@ -23,7 +23,8 @@ import re
 import shutil
 import sys
 
-from ... import config, threads
+from ...base import config
+from . import threads
 from ...errors import CompileError
 from .. import disk_cache as cache
 from .. import pipeline

@@ -1,4 +1,4 @@
-"""`conv` and `reduce_window` (rune/nx/conv.py) on an array module `xp`
+"""`conv` and `reduce_window` (rune/nx/convolution.py) on an array module `xp`
 (NumPy with BLAS on the host, CuPy with cuBLAS on a GPU: CuPy 14 dropped cuDNN).
 
 Both read windows through a strided view of the padded (and dilated) input,
@@ -12,7 +12,7 @@ enough work runs instead as a direct loop nest compiled for its geometry
 (rune's C compiler, once per geometry, through the disk cache): each output
 pixel's channels are a few vector registers, a block of pixels along a row
 shares every kernel load, zero padding is skipped rather than copied, and no
-patch matrix is written. A kernel's cotangent (rune/nx/conv.py: the input
+patch matrix is written. A kernel's cotangent (rune/nx/convolution.py: the input
 seen with images as channels, the output's cotangent as the kernel) gets its
 own loop that reads both operands in their own layouts, without the
 transposing copies. At a small CNN's sizes that is 2-4x faster than im2col

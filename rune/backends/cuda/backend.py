@@ -21,7 +21,7 @@ import cupy
 import ml_dtypes
 import numpy as np
 
-from ... import config
+from ...base import config
 from ...errors import DeviceError, RuneWarning
 from ...codegen.cuda import CudaDialect, DeviceProps
 from ..array_impls import make_impls

@@ -25,7 +25,7 @@ branch that would compute something else.
 """
 import numpy as np
 
-from ...numerics import HYPOT_SCALES
+from ...base.numerics import HYPOT_SCALES
 
 
 def _parts(z):

@@ -3,7 +3,7 @@ array module `xp`: NumPy's LAPACK calls (CuPy's cuSOLVER ones), batched over lea
 axes. float16/bfloat16 (which LAPACK lacks) compute in float32 and round once."""
 import numpy as np
 
-from ...stats import COUNTERS
+from ...base.stats import COUNTERS
 
 
 def make_impls(xp):
@@ -51,7 +51,7 @@ def make_impls(xp):
             w, v = np.linalg.eig(a)
             return [w.astype(complex_dtype), v.astype(complex_dtype)]
         # CuPy has no general eigensolver: LAPACK on the host, the results copied
-        # back (two transfers, counted as rune.devices.transfer counts them)
+        # back (two transfers, counted as rune.core.devices.transfer counts them)
         host = xp.asnumpy(a)
         w, v = np.linalg.eig(host)
         _count_round_trip(host.nbytes + w.astype(complex_dtype).nbytes + v.astype(complex_dtype).nbytes)

@@ -5,20 +5,20 @@ multiplies tangents by them, reverse mode multiplies cotangents and sums over
 broadcast axes (the shared machinery of rune/nx/rule_helpers.py). Structural
 primitives have linear rules written once each. Primitives defined elsewhere
 register their rules where they are defined (the nx family modules,
-rune/control.py, ...).
+rune/transforms/control.py, ...).
 """
 import math
 
 import numpy as np
 
-from ..core.prims import P
-from ..core.primitive import jvp_rules, no_derivative, vjp_rules
-from ..core.trace import bind
-from ..nx import ops
-from ..nx.constants import filled, iota
-from ..nx.creation import ones_like, zeros_like
-from ..nx.indices import from_end, in_bounds
-from ..nx.rule_helpers import elementwise_jvp, elementwise_vjp, shape_of, unbroadcast
+from ...core.prims import P
+from ...core.primitive import jvp_rules, no_derivative, vjp_rules
+from ...core.trace import bind
+from ...nx import ops
+from ...nx.constants import filled, iota
+from ...nx.creation import ones_like, zeros_like
+from ...nx.index_math import from_end, in_bounds
+from ...nx.rule_helpers import elementwise_jvp, elementwise_vjp, shape_of, unbroadcast
 
 
 # ---------------------------------------------------------------- elementwise

@@ -6,13 +6,13 @@ where each primitive is defined) — ordinary `nx` code, so it
 runs (and is itself differentiated, staged or batched) in whatever interpreter
 is current when the pullback is called.
 """
-from ..core import trace as _trace
-from ..core.closure import split_residuals
-from ..core.primitive import no_derivative, vjp_rules
-from ..core.staging import StagingInterpreter
-from ..core.trace import Interpreter, PrimalTracer
-from ..errors import NotDifferentiableError
-from ..nx import ops
+from ...core import trace as _trace
+from ...core.closure import split_residuals
+from ...core.primitive import no_derivative, vjp_rules
+from ...core.staging import StagingInterpreter
+from ...core.trace import Interpreter, PrimalTracer
+from ...errors import NotDifferentiableError
+from ...nx import ops
 
 # Higher-order primitives change their forward pass to emit residuals:
 # primitive -> (fwd(primals, tracked, **params) -> (outs, res),
@@ -124,7 +124,7 @@ def vjp_program(program, tracked):
     the tape, and the forward values it reads are captured: those are the
     residuals.
     """
-    from ..nx import creation
+    from ...nx import creation
     fwd = StagingInterpreter()
     args = [fwd.new_input(a) for a in program.in_avals]
     with _trace.using(fwd):

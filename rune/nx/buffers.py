@@ -1,8 +1,8 @@
 """`nx.Array` (defined in `rune.core.array`) and moving raw buffers into Arrays."""
-from ..core.array import _HOST0, Array  # noqa: F401  (rune.nx.array.Array is public)
+from ..core.array import _HOST0, Array  # noqa: F401  (rune.nx.buffers.Array is public)
 from ..core.prims import P
 from ..core.trace import bind
-from ..devices import current_default, get_device, transfer
+from ..core.devices import current_default, get_device, transfer
 
 
 def wrap_raws(raws, avals):

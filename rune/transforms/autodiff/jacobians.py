@@ -8,12 +8,12 @@ shape out_leaf.shape + in_leaf.shape (as in JAX).
 """
 import numpy as np
 
-from .. import tree
+from ... import tree
 from ..batching import vmap
-from ..core.staging import abstract, stage_pytree
-from ..nx import ops as nx
-from ..nx.constants import iota
-from ..nx.creation import zeros
+from ...core.staging import abstract, stage_pytree
+from ...nx import ops as nx
+from ...nx.constants import iota
+from ...nx.creation import zeros
 from .api import jvp, select, vjp
 
 

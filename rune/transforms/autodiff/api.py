@@ -2,14 +2,14 @@
 import functools
 import numbers
 
-from .. import tree
-from ..core.primitive import abstract_rules, calls, primitive
+from ... import tree
+from ...core.primitive import abstract_rules, calls, primitive
 from ..batching import batch_rules, closed_batched, front
-from ..core.staging import stage_pytree
-from ..core.trace import bind
-from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
-from ..nx import ops as nx
-from ..nx.creation import ones_like, zeros_like
+from ...core.staging import stage_pytree
+from ...core.trace import bind
+from ...errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, TreeError, UsageError
+from ...nx import ops as nx
+from ...nx.creation import ones_like, zeros_like
 from . import rules  # noqa: F401  (imported for its effect: it fills the rule tables)
 from .jvp import jvp_flat, jvp_rules
 from .vjp import differentiable, vjp_flat, vjp_forward

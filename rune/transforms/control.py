@@ -15,21 +15,20 @@ import numbers
 
 import numpy as np
 
-from . import tree
+from .. import tree
 from .autodiff.jvp import jvp_program, jvp_rules
 from .autodiff.vjp import differentiable, vjp_forward, vjp_program
 from .batching import batch_program, batch_rules, closed_batched, front, loop_rule, materialize, to_front
-from .core.array import Array
-from .core.primitive import abstract_rules, primitive
-from .core.program import Eqn, dce_rules, prune, reorder
-from .core.stage_cache import staged
-from .core.staging import abstract, stage, stage_pytree
-from .core.trace import EVAL, Tracer, bind, current
-from .errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError,
-                     TreeError, UsageError)
-from .core import dtypes as dt
-from .nx import ops as nx
-from .nx.creation import arange, zeros_like
+from ..core.array import Array
+from ..core.primitive import abstract_rules, primitive
+from ..core.program import Eqn, dce_rules, prune, reorder
+from ..core.stage_cache import staged
+from ..core.staging import abstract, stage, stage_pytree
+from ..core.trace import EVAL, Tracer, bind, current
+from ..errors import (ArgumentError, DeviceMismatchError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError)
+from ..core import dtypes as dt
+from ..nx import ops as nx
+from ..nx.creation import arange, zeros_like
 
 scan_p = primitive("scan", multiple_results=True)
 cond_p = primitive("cond", multiple_results=True)

@@ -11,17 +11,17 @@ import functools
 
 import numpy as np
 
-from . import tree
-from .core import trace as _trace
-from .core.prims import BINARY, COMPARE, PREDICATE, P, REDUCE, UNARY
-from .core.primitive import abstract_rules, batch_rules
-from .core.staging import stage
-from .core.trace import Interpreter, Tracer, bind
-from .errors import ShapeError, TreeError
-from .nx import ops
-from .nx.creation import arange, zeros
-from .nx.indices import clamped, from_end, in_bounds, window_start
-from .nx.rule_helpers import elementwise_batch, to_front
+from .. import tree
+from ..core import trace as _trace
+from ..core.prims import BINARY, COMPARE, PREDICATE, P, REDUCE, UNARY
+from ..core.primitive import abstract_rules, batch_rules
+from ..core.staging import stage
+from ..core.trace import Interpreter, Tracer, bind
+from ..errors import ShapeError, TreeError
+from ..nx import ops
+from ..nx.creation import arange, zeros
+from ..nx.index_math import clamped, from_end, in_bounds, window_start
+from ..nx.rule_helpers import elementwise_batch, to_front
 
 
 class BatchTracer(Tracer):
@@ -387,5 +387,5 @@ def _checked_axis_size(axis_size):
 
 
 # nx's composites (vectorize, apply_along_axis) call vmap through nx.transformations: nx sits below this layer.
-from .nx import transformations as _nx_transformations  # noqa: E402
+from ..nx import transformations as _nx_transformations  # noqa: E402
 _nx_transformations.register(vmap=vmap)

@@ -11,15 +11,15 @@ import functools
 import inspect
 import numbers
 
-from .. import tree
-from ..core.closure import split_residuals
-from ..core.primitive import abstract_rules, calls, primitive
-from ..core.staging import abstract, stage, stage_pytree, stage_pytree_open
+from ... import tree
+from ...core.closure import split_residuals
+from ...core.primitive import abstract_rules, calls, primitive
+from ...core.staging import abstract, stage, stage_pytree, stage_pytree_open
 from ..batching import batch_program, batch_rules, closed_batched, front, vmap
-from ..core.trace import bind
-from ..errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
-from ..nx import ops as nx
-from ..nx.creation import zeros_like
+from ...core.trace import bind
+from ...errors import ArgumentError, DTypeError, NotDifferentiableError, ShapeError, TreeError, UsageError
+from ...nx import ops as nx
+from ...nx.creation import zeros_like
 from .jvp import jvp_rules
 from .vjp import vjp_forward
 

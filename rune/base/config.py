@@ -10,7 +10,7 @@ import os
 import re
 import shutil
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -115,7 +115,7 @@ def blas_pool():
 
 
 def check_threads():
-    """RUNE_NUM_THREADS and RUNE_BLAS_POOL, checked when rune is imported (rune/threads.py):
+    """RUNE_NUM_THREADS and RUNE_BLAS_POOL, checked when rune is imported (rune/backends/cpu/threads.py):
     they are first used by a large operation, perhaps long after a typo was made."""
     num_threads(1)
     blas_pool()

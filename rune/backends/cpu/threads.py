@@ -63,8 +63,8 @@ import os
 import threading
 import time
 
-from . import config
-from .errors import ArgumentError, CompileError
+from ...base import config
+from ...errors import ArgumentError, CompileError
 
 config.check_threads()   # a bad RUNE_NUM_THREADS or RUNE_BLAS_POOL fails `import rune`, not a later call
 

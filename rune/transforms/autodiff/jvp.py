@@ -5,11 +5,11 @@ a tangent of None is a symbolic zero, so work on constants costs nothing.
 Rules (`jvp_rules`, registered where each primitive is defined) are plain
 `nx` code run in the parent interpreter.
 """
-from ..core import trace as _trace
-from ..core.primitive import jvp_rules
-from ..core.staging import stage
-from ..core.trace import Interpreter, PrimalTracer
-from ..errors import NotDifferentiableError
+from ...core import trace as _trace
+from ...core.primitive import jvp_rules
+from ...core.staging import stage
+from ...core.trace import Interpreter, PrimalTracer
+from ...errors import NotDifferentiableError
 
 
 class JVPTracer(PrimalTracer):

@@ -9,21 +9,21 @@ import reprlib
 
 import numpy as np
 
-from . import tree
+from .. import tree
 from .autodiff.jvp import jvp_rules
-from .backends import backend_for
+from ..backends import backend_for
 from .autodiff.vjp import vjp_rules
 from .batching import batch_rules, front, materialize
-from .core.aval import Aval, Spec
-from .core.primitive import abstract_rules, eval_rules, primitive
-from .core.trace import bind
-from .devices import current_default, get_device
-from .errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
-from .nx import ops as nx
-from .nx.array import Array
-from .nx.creation import zeros
-from .nx.placement import place
-from .stats import COUNTERS
+from ..core.aval import Aval, Spec
+from ..core.primitive import abstract_rules, eval_rules, primitive
+from ..core.trace import bind
+from ..core.devices import current_default, get_device
+from ..errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
+from ..nx import ops as nx
+from ..nx.buffers import Array
+from ..nx.creation import zeros
+from ..nx.placement import place
+from ..base.stats import COUNTERS
 
 callback_p = primitive("callback", multiple_results=True, effectful=True)
 

@@ -7,10 +7,10 @@ placement logic is exercised without a GPU.
 import contextlib
 import threading
 
-from . import config, contexts, profiler
-from .backends import backend_for, has_cuda_backend
-from .errors import DeviceError
-from .stats import COUNTERS
+from ..base import config, contexts, profiler
+from ..backends import backend_for, has_cuda_backend
+from ..errors import DeviceError
+from ..base.stats import COUNTERS
 
 
 class Device:
@@ -100,7 +100,7 @@ def get_device(spec):
 def _no_gpu_reason():
     """Why CuPy lists no GPU, with what to install where the setup says (rune/backends/cuda/environment.py)."""
     try:
-        from .backends import gpu_setup_problem
+        from ..backends import gpu_setup_problem
         found = gpu_setup_problem()
     except Exception:  # the diagnosis is a courtesy: never let it hide the error itself
         found = None

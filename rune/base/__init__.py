@@ -1,0 +1,4 @@
+"""The foundations every layer may use: counters (`stats`), environment settings
+(`config`), the count of open contexts (`contexts`), numeric constants shared by
+the dialects and NumPy paths (`numerics`) and the profiler (`profiler`). Nothing
+here imports another rune package except `rune.errors` (tests/api/test_layering.py)."""
