@@ -3,9 +3,12 @@
 - functional (rune/nn/functional.py): activations, losses, normalisation,
   dropout, pooling and initialisers, as `jax.nn` names them: composites of
   `rune.nx` functions with no rules of their own.
-- layers (rune/nn/modules.py): `Module`, a pytree whose array fields are its
-  parameters, and Linear, Conv, Embedding, LayerNorm, RMSNorm, Dropout,
-  MultiHeadAttention, MLP, Sequential; `partition`/`combine` to train a part.
+- the Module machinery (rune/nn/module.py): `Module`, a pytree whose array
+  fields are its parameters; `partition`/`combine` to train a part.
+- layers by kind: linear.py (Linear, MLP), convolution.py (Conv),
+  embedding.py (Embedding), normalization.py (LayerNorm, RMSNorm),
+  stochastic.py (Dropout), attention.py (MultiHeadAttention), containers.py
+  (Sequential, Lambda); layer_helpers.py holds what they share.
 - mixed precision (rune/nn/mixed_precision.py): `Policy` (dtypes of parameters,
   computation and outputs at module boundaries) and `DynamicLossScale`.
 """
@@ -15,5 +18,11 @@ from .functional import (avg_pool, cross_entropy, dropout, elu, gelu, glorot_nor
                          one_hot, ones, relu, sigmoid, silu, softmax, softplus, swish, xavier_normal,
                          xavier_uniform, zeros)
 from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
-from .modules import (MLP, Conv, Dropout, Embedding, Lambda, LayerNorm, Linear, Module, MultiHeadAttention,
-                      RMSNorm, Sequential, combine, is_array, is_inexact_array, partition)
+from .module import Module, combine, is_array, is_inexact_array, partition
+from .attention import MultiHeadAttention
+from .containers import Lambda, Sequential
+from .convolution import Conv
+from .embedding import Embedding
+from .linear import MLP, Linear
+from .normalization import LayerNorm, RMSNorm
+from .stochastic import Dropout

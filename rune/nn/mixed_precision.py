@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import nx, tree
 from ..errors import ArgumentError, DTypeError, ShapeError, UsageError
-from .modules import Module, is_array, with_policy
+from .module import Module, is_array, with_policy
 
 __all__ = ["Policy", "DynamicLossScale", "all_finite", "select_tree"]
 

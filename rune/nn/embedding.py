@@ -1,0 +1,41 @@
+"""`Embedding`: rows of a table looked up by integer ids."""
+from .. import nx
+from ..errors import DTypeError
+from .module import Module, is_inexact_array
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Module):
+    """Rows of a (num_embeddings, features) table looked up by integer ids.
+
+    An id outside [0, num_embeddings) gives a row of NaN (for a floating or
+    complex table), eagerly and under jit/grad alike, as `nn.cross_entropy` gives a
+    NaN loss for an out-of-range label: a vocabulary that does not match the table
+    shows in the loss instead of training silently on a clamped row. (A table of
+    another dtype has no NaN: its out-of-range ids are clamped as by `nx.take`.)"""
+    weight: object
+    num_embeddings: int
+    features: int
+
+    def __init__(self, key, num_embeddings, features, dtype=nx.float32, weight_init=None):
+        self.num_embeddings, self.features = int(num_embeddings), int(features)
+        shape = (self.num_embeddings, self.features)
+        self.weight = nx.random.normal(key, shape, nx.dtype(dtype)) if weight_init is None else \
+            weight_init(key, shape, dtype)
+
+    def __call__(self, ids):
+        ids = nx.asarray(ids)
+        if ids.dtype.kind not in "iu":
+            raise DTypeError(f"Embedding(num_embeddings={self.num_embeddings}, features={self.features}): "
+                             f"expected integer ids, got {ids.dtype.name} of shape {ids.shape}")
+        rows = nx.take(self.weight, ids, axis=0)
+        if not is_inexact_array(self.weight):
+            return rows
+        # a where, not a Python check, so the same rule holds for traced ids
+        valid = ids >= 0
+        if self.num_embeddings <= nx.iinfo(ids.dtype).max:   # else every id fits (uint8 ids, 300 rows)
+            valid = nx.logical_and(valid, ids < self.num_embeddings)
+        valid = valid[..., None]
+        return nx.where(valid, rows, nx.full_like(rows, float("nan")))
+
