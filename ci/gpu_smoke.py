@@ -27,11 +27,11 @@ CHECKS = {
 import cupy, cupy.cuda.runtime as rt
 from rune.backends.cuda import nvrtc
 from rune.backends.cuda.backend import BACKEND
-from rune.distributed import nccl
+from rune.backends.cuda.nccl import NcclCommunicator
 from rune.backends.cuda import environment
 print(f"CuPy {cupy.__version__}, runtime {rt.runtimeGetVersion()}, driver {rt.driverGetVersion()}, "
       f"{rt.getDeviceProperties(0)['name'].decode()}; headers {nvrtc.include_dir()}; "
-      f"NVRTC {nvrtc.version()}; NCCL {nccl.available()}; NumPy {np.__version__}")
+      f"NVRTC {nvrtc.version()}; NCCL {NcclCommunicator(0).available()}; NumPy {np.__version__}")
 assert not environment.problems(), environment.problems()
 assert BACKEND.compiler() is not None, "rune found no CUDA compiler: GPU stretches would run op by op"
 """,
@@ -112,10 +112,11 @@ print("floor division and float -> int conversion as on the host")
 """,
     "nccl": """
 import sys, cupy
+from rune.core.devices import Device
 from rune.distributed import nccl, runtime
-if not nccl.available():
+if not nccl.available(Device("cuda", 0)):
     print("NCCL not loadable here"); sys.exit(77)
-out = nccl.all_reduce(runtime.initialize(), [cupy.arange(5, dtype=cupy.float32)], "sum", 0)
+out = nccl.all_reduce(runtime.initialize(), [cupy.arange(5, dtype=cupy.float32)], "sum", Device("cuda", 0))
 assert cupy.asnumpy(out[0]).tolist() == [0, 1, 2, 3, 4]
 print("all_reduce over one rank ok")
 """,

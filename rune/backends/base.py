@@ -52,6 +52,13 @@ implements the same members with the same signatures (a test compares them).
                                   `rune.backends.compile_pending()`.
     library                       name -> fn for the calls a kernel compiler leaves
                                   to a vendor library (`dot_general`, convolutions).
+    adopt(host, device)           `from_host` for a fresh NumPy array nothing else
+                                  holds (a collective's result): the host keeps it
+                                  as it is, other platforms copy it up.
+    communicator(device)          the `Communicator` of `device` (its platform's
+                                  collective library, NCCL on a GPU), or None: then
+                                  rune.distributed moves its buffers through the
+                                  host's MPI (to_host, adopt).
 
 `IMPLS`, `stack`, `empty`, `to_host` and `from_host` are also what plans
 (`rune.compiler.plan`) read; `IMPLS` is the table of the platform's first device.
@@ -63,7 +70,7 @@ the artifact's functions. `key(source)` names the artifact in rune's disk cache
 changes the bytes (the compiler and its version, the flags, the CPU features or
 GPU architecture, the calling convention).
 """
-from ..errors import CompileError
+from ..errors import CompileError, DeviceError
 from ..base.stats import COUNTERS
 
 
@@ -123,8 +130,52 @@ class Backend:
     def compiled_stretch(self, eqns, unit, device, props=None):
         return None
 
+    def adopt(self, host, device):
+        return self.from_host(host, device)
+
+    def communicator(self, device):
+        return None   # no collective library of its own: collectives go through the host
+
     def __repr__(self):
         return f"<rune backend {self.platform}>"
+
+
+class Communicator:
+    """One device's collectives with the same device of every other rank of a run,
+    through its platform's collective library (NCCL on CUDA GPUs), on flat raw
+    buffers, queued in order with the device's own work. rune/distributed packs a
+    tree's leaves into such buffers (rune/distributed/nccl.py) and unpacks them.
+
+    xp                          the array module of the device's buffers (packing,
+                                casting and masks run where the buffers are).
+    check()                     raise DeviceError, saying what to install, where
+                                the library cannot be used here.
+    selected()                  a context in which the device is the current one.
+    where()                     (an id naming the device whatever this process is
+                                shown, how many devices this process sees): two
+                                ranks on one device are refused before `connect`.
+    connect(rank, size, share)  join the run; `share(value)` returns rank 0's
+                                `value` on every rank.
+    reduce_dtype(work)          the dtype buffers of `work` are reduced in (wider
+                                where the library has no type for `work`).
+    all_reduce(flat, op)        in place: every rank's `flat` reduced by op "sum",
+                                "max" or "min".
+    broadcast(flat, root)       in place: rank `root`'s uint8 `flat` on every rank.
+    all_gather(mine, every)     every rank's uint8 `mine` as the rows of `every`
+                                (shape (size, mine.size)), in rank order.
+    """
+    xp = None
+
+    def check(self):
+        raise NotImplementedError
+
+    def available(self):
+        """Whether the library can be used here (`check` passes)."""
+        try:
+            self.check()
+        except DeviceError:
+            return False
+        return True
 
 
 class Binary(bytes):

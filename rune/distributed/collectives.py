@@ -33,6 +33,7 @@ from ..transforms.autodiff.jvp import jvp_rules
 from ..transforms.autodiff.vjp import vjp_rules
 from ..transforms.batching import batch_rules
 from ..transforms.callback import callback_p
+from ..backends import backend_for
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.program import Eqn, Program, Var
 from ..core.trace import aval_of, bind
@@ -84,8 +85,9 @@ class Collective:
             detail = [f"{a.dtype.name}{list(a.shape)} ({a.device.platform})" for a in arrays]
             runtime.agree(group, self.name, detail, _structure_text(self.structure))
         out = [None] * len(arrays)
-        # Host leaves go through MPI, each GPU's leaves through its NCCL communicator;
-        # the order is the same on every rank (host first, then GPUs by index).
+        # Host leaves go through MPI, each GPU's leaves through its platform's
+        # communicator (NCCL); the order is the same on every rank (host first, then
+        # the other platforms' devices by index).
         by_device = {}
         for i, a in enumerate(arrays):
             by_device.setdefault(a.device, []).append(i)
@@ -99,13 +101,16 @@ class Collective:
         return out
 
     def _run(self, group, device, raws, option):
-        if device.platform == "cpu":
+        backend = backend_for(device)
+        link = backend.communicator(device)
+        if link is None:   # no collective library of its own (the host): MPI, through host memory
             if group.size == 1:
                 return raws   # a group of one: every collective is the identity
-            return getattr(host, self.kind)(group, raws, option)
-        if group.size == 1 and not nccl.available():
+            out = getattr(host, self.kind)(group, [backend.to_host(r) for r in raws], option)
+            return [backend.adopt(o, device) for o in out]
+        if group.size == 1 and not link.available():
             return raws   # a group of one: every collective is the identity
-        return getattr(nccl, self.kind)(group, raws, option, device.index)
+        return getattr(nccl, self.kind)(group, raws, option, device)
 
 
 def _option_text(kind, option):

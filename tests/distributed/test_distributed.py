@@ -53,8 +53,10 @@ def test_a_launch_without_mpi4py_is_a_clear_error():
 
 
 def test_the_nccl_path_is_import_safe():
+    from rune.core.devices import Device
     from rune.distributed import nccl
-    assert nccl.available() in (True, False)
+    assert nccl.available(Device("cuda", 0)) in (True, False)
+    assert nccl.available(Device("cpu", 0)) is False   # the host has no library of its own: MPI
 
 
 def _tree():
@@ -156,7 +158,8 @@ def test_large_result_buffers_are_recycled_only_once_unreferenced():
 # ---------------------------------------------------------------- the NCCL path, emulated on the host
 
 class _DeviceArray(np.ndarray):
-    """A host array that answers `.data.ptr` as a CuPy array does (what nccl.py hands NCCL)."""
+    """A host array that answers `.data.ptr` as a CuPy array does (what the CUDA communicator,
+    rune/backends/cuda/nccl.py, hands NCCL)."""
 
     @property
     def data(self):
@@ -235,8 +238,10 @@ def _emulated_cupy(size):
 
 
 def _on_emulated_ranks(monkeypatch, size, work):
-    """{rank: work(group)} with nccl.py running on `size` emulated ranks, one thread each."""
+    """{rank: work(group)} with nccl.py and the CUDA communicator running on `size`
+    emulated ranks, one thread each."""
     import threading
+    from rune.backends.cuda.nccl import NcclCommunicator
     from rune.distributed import nccl
     cupy, Communicator = _emulated_cupy(size)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
@@ -244,10 +249,15 @@ def _on_emulated_ranks(monkeypatch, size, work):
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", cupy.cuda.nccl)
     local = threading.local()
     monkeypatch.setattr(nccl, "communicator", lambda group, index: local.comm)
+
+    def connected(r):
+        comm = NcclCommunicator(0)
+        comm.comm = Communicator(r)
+        return comm
     results, errors = {}, []
 
     def rank(r):
-        local.comm = Communicator(r)
+        local.comm = connected(r)
         try:
             results[r] = work(type("Group", (), {"rank": r, "size": size})())
         except BaseException as e:   # noqa: BLE001  (raised again in the test's thread)
@@ -355,6 +365,7 @@ def test_the_nccl_path_reduces_every_dtype_the_host_path_does(monkeypatch, op):
     """int16, uint16 and complex among them: each dtype's reduction over 2 emulated ranks
     against NumPy's, in the dtypes the host path works in; where the host refuses an op
     (mean of integers, max of complex), NCCL refuses it with the same error."""
+    from rune.backends.cuda.nccl import NcclCommunicator, element_type
     from rune.distributed import host, nccl
     trees = [_mixed_tree(r) for r in range(2)]
     ok = []
@@ -363,9 +374,10 @@ def test_the_nccl_path_reduces_every_dtype_the_host_path_does(monkeypatch, op):
             want_work = host.work_dtype(leaf.dtype, op)
         except rune.DTypeError as e:
             with pytest.raises(rune.DTypeError, match=re.escape(str(e))):
-                nccl.reduction(leaf.dtype, op)
+                nccl.reduction(NcclCommunicator(0), leaf.dtype, op)
             continue
-        work, name, lanes = nccl.reduction(leaf.dtype, op)
+        work = nccl.reduction(NcclCommunicator(0), leaf.dtype, op)
+        name, lanes = element_type(work)
         assert name in _NCCL_TYPES and np.dtype(_NCCL_TYPES[name]).itemsize * lanes == work.itemsize
         assert work.kind == want_work.kind and work.itemsize >= want_work.itemsize
         ok.append(k)
@@ -387,6 +399,7 @@ def test_the_nccl_path_reduces_every_dtype_the_host_path_does(monkeypatch, op):
 
 def test_nccl_has_an_element_type_for_every_reduction_of_every_dtype():
     """The table against the host path's dtypes, and the names against CuPy's nccl module."""
+    from rune.backends.cuda.nccl import NcclCommunicator, element_type
     from rune.core import dtypes as dtypes_
     from rune.distributed import host, nccl
     real = None
@@ -402,7 +415,7 @@ def test_nccl_has_an_element_type_for_every_reduction_of_every_dtype():
                 host.work_dtype(dtype, op)
             except rune.DTypeError:
                 continue
-            _, name, _ = nccl.reduction(dtype, op)
+            name, _ = element_type(nccl.reduction(NcclCommunicator(0), dtype, op))
             assert name in _NCCL_TYPES and (real is None or hasattr(real, "NCCL_" + name)), (dtype, op, name)
 
 
@@ -441,6 +454,8 @@ def test_two_ranks_on_one_gpu_are_a_rune_error_before_nccl_makes_a_communicator(
     naming both ranks, the GPU and each rank's GPU, before NCCL makes a communicator
     (whose own error is "Duplicate GPU detected")."""
     import types
+    from rune.backends.cuda.nccl import NcclCommunicator
+    from rune.core.devices import Device
     from rune.distributed import nccl
     cupy, _ = _emulated_cupy(1)
     gpu = types.SimpleNamespace(pci_bus_id="0000:3B:00.0")
@@ -454,6 +469,7 @@ def test_two_ranks_on_one_gpu_are_a_rune_error_before_nccl_makes_a_communicator(
     for name, module in (("cupy", cupy), ("cupy.cuda", cupy.cuda), ("cupy.cuda.nccl", cupy.cuda.nccl)):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(nccl, "_comms", {})
+    monkeypatch.setattr(nccl, "_link", lambda device: NcclCommunicator(device.index))   # not the real CuPy's backend
     cases = [(2, re.escape("place each rank's arrays on rune.distributed.device(), GPU cuda:(local_rank() % "
                            "GPUs seen): cuda:0 for rank 0, cuda:1 for rank 1")),
              (1, "node .* shows them 1 GPU\\(s\\) for more ranks; launch at most 1 rank\\(s\\) per node")]
@@ -464,7 +480,7 @@ def test_two_ranks_on_one_gpu_are_a_rune_error_before_nccl_makes_a_communicator(
         group = types.SimpleNamespace(rank=1, size=2, local_rank=1, node=0, comm=types.SimpleNamespace(bcast=None),
                                       ctl=ctl)
         with pytest.raises(rune.DistributedError) as raised:
-            nccl.communicator(group, 0)
+            nccl.communicator(group, Device("cuda", 0))
         message = str(raised.value)
         assert "rank 0 (on cuda:0) and rank 1 (on cuda:0) both use the GPU at PCI 0000:3B:00.0 of node" in message
         assert re.search(advice, message), message
@@ -487,9 +503,9 @@ def test_a_launched_rank_that_raises_before_mpi_starts_kills_itself():
 
 def test_nccl_is_available_only_where_cupy_loads_an_nccl_library():
     cupy_nccl = pytest.importorskip("cupy.cuda.nccl")
-    from rune.distributed import nccl
+    from rune.backends.cuda import nccl
     from rune.errors import DeviceError
-    assert nccl.available() == bool(getattr(cupy_nccl, "available", True))
-    if not nccl.available():   # CuPy imports without libnccl: a DeviceError, not an AttributeError later
+    assert nccl.NcclCommunicator(0).available() == bool(getattr(cupy_nccl, "available", True))
+    if not nccl.NcclCommunicator(0).available():   # CuPy without libnccl: a DeviceError, not an AttributeError later
         with pytest.raises(DeviceError, match="no NCCL library"):
-            nccl._nccl()
+            nccl.library()

@@ -5,7 +5,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from rune.core.devices import Device
 from rune.distributed import nccl, runtime
+
+GPU = Device("cuda", 0)
 
 pytestmark = pytest.mark.cuda
 
@@ -13,7 +16,7 @@ pytestmark = pytest.mark.cuda
 @pytest.fixture
 def cupy():
     cp = pytest.importorskip("cupy")
-    if not nccl.available():
+    if not nccl.available(GPU):
         pytest.skip("CuPy without NCCL")
     return cp
 
@@ -30,7 +33,7 @@ def test_all_reduce_of_one_rank_is_the_identity(cupy, op):
     group = runtime.initialize()
     host, dev = _leaves(cupy)
     keep = [k for k, h in enumerate(host) if op != "mean" or h.dtype.kind in "fV"]
-    out = nccl.all_reduce(group, [dev[k] for k in keep], op, 0)
+    out = nccl.all_reduce(group, [dev[k] for k in keep], op, GPU)
     for k, o in zip(keep, out):
         got = cupy.asnumpy(o)
         assert got.dtype == host[k].dtype and got.shape == host[k].shape
@@ -40,9 +43,9 @@ def test_all_reduce_of_one_rank_is_the_identity(cupy, op):
 def test_broadcast_and_all_gather_move_bits(cupy):
     group = runtime.initialize()
     host, dev = _leaves(cupy)
-    for o, h in zip(nccl.broadcast(group, dev, 0, 0), host):
+    for o, h in zip(nccl.broadcast(group, dev, 0, GPU), host):
         assert cupy.asnumpy(o).tobytes() == h.tobytes()
-    gathered = nccl.all_gather(group, dev[:4], [0] * 4, 0)
+    gathered = nccl.all_gather(group, dev[:4], [0] * 4, GPU)
     for o, h in zip(gathered, host):
         assert cupy.asnumpy(o).tobytes() == h.tobytes()
 
@@ -61,11 +64,11 @@ def test_mixed_trees_come_back_aligned_and_every_dtype_reduces(cupy):
     group = runtime.initialize()
     host = _model_state()
     dev = [cupy.asarray(h) for h in host]
-    for moved in (nccl.broadcast(group, dev, 0, 0), nccl.all_gather(group, dev, [0] * len(dev), 0)):
+    for moved in (nccl.broadcast(group, dev, 0, GPU), nccl.all_gather(group, dev, [0] * len(dev), GPU)):
         for o, h in zip(moved, host):
             assert o.data.ptr % 16 == 0, (o.dtype, o.data.ptr % 16)
             # a kernel reads each leaf (a misaligned one ends the CUDA context here)
             assert cupy.asnumpy(o.copy()).tobytes() == h.tobytes()
     numbers = [k for k, h in enumerate(host) if h.dtype != np.bool_]
-    for o, k in zip(nccl.all_reduce(group, [dev[k] for k in numbers], "sum", 0), numbers):
+    for o, k in zip(nccl.all_reduce(group, [dev[k] for k in numbers], "sum", GPU), numbers):
         assert cupy.asnumpy(o.copy()).tobytes() == host[k].tobytes()

@@ -67,6 +67,9 @@ class CpuBackend(Backend):
     def copy(self, raw, src, dst):
         return np.array(raw, copy=True)
 
+    def adopt(self, host, device):
+        return host   # nothing else holds it: no copy needed to keep devices apart
+
     def from_foreign(self, obj, device):
         """NumPy arrays and scalars, host DLPack producers, and CuPy arrays
         (copied off their GPU); anything else NumPy can read."""

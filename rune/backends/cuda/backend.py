@@ -215,6 +215,11 @@ class CudaBackend(Backend):
         except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
             return None
 
+    def communicator(self, device):
+        """NCCL on this GPU (rune/backends/cuda/nccl.py), not yet connected."""
+        from .nccl import NcclCommunicator
+        return NcclCommunicator(device.index)
+
     def compile(self, compiler, prelude, units):
         """Units of CUDA kernels (see `rune.backends.cuda.launch`) compiled through the
         compile pipeline with `compiler` (an NVRTC compiler: one cubin per batch, in
