@@ -18,11 +18,11 @@ from .functional import (avg_pool, cross_entropy, dropout, elu, gelu, glorot_nor
                          one_hot, ones, relu, sigmoid, silu, softmax, softplus, swish, xavier_normal,
                          xavier_uniform, zeros)
 from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
-from .module import Module, combine, is_array, is_inexact_array, partition
+from .module import Module, apply, combine, field, is_array, is_inexact_array, partition, trainable, update_state
 from .attention import MultiHeadAttention
 from .containers import Lambda, Sequential
 from .convolution import Conv
 from .embedding import Embedding
 from .linear import MLP, Linear
-from .normalization import LayerNorm, RMSNorm
+from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
 from .stochastic import Dropout

@@ -20,10 +20,24 @@ _: False, model)` is a filter tree of the model's structure).
 `partition(tree, filter)` splits a tree in two trees of the same shape (None
 where the other has the leaf) and `combine` joins them, so `grad` and the
 optimizers see only the trainable arrays (Equinox's partition/combine).
+
+State and modes (docs/modules.md, "State and modes"):
+- a field declared `nn.field(state=True)` holds arrays that are not trained
+  (running statistics, buffers, EMA copies): they are leaves like parameters
+  (so jit traces them, checkpoints save them), but `nn.trainable(model)`, the
+  filter `grad` and the optimizers are given through `partition`, leaves them out;
+- a layer whose output depends on the mode declares a bool field `training`;
+  `model.train()` / `model.eval()` return copies with every such field set;
+- a layer updates its state by calling `nn.update_state(self, name=new, ...)`
+  during a call made through `nn.apply(model, *args)`, which returns the output
+  and a copy of the model holding the new values: pure functions in, pure
+  functions out, so the update flows out of `jit` and `grad(has_aux=True)` as a
+  return value (Equinox's style; Flax NNX mutates its variables instead).
 """
 import dataclasses
 import functools
 import inspect
+import threading
 
 import numpy as np
 
@@ -31,7 +45,8 @@ from .. import nx, tree
 from ..core.arraylike import ArrayLike
 from ..errors import ArgumentError, TreeError, UsageError
 
-__all__ = ["Module", "partition", "combine", "is_array", "is_inexact_array"]
+__all__ = ["Module", "field", "partition", "combine", "is_array", "is_inexact_array", "trainable", "apply",
+           "update_state"]
 
 
 def is_array(x):
@@ -153,7 +168,11 @@ def _boundary(call):
         if policy is None:
             return call(self, *args, **kwargs)
         inner, args, kwargs = policy.cast_to_compute((self, args, kwargs))
-        return policy.cast_to_output(call(inner, *args, **kwargs))
+        out = call(inner, *args, **kwargs)
+        updates = _collecting()
+        if updates:
+            _forward_updates(updates, inner, self)
+        return policy.cast_to_output(out)
     return __call__
 
 
@@ -198,6 +217,7 @@ class Module:
     """
 
     _module_fields = ()
+    _state_fields = frozenset()
     _custom_init = False
     _policy = None
 
@@ -208,6 +228,7 @@ class Module:
         _check_field_names(cls)
         dataclasses.dataclass(cls, init=not cls._custom_init, repr=False, eq=False)
         cls._module_fields = tuple(f.name for f in dataclasses.fields(cls))
+        cls._state_fields = frozenset(f.name for f in dataclasses.fields(cls) if f.metadata.get(_STATE))
         cls.__init__ = _sealing(cls, cls.__init__)
         if "__call__" in cls.__dict__:
             cls.__call__ = _boundary(cls.__call__)
@@ -233,6 +254,9 @@ class Module:
             value = d[name]
             if _holds_parameters(value):
                 children.append(name)
+            elif name in cls._state_fields:
+                raise TreeError(f"{cls.__name__}.{name} is declared nn.field(state=True): it holds arrays "
+                                f"(or None), got {_show(value)}")
             else:
                 _check_static(cls, name, value)
         d["_children"] = tuple(children)
@@ -266,6 +290,20 @@ class Module:
             _check_static(cls, name, value)
         new.__dict__["_children"] = tuple(n for n in cls._module_fields if n in children)
         return new
+
+    def train(self, mode=True):
+        """A copy of this module (and every module inside it) in training mode, or
+        in evaluation mode with mode=False: each module with a `training` field has
+        it set (Dropout drops, BatchNorm normalises with the batch's statistics and
+        updates its running ones). Returns the copy: `model = model.train()`."""
+        mode = bool(mode)
+        return _map_modules(self, lambda _, m: m.replace(training=mode) if "training" in type(m)._module_fields
+                            else m)
+
+    def eval(self):
+        """A copy in evaluation mode: `model.train(False)` (Dropout is the identity,
+        BatchNorm uses its running statistics). Returns the copy: `model = model.eval()`."""
+        return self.train(False)
 
     @property
     def policy(self):
@@ -342,3 +380,136 @@ def combine(*trees):
         return next((x for x in xs if x is not None), None)
     return tree.map(first, *trees, is_leaf=_is_none)
 
+
+
+# ---------------------------------------------------------------- state and modes
+
+_STATE = "rune.nn.state"   # the dataclasses metadata key of a state field
+
+
+def field(*, state=False, **kwargs):
+    """A field declaration in a Module's class body (`dataclasses.field`'s
+    arguments). `state=True` marks a field of arrays that are not trained
+    (running statistics, buffers, EMA copies, counters): they stay leaves of the
+    module, so jit traces them and `rune.save` writes them, but `nn.trainable`
+    excludes them, and a layer changes them through `nn.update_state`:
+
+        class Counter(nn.Module):
+            count: object = nn.field(state=True)
+    """
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    if state:
+        metadata[_STATE] = True
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def _is_module(x):
+    return isinstance(x, Module)
+
+
+def _map_modules(tree_, fn):
+    """`tree_` with every module `m` in it replaced by `fn(m, m')`, where `m'` is a
+    copy of `m` with its own sub-modules already mapped (bottom-up; containers
+    rebuilt)."""
+    def visit(node):
+        if not isinstance(node, Module):
+            return node
+        d = node.__dict__
+        new = object.__new__(type(node))
+        new.__dict__.update(d)
+        for name in d["_children"]:
+            new.__dict__[name] = _map_modules(d[name], fn)
+        return fn(node, new)
+    return tree.map(visit, tree_, is_leaf=_is_module)
+
+
+def _modules(tree_):
+    """Every module in `tree_`, outermost first (the order is the same for any
+    two trees of one structure)."""
+    found = []
+
+    def visit(node):
+        if isinstance(node, Module):
+            found.append(node)
+            for name in node.__dict__["_children"]:
+                tree.map(visit, node.__dict__[name], is_leaf=_is_module)
+        return node
+    tree.map(visit, tree_, is_leaf=_is_module)
+    return found
+
+
+def trainable(tree_):
+    """A filter tree shaped like `tree_`: True at the leaves that train (floating
+    or complex arrays outside `nn.field(state=True)` fields), False elsewhere.
+    `params, rest = nn.partition(model, nn.trainable(model))` gives `grad` and
+    the optimizers the parameters alone; `nn.combine(params, rest)` rebuilds."""
+    marks = tree.map(is_inexact_array, tree_)
+
+    def unmark_state(_, m):
+        d = m.__dict__
+        for name in type(m)._state_fields.intersection(d["_children"]):
+            d[name] = tree.map(lambda _: False, d[name])
+        return m
+    return _map_modules(marks, unmark_state)
+
+
+# The state updates of the calls in progress under `apply`, innermost last:
+# {id(module): (module, {field: new value})}, per thread (each traces on its own).
+_local = threading.local()
+
+
+def _collecting():
+    stack = getattr(_local, "stack", None)
+    return stack[-1] if stack else None
+
+
+def update_state(module, **values):
+    """Record new values of `module`'s state fields, from inside its `__call__`;
+    `nn.apply` returns the model with them. Outside `nn.apply` there is nowhere
+    for them to go, and that is an error (not a silent loss of the update)."""
+    cls = type(module)
+    wrong = [n for n in values if n not in cls._state_fields]
+    if wrong:
+        raise UsageError(f"{cls.__name__}: nn.update_state sets state fields (declared nn.field(state=True): "
+                         f"{sorted(cls._state_fields)}), not {wrong}")
+    updates = _collecting()
+    if updates is None:
+        raise UsageError(f"{cls.__name__} in training mode updates its state ({', '.join(values)}): call the "
+                         f"model through nn.apply (`out, model = nn.apply(model, x)`, which returns the model "
+                         f"with the new state), or switch it to evaluation mode with model.eval()")
+    updates.setdefault(id(module), (module, {}))[1].update(values)
+
+
+def _forward_updates(updates, inner, outer):
+    """Move the updates recorded for the modules of `inner` (a copy of `outer`
+    that a mixed-precision policy made for the call) to the matching modules of
+    `outer`, in the dtypes of `outer`'s fields."""
+    for copy, original in zip(_modules(inner), _modules(outer)):
+        entry = updates.pop(id(copy), None)
+        if entry is None:
+            continue
+        cast = {n: tree.map(lambda new, old: nx.astype(new, old.dtype), v, original.__dict__[n])
+                for n, v in entry[1].items()}
+        updates.setdefault(id(original), (original, {}))[1].update(cast)
+
+
+def apply(model, *args, **kwargs):
+    """(model(*args, **kwargs), the model with the state its layers updated).
+
+    The call runs as usual; each `nn.update_state` made by a module of `model`
+    during it is written into a copy of `model`, which is returned beside the
+    output. In a training step it is the aux value of `value_and_grad` (see
+    docs/modules.md, "State and modes"). A model in evaluation mode comes back
+    unchanged."""
+    updates = {}
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(updates)
+    try:
+        out = model(*args, **kwargs)
+    finally:
+        stack.pop()
+    if not updates:
+        return out, model
+    return out, _map_modules(model, lambda m, new: new.replace(**updates[id(m)][1]) if id(m) in updates else new)

@@ -128,7 +128,7 @@ def test_embedding_layernorm_rmsnorm_match_numpy():
     close(rms(nx.asarray(x)), xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-6) * a(rms.weight))
 
 
-def test_dropout_uses_the_call_key_and_is_identity_without_one():
+def test_dropout_uses_the_call_key_refuses_none_in_training_and_is_identity_in_eval():
     drop = nn.Dropout(0.5)
     x = RNG.normal(size=(200,)).astype(np.float32) + 3
     k = nx.random.key(3)
@@ -138,7 +138,11 @@ def test_dropout_uses_the_call_key_and_is_identity_without_one():
     close(got[kept], 2 * a(x)[kept])
     assert 60 < kept.sum() < 140
     assert not np.array_equal(a(drop(nx.asarray(x), key=nx.random.key(4))), got)
-    np.testing.assert_array_equal(a(drop(nx.asarray(x))), a(x))
+    with pytest.raises(rune.UsageError, match="training mode and was called without a key"):
+        drop(nx.asarray(x))           # was silently the identity
+    np.testing.assert_array_equal(a(drop.eval()(nx.asarray(x))), a(x))
+    np.testing.assert_array_equal(a(drop.eval()(nx.asarray(x), key=k)), a(x))
+    np.testing.assert_array_equal(a(nn.Dropout(0.0)(nx.asarray(x))), a(x))   # nothing to draw
     with pytest.raises(rune.ArgumentError, match="rate"):
         nn.Dropout(1.0)
 
@@ -172,7 +176,9 @@ def test_mlp_and_sequential_compose_their_layers():
     assert isinstance(seq[1], nn.Lambda) and len(seq) == 5
     want = np.tanh(np.maximum(a(x) @ a(mlp.layers[0].weight) + a(mlp.layers[0].bias), 0)
                    @ a(mlp.layers[1].weight) + a(mlp.layers[1].bias))
-    close(seq(nx.asarray(x)), want)                     # no key: dropout is off
+    close(seq.eval()(nx.asarray(x)), want)              # evaluation mode: dropout is off
+    with pytest.raises(rune.UsageError, match="without a key"):
+        seq(nx.asarray(x))
     dropped = a(seq(nx.asarray(x), key=nx.random.key(1)))
     assert not np.allclose(dropped, want)               # a key reaches the dropout
 
