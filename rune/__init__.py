@@ -25,6 +25,7 @@ from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .base.profiler import profile
 from .base.stats import reset_stats, stats
+from .base.memory import memory_stats, reset_peak_memory
 
 __all__ = [
     "nx", "nn", "optim", "data", "metrics", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
@@ -35,7 +36,7 @@ __all__ = [
     "DeviceMismatchError", "DistributedError", "DTypeError", "IndexingError", "NotDifferentiableError", "RuneError", "RuneWarning",
     "ScalarOverflowError",
     "ShapeError", "TreeError", "UsageError", "clear_caches", "jit", "stop_gradient", "place",
-    "reset_stats", "stats", "profile",
+    "reset_stats", "stats", "profile", "memory_stats", "reset_peak_memory",
 ]
 
 

@@ -25,6 +25,7 @@ read it, and the call holds the one new handle on it.
 import weakref
 
 from ..backends import owner_of
+from ..base import memory
 from ..errors import UsageError
 
 
@@ -103,6 +104,7 @@ def take(leaves, raws, positions, where):
     for i in positions:
         leaf = leaves[i]
         lent = getattr(leaf, "_shared", False)
+        memory.freed(leaf.device.name, leaf._raw.nbytes)   # rune.memory_stats: the outputs count it again
         leaf._raw = DeletedBuffer(where)
         if not lent and sum(r is raws[i] for r in raws) == 1:
             buffer = _sole_handle(raws, i)

@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from ..backends import backend_for
+from ..base import memory
 from .devices import get_device, transfer
 from ..errors import ShapeError
 from . import arraylike as _arraylike
@@ -145,6 +146,42 @@ class Array(ArrayLike):
 
     def __deepcopy__(self, memo):
         return Array(self._raw.copy(), self.device, self.weak)
+
+
+# rune.memory_stats (rune/base/memory.py): once counting starts, every Array counts its
+# buffer's bytes when made and takes them off when it goes. Until then Array has no
+# __del__ and its plain __init__, so counting costs nothing unless asked for.
+def _counting_init(self, raw, device, weak=False):
+    self._raw = raw
+    self.device = device
+    self.weak = weak
+    self._aval = None
+    memory.allocated(device.name, raw.nbytes)
+
+
+def _counting_del(self, _freed=memory.freed):
+    try:
+        nbytes = self._raw.nbytes
+    except Exception:   # donated (a DeletedBuffer): its bytes came off when the call took it
+        return
+    _freed(self.device.name, nbytes)
+
+
+def _start_counting():
+    """Install the counting methods; the Arrays alive now as [(device name, bytes)]."""
+    import gc
+    live = []
+    for obj in gc.get_objects():
+        if type(obj) is Array:
+            try:
+                live.append((obj.device.name, obj._raw.nbytes))
+            except Exception:   # donated
+                pass
+    Array.__init__, Array.__del__ = _counting_init, _counting_del
+    return live
+
+
+memory.on_start(_start_counting)
 
 
 # Dtypes a memoryview cannot describe (ml_dtypes'), exported as unsigned
