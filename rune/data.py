@@ -19,10 +19,10 @@ the same bits on every run, machine and device. With several ranks, each takes
 its consecutive part of that order (`rank_share`, as `distributed.shard`
 does), so every rank makes as many batches, hence as many collectives.
 
-On a GPU a batch goes through pinned host memory and an asynchronous copy on a
-side stream: the copy of the next batch overlaps the step computing on this one.
+Where the device's backend has an `Uploader` (a GPU: pinned host memory and an
+asynchronous copy on a side stream) a batch goes through it: the copy of the next
+batch overlaps the step computing on this one.
 """
-import collections
 import itertools
 import queue
 import threading
@@ -32,6 +32,7 @@ import weakref
 import numpy as np
 
 from . import distributed, nx, tree
+from .backends import backend_for
 from .core.array import Array
 from .core.devices import current_default, get_device
 from .distributed.sharding import rank_share
@@ -203,24 +204,14 @@ class _Placer:
         pass
 
 
-class _PinnedCopier:
-    """Host batches onto one GPU through pinned host memory and an asynchronous copy
-    on a side stream, so the copy of a batch overlaps the step computing on the last.
+class _Uploading:
+    """Host batches onto a device through its backend's `Uploader` (on a GPU: pinned
+    host memory and an asynchronous copy on a side stream, rune/backends/cuda/upload.py),
+    so the copy of a batch overlaps the step computing on the last. Made in the
+    consumer's thread, where the uploader's waits must happen."""
 
-    Made in the consumer's thread: the consumer's current stream (where rune runs
-    its steps) is the one that must wait for each copy, and the one whose queued
-    work each copy waits for (its freed memory may be handed out to the batch).
-    """
-
-    def __init__(self, device):
-        import cupy
-        self.cupy, self.device = cupy, device
-        with cupy.cuda.Device(device.index):
-            self.compute = cupy.cuda.get_current_stream()
-            self.side = cupy.cuda.Stream(non_blocking=True)
-        # (copy done, the pinned and device buffers it uses): kept until the copy is done,
-        # so neither goes back to its pool while the side stream still reads or writes it
-        self.in_flight = collections.deque()
+    def __init__(self, device, uploader):
+        self.device, self.uploader = device, uploader
 
     def __call__(self, batch):
         leaves, structure = tree.flatten(batch)
@@ -231,58 +222,21 @@ class _PinnedCopier:
             else:
                 uploads.append(np.ascontiguousarray(_host_dtype(leaf)))
                 placed.append(None)
-        raws, done = self.upload(uploads)
+        raws, done = self.uploader.upload(uploads)
         raws = iter(raws)
         placed = [Array(next(raws), self.device) if p is None else p for p in placed]
         return tree.unflatten(structure, placed), done
 
-    def upload(self, hosts):
-        """Device copies of `hosts` (contiguous NumPy arrays), queued on the side stream:
-        (the device buffers, the event their copies are done at)."""
-        cupy = self.cupy
-        with cupy.cuda.Device(self.device.index):
-            while self.in_flight and self.in_flight[0][0].done:
-                self.in_flight.popleft()
-            # Every destination first, from the compute stream's pool (the stream that
-            # uses and frees it): it may be memory the consumer freed while kernels it
-            # queued still read or write it. The event the side stream waits for is
-            # recorded only after the last allocation, so it follows all those kernels.
-            with self.compute:
-                raws = [cupy.empty(host.shape, host.dtype) for host in hosts]
-            queued = cupy.cuda.Event(disable_timing=True)
-            queued.record(self.compute)
-            self.side.wait_event(queued)
-            pinned = []
-            for host, raw in zip(hosts, raws):
-                memory = cupy.cuda.alloc_pinned_memory(host.nbytes)
-                staged = np.frombuffer(memory, host.dtype, host.size).reshape(host.shape)
-                staged[...] = host
-                raw.set(staged, stream=self.side)
-                pinned.append(memory)
-                COUNTERS["transfers"] += 1
-                COUNTERS["host_to_device"] += 1
-                COUNTERS["bytes_moved"] += host.nbytes
-            done = cupy.cuda.Event(disable_timing=True)
-            done.record(self.side)
-            self.in_flight.append((done, pinned, raws))
-        return raws, done
-
     def wait(self, ready):
-        """Make the consumer's stream wait for the copy (called in the consumer's thread)."""
-        if ready is not None:
-            with self.cupy.cuda.Device(self.device.index):
-                self.cupy.cuda.get_current_stream().wait_event(ready)
+        self.uploader.wait(ready)
 
     def settle(self):
-        """Wait until every copy queued is done, then let go of its buffers: before the
-        batches made ahead are dropped (their device memory goes back to the compute
-        stream's pool, which may hand it out while a copy still writes it)."""
-        self.side.synchronize()
-        self.in_flight.clear()
+        self.uploader.settle()
 
 
 def _placer_for(device):
-    return _PinnedCopier(device) if device.platform == "cuda" else _Placer(device)
+    uploader = backend_for(device).uploader(device)
+    return _Placer(device) if uploader is None else _Uploading(device, uploader)
 
 
 # ---------------------------------------------------------------- the background thread

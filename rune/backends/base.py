@@ -55,6 +55,10 @@ implements the same members with the same signatures (a test compares them).
     adopt(host, device)           `from_host` for a fresh NumPy array nothing else
                                   holds (a collective's result): the host keeps it
                                   as it is, other platforms copy it up.
+    uploader(device)              an `Uploader` copying host batches onto `device`
+                                  asynchronously (a GPU: pinned memory, a side
+                                  stream), or None: rune.data places them with
+                                  `from_host` as any array.
     communicator(device)          the `Communicator` of `device` (its platform's
                                   collective library, NCCL on a GPU), or None: then
                                   rune.distributed moves its buffers through the
@@ -133,11 +137,36 @@ class Backend:
     def adopt(self, host, device):
         return self.from_host(host, device)
 
+    def uploader(self, device):
+        return None   # no asynchronous copies: batches are placed as any array
+
     def communicator(self, device):
         return None   # no collective library of its own: collectives go through the host
 
     def __repr__(self):
         return f"<rune backend {self.platform}>"
+
+
+class Uploader:
+    """Host batches onto one device, each copy overlapping the work queued there
+    (rune.data.Loader makes one in the thread that consumes the batches).
+
+    upload(hosts)    device buffers of `hosts` (contiguous NumPy arrays), copied
+                     asynchronously: (the buffers, a token the copies are done at).
+    wait(ready)      make the consumer's queued work wait for the copies of token
+                     `ready` (called in the consumer's thread).
+    settle()         wait until every copy queued is done, then let go of what
+                     they used: before batches made ahead are dropped.
+    """
+
+    def upload(self, hosts):
+        raise NotImplementedError
+
+    def wait(self, ready):
+        pass
+
+    def settle(self):
+        pass
 
 
 class Communicator:

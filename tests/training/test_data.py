@@ -496,8 +496,12 @@ class _Recorder:
 @pytest.fixture
 def recorder(monkeypatch):
     import sys
+    import types
+    from rune.backends.cuda.upload import PinnedUploader
     fake = _Recorder()
     monkeypatch.setitem(sys.modules, "cupy", fake.module)
+    # the GPU's backend as far as the Loader asks it: CUDA's uploader over the stand-in
+    monkeypatch.setattr(rune.data, "backend_for", lambda device: types.SimpleNamespace(uploader=PinnedUploader))
     return fake
 
 
@@ -510,9 +514,10 @@ def test_a_batch_is_copied_only_after_its_buffers_are_taken_and_the_compute_stre
     """The event the side stream waits for is recorded after the last destination buffer
     is allocated: a buffer may be memory the consumer freed while its queued kernels
     still use it, and the copy must follow those kernels."""
-    from rune.data import _PinnedCopier
+    from rune.backends.cuda.upload import PinnedUploader
+    from rune.data import _Uploading
     x, y = _data()
-    copier = _PinnedCopier(_gpu())
+    copier = _Uploading(_gpu(), PinnedUploader(_gpu()))
     batch, done = copier((x[:4], y[:4]))
     np.testing.assert_array_equal(batch[0]._raw, x[:4])
     np.testing.assert_array_equal(batch[1]._raw, y[:4])

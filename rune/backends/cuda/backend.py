@@ -215,6 +215,11 @@ class CudaBackend(Backend):
         except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
             return None
 
+    def uploader(self, device):
+        """Pinned host memory and a side stream (rune/backends/cuda/upload.py)."""
+        from .upload import PinnedUploader
+        return PinnedUploader(device)
+
     def communicator(self, device):
         """NCCL on this GPU (rune/backends/cuda/nccl.py), not yet connected."""
         from .nccl import NcclCommunicator
