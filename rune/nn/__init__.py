@@ -21,7 +21,7 @@ from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
 from .module import Module, apply, combine, field, is_array, is_inexact_array, partition, trainable, update_state
 from .attention import MultiHeadAttention
 from .containers import Lambda, Sequential
-from .convolution import Conv
+from .convolution import Conv, ConvTranspose
 from .embedding import Embedding
 from .linear import MLP, Linear
 from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm

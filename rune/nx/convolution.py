@@ -111,14 +111,16 @@ def pads(name, padding, sizes, windows, strides, dilations=None):
 
 # ---------------------------------------------------------------- conv
 
-def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count=1):
+def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count=1, lhs_dilation=None):
     """N-d convolution (cross-correlation, as lax.conv_general_dilated), NHWC input and HWIO kernel.
 
     x: the input (N, *spatial, C_in). w: the kernel (*window, C_in / groups, C_out); the two promote to one
     dtype. strides: window steps per spatial axis (default 1). padding: "VALID", "SAME" or (low, high) pairs.
     dilation: the kernel's dilation (rhs dilation, default 1). feature_group_count: channel groups (C_in and
     C_out split into that many groups, group g of the output seeing group g of the input; C_in for a depthwise
-    conv). Returns (N, *out, C_out).
+    conv). lhs_dilation: the input's dilation (default 1): lhs_dilation - 1 zeros between neighbouring
+    input elements, what a transposed convolution with those strides needs (with the kernel flipped; see
+    nn.ConvTranspose); "SAME" padding is then computed for the dilated input. Returns (N, *out, C_out).
     """
     x, w = ops.promote("conv", x, w)
     x, w = ops.asarray(x), ops.asarray(w)
@@ -135,14 +137,16 @@ def conv(x, w, strides=None, padding="VALID", dilation=None, feature_group_count
                          f"feature_group_count {groups}, and output channels {c_out} divide by it")
     strides = _ints("conv", "strides", strides, nd, 1)
     dilation = _ints("conv", "dilation", dilation, nd, 1)
-    padding = pads("conv", padding, x.shape[1:-1], w.shape[:-2], strides, dilation)
+    lhs_dilation = _ints("conv", "lhs_dilation", lhs_dilation, nd, 1)
+    sizes = tuple(dilate(n, d) for n, d in zip(x.shape[1:-1], lhs_dilation))
+    padding = pads("conv", padding, sizes, w.shape[:-2], strides, dilation)
     if groups == 1:   # a unit group axis: reshapes only, no transposes for a plan to carry
         xg, wg = ops.reshape(x, (1,) + x.shape), ops.reshape(w, (1,) + w.shape)
     else:
         # (N, *S, G*C) -> (G, N, *S, C); (*K, C, G*O) -> (G, *K, C, O)
         xg = ops.moveaxis(ops.reshape(x, x.shape[:-1] + (groups, c_in // groups)), -2, 0)
         wg = ops.moveaxis(ops.reshape(w, w.shape[:-1] + (groups, c_out // groups)), -2, 0)
-    out = bind(conv_p, xg, wg, strides=strides, padding=padding, lhs_dilation=(1,) * nd,
+    out = bind(conv_p, xg, wg, strides=strides, padding=padding, lhs_dilation=lhs_dilation,
                rhs_dilation=dilation)
     if groups == 1:
         return ops.reshape(out, out.shape[1:])
