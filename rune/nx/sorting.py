@@ -1,30 +1,36 @@
 """Sorting and cumulative functions: sort, argsort, cumulative_sum,
 cumulative_prod (and NumPy's cumsum, cumprod).
 
-One primitive, `argsort` (stable; descending by sorting the reversed axis, so
+Two primitives. `argsort` (stable; descending by sorting the reversed axis, so
 equal elements keep their order both ways), whose integer result carries no
-derivative. `sort` gathers x at those positions (take_along_axis), so its
-derivative routes each cotangent to the element that landed there. The
+derivative. `sort` (ascending) is the array module's stable sort of the values:
+NumPy sorts values several times faster than it finds their positions (1e6
+int32: ~4 ms against ~60 ms), and unique, median and percentile need only the
+values. Its derivative routes each cotangent to the element that landed there,
+through the positions (argsort), which only differentiation computes. A
+descending sort gathers x at argsort's positions (take_along_axis), which keeps
+equal elements (0.0 and -0.0) in their order. The
 cumulative functions are an associative scan (Hillis-Steele: log2(n) shifted
 combines) of existing primitives: exact derivatives even through zeros of a
 product, and jit, vmap and every backend with no new rules.
 
-`argsort`'s rules are here; its implementation on an array module is
-rune/backends/xp/sorting.py. It declares no lowering: compiled code runs it
-op by op through that implementation.
+Their rules are here; their implementations on an array module are in
+rune/backends/xp/sorting.py. They declare no lowering: compiled code runs them
+op by op through those implementations.
 """
 import builtins
 
 from ..core.aval import Aval
-from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, primitive
+from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, primitive, vjp_rules
 from ..core.trace import bind
 from ..errors import DTypeError, ShapeError
 from ..core import dtypes as dt
 from . import ops
-from .manipulation import take_along_axis
+from .shapes import take_along_axis
 from .rule_helpers import to_front
 
 argsort_p = primitive("argsort")
+sort_p = primitive("sort")
 
 
 def _argsort_abstract(x, *, axis, descending, index_dtype):
@@ -45,6 +51,37 @@ abstract_rules[argsort_p] = _argsort_abstract
 no_derivative.add(argsort_p)
 jvp_rules[argsort_p] = _argsort_jvp
 batch_rules[argsort_p] = _argsort_batch
+
+
+def _sort_abstract(x, *, axis):
+    return Aval(x.shape, x.dtype, x.device)
+
+
+def _sort_batch(values, dims, size, *, axis):
+    return bind(sort_p, to_front(values[0], dims[0]), axis=axis + 1), 0
+
+
+def _positions(x, axis):
+    return bind(argsort_p, x, axis=axis, descending=False, index_dtype=_index_dtype(x.shape[axis]))
+
+
+def _sort_jvp(primals, tangents, *, axis):
+    x, = primals
+    t, = tangents
+    return bind(sort_p, x, axis=axis), take_along_axis(t, _positions(x, axis), axis)
+
+
+def _sort_vjp(ct, ins, out, wants, *, axis):
+    # The cotangent of sorted place i goes back to the element sorted there: gather
+    # ct at the inverse permutation (the positions of the positions).
+    x, = ins
+    return (take_along_axis(ct, _positions(_positions(x, axis), axis), axis),)
+
+
+abstract_rules[sort_p] = _sort_abstract
+jvp_rules[sort_p] = _sort_jvp
+vjp_rules[sort_p] = _sort_vjp
+batch_rules[sort_p] = _sort_batch
 
 
 def _index_dtype(n):
@@ -78,7 +115,12 @@ def sort(x, axis=-1, descending=False, stable=True):
     x = ops.asarray(x)
     if x.ndim == 0:
         raise ShapeError("sort: expected an array of at least 1 dimension, got a 0-d array")
-    return take_along_axis(x, argsort(x, axis, descending), axis)
+    if descending:
+        return take_along_axis(x, argsort(x, axis, descending), axis)
+    if dt.is_complex(x.dtype):
+        raise DTypeError(f"argsort/sort: complex numbers have no order, got {x.dtype.name}; "
+                         f"sort by nx.abs(x) or nx.real(x)")
+    return bind(sort_p, x, axis=ops.normalize_axis("sort", axis, x.ndim))
 
 
 # ---------------------------------------------------------------- cumulative
