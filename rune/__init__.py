@@ -20,7 +20,7 @@ from .errors import (ArgumentError, AxisError, CallbackError, CompileError, Conc
                      RuneError, RuneWarning,
                      ScalarOverflowError, ShapeError, TreeError, UsageError)
 from .compiler.api import clear_caches, jit
-from . import data, distributed, metrics, nn, optim
+from . import data, debug, distributed, metrics, nn, optim
 from .nx.ops import stop_gradient
 from .nx.placement import place_tree as place
 from .base.profiler import profile
@@ -28,7 +28,7 @@ from .base.stats import reset_stats, stats
 from .base.memory import memory_stats, reset_peak_memory
 
 __all__ = [
-    "nx", "nn", "optim", "data", "metrics", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
+    "nx", "nn", "optim", "data", "debug", "metrics", "distributed", "tree", "save", "load", "checkpoint", "grad", "hessian", "jacfwd",
     "jacrev", "jvp", "remat",
     "value_and_grad", "vjp", "custom_jvp", "custom_vjp", "vmap", "Spec", "callback", "cond",
     "fori_loop", "scan", "switch", "while_loop", "Program", "trace", "Device", "default_device",

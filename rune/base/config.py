@@ -140,3 +140,24 @@ def default_device():
 def cuda_compile():
     """RUNE_CUDA_COMPILE: whether GPU stretches are compiled with NVRTC (default 1)."""
     return _flag("RUNE_CUDA_COMPILE", True)
+
+
+def debug_nans():
+    """RUNE_DEBUG_NANS: whether a jitted call whose result holds a NaN is re-run op by
+    op to name the primitive that made it (default 0; rune.debug.nans switches it)."""
+    return _flag("RUNE_DEBUG_NANS", False)
+
+
+_TRACEBACK_MODES = ("filtered", "full")
+
+
+def traceback_mode():
+    """RUNE_TRACEBACK: "filtered" (default: an error leaving rune.jit shows the user's
+    frames only) or "full" (rune's own frames too)."""
+    raw = _raw("RUNE_TRACEBACK")
+    if raw is None:
+        return "filtered"
+    value = raw.strip().lower()
+    if value not in _TRACEBACK_MODES:
+        raise _invalid("RUNE_TRACEBACK", "'filtered' or 'full'", raw)
+    return value

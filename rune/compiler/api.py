@@ -38,7 +38,8 @@ from ..nx.placement import place
 from ..base.contexts import OPEN as _CONTEXTS  # never rebound: read without a call
 from ..base.profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..base.stats import COUNTERS, call_cell, release_cell
-from . import donation
+from ..base.tracebacks import hide_internal_frames
+from . import donation, nan_check
 from .plan import Plan, forget_plans
 from .straight import straight_lines
 
@@ -56,6 +57,7 @@ _ALL = weakref.WeakSet()  # every Jitted, for clear_caches()
 
 _LEAF = tree.structure(0)  # the structure of a bare array
 _CURRENT, _EVAL = _trace._current, _trace.EVAL  # read on every call: module globals, not attributes
+_NANS = nan_check.SWITCH
 
 
 class _Entry:
@@ -196,64 +198,70 @@ class Jitted:
         return self if obj is None else _Bound(self, obj)
 
     def __call__(self, *args, **kwargs):
-        if _CURRENT.interp is not _EVAL:
-            return self._traced_through(args, kwargs)
-        if len(args) == 1 and self._fast and not kwargs and type(args[0]) is Array:
-            # The commonest call: one array. Its key is `_fast_key`'s, made here
-            # without a frame; an array whose aval is the very object the last
-            # such call had (the same array again), on the same default device,
-            # skips the lookup too.
-            a = args[0]
-            aval, where = a._aval or a.aval, _default.stack[-1].name
-            last_aval, last_where, entry = self._last_single
-            repeated = aval is last_aval and where is last_where
-            if not repeated:
-                entry = self.cache.get((where, aval))
-                if entry is None or entry is not self._latest:
-                    entry = None
-                else:
-                    self._last_single = (aval, where, entry)
-            if entry is not None:
-                call = entry.call
-                if call is None:
-                    call = entry.single_call()
-                if call and not _PROFILES_OPEN:  # a profile times each plan step
-                    # (never for signatures that alternate: each would rewrite the class)
-                    if repeated and not _CONTEXTS[0] and self._hot_aval is not aval:
-                        self._write_hot_call(entry, aval)
-                    return call(a._raw)
-                COUNTERS["cache_hits"] += 1
-                out = entry.plan.run([a._raw])
-                if entry.bare:
-                    device, weak = entry.out_places[0]
-                    return Array(out[0], device, weak)
-                return entry.outputs(out)
-        key = None
-        match = self._match
-        if match is not None:
-            key, leaves = self._matched_key(match, args, kwargs)
-        if key is None:
-            key = self._fast_key(args, kwargs)
-            leaves = args
+        try:
+            if _CURRENT.interp is not _EVAL:
+                return self._traced_through(args, kwargs)
+            if _CONTEXTS[0] and _NANS.on:   # rune.debug.nans: a NaN in the result is traced to its op
+                return nan_check.checked_call(self, f"jit({_name(self.f)})", args, kwargs)
+            if len(args) == 1 and self._fast and not kwargs and type(args[0]) is Array:
+                # The commonest call: one array. Its key is `_fast_key`'s, made here
+                # without a frame; an array whose aval is the very object the last
+                # such call had (the same array again), on the same default device,
+                # skips the lookup too.
+                a = args[0]
+                aval, where = a._aval or a.aval, _default.stack[-1].name
+                last_aval, last_where, entry = self._last_single
+                repeated = aval is last_aval and where is last_where
+                if not repeated:
+                    entry = self.cache.get((where, aval))
+                    if entry is None or entry is not self._latest:
+                        entry = None
+                    else:
+                        self._last_single = (aval, where, entry)
+                if entry is not None:
+                    call = entry.call
+                    if call is None:
+                        call = entry.single_call()
+                    if call and not _PROFILES_OPEN:  # a profile times each plan step
+                        # (never for signatures that alternate: each would rewrite the class)
+                        if repeated and not _CONTEXTS[0] and self._hot_aval is not aval:
+                            self._write_hot_call(entry, aval)
+                        return call(a._raw)
+                    COUNTERS["cache_hits"] += 1
+                    out = entry.plan.run([a._raw])
+                    if entry.bare:
+                        device, weak = entry.out_places[0]
+                        return Array(out[0], device, weak)
+                    return entry.outputs(out)
+            key = None
+            match = self._match
+            if match is not None:
+                key, leaves = self._matched_key(match, args, kwargs)
             if key is None:
-                key, leaves = self._key(args, kwargs)
-        entry = self.cache.get(key)
-        if entry is None:
-            entry = self._compile(key, leaves, args, kwargs)
-        else:
-            COUNTERS["cache_hits"] += 1
-            if self._plain and (match is None or match[0] is not entry.key[0]):
-                self._match_next(entry)
-            if entry is not self._latest:  # a loop calling one signature never reorders the cache
-                try:
-                    self.cache.move_to_end(key)
-                except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
-                    pass
-                self._latest = entry
-        raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
-        if self.donate_argnums:
-            return entry.outputs(self._run_donating(entry, args, leaves, raws))
-        return entry.outputs(entry.plan.run(raws))
+                key = self._fast_key(args, kwargs)
+                leaves = args
+                if key is None:
+                    key, leaves = self._key(args, kwargs)
+            entry = self.cache.get(key)
+            if entry is None:
+                entry = self._compile(key, leaves, args, kwargs)
+            else:
+                COUNTERS["cache_hits"] += 1
+                if self._plain and (match is None or match[0] is not entry.key[0]):
+                    self._match_next(entry)
+                if entry is not self._latest:  # a loop calling one signature never reorders the cache
+                    try:
+                        self.cache.move_to_end(key)
+                    except KeyError:  # another thread cleared or evicted it meanwhile: the entry still runs
+                        pass
+                    self._latest = entry
+            raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
+            if self.donate_argnums:
+                return entry.outputs(self._run_donating(entry, args, leaves, raws))
+            return entry.outputs(entry.plan.run(raws))
+        except Exception as e:   # the user's frames only (RUNE_TRACEBACK=full: all), as it leaves rune
+            hide_internal_frames(e)
+            raise
 
     def _run_donating(self, entry, args, leaves, raws):
         """Run `entry` giving the GPU buffers of the donated arguments' leaves to its

@@ -29,7 +29,7 @@ LAYERS = (
     ("rune.nx",),
     ("rune.transforms",),
     ("rune.compiler",),
-    ("rune", "rune.nn", "rune.optim", "rune.data", "rune.metrics", "rune.checkpoints", "rune.distributed",
+    ("rune", "rune.nn", "rune.optim", "rune.data", "rune.debug", "rune.metrics", "rune.checkpoints", "rune.distributed",
      "rune.plot"),
 )
 _RANK = {prefix: rank for rank, prefixes in enumerate(LAYERS) for prefix in prefixes}

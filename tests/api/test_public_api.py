@@ -94,7 +94,7 @@ def test_dir_shows_the_public_api_and_no_internal_modules():
     assert modules == {"linalg", "fft", "random"}
     assert not [name for name in shown if name.startswith("_") and not name.startswith("__")]
     modules = {name for name in dir(rune) if isinstance(getattr(rune, name), types.ModuleType)}
-    assert modules <= {"nx", "nn", "optim", "data", "metrics", "distributed", "tree"}, modules
+    assert modules <= {"nx", "nn", "optim", "data", "debug", "metrics", "distributed", "tree"}, modules
     assert set(rune.__all__) <= set(dir(rune))
 
 
