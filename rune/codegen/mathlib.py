@@ -1,0 +1,42 @@
+"""rune's float32 math library (c_src/rn_math.h): one C text for both dialects.
+
+The functions use only IEEE 754 basic operations, explicit fma and integer bit
+manipulation, so the C kernels (-ffp-contract=off) and the CUDA kernels
+(--fmad=false, no -ftz) compute the same bits; float32 results are correctly
+rounded (docs/numerics.md: how, and what the exhaustive checker found).
+
+`source()` is the library's text (its table of hard cases inlined), for a dialect's
+prelude after `RN_FN` is defined and <stdint.h>/<string.h> (or CUDA's) are in.
+`UNARY` and `BINARY` map rune's op names to the library's float32 functions; 16-bit
+floats compute in float32 and round once on store, as before.
+"""
+import functools
+import os
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_src")
+
+# rune op -> C function (float -> float); the order is the checker's priority order
+UNARY = {
+    "exp": "rn_expf", "exp2": "rn_exp2f", "expm1": "rn_expm1f", "log": "rn_logf", "log2": "rn_log2f",
+    "log10": "rn_log10f", "log1p": "rn_log1pf", "sin": "rn_sinf", "cos": "rn_cosf", "tan": "rn_tanf",
+    "tanh": "rn_tanhf", "sinh": "rn_sinhf", "cosh": "rn_coshf", "asin": "rn_asinf", "acos": "rn_acosf",
+    "atan": "rn_atanf", "asinh": "rn_asinhf", "acosh": "rn_acoshf", "atanh": "rn_atanhf",
+    "cbrt": "rn_cbrtf", "logistic": "rn_logisticf",
+}
+# (float, float) -> float
+BINARY = {"atan2": "rn_atan2f", "hypot": "rn_hypotf"}
+
+
+@functools.lru_cache(maxsize=None)
+def source():
+    """rn_math.h with its table of hard cases (rn_math_fixes.h) in place of the include."""
+    with open(os.path.join(HERE, "rn_math.h")) as f:
+        text = f.read()
+    with open(os.path.join(HERE, "rn_math_fixes.h")) as f:
+        fixes = f.read()
+    return text.replace('#include "rn_math_fixes.h"\n', fixes)
+
+
+def function(op):
+    """The library's float32 function for rune op `op`, or None."""
+    return UNARY.get(op) or BINARY.get(op)
