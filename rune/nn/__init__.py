@@ -15,8 +15,8 @@
 from .functional import (avg_pool, cross_entropy, dropout, elu, gelu, glorot_normal, glorot_uniform,
                          he_normal, he_uniform, kaiming_normal, kaiming_uniform, layer_norm, leaky_relu,
                          lecun_normal, lecun_uniform, log_sigmoid, log_softmax, logsumexp, max_pool, normal,
-                         one_hot, ones, relu, sigmoid, silu, softmax, softplus, swish, xavier_normal,
-                         xavier_uniform, zeros)
+                         one_hot, ones, orthogonal, relu, sigmoid, silu, softmax, softplus, swish,
+                         truncated_normal, xavier_normal, xavier_uniform, zeros)
 from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
 from .module import Module, apply, combine, field, is_array, is_inexact_array, partition, trainable, update_state
 from .attention import MultiHeadAttention
@@ -24,5 +24,7 @@ from .containers import Lambda, Sequential
 from .convolution import Conv, ConvTranspose
 from .embedding import Embedding
 from .linear import MLP, Linear
+from .pooling import AdaptiveAvgPool, AvgPool, GlobalAvgPool, MaxPool
 from .normalization import BatchNorm, GroupNorm, InstanceNorm, LayerNorm, RMSNorm
 from .stochastic import Dropout
+from .summarize import summary

@@ -164,16 +164,28 @@ def _boundary(call):
     parameters and inputs cast to the compute dtype, outputs to the output dtype."""
     @functools.wraps(call)
     def __call__(self, *args, **kwargs):
-        policy = self.__dict__.get("_policy")
-        if policy is None:
-            return call(self, *args, **kwargs)
-        inner, args, kwargs = policy.cast_to_compute((self, args, kwargs))
-        out = call(inner, *args, **kwargs)
-        updates = _collecting()
-        if updates:
-            _forward_updates(updates, inner, self)
-        return policy.cast_to_output(out)
+        if _watchers:
+            return _watchers[-1](lambda: _under_policy(call, self, args, kwargs), self, args, kwargs)
+        return _under_policy(call, self, args, kwargs)
     return __call__
+
+
+# Observers of every module call while one is set: watcher(run, module, args,
+# kwargs) runs the call with run() and returns its output (nn.summary's; the
+# watcher ignores the calls of other threads).
+_watchers = []
+
+
+def _under_policy(call, module, args, kwargs):
+    policy = module.__dict__.get("_policy")
+    if policy is None:
+        return call(module, *args, **kwargs)
+    inner, args, kwargs = policy.cast_to_compute((module, args, kwargs))
+    out = call(inner, *args, **kwargs)
+    updates = _collecting()
+    if updates:
+        _forward_updates(updates, inner, module)
+    return policy.cast_to_output(out)
 
 
 def _machinery_names():
