@@ -234,3 +234,40 @@ def normal(stddev=1e-2):
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         return _normal(key, shape, nx.dtype(dtype), stddev)
     return init
+
+
+def truncated_normal(stddev=1e-2, lower=-2.0, upper=2.0):
+    """An initialiser drawing stddev * z, z a standard normal truncated to
+    [lower, upper] (bounds in units of stddev; PyTorch's trunc_normal_ with
+    a = lower * std, b = upper * std; the spread of the result is a little
+    below stddev: 0.88 stddev for the default +-2, where JAX divides by 0.88)."""
+    def init(key, shape, dtype=nx.float32):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        dtype = nx.dtype(dtype)
+        return nx.random.truncated_normal(key, lower, upper, shape, dtype) * np.dtype(dtype).type(stddev)
+    return init
+
+
+def orthogonal(scale=1.0, column_axis=-1):
+    """An initialiser of (semi-)orthogonal weights (Saxe et al. 2014; as
+    jax.nn.initializers.orthogonal): the axis `column_axis` against all the
+    others flattened, the columns orthonormal when there are at least as many
+    rows, else the rows; times `scale`. The Q of a normal matrix's QR, its
+    columns' signs fixed by R's diagonal so the distribution is uniform (Haar)."""
+    def init(key, shape, dtype=nx.float32):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if len(shape) < 2:
+            raise ShapeError(f"orthogonal: a weight needs at least two axes, got shape {shape}")
+        dtype = nx.dtype(dtype)
+        axis = column_axis % len(shape)
+        n_cols = shape[axis]
+        n_rows = math.prod(shape) // n_cols
+        tall = (max(n_rows, n_cols), min(n_rows, n_cols))
+        q, r = nx.linalg.qr(nx.random.normal(key, tall, nx.float32 if dtype.itemsize < 4 else dtype))
+        q = q * nx.sign(nx.diagonal(r))
+        if n_rows < n_cols:
+            q = nx.matrix_transpose(q)
+        rest = shape[:axis] + shape[axis + 1:]
+        q = nx.moveaxis(nx.reshape(q, rest + (n_cols,)), -1, axis)
+        return nx.astype(q * scale, dtype)
+    return init
