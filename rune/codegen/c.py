@@ -8,7 +8,7 @@ where threads pay, `simd` inside, with some of libm's vector variants
 declared); what is the same along the innermost loop is computed once before
 it; reductions over strided leading axes run in a column form (the output's
 last axis innermost, so every read is contiguous); every reduction folds its
-elements in the one order cstyle.py fixes (blocks of vector lanes, fixed trees),
+elements in the one order reductions.py fixes (blocks of vector lanes, fixed trees),
 the threads splitting a row's blocks, never the order; consecutive kernels over the same rows
 (a softmax's maxima, exponentials, sums and quotients) run row by row, so a
 row is still in cache for the next kernel (rune/codegen/rows.py).
@@ -21,10 +21,12 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 import math
 
 from . import complexc, rows
-from .cstyle import (COSTLY_OPS, REDUCE_BLOCK, REDUCE_LANES, REDUCERS, CStyle, Fold, RenderedUnit, c_helpers,
-                     condition, flat_index, fold_plan, index_helpers, kind, nest, offset, tree_depth, tree_push,
-                     tree_total, unit_name)
+from .cstyle import CStyle, RenderedUnit, unit_name
+from .expressions import COSTLY_OPS, kind
+from .helpers import c_helpers, index_helpers, read
+from .index_math import flat_index, nest, offset
 from .kernel import Const, Load, rendered
+from .reductions import REDUCE_BLOCK, REDUCE_LANES, REDUCERS, Fold, fold_plan, tree_depth, tree_push, tree_total
 
 # Column reductions (CDialect.column_reduction_kernel): the columns of the output's last
 # axis folded side by side, each with its own lanes and tree.
@@ -121,11 +123,7 @@ class CDialect(CStyle):
             loads, nodes, lambda w: len(shape) > 1 and at[id(w)][-1] == 0)
 
         def statements(loads, nodes):
-            return self.statements(kernel, loads, nodes, names,
-                                   lambda ld: offset(ivars, at[id(ld)], ld.offset),
-                                   lambda ld: condition(ld.guard, [ivars[m] if m is not None else None
-                                                                    for m in amap], kernel.shape),
-                                   lambda n: offset(ivars, at[id(n)], 0))
+            return self.walk_statements(kernel, loads, nodes, names, ivars, at, amap)
         per_row = statements(row_loads, row_nodes)
         body = statements(loads, nodes)
         body += self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
@@ -247,9 +245,7 @@ class CDialect(CStyle):
         body = self.statements(kernel, inner_loads, inner_nodes, names, lambda ld: index(ld, ld.offset), guard, index)
         folds = []
         for k, r in enumerate(reduces):
-            v = names[id(r.args[0])] if type(r.args[0]) is not Const else self.const(r.args[0], r.args[0].dtype)
-            names[id(r)] = f"r{k}"
-            folds.append(Fold(self, k, r, v))
+            folds.append(Fold(self, k, r, self.reduced(k, r, names)))
         epilogue = self.reduction_epilogue(kernel, lay, names)
         plan = fold_plan(math.prod(rshape))
         w, blk = REDUCE_LANES, REDUCE_BLOCK
@@ -377,10 +373,5 @@ def _writers(kernels):
     return count
 
 
-_C_PRELUDE = """\
-#include <stdint.h>
-#include <string.h>
-#include <math.h>
-#define RN_FN static inline
-"""
+_C_PRELUDE = read("c_prelude.h")   # headers and RN_FN
 

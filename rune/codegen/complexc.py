@@ -3,7 +3,7 @@
 A complex64 / complex128 value is a plain struct of its two parts (`rn_c64`,
 `rn_c128`): NumPy's memory layout, so buffers are loaded and stored as they
 are, and one text serves C (which has `_Complex`) and CUDA C++ (which has not).
-The helpers are declared `RN_FN` like `cstyle.c_helpers`.
+The helpers (c_src/complex.h) are declared `RN_FN` like rune/codegen/helpers.py's.
 
 Lowered: add, sub, neg, conj (exact); mul and div by rune's rule, the
 sequences of correctly rounded real operations that eager computes with the
@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..base.numerics import HYPOT_SCALES
+from .helpers import float_literal, instantiate, read
 
 # complex dtype name -> (struct, part C type, libm suffix of the part type)
 STRUCTS = {"complex64": ("rn_c64", "float", "f"), "complex128": ("rn_c128", "double", "")}
@@ -38,24 +39,14 @@ def struct(dtype):
     return STRUCTS[dtype.name][0]
 
 
-def part_const(value, part_type):
-    """A float part as an exact C literal (hex), NaN and infinities spelled out."""
-    v = float(value)
-    if math.isnan(v):
-        return f"(({part_type})NAN)"
-    if math.isinf(v):
-        return f"(({part_type}){'-' if v < 0 else ''}INFINITY)"
-    return f"(({part_type}){v.hex()})"
-
-
 def const(value, dtype):
     s, part, _ = STRUCTS[dtype.name]
     z = complex(value)
-    return f"{s}_make({part_const(z.real, part)}, {part_const(z.imag, part)})"
+    return f"{s}_make({float_literal(z.real, part)}, {float_literal(z.imag, part)})"
 
 
 # ---------------------------------------------------------------- expression rules
-# The same signature as cstyle.RULES: (renderer, node, args, arg dtypes) -> C or None.
+# The same signature as expressions.RULES: (renderer, node, args, arg dtypes) -> C or None.
 
 def _binary(fn):
     def rule(r, node, a, dts):
@@ -145,88 +136,31 @@ def sum_reducer(r, dtype, acc, v):
 # GCC 12's SLP vectoriser fuses a product feeding one lane's subtraction and the
 # next lane's addition into vfmaddsub (a*b - c*d, a*d + b*c: complex mul; so
 # was NumPy's division loop) even under -ffp-contract=off, changing the last
-# bit. A product whose rounding rune's rule needs is wrapped in RN_ROUNDED:
-# GCC's assoc barrier, which keeps it a rounded product (vmulpd then vaddsubpd,
-# exact); NVRTC (--fmad=false) and compilers without the builtin need nothing.
-_ROUNDED = """
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_assoc_barrier)
-#define RN_ROUNDED(x) __builtin_assoc_barrier(x)
-#endif
-#endif
-#ifndef RN_ROUNDED
-#define RN_ROUNDED(x) (x)
-#endif
-"""
+# bit. A product whose rounding rune's rule needs is wrapped in RN_ROUNDED
+# (c_src/complex_rounded.h): GCC's assoc barrier, which keeps it a rounded product
+# (vmulpd then vaddsubpd, exact); NVRTC (--fmad=false) and compilers without the
+# builtin need nothing.
+_ROUNDED, _STRUCT = read("complex_rounded.h"), read("complex.h")
+
+
+def _struct_helpers(s, t, sfx):
+    """c_src/complex.h for the struct `s` of parts of the C type `t` (libm suffix `sfx`)."""
+    big, down, small, up = HYPOT_SCALES[PART_DTYPES[t]]
+    hypot = dict(zip(("big", "down", "small", "up", "down_back", "up_back"),
+                     (float_literal(v, t) for v in (big, down, small, up, 1 / down, 1 / up))))
+    # the largest integer T with e^T finite: glibc's cexp threshold
+    exp_t = 88 if t == "float" else 709
+    u, absmask, infbits = (("uint32_t", "0x7fffffffu", "0x7f800000u") if t == "float" else
+                           ("uint64_t", "0x7fffffffffffffffull", "0x7ff0000000000000ull"))
+    return instantiate(_STRUCT, s=s, t=t, sfx=sfx, u=u, absmask=absmask, infbits=infbits, **hypot,
+                       exp_t=float_literal(exp_t, t),
+                       exp_big=float_literal(np.array(math.exp(exp_t), PART_DTYPES[t]), t))
+
+
+# The struct types and their arithmetic, for both dialects (read and filled in once).
+_HELPERS = "\n" + _ROUNDED + "\n".join("\n" + _struct_helpers(*st).rstrip("\n") for st in STRUCTS.values()) + "\n"
 
 
 def helpers():
     """The struct types and their arithmetic, for both dialects."""
-    parts = []
-    for s, t, sfx in STRUCTS.values():
-        big, down, small, up = HYPOT_SCALES[PART_DTYPES[t]]
-        big, down, small, up, down_back, up_back = (part_const(v, t)
-                                                    for v in (big, down, small, up, 1 / down, 1 / up))
-        # the largest integer T with e^T finite: glibc's cexp threshold
-        exp_t = 88 if t == "float" else 709
-        exp_t, exp_big = part_const(exp_t, t), part_const(np.array(math.exp(exp_t), PART_DTYPES[t]), t)
-        u, absmask, infbits = (("uint32_t", "0x7fffffffu", "0x7f800000u") if t == "float" else
-                               ("uint64_t", "0x7fffffffffffffffull", "0x7ff0000000000000ull"))
-        parts.append(f"""
-/* c ? a : b by bit masks: GCC vectorises no loop with a branch, and it keeps ?:
-   as one where an arm may trap (a division, -ftrapping-math) or holds a call */
-RN_FN {u} rn_bits_{t}({t} a) {{ {u} b; memcpy(&b, &a, sizeof b); return b; }}
-RN_FN {t} rn_pick_{t}(int c, {t} a, {t} b) {{   /* c ? a : b, without a branch */
-  const {u} m = ({u})0 - ({u})(c != 0), r = (rn_bits_{t}(a) & m) | (rn_bits_{t}(b) & ~m);
-  {t} out; memcpy(&out, &r, sizeof out); return out;
-}}
-/* rune's hypot (the `hypot` primitive; |z| is hypot(re, im)): complexfuncs.py */
-RN_FN {t} rn_hypot_{t}({t} x, {t} y) {{
-  x = fabs{sfx}(x); y = fabs{sfx}(y);
-  const int large = (x > {big}) | (y > {big}), tiny = (x < {small}) & (y < {small});   /* | &: no branch */
-  const {t} k = rn_pick_{t}(large, {down}, rn_pick_{t}(tiny, {up}, 1));
-  const {t} back = rn_pick_{t}(large, {down_back}, rn_pick_{t}(tiny, {up_back}, 1));
-  const {t} xs = x * k, ys = y * k, r = sqrt{sfx}(RN_ROUNDED(xs * xs) + RN_ROUNDED(ys * ys)) * back;
-  return rn_pick_{t}((x == ({t})INFINITY) | (y == ({t})INFINITY), ({t})INFINITY, r);
-}}
-typedef struct {{ {t} re, im; }} {s};
-RN_FN {s} {s}_make({t} re, {t} im) {{ {s} z; z.re = re; z.im = im; return z; }}
-RN_FN {s} {s}_add({s} a, {s} b) {{ return {s}_make(a.re + b.re, a.im + b.im); }}
-RN_FN {s} {s}_sub({s} a, {s} b) {{ return {s}_make(a.re - b.re, a.im - b.im); }}
-RN_FN {s} {s}_neg({s} a) {{ return {s}_make(-a.re, -a.im); }}
-RN_FN {s} {s}_conj({s} a) {{ return {s}_make(a.re, -a.im); }}
-RN_FN int {s}_eq({s} a, {s} b) {{ return a.re == b.re && a.im == b.im; }}
-RN_FN int {s}_ne({s} a, {s} b) {{ return a.re != b.re || a.im != b.im; }}
-/* rune's complex mul and div (complexfuncs.py has the rule and eager's same
-   sequence, its selects these rn_picks) */
-RN_FN {s} {s}_mul({s} a, {s} b) {{
-  return {s}_make(RN_ROUNDED(a.re * b.re) - RN_ROUNDED(a.im * b.im),
-                 RN_ROUNDED(a.re * b.im) + RN_ROUNDED(a.im * b.re));
-}}
-RN_FN {s} {s}_div({s} a, {s} b) {{
-  const {t} ac = fabs{sfx}(b.re), ad = fabs{sfx}(b.im);
-  const int first = ac >= ad;
-  const {t} p = rn_pick_{t}(first, b.re, b.im), q = rn_pick_{t}(first, b.im, b.re);
-  const {t} u = rn_pick_{t}(first, a.re, a.im), v = rn_pick_{t}(first, a.im, a.re);
-  const {t} rat = q / p, scl = ({t})1 / (p + RN_ROUNDED(q * rat)), w = RN_ROUNDED(u * rat);
-  const {t} re = (u + RN_ROUNDED(v * rat)) * scl, im = rn_pick_{t}(first, v - w, w - v) * scl;
-  const int zero = (ac == 0) & (ad == 0);
-  return {s}_make(rn_pick_{t}(zero, a.re / ac, re), rn_pick_{t}(zero, a.im / ac, im));
-}}
-/* exp(x + iy) = e^x cos y + i e^x sin y, as glibc's cexp (NumPy's): e^(x - T) (e^T cos y)
-   where e^x alone would overflow, an imaginary zero kept (also beside an infinite or
-   NaN x), and C99's values for an infinite x beside an infinite or NaN y (sin and
-   cos of a zero of y's sign give them). The tests read the bits (isinf would be
-   a branch beside the calls, as would ?:) and the choices are rn_picks. The libm
-   calls are the kernels' (vector variants in C, CUDA's): within a few ulp of
-   eager, as the real exp; the special values are eager's. */
-RN_FN {s} {s}_exp({s} z) {{
-  const {t} x = z.re, y = z.im;
-  const {u} ax = rn_bits_{t}(x) & {absmask}, ay = rn_bits_{t}(y) & {absmask};
-  const int big = x > {exp_t}, edge = (ax == {infbits}) & (ay >= {infbits});
-  const {t} yy = rn_pick_{t}(edge, copysign{sfx}(({t})0, y), y);
-  const {t} e = exp{sfx}(x - rn_pick_{t}(big, {exp_t}, 0)), g = rn_pick_{t}(big, {exp_big}, 1);
-  const {t} c = cos{sfx}(yy), sn = sin{sfx}(yy);
-  return {s}_make(e * (c * g), rn_pick_{t}(y == 0, 1, e) * (sn * g));
-}}""")
-    return _ROUNDED + "\n".join(parts) + "\n"
+    return _HELPERS

@@ -1,7 +1,7 @@
 """The CUDA C dialect of the kernel renderer (target "cuda").
 
 `CudaDialect` shares with the C dialect every type, constant, expression rule
-and exact-semantics helper (rune/codegen/cstyle.py: `CStyle`, `c_helpers`); it
+and exact-semantics helper (rune/codegen/cstyle.py `CStyle`, rune/codegen/helpers.py); it
 replaces the loop form with grid-stride loops over a flat index decomposed
 into the (collapsed) axes, the reductions with block-wide trees of warp
 shuffles, and the storage of 16-bit floats with cuda_fp16.h / cuda_bf16.h
@@ -62,7 +62,7 @@ Reductions (`CudaKernel.strategy`): "thread" (one thread per output point: short
 rows), "block" (one block per output row: many rows), "split" (few long rows: each
 row's blocks in aligned runs, a CUDA block per run writing its partials and NaN
 flags to scratch, then `<name>_finish` combines each row's runs and runs the
-epilogue). Every strategy folds in the one order cstyle.py fixes, the C dialect's:
+epilogue). Every strategy folds in the one order reductions.py fixes, the C dialect's:
 a warp folds a block of REDUCE_BLOCK elements (lane l the elements l, l + 32, ...;
 then the shuffle-down tree, C's lane tree), thread 0 combines the blocks' partials
 (float and complex sums widened to double) by the block tree, and the runs of the
@@ -83,10 +83,13 @@ import numpy as np
 
 from ..errors import ArgumentError
 from . import complexc
-from .cstyle import (ARG_REDUCERS, REDUCE_BLOCK, REDUCE_LANES, REDUCERS, RULES, CStyle, Fold, RenderedUnit,
-                     c_helpers, condition, flat_index, fold_plan, index_helpers, is_float, kind, offset,
-                     tree_depth, tree_push, tree_total, unit_name)
+from .cstyle import CStyle, Half, RenderedUnit, unit_name
+from .expressions import RULES, is_float, kind
+from .helpers import c_helpers, index_helpers, read
+from .index_math import flat_index, offset
 from .kernel import Const, Load, Node, rendered as rendered_kernel
+from .reductions import ARG_REDUCERS, REDUCE_BLOCK, REDUCE_LANES, REDUCERS, Fold, fold_plan, tree_depth, tree_push, \
+    tree_total
 
 
 class DeviceProps:
@@ -116,67 +119,9 @@ class Launch:
 STRATEGIES = ("thread", "block", "split")
 _MERGE_CHUNK = 16   # most outputs a thread merges in a pass of a scatter's sort (rn_merge_pass)
 
-_PRELUDE = """\
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#if defined(__CUDACC_RTC__)
-typedef signed char int8_t;
-typedef short int16_t;
-typedef int int32_t;
-typedef long long int64_t;
-typedef unsigned char uint8_t;
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long long uint64_t;
-#define INT32_MIN (-2147483647 - 1)
-#define INT64_MIN (-9223372036854775807LL - 1)
-#define INFINITY __int_as_float(0x7f800000)
-#define NAN __int_as_float(0x7fffffff)
-#else
-#include <cstdint>
-#include <cstring>
-#include <cmath>
-#endif
-#define RN_FN static __device__ __forceinline__
-#define RN_FULL_MASK 0xffffffffu
-/* the index of an arg reduction's partial that has seen no element (loses every tie) */
-#define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)
-/* N elements read or written as one aligned access (ld.global.v4 and kin) */
-template <typename T, int N> struct alignas(sizeof(T) * N) rn_vec { T v[N]; };
-/* One pass of a bottom-up merge sort of the M unique keys in src into dst: runs of W
-   sorted keys merge in pairs. Each item (a grid-stride loop from start by step) writes
-   C = min(chunk, 2W) consecutive outputs of one pair: a binary search on its merge path
-   finds how many of the keys before its first output come from the left run, then it
-   merges C keys in order. O(M + M / C log W) a pass, O(M log M) the sort. */
-static __device__ __forceinline__ void rn_merge_pass(const int64_t *src, int64_t *dst, int64_t start,
-                                                     int64_t step, int64_t W, int64_t M, int64_t chunk) {
-  const int64_t C = 2 * W < chunk ? 2 * W : chunk;
-  for (int64_t item = start; item < (M + C - 1) / C; item += step) {
-    const int64_t first = item * C, base = first - first % (2 * W);
-    const int64_t mid = base + W < M ? base + W : M, end = base + 2 * W < M ? base + 2 * W : M;
-    const int64_t d = first - base, na = mid - base, nb = end - mid;
-    int64_t lo = d > nb ? d - nb : 0, hi = d < na ? d : na;
-    while (lo < hi) {  /* the fewest left keys among the first d that leave none behind */
-      const int64_t i = lo + (hi - lo) / 2;
-      if (src[base + i] < src[mid + d - i - 1]) lo = i + 1; else hi = i;
-    }
-    int64_t a = base + lo, b = mid + d - lo;
-    const int64_t last = first + C < end ? first + C : end;
-    for (int64_t out = first; out < last; ++out)
-      dst[out] = b >= end || (a < mid && src[a] < src[b]) ? src[a++] : src[b++];
-  }
-}
-/* A kernel launched once per pass learns its pass from counter[0] (each thread reads it
-   before its block's barrier here); the last block to arrive (counter[1] counts them)
-   moves it on for the next launch, after every block has read it. */
-static __device__ __forceinline__ void rn_pass_done(uint32_t *counter, uint32_t pass) {
-  __syncthreads();
-  if (threadIdx.x == 0 && atomicAdd(&counter[1], 1u) == gridDim.x - 1) {
-    counter[1] = 0;
-    counter[0] = pass + 1;
-  }
-}
-"""
+# fp16/bf16 headers, NVRTC's fixed-width types, RN_FN, the vector access type and a
+# scatter sort's merge pass
+_PRELUDE = read("cuda_prelude.h")
 
 # The type a value travels through a warp shuffle in (CUDA overloads only int,
 # unsigned, long long, unsigned long long, float and double).
@@ -228,29 +173,13 @@ class CudaDialect(CStyle):
 
     # -------------------------------------------------------------- values
 
-    def load(self, dtype, ref):
-        if dtype.name == "bfloat16":
-            return f"__bfloat162float({ref})"
-        if dtype.name == "float16":
-            return f"__half2float({ref})"
-        return ref
-
-    def stored(self, dtype, value):
-        if dtype.name == "bfloat16":  # the value is already rounded; its upper bits are the bfloat16
-            return f"__ushort_as_bfloat16(rn_bf16_bits({value}))"
-        if dtype.name == "float16":
-            return f"__float2half_rn({value})"
-        return value
-
-    def rounded(self, dtype, expr):
-        if dtype.name == "bfloat16":  # the shared helper: NaN keeps its sign, as ml_dtypes
-            return f"rn_bf16({expr})"
-        if dtype.name == "float16":
-            return f"__half2float(__float2half_rn({expr}))"
-        return expr
-
-    def f64_to_f16(self, expr):
-        return f"__half2float(__double2half({expr}))"
+    # bfloat16's value is already rounded when stored: its upper bits are the bfloat16;
+    # rounding goes through the shared helper (NaN keeps its sign, as ml_dtypes)
+    HALVES = {"bfloat16": Half(load="__bfloat162float({})", stored="__ushort_as_bfloat16(rn_bf16_bits({}))",
+                               rounded="rn_bf16({})"),
+              "float16": Half(load="__half2float({})", stored="__float2half_rn({})",
+                              rounded="__half2float(__float2half_rn({}))")}
+    F64_TO_F16 = "__half2float(__double2half({}))"
 
     def expression(self, node, args):
         if node.op not in RULES:
@@ -328,11 +257,7 @@ class CudaDialect(CStyle):
 
         def body_parts(names):
             """The lines computing a point's values, in the axis variables `ivars`."""
-            return self.statements(kernel, loads, nodes, names,
-                                   lambda ld: offset(ivars, at[id(ld)], ld.offset),
-                                   lambda ld: condition(ld.guard, [ivars[m] if m is not None else None
-                                                                    for m in amap], kernel.shape),
-                                   lambda n: offset(ivars, at[id(n)], 0))
+            return self.walk_statements(kernel, loads, nodes, names, ivars, at, amap)
 
         names = {}
         body = _decompose("t", shape, ivars, idx) + body_parts(names)
@@ -496,16 +421,13 @@ class CudaDialect(CStyle):
 
     def atomic_stores(self, kernel, names, position, atomic):
         """A scatter's combining stores as atomics at the same positions (`stores`' drop rule)."""
-        def arg(a):
-            return names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
-
         lines = []
         for s in kernel.stores:
             fn, wire, operand = atomic[id(s)]
             (index, stride, n, _), = s.dynamic
-            at = f"rn_from_end((int64_t)({arg(index)}), {n})"
+            at = f"rn_from_end((int64_t)({self.operand(index, names)}), {n})"
             lines.append(f"if ((uint64_t){at} < {n}u) {fn}(({wire} *)&p{s.buffer.index}"
-                         f"[{position(s)} + (int64_t){stride} * {at}], ({wire})({arg(operand)}));")
+                         f"[{position(s)} + (int64_t){stride} * {at}], ({wire})({self.operand(operand, names)}));")
         return lines
 
     def vector_width(self, kernel, shape, loads, acc):
@@ -583,7 +505,7 @@ class CudaDialect(CStyle):
 
     def reduction(self, kernel, name):
         """A reduction kernel under its strategy. Every strategy folds a row's elements
-        in the order cstyle.py fixes, the C dialect's: a warp folds a block (lane l the
+        in the order reductions.py fixes, the C dialect's: a warp folds a block (lane l the
         elements l, l + 32, ... of it, then the shuffle tree), thread 0 of the CUDA block
         combines the blocks' partials by the block tree; the split strategy's blocks take
         aligned runs of blocks (subtrees) and its finishing kernel combines their
@@ -610,10 +532,7 @@ class CudaDialect(CStyle):
         else:
             accs = []
             for k, r in enumerate(reduces):
-                a = r.args[0]
-                v = names[id(a)] if type(a) is not Const else self.const(a, a.dtype)
-                accs.append(_ACCUMULATORS[r.op](self, k, r, v, position))
-                names[id(r)] = f"r{k}"
+                accs.append(_ACCUMULATORS[r.op](self, k, r, self.reduced(k, r, names), position))
             point = None
         epilogue = self.statements(kernel, outer_loads, outer_nodes, names, lambda ld: index(ld, ld.offset),
                                    guard, index)
@@ -754,7 +673,7 @@ _WARP_IDS = "const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps =
 
 
 class _Accumulator:
-    """One `Fold` (cstyle.py) in CUDA: a thread's lane accumulator (the elements of its
+    """One `Fold` (reductions.py) in CUDA: a thread's lane accumulator (the elements of its
     lane of a block, then the shuffle tree combining a warp's lanes as the C lane tree
     does), the warp's block partial through shared memory, and thread 0's block tree
     state (`stk<k>`) and NaN flag (`tnan<k>`)."""

@@ -11,7 +11,7 @@ reduced ones) into accumulators (`reduce_*` nodes); the epilogue (nodes over
 reduce results and outer loads) runs once per output point. Shapes are static. A renderer
 (rune/codegen/c.py, rune/codegen/cuda.py) turns kernels into source without writing
 into them; nothing here knows the target. A node's op is one of the vocabulary in
-rune/codegen/cstyle.py (`ELEMENTWISE_OPS`, `REDUCE_OPS`, ...).
+rune/codegen/expressions.py (`ELEMENTWISE_OPS`, `REDUCE_OPS`, ...).
 
 Node kinds beyond the elementwise primitives (every renderer implements these):
 

@@ -48,7 +48,8 @@ from ..core.program import Literal
 
 from ..codegen.kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
 from ..codegen.c import CDialect
-from ..codegen.cstyle import COSTLY_OPS, CStyle, kind as _kind
+from ..codegen.cstyle import CStyle
+from ..codegen.expressions import COSTLY_OPS, kind as _kind
 
 _COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 

@@ -1,7 +1,7 @@
 """A reduction's bits depend on its shape alone: the same on 1, 2 and 3 OpenMP threads
 (3 oversubscribes a two-core machine) and in the CUDA dialect under any strategy,
 grid and block size (run by the CPU emulation of CUDA). Every reduction kind and dtype
-group, on sizes that cross the fixed blocks (cstyle.py's REDUCE_BLOCK), against a
+group, on sizes that cross the fixed blocks (reductions.py's REDUCE_BLOCK), against a
 float64 NumPy oracle; then 20 steps of the digits CNN and of the char-LM transformer
 give bit-identical parameters on 1, 2 and 3 threads.
 
@@ -22,7 +22,7 @@ import rune
 from rune import nn, nx, optim
 from rune.backends.cpu import threads
 from rune.codegen.c import CDialect
-from rune.codegen.cstyle import REDUCE_BLOCK
+from rune.codegen.reductions import REDUCE_BLOCK
 
 pytestmark = pytest.mark.cc
 
