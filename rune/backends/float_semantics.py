@@ -5,7 +5,7 @@ every backend gives the same bits without relying on what its module does
 with an edge case. Each step below is exact or one IEEE rounding that both
 modules perform alike (fmod, trunc, floor, comparisons, +, -, /, in-range casts,
 float32 -> float16 rounding to nearest even). The compiled kernels spell the
-same rules in C (rune/codegen/cstyle.py: `_convert`, `c_helpers`).
+same rules in C (rune/codegen/expressions.py: `_convert`; the helpers of rune/codegen/helpers.py).
 
 - float -> integer (`to_integer`): NaN -> 0, above the type's range -> its
   maximum, below it -> its minimum (0 for unsigned types), otherwise
