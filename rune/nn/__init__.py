@@ -9,6 +9,8 @@
   embedding.py (Embedding), normalization.py (LayerNorm, RMSNorm),
   stochastic.py (Dropout), attention.py (MultiHeadAttention), containers.py
   (Sequential, Lambda); layer_helpers.py holds what they share.
+- losses (rune/nn/losses.py): regression, binary, distribution and NLL losses
+  with reduction="none"|"sum"|"mean" (cross_entropy is in functional).
 - mixed precision (rune/nn/mixed_precision.py): `Policy` (dtypes of parameters,
   computation and outputs at module boundaries) and `DynamicLossScale`.
 """
@@ -17,6 +19,8 @@ from .functional import (avg_pool, cross_entropy, dropout, elu, gelu, glorot_nor
                          lecun_normal, lecun_uniform, log_sigmoid, log_softmax, logsumexp, max_pool, normal,
                          one_hot, ones, orthogonal, relu, sigmoid, silu, softmax, softplus, swish,
                          truncated_normal, xavier_normal, xavier_uniform, zeros)
+from .losses import (absolute_error, binary_cross_entropy, cosine_distance, cosine_similarity, huber_loss,
+                     kl_divergence, l2_loss, nll_loss, sigmoid_binary_cross_entropy, smooth_l1_loss, squared_error)
 from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
 from .module import Module, apply, combine, field, is_array, is_inexact_array, partition, trainable, update_state
 from .attention import MultiHeadAttention

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import nx
 from ..errors import ArgumentError, DTypeError, ShapeError
+from .losses import _pick, _reduce
 
 # The ones nx already has are the same functions, not copies.
 sigmoid = nx.sigmoid
@@ -87,29 +88,33 @@ def one_hot(x, num_classes, dtype=nx.float32, axis=-1):
     return hot if axis == -1 else nx.moveaxis(hot, -1, axis)
 
 
-def cross_entropy(logits, labels, where=None):
+def cross_entropy(logits, labels, where=None, label_smoothing=0.0, reduction="none"):
     """Per-example softmax cross-entropy with integer labels (optax's
     `softmax_cross_entropy_with_integer_labels`): logsumexp(logits) - logits[label]
-    over the last axis. `where` (a bool mask shaped like `labels`) zeroes the
-    losses of the examples it excludes. Stable for logits of any magnitude. A label
-    outside [0, classes) gives a NaN loss (as optax), never a silent 0, unless
-    `where` excludes its example (the usual way to skip padding labels such as -1)."""
-    logits, labels = nx.asarray(logits), nx.asarray(labels)
-    if labels.shape != logits.shape[:-1]:
-        raise ShapeError(f"cross_entropy: labels of shape {labels.shape} do not match logits of shape "
-                         f"{logits.shape} (expected labels of shape {logits.shape[:-1]})")
+    over the last axis. Stable for logits of any magnitude.
+
+    where: a bool mask shaped like `labels`; the examples it excludes get loss 0
+        and are not counted by a "mean" (the usual way to skip padding labels such
+        as -1). A label outside [0, classes) gives a NaN loss (as optax), never a
+        silent 0, unless `where` excludes its example.
+    label_smoothing: alpha in [0, 1]: the target is (1 - alpha) * one_hot(label) +
+        alpha / classes (optax.smooth_labels, PyTorch's label_smoothing), so the loss
+        is (1 - alpha) * -logp[label] + alpha * mean(-logp).
+    reduction: "none" (per example), "sum" or "mean", as the losses in rune.nn.losses.
+    """
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ArgumentError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    logits = nx.asarray(logits)
     logp = nx.log_softmax(logits, axis=-1)
-    classes = logits.shape[-1]
-    # the label's log-probability picked by a select, not a product with one_hot: a
-    # logit masked with -inf has log-probability -inf, and -inf * 0 is NaN
-    hot = nx.equal(nx.expand_dims(labels, -1), nx.arange(classes, dtype=labels.dtype, device=labels.device))
-    losses = -nx.sum(nx.where(hot, logp, nx.zeros_like(logp)), axis=-1)
+    picked, valid = _pick("cross_entropy", logp, labels, "logits")
+    losses = -picked
+    if label_smoothing:
+        losses = (1 - label_smoothing) * losses - label_smoothing * nx.mean(logp, axis=-1)
     # one_hot of an out-of-range label is all zeros, which would make its loss 0
-    valid = nx.logical_and(labels >= 0, labels < classes)
     losses = nx.where(valid, losses, nx.full_like(losses, float("nan")))
     if where is not None:
         losses = nx.where(where, losses, nx.zeros_like(losses))
-    return losses
+    return _reduce("cross_entropy", losses, reduction, counted=where)
 
 
 # ---------------------------------------------------------------- normalisation and dropout
