@@ -20,6 +20,9 @@ implements the same members with the same signatures (a test compares them).
                                   `rune.core.devices.transfer` counts it.
     from_foreign(obj, device)     a buffer on `device` from a NumPy array, a CuPy
                                   array or any DLPack producer.
+    holds(obj)                    whether a foreign object (another library's
+                                  array) lies in this platform's memory, so that
+                                  `from_foreign` takes it without the host.
     full(shape, value, dtype, device)          a buffer filled with `value`.
     iota(shape, dtype, dimension, device)      the index along `dimension`.
     empty(aval)                   the stacked output of a loop that ran zero times.
@@ -43,13 +46,19 @@ implements the same members with the same signatures (a test compares them).
                                   a thread pool) and loaded: one callable each, in
                                   order; a unit that does not build gets one
                                   raising its CompileError when run.
+    kernels_for(device, props)    the `Kernels` (rune/backends/stretch.py) running
+                                  stretches on `device` rendered for `props` (None:
+                                  the device's own), one per toolchain and
+                                  properties, shared by their stretches
+                                  (`shared_kernels`); None without a compiler.
     compiled_stretch(eqns, unit, device, props=None)   the plan step running a
                                   fused unit (rune/compiler/fuse.py) as compiled
-                                  kernels on `device` (rune/backends/stretch.py),
-                                  rendered for `props` (default: the device's), or
-                                  None where its kernels cannot be rendered (op by
-                                  op then). It compiles on its first run or with
-                                  `rune.backends.compile_pending()`.
+                                  kernels on `device` (rune/backends/stretch.py)
+                                  from `kernels_for`, or None where its kernels
+                                  cannot be rendered (op by op then). It compiles
+                                  on its first run or with
+                                  `rune.backends.compile_pending()`. Written once,
+                                  here.
     library                       name -> fn for the calls a kernel compiler leaves
                                   to a vendor library (`dot_general`, convolutions).
     adopt(host, device)           `from_host` for a fresh NumPy array nothing else
@@ -100,6 +109,9 @@ class Backend:
     def from_foreign(self, obj, device):
         raise NotImplementedError
 
+    def holds(self, obj):
+        return False
+
     def full(self, shape, value, dtype, device):
         raise NotImplementedError
 
@@ -131,8 +143,25 @@ class Backend:
     def compile(self, compiler, prelude, units):
         raise NotImplementedError(f"{self.platform}: no kernel compiler")
 
+    def kernels_for(self, device, props):
+        return None  # no compiler: stretches run op by op
+
+    def shared_kernels(self, key, make):
+        """The `Kernels` kept under `key` (toolchain, properties), made by `make()` the first time."""
+        kept = self.__dict__.setdefault("_kernel_sets", {})
+        kernels = kept.get(key)
+        if kernels is None:
+            kernels = kept.setdefault(key, make())
+        return kernels
+
     def compiled_stretch(self, eqns, unit, device, props=None):
-        return None
+        kernels = self.kernels_for(device, props)
+        if kernels is None:
+            return None
+        try:
+            return kernels.stretch(eqns, unit, device)
+        except NotImplementedError:   # a node the dialect has no rule for (an argmax reduction): op by op
+            return None
 
     def adopt(self, host, device):
         return self.from_host(host, device)

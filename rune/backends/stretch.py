@@ -96,6 +96,7 @@ class Kernels:
     compile_units(prelude, units)   one launch per rendered unit (the backend's `compile`).
     buffers(stretch)       the per-stretch state of a run: `run(launch, env, donated)`.
     describe_kernel(kernel)  the line `describe` heads a kernel's source with.
+    stretch(eqns, unit, device)   a `CompiledStretch` of `unit` on these kernels.
     """
     label = device_name = rendered_for = ""
     dialect = None
@@ -110,6 +111,11 @@ class Kernels:
 
     def describe_kernel(self, kernel):
         return f"kernel {kernel.name} over {list(kernel.shape)}:"
+
+    def stretch(self, eqns, unit, device):
+        """The `CompiledStretch` running `unit` with these kernels (`Backend.compiled_stretch`);
+        raises NotImplementedError for a node the dialect has no rule for."""
+        return CompiledStretch(eqns, unit, device, self)
 
 
 class CompiledStretch:

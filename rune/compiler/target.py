@@ -1,4 +1,5 @@
-"""Plans for a target this process need not have: `jitted.plan(*args, target="cuda")`.
+"""Plans for a target this process need not have: `jitted.plan(*args, target="cuda")`
+(a registered platform with a kernel dialect, rune/backends/__init__.py).
 
 The target is one of a plan's inputs (`Plan(program, target, device)`,
 rune/compiler/plan.py), passed down explicitly: such a plan is fused exactly as
@@ -8,7 +9,7 @@ kernels (copies of the IR kernels carrying their source and launch shapes);
 loop bodies are planned for the target too. It is an inspection: nothing is
 compiled or run.
 """
-from ..backends import kernel_dialect
+from ..backends import kernel_dialect, target_names
 from ..errors import ArgumentError, UsageError
 from ..codegen.kernel import describe_launched
 
@@ -16,8 +17,9 @@ from ..codegen.kernel import describe_launched
 def dialect(target):
     found = kernel_dialect(target)
     if found is None:
+        named = " or ".join(f'"{name}"' for name in target_names())
         raise ArgumentError(f"plan(target={target!r}): rune renders no kernels for this target; "
-                            f"expected \"cuda\" (or None for this process's devices)")
+                            f"expected {named} (or None for this process's devices)")
     return found
 
 

@@ -1,20 +1,24 @@
 """Devices, the default device, and moving raw buffers between devices.
 
-Host devices hold NumPy arrays; CUDA devices hold CuPy arrays. With
-RUNE_HOST_DEVICES=N the host shows up as N distinct devices cpu:0..cpu:N-1, so
-placement logic is exercised without a GPU.
+A device is a registered platform's (rune/backends/__init__.py) and an index:
+host devices hold NumPy arrays, CUDA devices CuPy arrays, another platform
+what its backend makes. With RUNE_HOST_DEVICES=N the host shows up as N
+distinct devices cpu:0..cpu:N-1, so placement logic is exercised without a GPU.
 """
 import contextlib
 import threading
 
 from ..base import config, contexts, profiler
-from ..backends import backend_for, has_cuda_backend
+from ..backends import backend_for, device_count, platform, platform_of_dlpack, platforms, registry_version
 from ..errors import DeviceError
 from ..base.stats import COUNTERS
 
 
+HOST = "cpu"   # the platform whose buffers are NumPy arrays: where every transfer may pass
+
+
 class Device:
-    """One place an array can live: `cpu:N` or `cuda:N`.
+    """One place an array can live: `<platform>:N` (`cpu:N`, `cuda:N`).
 
     Tables of per-device entries key them by `name` (a str hashes in C, a
     Device in Python); `nd_name` keys a second entry per device where a table
@@ -47,64 +51,61 @@ def _host_count():
     return config.host_devices()
 
 
-def _cuda_count():
-    """The GPUs the CUDA backend sees (its `device_count`); none without one."""
-    if not has_cuda_backend():
-        return 0  # a GPU rune cannot compute on is not listed as a device
-    try:
-        backend = backend_for(Device("cuda", 0))  # loads the backend (and CuPy); it needs only the platform
-    except Exception:  # no CuPy, or one that fails to load without a driver: the host is all there is
-        return 0
-    return backend.device_count()
+# The host's devices exist from import on (every module may ask for "cpu"); another
+# platform's are probed on first use: importing rune never touches a GPU.
+_HOST = [Device(HOST, i) for i in range(_host_count())]
+_POOLS = {HOST: _HOST}   # platform -> its devices, for the registry's version in _SEEN
+_SEEN = [registry_version()]
 
 
-_HOST = [Device("cpu", i) for i in range(_host_count())]
-_CUDA = None  # probed on first use: importing rune never touches CUDA
-
-
-def _cuda_devices():
-    global _CUDA
-    if _CUDA is None:
-        _CUDA = [Device("cuda", i) for i in range(_cuda_count())]
-    return _CUDA
+def _pool(platform):
+    """The devices of a registered `platform` (its backend's `device_count`)."""
+    if _SEEN[0] != registry_version():   # a platform was registered or forgotten: list again
+        _POOLS.clear()
+        _POOLS[HOST] = _HOST
+        _SEEN[0] = registry_version()
+    pool = _POOLS.get(platform)
+    if pool is None:
+        pool = _POOLS[platform] = [Device(platform, i) for i in range(device_count(platform))]
+    return pool
 
 
 def devices(platform=None):
-    """Every device rune can use: the host devices, then each GPU CuPy sees."""
-    found = list(_HOST) + list(_cuda_devices())
-    return [d for d in found if platform is None or d.platform == platform]
+    """Every device rune can use: the host devices, then each registered platform's
+    (each GPU CuPy sees)."""
+    names = platforms() if platform is None else [p for p in platforms() if p == platform]
+    return [d for name in names for d in _pool(name)]
 
 
 def get_device(spec):
-    """The Device named by `spec`: a Device, "cpu", "cuda", "cpu:1", "cuda:0"."""
+    """The Device named by `spec`: a Device, "cpu", "cuda", "cpu:1", "cuda:0" (a
+    registered platform's name, and an index)."""
     if isinstance(spec, Device):
         return spec
     if not isinstance(spec, str):
         raise DeviceError(f"expected a Device or a name like 'cpu' or 'cuda:0', got {spec!r}")
-    platform, _, index = spec.partition(":")
-    if platform not in ("cpu", "cuda") or (index and not index.isdigit()):
-        raise DeviceError(f"unknown device {spec!r}; expected 'cpu', 'cuda', 'cpu:N' or 'cuda:N'")
-    pool = _HOST if platform == "cpu" else _cuda_devices()
+    name, _, index = spec.partition(":")
+    known = platform(name)
+    if known is None or (index and not index.isdigit()):
+        names = platforms()
+        raise DeviceError(f"unknown device {spec!r}; expected {', '.join(repr(n) for n in names)} or one of "
+                          f"them with an index, such as '{names[0]}:N'")
+    pool = _pool(name)
     i = int(index) if index else 0
     if i >= len(pool):
-        if platform == "cuda":
-            why = ("this build of rune has no CUDA backend yet" if not has_cuda_backend() else
-                   _no_gpu_reason() if not pool else
-                   f"only {len(pool)} GPU(s) are visible")
-        else:
-            why = f"only {len(pool)} host device(s) exist (set RUNE_HOST_DEVICES to have more)"
+        why = known.too_few(len(pool)) if pool else known.absent()
         raise DeviceError(f"device {spec!r} is not available: {why}")
     return pool[i]
 
 
-def _no_gpu_reason():
-    """Why CuPy lists no GPU, with what to install where the setup says (rune/backends/cuda/environment.py)."""
-    try:
-        from ..backends import gpu_setup_problem
-        found = gpu_setup_problem()
-    except Exception:  # the diagnosis is a courtesy: never let it hide the error itself
-        found = None
-    return f"no GPU is visible: {found}" if found else "no GPU is visible (CuPy is missing or finds no device)"
+def device_of_dlpack(kind, index):
+    """The device a DLPack producer's buffer lies on, from its `__dlpack_device__()`
+    (the host's first device for host memory, which every host device can hold)."""
+    name = platform_of_dlpack(kind)
+    if name is None:
+        raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}; the registered platforms "
+                          f"hold types {sorted(t for p in platforms() for t in platform(p).dlpack)}")
+    return get_device(HOST if name == HOST else f"{name}:{index}")
 
 
 class _DefaultDevice(threading.local):
@@ -140,9 +141,9 @@ def transfer(raw, src, dst):
     platform its backend copies directly, across platforms through the host."""
     COUNTERS["transfers"] += 1
     COUNTERS["bytes_moved"] += raw.nbytes
-    if src.platform == "cpu" and dst.platform != "cpu":
+    if src.platform == HOST and dst.platform != HOST:
         COUNTERS["host_to_device"] += 1
-    elif src.platform != "cpu" and dst.platform == "cpu":
+    elif src.platform != HOST and dst.platform == HOST:
         COUNTERS["device_to_host"] += 1
     if profiler.active():
         with profiler.span("transfer", f"{src} -> {dst}", str(dst), raw.nbytes):

@@ -5,12 +5,9 @@ from ..core.array import from_foreign
 from ..core.primitive import eval_rules
 from ..core.prims import P
 from ..core.trace import Tracer
-from ..core.devices import get_device, transfer
-from ..errors import DeviceError
+from ..core.devices import HOST, device_of_dlpack, get_device, transfer
 from .buffers import Array, move
 from .ops import asarray
-
-_DLPACK_DEVICES = {1: "cpu", 2: "cuda"}  # DLPack's kDLCPU and kDLCUDA
 
 
 def place(x, device):
@@ -43,14 +40,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
     is never written.
     """
     kind, index = x.__dlpack_device__()
-    platform = _DLPACK_DEVICES.get(kind)
-    if platform is None:
-        raise DeviceError(f"from_dlpack: unsupported DLPack device type {kind}")
+    where = device_of_dlpack(kind, index)   # a DeviceError for a device type no platform holds
     target = None if device is None else get_device(device)
-    if platform == "cpu":  # any host device can hold a host buffer without a copy
-        where = target if target is not None and target.platform == "cpu" else get_device("cpu")
-    else:
-        where = get_device(f"cuda:{index}")
+    if where.platform == HOST and target is not None and target.platform == HOST:
+        where = target  # any host device can hold a host buffer without a copy
     out = from_foreign(x, where)
     out._shared = True  # the producer may still write the buffer: never donated
     return out if target is None else place(out, target)

@@ -17,7 +17,7 @@ from .batching import batch_rules, front, materialize
 from ..core.aval import Aval, Spec
 from ..core.primitive import abstract_rules, eval_rules, primitive
 from ..core.trace import bind
-from ..core.devices import current_default, get_device
+from ..core.devices import HOST, current_default, get_device
 from ..errors import ArgumentError, CallbackError, NotDifferentiableError, RuneError, UsageError
 from ..nx import ops as nx
 from ..nx.buffers import Array
@@ -91,7 +91,7 @@ class HostFunction:
         return HostFunction(fn, in_struct, out_struct, out_avals, self.host, self.name, counts)
 
 
-_HOST = get_device("cpu")
+_HOST = get_device(HOST)
 
 
 # A Python scalar result may stand for an array of these dtype kinds (no lossy casts).
@@ -118,9 +118,9 @@ def _conform(where, leaf, aval):
         if isinstance(leaf, Array):
             value = leaf
         else:
-            # GPU data bound for a GPU stays there; anything else comes through the
-            # host, so that placing it is a counted transfer.
-            device = aval.device if aval.device.platform != "cpu" and _on_gpu(leaf) else _HOST
+            # Device data bound for its own platform (CuPy for a GPU) stays there;
+            # anything else comes through the host, so that placing it is a counted transfer.
+            device = aval.device if aval.device.platform != HOST and backend_for(aval.device).holds(leaf) else _HOST
             try:
                 raw = backend_for(device).from_foreign(leaf, device)  # NumPy, CuPy, DLPack
             except Exception as e:
@@ -130,7 +130,7 @@ def _conform(where, leaf, aval):
                 raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {raw.dtype.name}")
             # A copy: the function may go on writing to the buffer it returned.
             value = (nx.asarray(np.asarray(raw)) if device is _HOST else
-                     Array(backend_for(device).copy(raw, device, device), device))  # made on its own GPU
+                     Array(backend_for(device).copy(raw, device, device), device))  # made on its own device
         if value.dtype != aval.dtype:
             raise CallbackError(f"{where()}: expected dtype {aval.dtype.name}, got {value.dtype.name}")
     else:
@@ -140,20 +140,10 @@ def _conform(where, leaf, aval):
     return place(value, aval.device)
 
 
-def _on_gpu(leaf):
-    """Whether a foreign result lives in GPU memory (CuPy, a CUDA DLPack producer)."""
-    if hasattr(leaf, "__cuda_array_interface__"):
-        return True
-    try:
-        return leaf.__dlpack_device__()[0] != 1  # kDLCPU
-    except Exception:  # not a DLPack producer: host data
-        return False
-
-
 def _settle(arrays):
     """Wait for the work queued on the devices of a callback's arrays before the
     function reads them in place (host=False)."""
-    for device in {a.device for a in arrays if isinstance(a, Array) and a.device.platform != "cpu"}:
+    for device in {a.device for a in arrays if isinstance(a, Array) and a.device.platform != HOST}:
         backend_for(device).synchronize(device)
 
 

@@ -16,7 +16,6 @@ from . import threads
 from ...codegen.c import CDialect
 from ..array_impls import make_impls, numpy_quiet
 from ..base import Backend
-from ..stretch import CompiledStretch
 from . import batched_matmul, blas_pool, compiler as c_compiler
 from .stretch import CKernels
 
@@ -55,9 +54,6 @@ class CpuBackend(Backend):
     platform = "cpu"
     dialect = CDialect()
 
-    def __init__(self):
-        self._kernels = {}   # compiler -> the CKernels its stretches share
-
     def to_host(self, raw):
         return to_host(raw)
 
@@ -80,6 +76,10 @@ class CpuBackend(Backend):
         if hasattr(obj, "__dlpack__") and _is_host_dlpack(obj):
             return np.from_dlpack(obj)
         return np.asarray(obj)
+
+    def holds(self, obj):
+        """NumPy arrays and host DLPack producers."""
+        return isinstance(obj, (np.ndarray, np.generic)) or (hasattr(obj, "__dlpack__") and _is_host_dlpack(obj))
 
     def full(self, shape, value, dtype, device):
         return np.full(shape, value, dtype)
@@ -109,19 +109,14 @@ class CpuBackend(Backend):
         through the compile pipeline and loaded with ctypes: one entry function each."""
         return c_compiler.build(compiler, prelude, units)
 
-    def compiled_stretch(self, eqns, unit, device, props=None):
-        """The plan step running a fused unit as one compiled C entry (built on first
-        run); the host renders for no device properties (`props` is unused)."""
+    def kernels_for(self, device, props):
+        """The CKernels of the C compiler (one for every host device): stretches become one
+        compiled C entry each (built on first run); the host renders for no device
+        properties (`props` is unused)."""
         compiler = self.compiler(device)
         if compiler is None:
             return None
-        kernels = self._kernels.get(compiler)
-        if kernels is None:
-            kernels = self._kernels.setdefault(compiler, CKernels(self, compiler))
-        try:
-            return CompiledStretch(eqns, unit, device, kernels)
-        except NotImplementedError:   # a node the C dialect has no rule for: op by op
-            return None
+        return self.shared_kernels(compiler, lambda: CKernels(self, compiler))
 
 
 def _is_host_dlpack(obj):

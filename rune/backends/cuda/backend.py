@@ -7,7 +7,7 @@ context (`cupy.cuda.Device`), so arrays on `cuda:1` are computed on `cuda:1`.
 Matmul is cuBLAS and the special functions are `cupyx.scipy.special`, both
 through CuPy; convolution is im2col plus cuBLAS (CuPy 14 dropped cuDNN).
 jit stretches on a GPU become `CompiledStretch`es (rune/backends/stretch.py;
-`compiled_stretch`: the CUDA dialect's kernels for the GPU's `device_props`),
+`kernels_for`: the CUDA dialect's kernels for the GPU's `device_props`),
 compiled by rune's own NVRTC call (`compiler`, rune/backends/cuda/nvrtc.py)
 through the compile pipeline and disk cache every platform shares. Importing
 this module imports CuPy; rune imports it only when a `cuda` device is first
@@ -26,7 +26,6 @@ from ...errors import DeviceError, RuneWarning
 from ...codegen.cuda import CudaDialect, DeviceProps
 from ..array_impls import make_impls
 from ..base import Backend
-from ..stretch import CompiledStretch
 from . import launch, owned
 from .stretch import CudaKernels
 
@@ -87,7 +86,6 @@ class CudaBackend(Backend):
         self.library = {name: self.IMPLS[name] for name in ("dot_general", "conv", "reduce_window")}
         self._per_device = {}
         self._props = {}  # GPU index -> DeviceProps
-        self._kernels = {}  # (GPU index, DeviceProps fields, compiler) -> the CudaKernels its stretches share
 
     def impls(self, device):
         table = self._per_device.get(device.index)
@@ -145,6 +143,14 @@ class CudaBackend(Backend):
             return self.from_host(np.from_dlpack(obj), device)
         return self.from_host(np.asarray(obj), device)
 
+    def holds(self, obj):
+        """CuPy arrays, `__cuda_array_interface__` producers and DLPack producers
+        of any device but the host's."""
+        if hasattr(obj, "__cuda_array_interface__"):
+            return True
+        where = _dlpack_device(obj)   # None: not a DLPack producer, host data
+        return where is not None and where[0] != _KDL_CPU
+
     def full(self, shape, value, dtype, device):
         _refuse_bfloat16(np.dtype(dtype), device)
         with _gpu(device):
@@ -195,25 +201,17 @@ class CudaBackend(Backend):
                 p["multiProcessorCount"], p["maxThreadsPerBlock"], f"sm_{p['major']}{p['minor']}")
         return props
 
-    def compiled_stretch(self, eqns, unit, device, props=None):
-        """A plan step running the fused `unit` on `device` as CUDA kernels
-        (rune/backends/stretch.py); `props` default to the GPU's own. None for a
-        unit holding a node the CUDA dialect has no rule for (it raises
-        NotImplementedError, naming it), or where NVRTC is missing: that run stays
-        op by op."""
+    def kernels_for(self, device, props):
+        """The CudaKernels running stretches on `device` rendered for `props` (default: the
+        GPU's own), one per GPU, properties and NVRTC compiler; None where NVRTC is
+        missing: stretches then run op by op."""
         props = self.device_props(device) if props is None else props
         compiler = _nvrtc_compiler(props.arch)
         if compiler is None:
             return None
         where = (device.index, props.sm_count, props.max_threads_per_block, props.arch, compiler)
-        kernels = self._kernels.get(where)
-        if kernels is None:
-            kernels = self._kernels.setdefault(where, CudaKernels(
-                device.index, props, lambda prelude, units: self.compile(compiler, prelude, units)))
-        try:
-            return CompiledStretch(eqns, unit, device, kernels)
-        except NotImplementedError:  # the dialect has no rule for a node (e.g. an argmax reduction)
-            return None
+        return self.shared_kernels(where, lambda: CudaKernels(
+            device.index, props, lambda prelude, units: self.compile(compiler, prelude, units)))
 
     def uploader(self, device):
         """Pinned host memory and a side stream (rune/backends/cuda/upload.py)."""
