@@ -241,22 +241,17 @@ class CStyle:
                 [n for n in live if id(n) not in inner and n.op not in REDUCE_NODES])
 
     def pointers(self, kernel):
-        lines, seen = [], set()
+        """The declarations of a kernel's buffer pointers p<i>: the read-only ones (const),
+        then the stored ones (a buffer read and written, a scatter's, among them)."""
         written = {s.buffer.index for s in kernel.stores}
-        for ld in kernel.loads:
-            if ld.buffer.index in written:   # read and written (scatter): declared with the stores
-                continue
-            b = ld.buffer
+        buffers = [(ld.buffer, "const ") for ld in kernel.loads if ld.buffer.index not in written]
+        buffers += [(s.buffer, "") for s in kernel.stores]
+        lines, seen = [], set()
+        for b, const in buffers:
             if b.index not in seen:
                 seen.add(b.index)
                 t = self.pointer_type(b.dtype)
-                lines.append(f"const {t} *{self.restrict} p{b.index} = (const {t} *)b[{b.index}];")
-        for s in kernel.stores:
-            b = s.buffer
-            if b.index not in seen:
-                seen.add(b.index)
-                t = self.pointer_type(b.dtype)
-                lines.append(f"{t} *{self.restrict} p{b.index} = ({t} *)b[{b.index}];")
+                lines.append(f"{const}{t} *{self.restrict} p{b.index} = ({const}{t} *)b[{b.index}];")
         return lines
 
     def reduction_layout(self, kernel):

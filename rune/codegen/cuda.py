@@ -649,19 +649,19 @@ class CudaDialect(CStyle):
         lines += tree_push(folds, index, [f"w{f.k}" for f in folds]) if folds else []
         return lines + [x for a in accs for x in a.absorb_rest(source(a))]
 
-    def totals(self, accs):
-        """Thread 0's results r<k> from its state (the tree's unfinished edge combined)."""
+    def tree_totals(self, accs):
+        """Thread 0's tree results t<k> from its state (the tree's unfinished edge combined)."""
         folds = _folds(accs)
         lines = [f"{f.part} t{f.k};" for f in folds]
-        lines += tree_total(folds, [f"t{f.k}" for f in folds]) if folds else []
-        return lines + [a.final() for a in accs]
+        return lines + (tree_total(folds, [f"t{f.k}" for f in folds]) if folds else [])
+
+    def totals(self, accs):
+        """Thread 0's results r<k> from its state."""
+        return self.tree_totals(accs) + [a.final() for a in accs]
 
     def run_totals(self, accs, at):
         """Thread 0's run partials into the split strategy's scratch at `at`."""
-        folds = _folds(accs)
-        lines = [f"{f.part} t{f.k};" for f in folds]
-        lines += tree_total(folds, [f"t{f.k}" for f in folds]) if folds else []
-        return lines + [x for a in accs for x in a.spill(at)]
+        return self.tree_totals(accs) + [x for a in accs for x in a.spill(at)]
 
     def shared(self, accs):
         """One slot per warp for each accumulator's block partial (and NaN flag or index)."""
