@@ -9,14 +9,26 @@ newline; the next Logger ends that line first (a whole record is kept, a torn
 fragment, which no reader can parse, is cut off), so its records do not run on
 into the fragment.
 
+A run resumed from a checkpoint passes `resume_step` (the step count the
+checkpoint was saved at): the lines a stopped run logged past it, which the
+resumed run trains and logs again, are dropped first, so the log reads as one
+run.
+
 JSON has no NaN or infinity: a non-finite value (a diverged loss) is written
 as `null`, and `read` gives it back as `float("nan")`; the line stays valid
 JSON for every reader.
+
+With `tensorboard=logdir` the same values also go to TensorBoard event files
+in that directory, written by tensorboardX (`pip install 'rune[tensorboard]'`):
+numbers and bools as scalars, strings as text, and on resume the events past
+`resume_step` are purged from TensorBoard's view as the JSON lines are from the
+file.
 """
 import json
 import math
 import numbers
 import os
+import time
 
 import numpy as np
 
@@ -24,6 +36,8 @@ from .core.array import Array
 from .errors import ArgumentError
 
 __all__ = ["Logger", "read"]
+
+INSTALL_HINT = "pip install 'rune[tensorboard]' (or pip install tensorboardX)"
 
 
 def _plain(name, value):
@@ -81,19 +95,90 @@ def _end_last_line(path):
             f.truncate(start)
 
 
+def _keep_until(path, last_step):
+    """Drop the lines of the log at `path` (if any) whose step is past last_step,
+    and a torn last line; the file is replaced whole, so a run killed meanwhile
+    leaves the old log or the new one, never a part."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except FileNotFoundError:
+        return
+    kept = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:   # JSONDecodeError and UnicodeDecodeError
+            if number < len(lines):   # not a torn last line: left for `read` to report
+                kept.append(line)
+            continue
+        step = record.get("step") if isinstance(record, dict) else None
+        if not (isinstance(step, int) and step > last_step):
+            kept.append(line)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in kept))
+    os.replace(temporary, path)
+
+
+def _board(logdir, resume_step):
+    """A tensorboardX SummaryWriter for logdir; on resume it purges the events
+    past resume_step (TensorBoard hides them when it reads the new file)."""
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        raise ImportError(f"rune.metrics.Logger(tensorboard=...) needs tensorboardX, which is not installed: "
+                          f"{INSTALL_HINT}") from None
+    # Event files are named by the second they were opened in: two in one second would
+    # be one file, truncated by the second. The suffix keeps them apart, in the order
+    # TensorBoard must read them (a resumed run's purge comes after what it purges).
+    return SummaryWriter(logdir, purge_step=None if resume_step is None else resume_step + 1,
+                         filename_suffix=f".{time.time_ns()}")
+
+
+def _board_write(board, step, values):
+    """values (checked by `_plain` already) as TensorBoard scalars, non-finite ones
+    included, and texts."""
+    for name, value in values.items():
+        if isinstance(value, str):
+            board.add_text(name, value, step)
+        else:
+            board.add_scalar(name, float(np.asarray(value).reshape(())), step)
+
+
 class Logger:
     """A JSON-lines log of scalars per step, appended to `path` (a context manager).
 
     path: the file (created if missing, appended to if it exists).
+    resume_step: for a run resumed from a checkpoint, the step count it was saved
+        at: the lines already in the file with a larger step are dropped (a
+        stopped run logged them after its last checkpoint; the resumed run logs
+        those steps again). 0 starts the log afresh for a run that logs from step
+        1. None (the default) keeps every line.
+    tensorboard: a directory to write TensorBoard event files to as well
+        (through tensorboardX, an optional extra), or None.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, resume_step=None, tensorboard=None):
+        if resume_step is not None:
+            if not isinstance(resume_step, numbers.Integral) or isinstance(resume_step, bool):
+                raise ArgumentError(f"rune.metrics.Logger: resume_step must be an int or None, "
+                                    f"got {resume_step!r}")
+            resume_step = int(resume_step)
         self.path = path
-        _end_last_line(path)
+        self._file = None
+        self._board = None if tensorboard is None else _board(tensorboard, resume_step)
+        if resume_step is None:
+            _end_last_line(path)
+        else:
+            _keep_until(path, resume_step)
         self._file = open(path, "a", encoding="utf-8")
 
     def log(self, step, **values):
-        """Write one line: `step` and every value in `values`, flushed at once.
+        """Write one line: `step` and every value in `values`, flushed at once (and
+        the same values to TensorBoard, when asked, which flushes its own file).
 
         step: the training step (an int) the values belong to.
         values: scalars by name (loss=, accuracy=, lr=, ...): Python numbers, bools,
@@ -107,12 +192,17 @@ class Logger:
         record.update((name, _plain(name, value)) for name, value in values.items())
         self._file.write(json.dumps(record, allow_nan=False) + "\n")
         self._file.flush()
+        if self._board is not None:
+            _board_write(self._board, record["step"], values)
 
     def close(self):
-        """Close the file (idempotent)."""
+        """Close the file and the TensorBoard writer (idempotent)."""
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self._board is not None:
+            self._board.close()
+            self._board = None
 
     def __enter__(self):
         return self
