@@ -29,7 +29,9 @@ accuracy. After every epoch (and when --max-steps stops a run mid-epoch) the
 model, the optimizer state, the step count and the Loader's position
 (`loader.state()`) are saved with `rune.save`, so --resume continues at the
 same epoch and step with the same batches, and the log goes on from the next
-step.
+step (`Logger(resume_step=)` drops what a stopped run logged past its last
+checkpoint). `--tensorboard DIR` writes the same values as TensorBoard event
+files (`tensorboard --logdir DIR` shows them).
 
 Launched by `mpiexec -n N` it trains data-parallel (`rune.distributed`): the
 Loader gives each process its share of every epoch's order, batches of
@@ -43,7 +45,6 @@ pip install -e '.[distributed]'.
 Needs scikit-learn and tqdm: pip install -e '.[examples]'
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -137,24 +138,6 @@ def check_replicas(params):
     return digest.view(np.uint64)[0]
 
 
-def keep_log_until(path, last_step):
-    """Drop the lines of the log at `path` past `last_step`: steps a stopped run
-    logged after its last checkpoint, which the resumed run trains (and logs) again."""
-    if not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    kept = []
-    for line in lines:
-        try:
-            if json.loads(line)["step"] <= last_step:
-                kept.append(line)
-        except (ValueError, KeyError, TypeError):   # a torn last line
-            pass
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(kept)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=15)
@@ -170,6 +153,9 @@ def main(argv=None):
     parser.add_argument("--log", default=None,
                         help="the JSON-lines metrics log (default: next to --checkpoint, ending in .jsonl)")
     parser.add_argument("--resume", action="store_true", help="continue from --checkpoint")
+    parser.add_argument("--tensorboard", metavar="DIR",
+                        help="also write TensorBoard event files to DIR (needs tensorboardX: pip install "
+                             "'rune[tensorboard]')")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true",
                         help="no tqdm bar (there is none either when stderr is not a terminal)")
@@ -213,13 +199,9 @@ def train(args):
             f"step {loader.state()['step']} of {len(loader)} (step {int(state['step'])} in all)")
     model, opt_state, done = state["model"], state["opt"], int(state["step"])
     log = None
-    if lead:   # a fresh run starts a fresh log; a resumed one keeps the lines up to its checkpoint
+    if lead:   # a fresh run (done = 0) starts a fresh log; a resumed one keeps the lines up to its checkpoint
         os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
-        if done:
-            keep_log_until(args.log, done)
-        elif os.path.exists(args.log):
-            os.remove(args.log)
-        log = metrics.Logger(args.log)
+        log = metrics.Logger(args.log, resume_step=done, tensorboard=args.tensorboard)
     step = make_step(optimizer, data_parallel=world > 1)
     say(f"device {device}: {x_train.shape[0]} training / {x_test.shape[0]} test digits, "
         f"batch {args.batch_size}, Adam lr {args.lr}, compute {args.compute_dtype}"
