@@ -174,3 +174,15 @@ def test_digits_progress_bar_shows_on_a_terminal(tmp_path):
     if not hasattr(os, "openpty") or sys.platform == "win32":
         pytest.skip("no pseudo-terminals on this platform")
     assert "epoch 1/1" in _digits_stderr(tmp_path, "tty")
+
+
+def test_cnn_with_batch_norm_learns_and_keeps_its_running_statistics(tmp_path):
+    pytest.importorskip("sklearn")
+    example = _example("train_cnn_batchnorm")
+    ckpt = str(tmp_path / "cnn.safetensors")
+    model, accuracy = example.main(["--epochs", "2", "--limit", "320", "--checkpoint", ckpt])
+    assert accuracy > 0.25, accuracy   # chance is 0.1
+    norm = model.layers[1]
+    assert norm.training and float(np.max(np.abs(np.asarray(norm.running_mean)))) > 0   # the updates came out
+    back = example.rune.load(ckpt, like=example.make_model(example.nx.random.key(1)))   # state saved with the rest
+    np.testing.assert_array_equal(np.asarray(back.layers[1].running_var), np.asarray(norm.running_var))
