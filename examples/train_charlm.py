@@ -12,8 +12,9 @@ needs no download: the .py files next to `os.py`, in sorted order, up to
 The model, made of `rune.nn` modules: token and position embeddings
 (`nn.Embedding`), --layers pre-norm blocks (`Block`: `nn.LayerNorm`, causal
 `nn.MultiHeadAttention`, `nn.LayerNorm`, a GELU MLP of two `nn.Linear`), a final layer norm
-and a linear read-out. AdamW with a warm-up then cosine-decaying learning rate
-and global-norm clipping (`rune.optim`); one jitted function per training
+and a linear read-out. AdamW with a warm-up then cosine-decaying learning rate,
+global-norm clipping and weight decay on the matrices only (a mask leaves the
+biases and layer norms alone) (`rune.optim`); one jitted function per training
 step. `--compute-dtype bfloat16` runs the passes in bfloat16 under
 `nn.Policy(param="float32", compute="bfloat16", output="float32")`.
 
@@ -138,13 +139,21 @@ def loss_fn(model, windows):
     return nx.mean(nn.cross_entropy(model(windows[:, :-1]), windows[:, 1:]))
 
 
+def decay_mask(params):
+    """True for the weight matrices and embeddings (two axes or more), False for
+    the biases and the layer norms' scales and offsets, which weight decay would
+    only pull towards 0 (GPT-2's and nanoGPT's choice)."""
+    return rune.tree.map(lambda p: p.ndim >= 2, params)
+
+
 def make_optimizer(lr, steps, weight_decay):
     """AdamW after global-norm clipping, its rate warming up over the first tenth of
-    the steps then decaying (cosine) to lr / 10; (optimizer, schedule)."""
+    the steps then decaying (cosine) to lr / 10, its weight decay on the matrices
+    only (`decay_mask`); (optimizer, schedule)."""
     warmup = max(steps // 10, 1)
     schedule = optim.warmup_cosine(0.0, lr, warmup, max(steps, warmup + 1), end_value=lr / 10)
-    return optim.chain(optim.clip_by_global_norm(1.0),
-                       optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay)), schedule
+    adamw = optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay, mask=decay_mask)
+    return optim.chain(optim.clip_by_global_norm(1.0), adamw), schedule
 
 
 def make_step(optimizer):
