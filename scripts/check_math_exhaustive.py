@@ -49,7 +49,7 @@ REFERENCE = {
     "cosh": ("cosh(x)", mpmath.cosh), "asin": ("asin(x)", mpmath.asin), "acos": ("acos(x)", mpmath.acos),
     "atan": ("atan(x)", mpmath.atan), "asinh": ("asinh(x)", mpmath.asinh),
     "acosh": ("acosh(x)", mpmath.acosh), "atanh": ("atanh(x)", mpmath.atanh),
-    "cbrt": ("cbrt(x)", mpmath.cbrt), "logistic": ("1.0 / (1.0 + exp(-x))", lambda x: 1 / (1 + mpmath.exp(-x))),
+    "erf": ("erf(x)", mpmath.erf), "erfc": ("erfc(x)", mpmath.erfc), "cbrt": ("cbrt(x)", mpmath.cbrt), "logistic": ("1.0 / (1.0 + exp(-x))", lambda x: 1 / (1 + mpmath.exp(-x))),
 }
 
 HARNESS = r"""

@@ -21,10 +21,10 @@ UNARY = {
     "log10": "rn_log10f", "log1p": "rn_log1pf", "sin": "rn_sinf", "cos": "rn_cosf", "tan": "rn_tanf",
     "tanh": "rn_tanhf", "sinh": "rn_sinhf", "cosh": "rn_coshf", "asin": "rn_asinf", "acos": "rn_acosf",
     "atan": "rn_atanf", "asinh": "rn_asinhf", "acosh": "rn_acoshf", "atanh": "rn_atanhf",
-    "cbrt": "rn_cbrtf", "logistic": "rn_logisticf",
+    "erf": "rn_erff", "erfc": "rn_erfcf", "cbrt": "rn_cbrtf", "logistic": "rn_logisticf",
 }
 # (float, float) -> float
-BINARY = {"atan2": "rn_atan2f", "hypot": "rn_hypotf"}
+BINARY = {"atan2": "rn_atan2f", "hypot": "rn_hypotf", "pow": "rn_powf", "logaddexp": "rn_logaddexpf"}
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,7 @@
 RN_TABLE uint32_t rn_expf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_exp2f_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_expm1f_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_logf_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_logf_fix[] = {0x3c413d3au, 0xc08e158fu, 0x41178febu, 0x400fe5e7u, 0x4c5d65a5u, 0x418f034bu, 0x65d890d3u, 0x4254d1f9u, 0x6f31a8ecu, 0x42845a89u, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_log2f_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_log10f_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_log1pf_fix[] = {0xffffffffu, 0};
@@ -21,5 +21,7 @@ RN_TABLE uint32_t rn_atanf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_asinhf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_acoshf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_atanhf_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_erff_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_erfcf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_cbrtf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_logisticf_fix[] = {0xffffffffu, 0};
