@@ -36,3 +36,12 @@ from .schedules import (constant, constant_schedule, cosine_decay, cosine_decay_
                         piecewise_constant_schedule, piecewise_interpolate, piecewise_interpolate_schedule,
                         warmup_cosine, warmup_cosine_decay_schedule)
 from .wrappers import MultiSteps, MultiStepsState, MultiTransformState, multi_transform
+
+# Checkpoints name a state's class by module and qualified name (rune.save's metadata,
+# matched by rune.load's classes=): the classes keep the public module's name, as they
+# had before rune.optim was split into modules, so saved files still load.
+for _cls in (EmaState, EmptyState, GradientTransformation, MaskedNode, MaskedState, ScaleByScheduleState,
+             TraceState, FactoredState, ScaleByAdamState, ScaleByLionState, ScaleByRmsState, ScaleByRssState,
+             ScaleByStddevState, MultiStepsState, MultiTransformState):
+    _cls.__module__ = __name__
+del _cls
