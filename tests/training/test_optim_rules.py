@@ -263,3 +263,39 @@ def test_one_cycle_schedules():
     sched = optim.cosine_onecycle(4, 0.5)
     rates = [float(sched(t)) for t in range(5)]
     _check(optim.sgd(sched), lambda p, g, s, t: p - rates[t - 1] * g, jit=True)
+
+
+# ---------------------------------------------------------------- half precision
+
+HALF_CASES = {
+    "rmsprop": lambda: optim.rmsprop(0.01, momentum=0.9, centered=True),
+    "adagrad": lambda: optim.adagrad(0.05),
+    "lion": lambda: optim.lion(0.01, weight_decay=0.1),
+    "lamb": lambda: optim.lamb(0.01, weight_decay=0.01),
+    "adafactor": lambda: optim.adafactor(0.05, min_dim_size_to_factor=2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HALF_CASES))
+def test_bfloat16_parameters_keep_their_dtype_and_follow_float32(name):
+    # In bfloat16, 0.999 is 1 and 1e-8 vanishes next to 1: the arithmetic runs in float32,
+    # states and updates stay bfloat16. The reference: the same steps on float32
+    # parameters rounded to bfloat16 after each step.
+    rng = np.random.default_rng(2)
+    p0 = rng.uniform(-1, 1, (4, 3))
+    grads = [rng.standard_normal((4, 3)) for _ in range(3)]
+    opt = HALF_CASES[name]()
+    lr = 0.05
+    half, ref = nx.asarray(p0, nx.bfloat16), nx.asarray(nx.asarray(p0, nx.bfloat16), nx.float32)
+    s_half, s_ref = opt.init(half), opt.init(ref)
+    assert all(leaf.dtype in (nx.bfloat16, nx.int32) for leaf in rune.tree.leaves(s_half))
+    for g in grads:
+        g_half = nx.asarray(g, nx.bfloat16)
+        u_half, s_half = opt.update(g_half, s_half, half)
+        u_ref, s_ref = opt.update(nx.astype(g_half, nx.float32), s_ref, ref)
+        assert u_half.dtype == nx.bfloat16
+        half = optim.apply_updates(half, u_half)
+        ref = nx.astype(nx.astype(optim.apply_updates(ref, u_ref), nx.bfloat16), nx.float32)
+        got, want = np.asarray(nx.astype(half, nx.float32)), np.asarray(ref)
+        spacing = np.spacing(np.abs(want).astype(nx.bfloat16)).astype(np.float32)
+        assert np.all(np.abs(got - want) <= 2 * spacing + lr * 2 ** -5), (got, want)
