@@ -166,6 +166,8 @@ def _boundary(call):
     def __call__(self, *args, **kwargs):
         if _watchers:
             return _watchers[-1](lambda: _under_policy(call, self, args, kwargs), self, args, kwargs)
+        if self.__dict__.get("_policy") is None:    # the common case, without a further call
+            return call(self, *args, **kwargs)
         return _under_policy(call, self, args, kwargs)
     return __call__
 
