@@ -2,10 +2,13 @@
 and the compiler protocol every platform's kernels are built through.
 
 A backend knows nothing of traces, primitives or Arrays: it works on raw
-buffers (NumPy arrays on the host, CuPy arrays on a GPU) and primitive names.
-`rune.backends.backend_for(device)` returns the backend of a `Device`; every
-raw-buffer operation in rune goes through one of these methods. Every platform
-implements the same members with the same signatures (a test compares them).
+buffers (NumPy arrays on the host, CuPy arrays on a GPU, whatever another
+platform's backend makes) and primitive names. A platform is registered with
+`rune.backends.register_platform(name, load)`; `rune.backends.backend_for(device)`
+returns the backend of a `Device`; every raw-buffer operation in rune goes
+through one of these methods (tests/backends/test_third_platform.py runs rune on
+a platform whose buffers nothing else can read). Every platform implements the
+same members with the same signatures (a test compares them).
 
     impls(device)                 primitive name -> fn(*raws, **params) -> raw (or
                                   list of raws); the functions run on `device`
