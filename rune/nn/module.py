@@ -526,4 +526,18 @@ def apply(model, *args, **kwargs):
         stack.pop()
     if not updates:
         return out, model
-    return out, _map_modules(model, lambda m, new: new.replace(**updates[id(m)][1]) if id(m) in updates else new)
+    placed = set()
+
+    def place(m, new):
+        if id(m) not in updates:
+            return new
+        placed.add(id(m))
+        return new.replace(**updates[id(m)][1])
+    new_model = _map_modules(model, place)
+    lost = [type(m).__name__ for key, (m, _) in updates.items() if key not in placed]
+    if lost:
+        raise UsageError(f"nn.apply: {', '.join(lost)} updated its state but is not a module of the model given "
+                         f"to nn.apply: a copy made inside the call (by vmap, scan or checkpoint over "
+                         f"sub-modules, or a module built during the call) cannot hand its update back; "
+                         f"return the new state from such a body instead")
+    return out, new_model

@@ -171,6 +171,15 @@ def test_misuses_of_state_are_errors_that_say_what_to_do():
     with pytest.raises(rune.TreeError, match="Bad.count is declared nn.field\\(state=True\\)"):
         Bad(nx.ones(2), 3)
 
+    class Ensemble(nn.Module):      # BatchNorms stacked and run by vmap: copies, not the model's modules
+        norms: nn.BatchNorm
+
+        def __call__(self, x):
+            return rune.vmap(lambda norm, x: norm(x))(self.norms, x)
+    stacked = rune.vmap(lambda _: nn.BatchNorm(3))(nx.arange(2))
+    with pytest.raises(rune.UsageError, match="BatchNorm updated its state but is not a module of the model"):
+        nn.apply(Ensemble(stacked), nx.ones((2, 4, 3)))
+
 
 # ---------------------------------------------------------------- GroupNorm, InstanceNorm
 
