@@ -4,11 +4,17 @@
   dropout, pooling and initialisers, as `jax.nn` names them: composites of
   `rune.nx` functions with no rules of their own.
 - the Module machinery (rune/nn/module.py): `Module`, a pytree whose array
-  fields are its parameters; `partition`/`combine` to train a part.
-- layers by kind: linear.py (Linear, MLP), convolution.py (Conv),
-  embedding.py (Embedding), normalization.py (LayerNorm, RMSNorm),
-  stochastic.py (Dropout), attention.py (MultiHeadAttention), containers.py
-  (Sequential, Lambda); layer_helpers.py holds what they share.
+  fields are its parameters; `partition`/`combine` to train a part; state and
+  modes: `field(state=True)` (arrays that do not train), `trainable` (the
+  filter of the ones that do), `Module.train()`/`.eval()`, `update_state` and
+  `apply` (a call returning the model with its new state).
+- layers by kind: linear.py (Linear, MLP), convolution.py (Conv,
+  ConvTranspose), embedding.py (Embedding), normalization.py (LayerNorm,
+  RMSNorm, BatchNorm, GroupNorm, InstanceNorm), pooling.py (MaxPool, AvgPool,
+  AdaptiveAvgPool, GlobalAvgPool), stochastic.py (Dropout), attention.py
+  (MultiHeadAttention), containers.py (Sequential, Lambda); layer_helpers.py
+  holds what they share.
+- summarize.py: `summary(model, *example_args)`, a table of the layers.
 - losses (rune/nn/losses.py): regression, binary, distribution and NLL losses
   with reduction="none"|"sum"|"mean" (cross_entropy is in functional).
 - mixed precision (rune/nn/mixed_precision.py): `Policy` (dtypes of parameters,
