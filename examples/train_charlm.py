@@ -20,10 +20,12 @@ step. `--compute-dtype bfloat16` runs the passes in bfloat16 under
 
 The batches come from `rune.data.Loader` over every window of seq-len + 1
 characters of the text (a strided view, no copy), shuffled by key, a new order
-each epoch. Every step appends a line to a JSON-lines log (`rune.metrics.Logger`,
---log): loss, learning rate, step time, characters/s; the validation loss
-closes it. The loss is compared with the unigram entropy of the text (what a
-model that ignores context achieves) and a few lines are sampled at the end.
+each epoch; `--accumulate K` updates once every K batches, on their mean
+gradient (`optim.MultiSteps`). Every step appends a line to a JSON-lines log
+(`rune.metrics.Logger`, --log, and TensorBoard files with --tensorboard DIR):
+loss, learning rate, step time, characters/s; the validation loss closes it.
+The loss is compared with the unigram entropy of the text (what a model that
+ignores context achieves) and a few lines are sampled at the end.
 """
 import argparse
 import glob
@@ -146,14 +148,18 @@ def decay_mask(params):
     return rune.tree.map(lambda p: p.ndim >= 2, params)
 
 
-def make_optimizer(lr, steps, weight_decay):
+def make_optimizer(lr, steps, weight_decay, accumulate=1):
     """AdamW after global-norm clipping, its rate warming up over the first tenth of
-    the steps then decaying (cosine) to lr / 10, its weight decay on the matrices
-    only (`decay_mask`); (optimizer, schedule)."""
-    warmup = max(steps // 10, 1)
-    schedule = optim.warmup_cosine(0.0, lr, warmup, max(steps, warmup + 1), end_value=lr / 10)
+    the updates then decaying (cosine) to lr / 10, its weight decay on the matrices
+    only (`decay_mask`); with accumulate = k > 1, one update per k batches, on the
+    mean of their gradients (`optim.MultiSteps`: a batch k times larger in the
+    memory of one). steps counts batches; (optimizer, schedule of the update count)."""
+    updates = max(steps // accumulate, 1)
+    warmup = max(updates // 10, 1)
+    schedule = optim.warmup_cosine(0.0, lr, warmup, max(updates, warmup + 1), end_value=lr / 10)
     adamw = optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay, mask=decay_mask)
-    return optim.chain(optim.clip_by_global_norm(1.0), adamw), schedule
+    optimizer = optim.chain(optim.clip_by_global_norm(1.0), adamw)
+    return (optim.MultiSteps(optimizer, accumulate) if accumulate > 1 else optimizer), schedule
 
 
 def make_step(optimizer):
@@ -197,7 +203,10 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--weight-decay", type=float, default=0.01)
+    parser.add_argument("--weight-decay", type=float, default=0.01,
+                        help="AdamW's decoupled weight decay, on the weight matrices and embeddings only")
+    parser.add_argument("--accumulate", type=int, default=1, metavar="K",
+                        help="update once every K batches, on the mean of their gradients (default 1)")
     parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32",
                         help="the dtype of the forward and backward passes (parameters stay float32)")
     parser.add_argument("--max-chars", type=int, default=2_000_000)
@@ -207,6 +216,9 @@ def main(argv=None):
     parser.add_argument("--log-every", type=int, default=50, help="print the mean loss every this many steps")
     parser.add_argument("--log", default=os.path.join("checkpoints", "charlm.jsonl"),
                         help="the JSON-lines metrics log, one line per step (started afresh)")
+    parser.add_argument("--tensorboard", metavar="DIR",
+                        help="also write TensorBoard event files to DIR (needs tensorboardX: pip install "
+                             "'rune[tensorboard]')")
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="host BLAS threads (default 1: small matrices, often a busy machine)")
     args = parser.parse_args(argv)
@@ -234,7 +246,9 @@ def train(args):
     model = CharTransformer(nx.random.key(args.seed), len(lookup), args.seq_len, args.d_model, args.heads,
                             args.layers)
     model = rune.place(policy.apply(model), device)
-    optimizer, schedule = make_optimizer(args.lr, args.steps, args.weight_decay)
+    if args.accumulate < 1:
+        raise SystemExit(f"--accumulate must be at least 1, got {args.accumulate}")
+    optimizer, schedule = make_optimizer(args.lr, args.steps, args.weight_decay, args.accumulate)
     opt_state = optimizer.init(model)
     step = make_step(optimizer)
     evaluate = rune.jit(loss_fn)
@@ -245,7 +259,7 @@ def train(args):
     if os.path.exists(args.log):
         os.remove(args.log)
     chars = args.batch_size * args.seq_len
-    with metrics.Logger(args.log) as log:
+    with metrics.Logger(args.log, tensorboard=args.tensorboard) as log:
         start, first, recent = time.perf_counter(), None, []
         tick = start
         for i in range(1, args.steps + 1):
@@ -253,7 +267,9 @@ def train(args):
             loss = float(loss)
             now = time.perf_counter()
             seconds, tick = now - tick, now
-            log.log(i, loss=loss, lr=float(schedule(i - 1)), step_time=seconds, chars_per_s=chars / seconds)
+            # the rate of the update this batch's gradient goes into
+            lr = float(schedule((i - 1) // args.accumulate))
+            log.log(i, loss=loss, lr=lr, step_time=seconds, chars_per_s=chars / seconds)
             first = loss if first is None else first
             recent = (recent + [loss])[-args.log_every:]
             if i % args.log_every == 0 or i == args.steps:
