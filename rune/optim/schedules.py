@@ -61,9 +61,9 @@ def exponential_decay(init_value, transition_steps, decay_rate, transition_begin
     """init_value * decay_rate ** ((step - transition_begin) / transition_steps), the
     exponent floored with staircase, and held at 0 before transition_begin; with
     end_value, never past it (a floor when decaying, a ceiling when growing), as
-    optax.exponential_decay."""
-    if transition_steps <= 0:
-        raise ArgumentError(f"exponential_decay: transition_steps must be positive, got {transition_steps}")
+    optax.exponential_decay (which is constant when transition_steps <= 0)."""
+    if transition_steps <= 0:   # as optax: no decay at all
+        return constant(init_value)
 
     def schedule(step):
         t = nx.maximum(nx.asarray(step) - transition_begin, 0).astype(nx.float32) / transition_steps
