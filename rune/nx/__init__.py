@@ -11,23 +11,23 @@ from .creation import (arange, create, eye, full, full_like, identity, linspace,
                        scalar, zeros, zeros_like)
 from ..core.dtypes import (bfloat16, bool_, complex64, complex128, dtype, float16, float32, float64, int8,
                            int16, int32, int64, uint8, uint16, uint32, uint64)
-from .ops import (abs, acos, add, all, amax, amin, any, arctan2, argmax, argmin, array, asarray, asin,
-                  astype, atan, atan2, bitwise_and, bitwise_or, bitwise_xor, broadcast_arrays,
-                  broadcast_to, cast, ceil, clip, concatenate, cos, cosh, divide, dot, dot_general,
-                  dynamic_slice, dynamic_update_slice, einsum, equal, erf, exp, expand_dims, expm1,
-                  flip, floor, floor_divide, greater, greater_equal, inner, invert, isfinite, isnan,
-                  left_shift, less, less_equal, log, log1p, log_softmax, logical_and, logical_not,
-                  logical_or, logical_xor, logsumexp, matmul, max, maximum, mean, min, minimum,
-                  moveaxis, multiply, negative, not_equal, outer, pad, power, prod, ravel, reciprocal,
-                  remainder, reshape, right_shift, round, rsqrt, sigmoid, sign, sin, sinh, softmax,
-                  split, sqrt, square, squeeze, stack, std, stop_gradient, subtract, sum, swapaxes,
-                  take, tan, tanh, tensordot, transpose, var, vdot, where, real, imag, conj, angle,
-                  make_complex)
+from .conversion import array, asarray, astype, cast
+from .elementwise import (abs, acos, add, arctan2, asin, atan, atan2, bitwise_and, bitwise_or, bitwise_xor, ceil,
+                          clip, cos, cosh, divide, equal, erf, exp, expm1, floor, floor_divide, greater,
+                          greater_equal, invert, isfinite, isnan, left_shift, less, less_equal, log, log1p,
+                          logical_and, logical_not, logical_or, logical_xor, maximum, minimum, multiply, negative,
+                          not_equal, power, reciprocal, remainder, right_shift, round, rsqrt, sigmoid, sign, sin,
+                          sinh, sqrt, square, stop_gradient, subtract, tan, tanh, where)
+from .complex import angle, conj, imag, make_complex, real
+from .reductions import (all, amax, amin, any, argmax, argmin, count_nonzero, log_softmax, logsumexp, max, mean,
+                         min, prod, softmax, std, sum, var)
+from .shapes import (broadcast_arrays, broadcast_to, concatenate, diff, dynamic_slice, dynamic_update_slice,
+                     expand_dims, flip, matrix_transpose, meshgrid, moveaxis, pad, ravel, repeat, reshape, roll,
+                     split, squeeze, stack, swapaxes, take, take_along_axis, tile, transpose, tril, triu, unstack)
+from .contractions import dot, dot_general, einsum, inner, matmul, outer, tensordot, vdot, vecdot
 from .placement import from_dlpack, place
 from .mathfuncs import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, copysign, hypot, isinf, log2,
                         log10, logaddexp, nextafter, positive, signbit, trunc)
-from .manipulation import (count_nonzero, diff, matrix_transpose, meshgrid, repeat, roll, take_along_axis,
-                           tile, tril, triu, unstack, vecdot)
 from .sorting import argsort, cumprod, cumsum, cumulative_prod, cumulative_sum, sort
 from .dynamic import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .searching import searchsorted
@@ -57,11 +57,8 @@ _arraylike.register_functions(_SimpleNamespace(**vars(_ops), getitem=_indexing.g
 
 from . import linalg  # noqa: E402  (the standard's linalg extension, its primitives and their rules)
 from . import fft  # noqa: E402
-# The primitives under real, imag, conj and make_complex (functions of ops, whose
-# composites use them), with their rules.
-from . import complex as _complex  # noqa: E402,F401
 
-# The public API. The modules this package is built from (ops, creation, dtypes,
+# The public API. The modules this package is built from (conversion, elementwise, creation, dtypes,
 # array_api, ...) stay importable by their dotted paths but are not part of it.
 __all__ = [
     # submodules and the array type

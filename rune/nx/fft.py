@@ -39,7 +39,7 @@ from ..core.trace import bind
 from ..errors import ArgumentError, DTypeError
 from ..core import dtypes as dt
 from . import ops
-from .manipulation import roll
+from .shapes import roll
 from .rule_helpers import to_front
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn", "irfftn", "fftfreq",

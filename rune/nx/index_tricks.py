@@ -372,7 +372,7 @@ def choose(x, choices, out=None, mode="raise"):
     ops.check_out("choose", out)
     _check_mode("choose", mode, ("raise", "wrap", "clip"))
     if isinstance(choices, (Array, Tracer, np.ndarray)):  # an array: its first axis numbers the choices
-        from .manipulation import unstack
+        from .shapes import unstack
         choices = unstack(ops.asarray(choices)) if ops.asarray(choices).ndim else ()
     if not isinstance(choices, (list, tuple)) or not choices:
         raise ArgumentError(f"choose: choices must be a non-empty sequence of arrays (or an array of at least one "
@@ -578,7 +578,7 @@ def put_along_axis(x, indices, values, axis, inplace=True, mode=None):
     if idx.ndim != x.ndim:
         raise ShapeError(f"put_along_axis: indices of shape {idx.shape} must have the rank of x "
                          f"{x.shape}" + (" (flattened: axis=None)" if axis is None else ""))
-    from .manipulation import take_along_axis
+    from .shapes import take_along_axis
     n = x.shape[ax]
     idx = _widened(idx, x.size)
     idx = ops.where(ops.less(idx, 0), ops.add(idx, idx.dtype.type(n)), idx)

@@ -56,9 +56,10 @@ from ..core.trace import bind, common_device
 from ..errors import ArgumentError, NotDifferentiableError, ShapeError
 from ..core import dtypes as dt
 from . import ops
-from .manipulation import matrix_transpose, vecdot  # noqa: F401  (also names of this extension)
+from .shapes import matrix_transpose  # noqa: F401  (also names of this extension)
+from .contractions import vecdot  # noqa: F401
 from .host_values import concrete
-from .ops import matmul, tensordot  # noqa: F401
+from .contractions import matmul, tensordot  # noqa: F401
 from .rule_helpers import sum_terms, to_front
 
 __all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq",

@@ -18,7 +18,7 @@ from ..core.array import Array
 from ..core.trace import Tracer
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
 from . import ops
-from .manipulation import diff
+from .shapes import diff
 from .creation import arange, zeros_like
 from .exact_math import compiled_when_eager
 from .searching import searchsorted

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core import dtypes as dt
 from ..errors import ArgumentError, ShapeError
-from . import ops
+from . import ops, shapes
 
 _INDEX_MODES = ("edge", "wrap", "reflect", "symmetric")
 _STAT_MODES = ("maximum", "minimum", "mean", "median")
@@ -162,4 +162,4 @@ def _by_statistic(x, a, lo, hi, mode, stat):
     return _joined(x, a, parts[0], parts[1])
 
 
-ops._LATER["pad_mode"] = pad_with_mode   # what nx.pad calls for a mode other than "constant"
+shapes._LATER["pad_mode"] = pad_with_mode   # what nx.pad calls for a mode other than "constant"

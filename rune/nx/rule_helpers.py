@@ -2,7 +2,7 @@
 primitives (the nx family modules) and by the core rule tables
 (rune/transforms/autodiff/rules.py, rune/transforms/batching.py).
 
-Rules are ordinary `ops` code, so these sit in nx, below the transformations
+Rules are ordinary nx code, so these sit in nx, below the transformations
 that run them. They are plain functions: each module that defines a primitive
 writes and registers its own rules (rune/core/primitive.py's tables), calling
 these for the shared arithmetic.
@@ -15,7 +15,7 @@ operand's batch axis in front.
 import numpy as np
 
 from ..core.trace import bind
-from . import ops
+from . import elementwise, reductions, shapes
 
 
 def shape_of(x):
@@ -30,8 +30,8 @@ def unbroadcast(ct, shape):
     lead = ct.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
                                       if d == 1 and ct.shape[lead + i] != 1)
-    out = ops.sum(ct, axes) if axes else ct
-    return ops.reshape(out, shape)
+    out = reductions.sum(ct, axes) if axes else ct
+    return shapes.reshape(out, shape)
 
 
 def sum_terms(*terms):
@@ -42,13 +42,13 @@ def sum_terms(*terms):
         return None
     out = present[0]
     for t in present[1:]:
-        out = ops.add(out, t)
+        out = elementwise.add(out, t)
     return out
 
 
 def to_front(x, d):
     """`x` with batch axis `d` moved to axis 0."""
-    return x if d == 0 else ops.moveaxis(x, d, 0)
+    return x if d == 0 else shapes.moveaxis(x, d, 0)
 
 
 def elementwise_jvp(prim, partials, primals, tangents):
@@ -57,11 +57,11 @@ def elementwise_jvp(prim, partials, primals, tangents):
     for zero), summed and broadcast to the result's shape."""
     out = bind(prim, *primals)
     with np.errstate(all="ignore"):   # a partial of inf meets a zero tangent (where's unused branch): NaN meant
-        terms = [ops.multiply(t, d(*primals, out)) for t, d in zip(tangents, partials)
+        terms = [elementwise.multiply(t, d(*primals, out)) for t, d in zip(tangents, partials)
                  if t is not None and d is not None]
     if not terms:
         return out, None
-    return out, ops.broadcast_to(sum_terms(*terms), shape_of(out))
+    return out, shapes.broadcast_to(sum_terms(*terms), shape_of(out))
 
 
 def elementwise_vjp(partials, ct, ins, out, wants):
@@ -69,7 +69,7 @@ def elementwise_vjp(partials, ct, ins, out, wants):
     `elementwise_jvp`): the cotangent times each wanted operand's partial, summed
     down to that operand's shape."""
     with np.errstate(all="ignore"):   # a partial of inf meets a zero cotangent (where's unused branch): NaN meant
-        return tuple(None if d is None or not w else unbroadcast(ops.multiply(ct, d(*ins, out)), shape_of(v))
+        return tuple(None if d is None or not w else unbroadcast(elementwise.multiply(ct, d(*ins, out)), shape_of(v))
                      for v, d, w in zip(ins, partials, wants))
 
 
@@ -84,5 +84,5 @@ def elementwise_batch(prim, values, dims, size, **params):
             aligned.append(v)
         else:
             v = to_front(v, d)
-            aligned.append(ops.reshape(v, (size,) + (1,) * (rank - v.ndim + 1) + tuple(v.shape[1:])))
+            aligned.append(shapes.reshape(v, (size,) + (1,) * (rank - v.ndim + 1) + tuple(v.shape[1:])))
     return bind(prim, *aligned, **params), 0

@@ -19,11 +19,11 @@ from ..core import dtypes as dt
 from ..core.prims import P
 from ..core.trace import Tracer, bind
 from ..errors import ArgumentError, AxisError, DTypeError, ShapeError, UsageError
-from . import ops, padding  # noqa: F401  (padding: registers nx.pad's other modes)
+from . import elementwise, ops, padding  # noqa: F401  (padding: registers nx.pad's other modes)
 from .buffers import Array
 from .dynamic import nonzero
 from .host_values import concrete
-from .manipulation import tile
+from .shapes import tile
 from .transformations import vmap
 
 __all__ = ["append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "block", "column_stack", "copy",
@@ -32,7 +32,7 @@ __all__ = ["append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d", "b
            "fromiter", "fromfunction", "indices", "vectorize"]
 
 
-ops._LATER["nonzero"] = nonzero   # where(cond), the one-argument form
+elementwise._LATER["nonzero"] = nonzero   # where(cond), the one-argument form
 
 
 def _is_array(x):
