@@ -7,10 +7,12 @@ imports mpi4py: MPI starts in `initialize()` (or the first call that needs it).
 In a launched run of several ranks, importing rune makes an uncaught exception
 on any rank end every rank, even before MPI starts (see runtime.py).
 """
-from .collectives import all_gather, all_reduce, broadcast
+from .collectives import all_reduce, broadcast
+from .scatter import all_gather, reduce_scatter
 from .runtime import guard_launch as _guard_launch
 from .runtime import initialize as _initialize
 from .sharding import shard
+from .zero import FullyShard, clip_by_global_norm, fully_shard, sharded
 
 _guard_launch()
 
@@ -50,4 +52,4 @@ def barrier():
 
 
 __all__ = ["initialize", "rank", "size", "local_rank", "device", "barrier", "all_reduce", "broadcast",
-           "all_gather", "shard"]
+           "all_gather", "reduce_scatter", "shard", "sharded", "fully_shard", "FullyShard", "clip_by_global_norm"]

@@ -2,7 +2,6 @@
 the NumPy byte counts of what each test makes and drops (docs/distributed.md)."""
 import gc
 
-import numpy as np
 import pytest
 
 import rune

@@ -26,7 +26,10 @@ def test_signatures_and_defaults():
     assert sig == {"initialize": "()", "rank": "()", "size": "()", "local_rank": "()", "device": "()",
                    "barrier": "()",
                    "all_reduce": "(tree, op='sum')", "broadcast": "(tree, root=0)",
-                   "all_gather": "(x, axis=0)", "shard": "(n, epoch=0, seed=0)"}
+                   "all_gather": "(tree, axis=0, length=None)", "reduce_scatter": "(tree, op='sum', axis=0)",
+                   "shard": "(n, epoch=0, seed=0)", "sharded": "(optimizer, stage=2)",
+                   "fully_shard": "(module, reshard_after_forward=True)", "FullyShard": "(blocks_, layout)",
+                   "clip_by_global_norm": "(max_norm)"}
     assert issubclass(rune.DistributedError, rune.RuneError) and issubclass(rune.DistributedError, RuntimeError)
 
 
@@ -83,10 +86,10 @@ def test_argument_errors_name_what_was_expected():
         dist.all_reduce(nx.asarray([True]))
     with pytest.raises(rune.ArgumentError, match=r"root must be a rank in \[0, 1\), got 1"):
         dist.broadcast(nx.ones(2), root=1)
-    with pytest.raises(rune.ArgumentError, match="leaf 0 is 0-d"):
+    with pytest.raises(rune.ArgumentError, match="the leaf at the root is 0-d"):
         dist.all_gather(nx.asarray(1.0))
-    with pytest.raises(rune.ArgumentError, match=r"axis 2 is out of range for leaf 0 of shape \(2, 3\)"):
-        dist.all_gather(nx.ones((2, 3)), axis=2)
+    with pytest.raises(rune.ArgumentError, match=r"axis 2 is out of range for the leaf at \['w'\] of shape \(2, 3\)"):
+        dist.all_gather({"w": nx.ones((2, 3))}, axis=2)
     with pytest.raises(rune.ArgumentError, match="shard: n must be a non-negative int, got -1"):
         dist.shard(-1)
 
