@@ -52,6 +52,23 @@ class DeviceMemory:
         return f"DeviceMemory({self.held.dtype}{list(self.held.shape)})"
 
 
+class Exported:
+    """Twin memory handed out by another library as a DLPack producer (device type
+    kDLExtDev, 12): what `nx.from_dlpack` meets."""
+
+    def __init__(self, memory, index):
+        self.memory, self.index = memory, index
+
+    def __dlpack_device__(self):
+        return (KDL_EXT_DEV, self.index)
+
+    def __dlpack__(self, **kwargs):
+        raise TypeError("only the twin backend reads twin memory")
+
+
+KDL_EXT_DEV = 12
+
+
 def _held(x):
     """Arguments of the twin's table as the host's table takes them."""
     if isinstance(x, DeviceMemory):
@@ -99,6 +116,8 @@ class TwinBackend(Backend):
         return isinstance(obj, DeviceMemory)
 
     def from_foreign(self, obj, device):
+        if isinstance(obj, Exported):
+            return obj.memory   # zero copy, as CuPy takes a CUDA producer's buffer
         return obj if isinstance(obj, DeviceMemory) else self.from_host(np.asarray(obj), device)
 
     def full(self, shape, value, dtype, device):
@@ -147,7 +166,7 @@ BACKEND = TwinBackend()
 
 @pytest.fixture(scope="module", autouse=True)
 def twin():
-    register_platform(NAME, lambda: BACKEND)
+    register_platform(NAME, lambda: BACKEND, dlpack=(KDL_EXT_DEV,))
     yield BACKEND
     unregister_platform(NAME)
 
@@ -180,6 +199,15 @@ def test_placement_and_transfers_to_and_from_the_host_are_counted():
     np.testing.assert_array_equal(np.asarray(back), host * 2)
     np.testing.assert_array_equal(np.asarray(x), host)   # __array__ of a rune Array: through to_host
     assert nx.place(x, "twin:0") is x                    # already there: no copy
+
+
+def test_from_dlpack_takes_a_producer_of_twin_memory_where_it_lies():
+    memory = DeviceMemory(np.arange(5, dtype=np.int32))
+    x = nx.from_dlpack(Exported(memory, 1))
+    assert x.device.name == "twin:1" and _raw(x) is memory
+    np.testing.assert_array_equal(np.asarray(x), np.arange(5))
+    on_host = nx.from_dlpack(Exported(memory, 1), device="cpu")
+    assert on_host.device.name == "cpu:0" and isinstance(_raw(on_host), np.ndarray)
 
 
 def test_arrays_are_made_on_the_twin_by_default_device():
@@ -367,3 +395,48 @@ def test_rune_outside_its_backends_imports_no_cupy_or_cuda_module():
         for m in pattern.finditer(open(path).read()):
             found[rel] = m.group(1) or m.group(2)
     assert found == KNOWN_CUDA_IMPORTS
+
+
+# ---------------------------------------------------------------- collectives
+
+_RANKS_SCRIPT = """
+import numpy as np, rune, rune.distributed as dist
+from rune import nx
+from rune.backends import register_platform
+import test_third_platform as twin
+register_platform("twin", lambda: twin.BACKEND)
+rank, size = dist.rank(), dist.size()
+x = nx.asarray(np.arange(6, dtype=np.float32).reshape(2, 3) * (rank + 1), device="twin:0")
+k = nx.asarray(np.int32(rank + 10), device="twin:0")
+total, mean = dist.all_reduce(x, "sum"), dist.all_reduce({"x": x}, "mean")["x"]
+sent, gathered = dist.broadcast(k, root=1), dist.all_gather(x, axis=1)
+for out in (total, mean, sent, gathered):
+    assert out.device.name == "twin:0" and isinstance(out._raw, twin.DeviceMemory), out.device
+base = np.arange(6, dtype=np.float32).reshape(2, 3)
+factors = np.arange(1, size + 1, dtype=np.float32)
+np.testing.assert_array_equal(np.asarray(total), base * factors.sum())
+np.testing.assert_allclose(np.asarray(mean), base * factors.mean(), rtol=1e-6)
+assert int(sent) == 11
+np.testing.assert_array_equal(np.asarray(gathered), np.concatenate([base * f for f in factors], axis=1))
+print(f"OK rank {rank} of {size}")
+"""
+
+
+@pytest.mark.mpi
+def test_collectives_on_the_twin_go_through_the_hosts_mpi():
+    """The twin has no collective library of its own (Backend.communicator is None): two
+    ranks reduce, broadcast and gather its arrays through MPI on the host, each result
+    back in twin memory."""
+    import shutil
+    import subprocess
+    import sys
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = mpiexec if os.path.exists(mpiexec) else shutil.which("mpiexec")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "PMIX_", "MV2_", "HYDRA_"))}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.dirname(here), here, env.get("PYTHONPATH", "")])
+    done = subprocess.run([mpiexec, "-n", "2", sys.executable, "-c", _RANKS_SCRIPT], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=90)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    assert sorted(re.findall(r"OK rank (\d) of (\d)", out)) == [("0", "2"), ("1", "2")], out
