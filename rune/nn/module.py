@@ -172,8 +172,9 @@ def _boundary(call):
     return __call__
 
 
-# Observers of every module call while one is set: watcher(run, module, args,
-# kwargs) runs the call with run() and returns its output (nn.summary's; the
+# Observers of every module call while one is set (nn.summary's): watcher(run,
+# module, args, kwargs) runs the call with run() and returns its output, and
+# watcher.copied(copy, module) hears of the copy a policy makes for a call (the
 # watcher ignores the calls of other threads).
 _watchers = []
 
@@ -183,6 +184,8 @@ def _under_policy(call, module, args, kwargs):
     if policy is None:
         return call(module, *args, **kwargs)
     inner, args, kwargs = policy.cast_to_compute((module, args, kwargs))
+    if _watchers:
+        _watchers[-1].copied(inner, module)
     out = call(inner, *args, **kwargs)
     updates = _collecting()
     if updates:

@@ -6,6 +6,7 @@ import math
 import threading
 
 from .. import tree
+from ..errors import ArgumentError
 from . import module as machinery
 from .module import Module, apply, is_array, trainable
 
@@ -80,6 +81,37 @@ def _table(header, rows):
     return [line(header), rule] + [line(r) for r in rows] + [rule]
 
 
+class _Recorder:
+    """The watcher of module calls (see module.py's `_watchers`): a row per call
+    of this thread, in call order, each filled in when its call returns."""
+
+    def __init__(self, paths):
+        self.paths, self.rows, self.depth = paths, [], 0
+        self.thread = threading.get_ident()
+
+    def __call__(self, run, module, args, kwargs):
+        if threading.get_ident() != self.thread:
+            return run()
+        row = len(self.rows)
+        self.rows.append(None)
+        self.depth += 1
+        try:
+            out = run()
+        finally:
+            self.depth -= 1
+        params, state = _counts(module)
+        self.rows[row] = [self.paths.get(id(module), "?") or "(model)", "  " * self.depth + _describe(module),
+                          _shapes((args, kwargs)), _shapes(out), f"{params:,}", f"{state:,}"]
+        return out
+
+    def copied(self, copy, module):
+        """A policy's copy of `module` for a call: its modules take the paths of the originals."""
+        if threading.get_ident() == self.thread:
+            for c, m in zip(machinery._modules(copy), machinery._modules(module)):
+                if id(m) in self.paths:
+                    self.paths.setdefault(id(c), self.paths[id(m)])
+
+
 def summary(model, *args, **kwargs):
     """A table of the module calls `model(*args, **kwargs)` makes, outermost
     first, sub-layers indented under their parent: each call's path in the
@@ -90,26 +122,9 @@ def summary(model, *args, **kwargs):
     updates are dropped); pass the key a training-mode Dropout wants, or
     summarise `model.eval()`. Returns the table as a string: `print(nn.summary(model, x))`."""
     if not isinstance(model, Module):
-        raise TypeError(f"nn.summary: expected a Module, got {type(model).__name__}")
-    paths, rows, depth = _paths(model), [], [0]
-    thread = threading.get_ident()
-
-    def watch(run, module, call_args, call_kwargs):
-        if threading.get_ident() != thread:
-            return run()
-        row = len(rows)
-        rows.append(None)
-        depth[0] += 1
-        try:
-            out = run()
-        finally:
-            depth[0] -= 1
-        params, state = _counts(module)
-        path = paths.get(id(module), "?")
-        rows[row] = [path or "(model)", "  " * depth[0] + _describe(module),
-                     _shapes((call_args, call_kwargs)), _shapes(out), f"{params:,}", f"{state:,}"]
-        return out
-
+        raise ArgumentError(f"nn.summary: expected a Module (a model) and its example inputs, got a "
+                            f"{type(model).__name__} first")
+    watch = _Recorder(_paths(model))
     machinery._watchers.append(watch)
     try:
         apply(model, *args, **kwargs)
@@ -117,6 +132,6 @@ def summary(model, *args, **kwargs):
         machinery._watchers.remove(watch)
     params, state = _counts(model)
     nbytes = sum(x.dtype.itemsize * math.prod(x.shape) for x in tree.leaves(model) if is_array(x))
-    lines = _table(["path", "layer", "inputs", "outputs", "params", "state"], rows)
+    lines = _table(["path", "layer", "inputs", "outputs", "params", "state"], watch.rows)
     lines.append(f"parameters: {params:,} trainable, {state:,} state ({nbytes:,} bytes)")
     return "\n".join(lines)

@@ -306,6 +306,12 @@ def test_summary_lists_each_call_with_shapes_and_counts():
     assert "float32[2, 5, 5, 4]" in rows[".layers[1]"] and "float32[2, 2]" in rows[".layers[4]"]
     assert rows["(model)"].split()[-2:] == ["58", "8"]
     assert lines[-1] == "parameters: 58 trainable, 8 state (264 bytes)"
+    # under a policy the layers run as copies: the rows keep the paths of the originals
+    mixed = nn.summary(nn.Policy(compute="float16").apply(model), nx.ones((2, 5, 5, 1))).splitlines()
+    assert [line.split()[0] for line in mixed[2:-2]] == list(rows)
+    assert "float16[2, 5, 5, 4]" in mixed[4]
+    with pytest.raises(rune.ArgumentError, match="expected a Module"):
+        nn.summary(nx.ones(3))
 
 
 # ---------------------------------------------------------------- SyncBatchNorm across processes
