@@ -13,6 +13,7 @@ at one thread: it cannot be limited once jax has run); the second lets each use
 its default threads.
 """
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -22,7 +23,7 @@ import sys
 import numpy as np
 
 import rune
-from rune import nx, optim
+from rune import nn, nx, optim
 
 from .common import Row, jax, per_call_each, print_table, torch
 
@@ -117,10 +118,14 @@ def jax_digits_step():
     return lambda: step(params, zeros, zeros, 1.0, x, y)[3].block_until_ready()
 
 
-def rune_charlm_step():
+def rune_charlm_step(compute="float32"):
+    """examples/train_charlm.py's step; compute="bfloat16" runs the passes in bfloat16 as its
+    --compute-dtype does (nn.Policy: float32 parameters and outputs)."""
     lm = _example("train_charlm")
     vocab, seq = 100, 64
     model = lm.CharTransformer(nx.random.key(0), vocab, seq, d_model=64, heads=4, layers=2, hidden=256)
+    if compute != "float32":
+        model = nn.Policy(param="float32", compute=compute, output="float32").apply(model)
     opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(1e-3, weight_decay=0.01))
     state = opt.init(model)
     step = lm.make_step(opt)
@@ -128,8 +133,9 @@ def rune_charlm_step():
     return _carried(lambda m, s: step(m, s, tokens), model, state)
 
 
-def torch_charlm_step():
-    """The same transformer in PyTorch: pre-norm blocks, causal attention, tanh GELU, AdamW + clipping."""
+def torch_charlm_step(compute="float32"):
+    """The same transformer in PyTorch: pre-norm blocks, causal attention, tanh GELU, AdamW + clipping;
+    compute="bfloat16": the forward pass under torch.autocast (CPU, bfloat16; float32 parameters)."""
     vocab, seq, d, heads, layers = 100, 64, 64, 4, 2
     F = torch.nn.functional
 
@@ -168,7 +174,9 @@ def torch_charlm_step():
 
     def step():
         opt.zero_grad()
-        loss = F.cross_entropy(model(tokens[:, :-1]).reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=compute == "bfloat16"):
+            logits = model(tokens[:, :-1]).float()
+        loss = F.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -176,10 +184,12 @@ def torch_charlm_step():
     return step
 
 
-def jax_charlm_step():
+def jax_charlm_step(compute="float32"):
     """The same transformer in jax.numpy under jax.jit: pre-norm blocks, causal attention,
-    tanh GELU, global-norm clipping and AdamW written out."""
+    tanh GELU, global-norm clipping and AdamW written out; compute="bfloat16": the passes on
+    the parameters cast to bfloat16, the logits back to float32."""
     jnp = jax.numpy
+    low = jnp.dtype(compute)
     vocab, seq, d, heads, layers, hidden = 100, 64, 64, 4, 2, 256
     rng = np.random.default_rng(0)
 
@@ -205,17 +215,18 @@ def jax_charlm_step():
         b, t, _ = x.shape
         q, k, v = jnp.split((layer_norm(x, p["ln1"]) @ p["qkv"]).reshape(b, t, 3 * heads, d // heads), 3, axis=2)
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d // heads)
-        scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, jnp.finfo(jnp.float32).min)
+        scores = jnp.where(jnp.tril(jnp.ones((t, t), bool)), scores, jnp.finfo(low).min)
         x = x + jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, -1), v).reshape(b, t, d) @ p["out"]
         h = jax.nn.gelu(layer_norm(x, p["ln2"]) @ p["up"] + p["up_b"], approximate=True)
         return x + h @ p["down"] + p["down_b"]
 
     def loss(p, tokens):
+        p = jax.tree_util.tree_map(lambda a: a.astype(low), p)
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
         x = p["embed"][inputs] + p["position"][:inputs.shape[1]]
         for bp in p["blocks"]:
             x = block(x, bp)
-        logp = jax.nn.log_softmax(layer_norm(x, p["ln_f"]) @ p["readout"])
+        logp = jax.nn.log_softmax((layer_norm(x, p["ln_f"]) @ p["readout"]).astype(jnp.float32))
         return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], -1))
 
     tree = jax.tree_util
@@ -251,13 +262,21 @@ def where_the_time_goes(step, calls=20, top=8):
 
 
 SETTLE_SECONDS = 0.3   # the last library's idle threads spin a while (OpenBLAS ~0.1 s): let them stop
-MODELS = (("digits", "digits CNN train step (batch 32)"), ("charlm", "char transformer train step (32 x 64)"))
+MODELS = (("digits", "digits CNN train step (batch 32)"), ("charlm", "char transformer train step (32 x 64)"),
+          ("charlm_bf16", "GPT step, bf16 (the char transformer, 32 x 64, bfloat16 compute)"))
+
+
+def _makers(model):
+    """{library: the function making its step} of `model`."""
+    charlm = {"rune": rune_charlm_step, "torch": torch_charlm_step, "jax.jit": jax_charlm_step}
+    return {"digits": {"rune": rune_digits_step, "torch": torch_digits_step, "jax.jit": jax_digits_step},
+            "charlm": charlm,
+            "charlm_bf16": {name: functools.partial(make, "bfloat16") for name, make in charlm.items()}}[model]
 
 
 def _steps(model):
     """{library: step} of `model` for rune and every installed peer."""
-    makers = {"digits": {"rune": rune_digits_step, "torch": torch_digits_step, "jax.jit": jax_digits_step},
-              "charlm": {"rune": rune_charlm_step, "torch": torch_charlm_step, "jax.jit": jax_charlm_step}}[model]
+    makers = _makers(model)
     installed = {"rune": True, "torch": torch is not None, "jax.jit": jax is not None}
     return {name: make() for name, make in makers.items() if installed[name]}
 
@@ -306,12 +325,11 @@ def run():
     threaded = _rows(step_times(), ", default threads")
     print_table("the same steps, each library with its default threads", threaded, note=note)
     rows += threaded
-    rune_steps = {"digits": rune_digits_step, "charlm": rune_charlm_step}
     with _one_thread():
         for model, title in MODELS:
             print(f"\nwhere rune's {title.split(' train')[0]} step spends its time (rune.profile, 20 steps, "
                   "one BLAS thread):")
-            print(where_the_time_goes(rune_steps[model]()))
+            print(where_the_time_goes(_makers(model)["rune"]()))
     return rows
 
 

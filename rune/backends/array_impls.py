@@ -72,6 +72,9 @@ def numpy_quiet():
 def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_reads=True, matmul=None):
     """The primitive table on `xp` (see the module docstring); `matmul(a, b)`: the
     stacked matrix product dot_general ends in (default `xp.matmul`)."""
+    # a given matmul takes float16/bfloat16 operands as they are and returns their dtype,
+    # summed in float32 and rounded once (the host's: rune/backends/cpu/batched_matmul.py)
+    low_in_place = matmul is not None
     matmul = matmul or xp.matmul
     ndarray = xp.ndarray
 
@@ -274,8 +277,9 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
                 out = xp.multiply(xt.reshape(bshape + (m, 1)).astype(acc, copy=False),
                                   yt.reshape(bshape + (1, n)).astype(acc, copy=False))
         else:
-            out = matmul(xt.reshape(bshape + (m, k)).astype(acc, copy=False),
-                         yt.reshape(bshape + (k, n)).astype(acc, copy=False))
+            cast = acc if not low_in_place else x.dtype
+            out = matmul(xt.reshape(bshape + (m, k)).astype(cast, copy=False),
+                         yt.reshape(bshape + (k, n)).astype(cast, copy=False))
         return out.astype(x.dtype, copy=False).reshape(bshape + lshape + rshape)
 
     def iota(start, *, shape, dimension, device):

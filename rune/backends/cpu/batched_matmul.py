@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from . import threads
+from . import bf16_gemm, threads
 from ...errors import CompileError
 from .. import pipeline
 from .address import address
@@ -160,9 +160,16 @@ def _layout(x):
     return None
 
 
+_LOW = {np.dtype(np.float16), bf16_gemm.BFLOAT16}   # summed in float32, rounded once to their own dtype
+
+
 def matmul(a, b, compiler):
     """np.matmul(a, b) of stacks of one batch shape (or of two matrices), its bits
-    independent of the thread count (see the module's doc)."""
+    independent of the thread count (see the module's doc). float16 and bfloat16
+    operands give their own dtype, summed in float32 and rounded once: bfloat16 ones
+    on rune's own kernel (rune/backends/cpu/bf16_gemm.py), without a float32 copy."""
+    if a.dtype in _LOW and a.dtype == b.dtype:
+        return _low(a, b, compiler)
     if a.dtype not in _TYPES and b.dtype not in _TYPES:
         return np.matmul(a, b)   # NumPy's own loops (integers, objects): no BLAS
     if a.ndim < 2 or b.ndim < 2 or a.shape[:-2] != b.shape[:-2] or a.dtype != b.dtype:
@@ -177,6 +184,15 @@ def matmul(a, b, compiler):
     if entries is None or each * count < threads.BLAS_MIN_WORK or m == n == 1:
         return threads.serial_blas(np.matmul, a, b)   # one thread's work, or dots: one output each
     return _tiled(a, b, entries[a.dtype], m, k, n, count)
+
+
+def _low(a, b, compiler):
+    if a.dtype == bf16_gemm.BFLOAT16 and a.ndim >= 2 and b.ndim >= 2 and a.shape[:-2] == b.shape[:-2]:
+        out = bf16_gemm.matmul(a, b, compiler)
+        if out is not None:
+            return out
+    wide = matmul(a.astype(np.float32), b.astype(np.float32), compiler)   # (no C compiler, float16)
+    return wide.astype(a.dtype)
 
 
 def _small_products(a, b, compiler, m, k, n, count):
