@@ -24,8 +24,9 @@ A learning rate is a number or a schedule: any function of the step count
 """
 from .aliases import adafactor, adagrad, adam, adamw, lamb, lion, rmsprop, sgd
 from .basics import (EmaState, EmptyState, GradientTransformation, MaskedNode, MaskedState,
-                     ScaleByScheduleState, TraceState, add_decayed_weights, apply_updates, chain, clip, clip_by_block_rms, clip_by_global_norm,
-                     ema, incremental_update, masked, scale, scale_by_learning_rate, trace)
+                     ScaleByScheduleState, TraceState, add_decayed_weights, apply_updates, chain, clip,
+                     clip_by_block_rms, clip_by_global_norm, ema, incremental_update, masked, scale,
+                     scale_by_learning_rate, trace)
 from .scaling import (FactoredState, ScaleByAdamState, ScaleByLionState, ScaleByRmsState, ScaleByRssState,
                       ScaleByStddevState, scale_by_adam, scale_by_factored_rms, scale_by_lion,
                       scale_by_param_block_rms, scale_by_rms, scale_by_rss, scale_by_stddev,

@@ -1,8 +1,6 @@
 """The optimizers: chains of the pieces in `basics` and `scaling`, with optax's
 argument names and defaults (where rune's design names them, its own)."""
-from .basics import add_decayed_weights, chain, scale, scale_by_learning_rate, trace
-from .basics import ema as _ema
-from .basics import clip_by_block_rms
+from .basics import add_decayed_weights, chain, clip_by_block_rms, ema, scale, scale_by_learning_rate, trace
 from .scaling import (scale_by_adam, scale_by_factored_rms, scale_by_lion, scale_by_param_block_rms,
                       scale_by_rms, scale_by_rss, scale_by_stddev, scale_by_trust_ratio)
 
@@ -78,7 +76,7 @@ def adafactor(learning_rate=None, min_dim_size_to_factor=128, decay_rate=0.8, de
     if multiply_by_parameter_scale:
         parts.append(scale_by_param_block_rms())
     if momentum is not None:
-        parts.append(_ema(momentum, debias=False))
+        parts.append(ema(momentum, debias=False))
     if weight_decay_rate is not None:
         parts.append(add_decayed_weights(weight_decay_rate, weight_decay_mask))
     parts.append(scale(-1))

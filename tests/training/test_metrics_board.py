@@ -54,7 +54,8 @@ def test_tensorboard_event_files_hold_the_logged_scalars_and_a_resume_purges_the
     path, board = str(tmp_path / "log.jsonl"), tmp_path / "board"
     with metrics.Logger(path, tensorboard=str(board)) as log:
         for step in range(1, 7):
-            log.log(step, loss=nx.asarray(1.0 / step, nx.float64), lr=0.1, diverged=step == 6, note="text is not a scalar")
+            log.log(step, loss=nx.asarray(1.0 / step, nx.float64), lr=0.1, diverged=step == 6,
+                    note="text is not a scalar")
         log.log(6, nan=float("nan"), inf=math.inf)
     # stopped after step 6, resumed from the checkpoint of step 3: steps 4.. are logged again
     with metrics.Logger(path, resume_step=3, tensorboard=str(board)) as log:
