@@ -38,12 +38,14 @@ class Platform:
                 rune/compiler/target.py), or None: no such plans.
     absent()    why it shows no device here (for the error naming one).
     too_few(n)  why its device N >= n does not exist when n of them do.
+    emulator()  the class that builds its dialect's kernels for the host and runs them
+                (`jitted.emulate`, rune/compiler/emulation.py), or None.
     """
-    __slots__ = ("name", "load", "dlpack", "dialect", "absent", "too_few")
+    __slots__ = ("name", "load", "dlpack", "dialect", "absent", "too_few", "emulator")
 
-    def __init__(self, name, load, *, dlpack=(), dialect=None, absent=None, too_few=None):
+    def __init__(self, name, load, *, dlpack=(), dialect=None, absent=None, too_few=None, emulator=None):
         self.name, self.load, self.dlpack = name, load, tuple(dlpack)
-        self.dialect = dialect
+        self.dialect, self.emulator = dialect, emulator
         self.absent = absent or (lambda: f"no {name} device is visible")
         self.too_few = too_few or (lambda n: f"only {n} {name} device(s) exist")
 
@@ -156,6 +158,17 @@ def kernel_dialect(target):
     cannot render so."""
     found = _PLATFORMS.get(target)
     return None if found is None or found.dialect is None else found.dialect()
+
+
+def emulator_for(target):
+    """The class building `target`'s kernels for the host (`Library(prelude, units)`,
+    rune/backends/cuda/emulator), for `jitted.emulate(target=...)`."""
+    found = _PLATFORMS.get(target)
+    if found is None or found.emulator is None:
+        named = " or ".join(f'"{p.name}"' for p in _PLATFORMS.values() if p.emulator is not None)
+        raise DeviceError(f"emulate(target={target!r}): rune emulates no kernels for this target; "
+                          f"expected {named}")
+    return found.emulator()
 
 
 def target_names():

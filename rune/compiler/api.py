@@ -479,13 +479,30 @@ class Jitted:
             entry = self._compile(key, leaves, args, kwargs)
         return entry.plan
 
-    def _target_plan(self, target, args, kwargs):
+    def _target_plan(self, target, args, kwargs, structure=False):
         args, kwargs = tree.map(lambda v: _SpecLeaf(v) if isinstance(v, Spec) else v, (args, kwargs),
                                 is_leaf=lambda v: isinstance(v, Spec))
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves = [x if type(x) is _SpecLeaf else self._leaf(x) for x in tree.leaves((dyn_args, dyn_kwargs))]
-        program = self._stage(leaves, args, kwargs)[0]
-        return Plan(program, target, self.device or _default.stack[-1])
+        program, out_struct = self._stage(leaves, args, kwargs)
+        plan = Plan(program, target, self.device or _default.stack[-1])
+        return (plan, leaves, out_struct) if structure else plan
+
+    def emulate(self, *args, target="cuda", **kwargs):
+        """The function's results computed by the kernels `target` (a GPU platform) would
+        run, emulated on the host: the plan `plan(*args, target=target)` with its kernels
+        built for the host's C++ compiler (g++) and run launch by launch, every CUDA
+        thread a host thread (rune/compiler/emulation.py). Arguments are concrete arrays;
+        the results are host Arrays in the function's output structure. A CI without a
+        GPU checks a program's GPU kernels this way; it is slow (small inputs only)."""
+        if any(isinstance(v, Spec) for v in tree.leaves((args, kwargs), is_leaf=lambda v: isinstance(v, Spec))):
+            raise ArgumentError(f"emulate: expected concrete arrays to run on, got a rune.Spec; "
+                                f"use plan(..., target={target!r}) to inspect kernels from shapes alone")
+        from .emulation import emulate as run_emulated   # the emulator is built on first use only
+        plan, leaves, out_struct = self._target_plan(target, args, kwargs, structure=True)
+        host = [np.asarray(leaf) for leaf in leaves]
+        outs = [Array(np.array(o), get_device("cpu"), False) for o in run_emulated(plan, host, target)]
+        return tree.unflatten(out_struct, outs)
 
     def clear_cache(self):
         """Forget every traced signature: the next call traces again."""
@@ -540,6 +557,9 @@ class _Bound:
 
     def plan(self, *args, target=None, **kwargs):
         return self.jitted.plan(self.obj, *args, target=target, **kwargs)
+
+    def emulate(self, *args, target="cuda", **kwargs):
+        return self.jitted.emulate(self.obj, *args, target=target, **kwargs)
 
     def __getattr__(self, name):  # __name__, __doc__, clear_cache, cache, ...
         return getattr(self.jitted, name)

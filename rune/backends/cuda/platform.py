@@ -27,7 +27,12 @@ def _absent():
     return f"no GPU is visible: {found}" if found else "no GPU is visible (CuPy is missing or finds no device)"
 
 
+def _emulator():
+    from .emulator import Library
+    return Library
+
+
 def describe():
     """The registration of CUDA GPUs: DLPack's kDLCUDA, the CUDA dialect for plans."""
-    return dict(load=_load, dlpack=(2,), dialect=_dialect, absent=_absent,
+    return dict(load=_load, dlpack=(2,), dialect=_dialect, absent=_absent, emulator=_emulator,
                 too_few=lambda n: f"only {n} GPU(s) are visible")

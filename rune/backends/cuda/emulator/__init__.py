@@ -1,0 +1,120 @@
+"""rune's CUDA kernels run on the host: the emulation header (cuda_emu.h, with
+the slices of cuda_fp16.h / cuda_bf16.h the kernels use beside it) and a g++
+build of many units into one shared library, cached on disk beside the kernel
+cache (keyed by its source, so a machine builds each set of kernels once).
+
+The CUDA dialect's kernels are compiled as C++ against CUDA's execution model
+written out on the host: blocks run one after another, a block's threads are
+real threads, `__syncthreads` is a barrier, warp shuffles go through a per-warp
+exchange (cuda_emu.h). Each CUDA thread is a host thread, so an emulated launch
+costs ~10 us per thread: the emulation is for checking a program's kernels on
+small inputs, not for running it (`jitted.emulate`, rune/compiler/emulation.py).
+The library is built with UBSan's alignment check: a kernel that reads or writes
+a value at an address its type's alignment forbids (a fault on a GPU) fails its
+launch with `MisalignedAccess`, naming the kernel, the address and the line.
+"""
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from ... import disk_cache
+from ....errors import CompileError, RuneError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HEADERS = ("cuda_emu.h", "cuda_fp16.h", "cuda_bf16.h")
+# compiled with UBSan's alignment check, whose handlers cuda_emu.h defines (so linked without
+# UBSan's runtime); no contraction, as the CUDA dialect is compiled (--fmad=false)
+FLAGS = ("-std=c++20", "-O1", "-fPIC", "-pthread", "-ffp-contract=off", "-fno-math-errno",
+         "-fsanitize=alignment", "-fno-sanitize-recover=alignment", "-w", f"-I{HERE}")
+LINK = ("-shared", "-pthread")
+
+
+def compiler():
+    """The C++ compiler the emulation is built with (g++, C++20), or None."""
+    return shutil.which("g++")
+
+
+class MisalignedAccess(RuneError):
+    """An emulated kernel read or wrote a value at an address its type's alignment
+    forbids (on a GPU: cudaErrorMisalignedAddress, which ends the CUDA context)."""
+
+
+def _header_text():
+    return "".join(open(os.path.join(HERE, f)).read() for f in HEADERS)
+
+
+def _launcher(launch):
+    """An `extern "C"` entry emu_<kernel>(grid, block, args) running the kernel on the host."""
+    # a pointer parameter is passed as itself, a scalar as a pointer to its value (as cuLaunchKernel)
+    casts = ", ".join(f"({t})a[{i}]" if "*" in t else f"*({t} *)a[{i}]" for i, (t, _) in enumerate(launch.params))
+    return (f"static void body_{launch.name}(void **a) {{ {launch.name}({casts}); }}\n"
+            f'extern "C" void emu_{launch.name}(unsigned grid, unsigned block, void **a) {{\n'
+            f"  rn_emu_launch(grid, block, body_{launch.name}, a);\n}}")
+
+
+class Library:
+    """The emulated kernels of many units, built once: `launch(launch, grid, block, buffers)`,
+    with the memory interface a plan runner drives (upload, alloc, download)."""
+
+    def __init__(self, prelude, units):
+        """`units`: [(unit text, [CudaKernel])] rendered by one dialect (whose `prelude` this is)."""
+        cxx = compiler()
+        if cxx is None:
+            raise CompileError("the CUDA emulation needs g++ (C++20) on PATH; none was found")
+        seen, texts, entries = set(), [], []
+        for text, kernels in units:
+            if text in seen:
+                continue
+            seen.add(text)
+            texts.append(text)
+            # a function launched several times (a sort's passes) gets one entry
+            entries += list(dict.fromkeys(_launcher(ln) for k in kernels for ln in k.launches))
+        source = '#include "cuda_emu.h"\n' + prelude + "\n\n".join(texts + entries) + "\n"
+        key = hashlib.sha256((_header_text() + " ".join(FLAGS + LINK) + source).encode()).hexdigest()[:24]
+        folder = os.path.join(os.path.dirname(disk_cache.directory()), "cuda-emu")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, key + ".so")
+        if not os.path.exists(path):
+            with tempfile.TemporaryDirectory(prefix="rune-cuda-emu-") as tmp:
+                src, obj, lib = (os.path.join(tmp, f"unit.{e}") for e in ("cpp", "o", "so"))
+                with open(src, "w") as f:
+                    f.write(source)
+                proc = subprocess.run([cxx, *FLAGS, "-c", "-o", obj, src], capture_output=True, text=True)
+                if not proc.returncode:
+                    proc = subprocess.run([cxx, *LINK, "-o", lib, obj], capture_output=True, text=True)
+                if proc.returncode:
+                    numbered = "\n".join(f"{i + 1:5d} {ln}" for i, ln in enumerate(source.splitlines()))
+                    raise CompileError(f"g++ could not build the emulated kernels:\n{proc.stderr[-6000:]}\n"
+                                       f"--- source ---\n{numbered}")
+                if not os.path.exists(path):   # another process may have built it meanwhile
+                    os.replace(lib, path)
+        self.lib = ctypes.CDLL(path)
+        self.lib.rn_emu_fault.restype = ctypes.c_char_p
+
+    def upload(self, a):
+        """As a stretch passes an input: a contiguous array (a view included) as it is."""
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+    def alloc(self, dtype, shape):
+        """Garbage, as fresh GPU memory holds: a kernel must write what it stores."""
+        a = np.empty(shape, dtype)
+        a.reshape(-1).view(np.uint8).fill(0xA5)
+        return a
+
+    def download(self, buf, dtype, shape):
+        return buf.reshape(shape)
+
+    def launch(self, launch, grid, block, buffers):
+        fn = getattr(self.lib, f"emu_{launch.name}")
+        fn.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+        fn.restype = None
+        array = (ctypes.c_void_p * max(len(buffers), 1))(*[b.ctypes.data for b in buffers])
+        fn(grid, block, array)
+        fault = self.lib.rn_emu_fault().decode()
+        if fault:
+            raise MisalignedAccess(f"kernel {launch.name} (grid {grid}, block {block}): {fault}")
