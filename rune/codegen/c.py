@@ -20,7 +20,7 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 """
 import math
 
-from . import complexc, rows
+from . import complexc, mathlib, rows
 from .cstyle import CStyle, RenderedUnit, unit_name
 from .expressions import COSTLY_OPS, kind
 from .helpers import c_helpers, index_helpers, read
@@ -106,7 +106,7 @@ class CDialect(CStyle):
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
         return (_C_PRELUDE + "\n".join(decls) + "\n" + c_helpers() + complexc.helpers()
-                + index_helpers())
+                + index_helpers() + mathlib.source())
 
     def kernel(self, kernel, name, row=None):
         """`kernel` as a C function `name(void **b)`; with `row` (rune/codegen/rows.py),

@@ -82,7 +82,7 @@ import math
 import numpy as np
 
 from ..errors import ArgumentError
-from . import complexc
+from . import complexc, mathlib
 from .cstyle import CStyle, Half, RenderedUnit, unit_name
 from .expressions import RULES, is_float, kind
 from .helpers import c_helpers, index_helpers, read
@@ -188,7 +188,7 @@ class CudaDialect(CStyle):
         return super().expression(node, args)
 
     def prelude(self):
-        return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers()
+        return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers() + mathlib.source()
 
     # -------------------------------------------------------------- units
 

@@ -18,7 +18,7 @@ functions rules call (rn_floordiv_*, rn_f2i_*, ...) are in the prelude
 """
 import numpy as np
 
-from . import complexc
+from . import complexc, mathlib
 
 # ---------------------------------------------------------------- the IR op vocabulary
 # Per-point ops (one `Node` per point; a primitive's name where it is one, so an
@@ -298,10 +298,9 @@ _REAL_RULES = {
     "tan": _unary_float("tan"), "tanh": _unary_float("tanh"), "sinh": _unary_float("sinh"),
     "cosh": _unary_float("cosh"), "asin": _unary_float("asin"), "acos": _unary_float("acos"),
     "atan": _unary_float("atan"), "erf": _unary_float("erf"), "logistic": _logistic,
-    # the target's math library, as every function above: glibc's, or CUDA's (whose guide
-    # bounds log2f, log2 and log10 by 1 ulp, log10f by 2); not correctly rounded, and
-    # within 2 ulp of NumPy's (tests/codegen/test_codegen.py). 16-bit floats compute in float32
-    # and round once.
+    # float64: the target's math library, as every function above: glibc's, or CUDA's (whose
+    # guide bounds log2 and log10 by 1 ulp); not correctly rounded. float32 and 16-bit floats
+    # (computed in float32, rounded once): rune's correctly rounded library (_float32_library).
     "log2": _unary_float("log2"), "log10": _unary_float("log10"),
     "asinh": _unary_float("asinh"), "acosh": _unary_float("acosh"), "atanh": _unary_float("atanh"),
     "floor": _unary_float("floor"), "ceil": _unary_float("ceil"), "trunc": _unary_float("trunc"),
@@ -322,6 +321,22 @@ _REAL_RULES = {
     "select": _select, "convert": _convert,
     "index": _index, "random_bits": _random_bits,
 }
+
+
+def _float32_library(op, rule):
+    """`rule`, except where the op computes in float32 (float32, and 16-bit floats,
+    which round the float32 result once on store): rune's correctly rounded library
+    (mathlib.py), the same bits in both dialects."""
+    fname = mathlib.function(op)
+
+    def library_rule(r, node, a, dts):
+        if kind(node.dtype) in "hf" and r.compute_type(node.dtype) == "float":
+            return f"{fname}({', '.join(a)})"
+        return rule(r, node, a, dts)
+    return library_rule
+
+
+_REAL_RULES.update({op: _float32_library(op, _REAL_RULES[op]) for op in _REAL_RULES if mathlib.function(op)})
 
 
 def _complex_aware(op):

@@ -3,7 +3,7 @@
    of a nearby midpoint, each with its correctly rounded result (bits), sorted by
    input, ending in an unused pair (docs/numerics.md). */
 RN_TABLE uint32_t rn_expf_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_exp2f_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_exp2f_fix[] = {0x3b429d37u, 0x3f804385u, 0xbcf3a937u, 0x3f7ac6b1u, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_expm1f_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_logf_fix[] = {0x3c413d3au, 0xc08e158fu, 0x41178febu, 0x400fe5e7u, 0x4c5d65a5u, 0x418f034bu, 0x65d890d3u, 0x4254d1f9u, 0x6f31a8ecu, 0x42845a89u, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_log2f_fix[] = {0xffffffffu, 0};
