@@ -58,10 +58,14 @@ _POOLS = {HOST: _HOST}   # platform -> its devices, for the registry's version i
 _SEEN = [registry_version()]
 
 
+_NAMED = {}   # a name get_device resolved -> its Device, for the registry's version in _SEEN
+
+
 def _pool(platform):
     """The devices of a registered `platform` (its backend's `device_count`)."""
     if _SEEN[0] != registry_version():   # a platform was registered or forgotten: list again
         _POOLS.clear()
+        _NAMED.clear()
         _POOLS[HOST] = _HOST
         _SEEN[0] = registry_version()
     pool = _POOLS.get(platform)
@@ -84,6 +88,9 @@ def get_device(spec):
         return spec
     if not isinstance(spec, str):
         raise DeviceError(f"expected a Device or a name like 'cpu' or 'cuda:0', got {spec!r}")
+    found = _NAMED.get(spec)   # a name met before (most are): no parsing
+    if found is not None and _SEEN[0] == registry_version():
+        return found
     name, _, index = spec.partition(":")
     known = platform(name)
     if known is None or (index and not index.isdigit()):
@@ -95,6 +102,7 @@ def get_device(spec):
     if i >= len(pool):
         why = known.too_few(len(pool)) if pool else known.absent()
         raise DeviceError(f"device {spec!r} is not available: {why}")
+    _NAMED[spec] = pool[i]
     return pool[i]
 
 

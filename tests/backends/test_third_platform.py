@@ -164,9 +164,13 @@ class TwinUploader:
 BACKEND = TwinBackend()
 
 
+def _register():
+    register_platform(NAME, lambda: BACKEND, dlpack=(KDL_EXT_DEV,))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def twin():
-    register_platform(NAME, lambda: BACKEND, dlpack=(KDL_EXT_DEV,))
+    _register()
     yield BACKEND
     unregister_platform(NAME)
 
@@ -182,6 +186,18 @@ def test_the_twin_is_listed_and_its_devices_are_distinct_places():
     assert rune.devices()[0].name == "cpu:0" and backend_for(rune.devices(NAME)[1]) is BACKEND
     with pytest.raises(rune.DeviceError, match=r"'twin:2' is not available: only 2 twin device\(s\) exist"):
         nx.asarray([1.0], device="twin:2")
+
+
+def test_a_forgotten_platform_has_no_devices_and_names_are_looked_up_again():
+    assert rune.core.devices.get_device("twin:1").platform == NAME   # a name resolved once is remembered
+    unregister_platform(NAME)
+    try:
+        assert rune.devices(NAME) == [] and NAME not in {d.platform for d in rune.devices()}
+        with pytest.raises(rune.DeviceError, match=r"unknown device 'twin:1'; expected 'cpu', 'cuda'"):
+            nx.asarray([1.0], device="twin:1")
+    finally:
+        _register()
+    assert rune.core.devices.get_device("twin:1").name == "twin:1"
 
 
 def test_placement_and_transfers_to_and_from_the_host_are_counted():
