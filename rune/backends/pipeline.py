@@ -28,13 +28,13 @@ import os
 import threading
 import time
 
+from ..base.tuning import MAX_COMPILE_THREADS
 from .cpu import threads
 from ..errors import CompileError
 from ..base.stats import COUNTERS
 from . import disk_cache
 from .base import Binary, SourceRejected
 
-MAX_COMPILE_THREADS = 16
 
 _LOADED = {}   # unit key -> Program, for this process
 _OPENED = {}     # artifact path -> Program: one load per file, whichever units it holds

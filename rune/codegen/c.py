@@ -20,6 +20,7 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 """
 import math
 
+from ..base.tuning import COLUMN_TILE
 from . import complexc, mathlib, rows
 from .cstyle import CStyle, RenderedUnit, unit_name
 from .expressions import COSTLY_OPS, kind
@@ -30,7 +31,6 @@ from .reductions import REDUCE_BLOCK, REDUCE_LANES, REDUCERS, Fold, fold_plan, t
 
 # Column reductions (CDialect.column_reduction_kernel): the columns of the output's last
 # axis folded side by side, each with its own lanes and tree.
-COLUMN_TILE = 64
 
 
 def _columns(lay):

@@ -22,7 +22,9 @@ writes reads only that row's part of it. Nothing here knows the target.
 import math
 from typing import NamedTuple
 
-MIN_ROWS = 16   # fewer rows than this and a group gains nothing (nor does a parallel loop over them)
+from ..base.tuning import ROW_GROUP_MIN_ROWS
+
+MIN_ROWS = ROW_GROUP_MIN_ROWS
 
 
 class Read(NamedTuple):

@@ -27,6 +27,7 @@ that batch waits for it rather than compiling it again.
 """
 import enum
 
+from ..base.tuning import COMPILE_MIN_OPS, COMPILE_MIN_SIZE
 from ..base import config
 from ..backends import backend_for
 from ..core.primitive import Lowering
@@ -53,8 +54,8 @@ class Run(enum.Enum):
 # faster op by op (a scan row of scalars, a cached `x + 1`). RUNE_COMPILE_MIN_SIZE
 # is the element count from which a stretch is always compiled; the tests set it to 0
 # so that every pattern goes through the compiler.
-DEFAULT_MIN_SIZE = 4096
-_MIN_OPS = 16
+DEFAULT_MIN_SIZE = COMPILE_MIN_SIZE
+_MIN_OPS = COMPILE_MIN_OPS
 
 
 def compile_min_size():

@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from ..base.tuning import POOL_TIE_FEW_OFFSETS
 from ..core.aval import Aval
 from ..core.prims import P
 from ..core.primitive import (Lowering, abstract_rules, batch_rules, declare_lowering, jvp_rules, primitive,
@@ -320,7 +321,7 @@ def _windows(x, window, strides, padding):
 
 # Up to this many elements per tiling window, a max's ties are counted offset by
 # offset (see the module docstring); larger windows reduce over their window axes.
-_FEW_OFFSETS = 16
+_FEW_OFFSETS = POOL_TIE_FEW_OFFSETS
 
 
 def _by_offsets(wins):

@@ -34,15 +34,13 @@ from decimal import Decimal, localcontext
 import ml_dtypes
 import numpy as np
 
+from ..base.tuning import EAGER_COMPILE_SIZE
 from ..core.array import Array
 from ..core.trace import EVAL, active
 from ..errors import DTypeError
 from ..core import dtypes as dt
 from . import ops
 
-# From this many elements, an eager call on a concrete array runs compiled: below
-# it, op by op is faster than the compile a new shape costs the first time.
-EAGER_COMPILE_SIZE = 1 << 18
 _JIT = []   # the compiler (rune.jit), registered from above: nx does not import it
 
 

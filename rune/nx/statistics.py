@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from ..base.tuning import FFT_CONVOLVE_FROM
 from ..core import dtypes as dt
 from ..core.aval import Aval
 from ..core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, primitive
@@ -1107,10 +1108,10 @@ def _correlate_full(name, a, v):
     return ops.reshape(out, (-1,))
 
 
-# Past this many taps (of the shorter operand) the FFT's O(L log L) beats the direct O(n k) loop (measured on
-# the host at n = 1e5: 15 taps direct 1.6 ms, FFT 10 ms; 10k taps direct 2.5 s, FFT 6 ms). Integers stay
-# direct, where they are exact.
-_FFT_FROM = 128
+# Past FFT_CONVOLVE_FROM taps the FFT's O(L log L) beats the direct O(n k) loop (measured on the host at
+# n = 1e5: 15 taps direct 1.6 ms, FFT 10 ms; 10k taps direct 2.5 s, FFT 6 ms). Integers stay direct, where
+# they are exact.
+_FFT_FROM = FFT_CONVOLVE_FROM
 _FFT_DTYPES = (dt.float32, dt.float64, dt.complex64, dt.complex128)
 
 

@@ -37,15 +37,14 @@ import threading
 
 import numpy as np
 
+from ...base.tuning import MATMUL_MIN_SIDE, MATMUL_MIN_TILES, MATMUL_TILE
 from . import bf16_gemm, threads
 from ...errors import CompileError
 from .. import pipeline
 from .address import address
 
 NAME = "rune_batched_gemm"
-TILE = 256       # rows and columns of an output tile (one thread: as fast as one call, within the noise)
-MIN_TILES = 8    # tiles a product is cut into at least, where tiles of MIN_SIDE allow
-MIN_SIDE = 64    # (halving 64 x 64 tiles of a float64 64x20000x64 product doubled its memory traffic and time)
+TILE, MIN_TILES, MIN_SIDE = MATMUL_TILE, MATMUL_MIN_TILES, MATMUL_MIN_SIDE   # rune/base/tuning.py says why
 # The most multiply-adds of a product OpenBLAS runs on the calling thread whatever its thread
 # count: interface/gemm.c threads over 65536 * GEMM_MULTITHREAD_THRESHOLD (4) of them, complex
 # over 8192 * 4 (a complex 50x50x50 product changed at 3 threads); zgemv.c a matrix of

@@ -23,6 +23,7 @@ import re
 import shutil
 import sys
 
+from ...base.tuning import C_UNITS_PER_RUN
 from ...base import config
 from . import threads
 from ...errors import CompileError
@@ -37,7 +38,7 @@ from ..base import Binary, Compiler as _Compiler, Program, SourceRejected
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
          "-ffp-contract=off", "-fno-builtin-sinf", "-fno-builtin-cosf")
 LIBS = ("-lmvec", "-lm")
-BATCH = 64        # units per translation unit when many are built at once
+BATCH = C_UNITS_PER_RUN   # units per translation unit when many are built at once
 
 
 class Compiler(_Compiler):

@@ -27,6 +27,8 @@ import threading
 
 import numpy as np
 
+from ...base.tuning import (DIRECT_CONV_ACCUMULATORS, DIRECT_CONV_KERNEL_BYTES, DIRECT_CONV_MIN_WORK,
+                             POOL_FEW_OFFSETS)
 from ...codegen.windows import dilate_pad, window_count, windows
 from ...errors import CompileError
 from .address import address
@@ -118,16 +120,10 @@ def make_impls(xp):
 
 # ---------------------------------------------------------------- direct convs
 
-# A compiled direct conv pays for its compile (once per geometry, then the disk
-# cache) from this many multiply-adds; smaller convs (most eager calls) stay BLAS.
-DIRECT_MIN_WORK = 1 << 18
-# Accumulators of one pixel block: output channels x pixels, at most this many
-# values (the vector registers); more output channels go to BLAS.
-_DIRECT_ACCUMULATORS = 256
-# Every pixel block streams the whole kernel: beyond this many bytes (a kernel's
-# cotangent taken as a conv, whose "kernel" is the output's cotangent) it no
-# longer stays in cache, and BLAS's blocking wins.
-_DIRECT_KERNEL_BYTES = 64 << 10
+# (rune/base/tuning.py says why each)
+DIRECT_MIN_WORK = DIRECT_CONV_MIN_WORK
+_DIRECT_ACCUMULATORS = DIRECT_CONV_ACCUMULATORS
+_DIRECT_KERNEL_BYTES = DIRECT_CONV_KERNEL_BYTES
 _DIRECT_BUILD_LOCK = threading.Lock()
 _DIRECT_TYPES = {np.dtype(np.float32): ("float", "fmaf"), np.dtype(np.float64): ("double", "fma")}
 
@@ -344,7 +340,7 @@ void {name}_run(void **args) {{
 # Up to this many elements per window, one elementwise pass per window offset
 # (over the whole output) beats NumPy's reduction over several strided axes,
 # which runs an inner loop of a window's few elements per output element.
-_FEW_OFFSETS = 32
+_FEW_OFFSETS = POOL_FEW_OFFSETS
 
 
 def _combine_offsets(view, window, ufunc, dtype):

@@ -63,17 +63,14 @@ import os
 import threading
 import time
 
+from ...base.tuning import BLAS_MIN_WORK, GOMP_SPINCOUNT, KMP_BLOCKTIME_MS, RECENT_READINGS, SAMPLE_PERIOD  # noqa: F401
 from ...base import config
 from ...errors import ArgumentError, CompileError
 
 config.check_threads()   # a bad RUNE_NUM_THREADS or RUNE_BLAS_POOL fails `import rune`, not a later call
 
-BLAS_MIN_WORK = 1 << 22      # multiply-adds (a 2048x64x32 matmul: ~0.1 ms on one core, 0.06 ms on two)
-SAMPLE_PERIOD = 0.02         # seconds a reading of the machine's running tasks is trusted
-# Idle OpenMP threads spin this many turns (libgomp: ~0.3-1 ms) or a millisecond
-# (LLVM's libomp), then sleep: waking a sleeping thread costs 50-100 us here, more
-# than a whole mid-sized loop, while a team that ran a moment ago is ready at once.
-_KERNEL_ENV = {"GOMP_SPINCOUNT": "30000", "KMP_BLOCKTIME": "1"}
+# How idle OpenMP threads wait (rune/base/tuning.py says why).
+_KERNEL_ENV = {"GOMP_SPINCOUNT": str(GOMP_SPINCOUNT), "KMP_BLOCKTIME": str(KMP_BLOCKTIME_MS)}
 _KERNEL_ENV_SET_BY_USER = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
@@ -163,7 +160,7 @@ def num_threads():
 # the cores shows in all. The other tasks are the fewest of the readings within
 # RECENT_SECONDS, so one passing task does not cost the next calls their
 # threads (a competitor is seen within RECENT_SECONDS).
-RECENT_SECONDS = 4 * SAMPLE_PERIOD
+RECENT_SECONDS = RECENT_READINGS * SAMPLE_PERIOD
 _readings = collections.deque(maxlen=4)   # (when, other running tasks then) of the last readings
 _sample = [-math.inf, None]   # when the machine was last looked at, and the other running tasks it had
 

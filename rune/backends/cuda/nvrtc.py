@@ -17,12 +17,13 @@ import functools
 import os
 import re
 
+from ...base.tuning import NVRTC_UNITS_PER_RUN
 from ...errors import CompileError
 from .. import disk_cache
 from ..base import Binary, Compiler, SourceRejected
 
 OPTIONS = ("-std=c++17", "--fmad=false", "--diag-suppress=177,550")  # fmad off: a*b+c rounds twice, as C with -ffp-contract=off
-BATCH = 200   # units per NVRTC program when many are built at once
+BATCH = NVRTC_UNITS_PER_RUN   # units per NVRTC program when many are built at once
 
 
 class NvrtcError(CompileError):
