@@ -45,7 +45,8 @@ def _unit(op, fn, arity):
 
 
 def _entry(op):
-    """The compiled entry of `op`'s unit, built once per process (None without a compiler)."""
+    """The compiled entry of `op`'s unit (None without a compiler). Every op's unit is
+    built on the first call, in one batch (one compiler run; cached on disk after)."""
     entry = _BUILT.get(op, False)
     if entry is not False:
         return entry
@@ -54,11 +55,10 @@ def _entry(op):
             from ..codegen.c import CDialect
             from .cpu import compiler
             path = compiler.find()
-            if path is None:
-                _BUILT[op] = None
-            else:
-                fn, arity = (UNARY[op], 1) if op in UNARY else (BINARY[op], 2)
-                _BUILT[op], = compiler.build(path, CDialect().prelude(), [_unit(op, fn, arity)])
+            ops = [*UNARY, *BINARY]
+            units = [_unit(o, UNARY[o], 1) if o in UNARY else _unit(o, BINARY[o], 2) for o in ops]
+            entries = compiler.build(path, CDialect().prelude(), units) if path else [None] * len(ops)
+            _BUILT.update(zip(ops, entries))
         return _BUILT[op]
 
 

@@ -258,3 +258,67 @@ def test_binary_functions_are_correctly_rounded(library, op):
     else:
         want = reference(f64, mp, [a, b])
     assert_bits(run_binary(library, op, a, b), want, [a, b], f"rn_{op}f")
+
+
+# ---------------------------------------------------------------- through the kernels
+
+def _program_inputs(n=2048):
+    """Inputs for every function in one program: bit patterns, moderate values, specials."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32).view(F32),
+                        rng.uniform(-12, 12, n).astype(F32), SPECIALS])
+    a, b = _pairs("pow", x.size, rng)[:, :x.size]
+    return x, np.ascontiguousarray(a), np.ascontiguousarray(b)
+
+
+def _every_function(x, a, b):
+    from rune.core.prims import P
+    from rune.core.trace import bind
+    return (tuple(bind(P[op], x) for op in mathlib.UNARY if op in P)
+            + tuple(bind(P[op], a, b) for op in mathlib.BINARY))
+
+
+def test_c_kernels_and_emulated_cuda_kernels_give_the_library_bits(library):
+    """The jitted C kernels and the same plan's CUDA kernels under the emulator (g++ over
+    the CUDA dialect's text) give the library's correctly rounded bits, every function
+    fused into one kernel."""
+    import rune
+    from rune.core.prims import P
+    pytest.importorskip("rune.backends.cuda.emulator")
+    from rune.backends.cuda.emulator import compiler
+    if compiler() is None:
+        pytest.skip("no g++ to build the CUDA emulation")
+    x, a, b = _program_inputs()
+    jitted = rune.jit(_every_function)
+    c_out = [np.asarray(o) for o in jitted(x, a, b)]
+    cuda_out = [np.asarray(o) for o in jitted.emulate(x, a, b, target="cuda")]
+    names = [op for op in mathlib.UNARY if op in P] + list(mathlib.BINARY)
+    for op, c, cu in zip(names, c_out, cuda_out):
+        args = [x] if op in mathlib.UNARY else [a, b]
+        want = run_unary(library, op, x) if op in mathlib.UNARY else run_binary(library, op, a, b)
+        assert_bits(c, want, args, f"{op}: the C kernel against the library")
+        assert_bits(cu, c, args, f"{op}: the emulated CUDA kernel against the C kernel")
+
+
+def test_eager_replacements_give_the_kernels_bits():
+    """rune/backends/eager_mathlib.py's one-op units (the eager table's float32 functions
+    once hooked in) give the jitted kernels' bits, for float32 and float16, and leave
+    float64 to the implementation they replace."""
+    import rune
+    from rune.backends import eager_mathlib
+    from rune.backends.cpu.backend import IMPLS
+    from rune.core.prims import P
+    x, a, b = _program_inputs(256)
+    replaced = eager_mathlib.wrap(np, IMPLS)
+    jitted = rune.jit(_every_function)
+    names = [op for op in mathlib.UNARY if op in P] + list(mathlib.BINARY)
+    for dtype in (F32, np.float16):
+        xs, as_, bs = (v.astype(dtype) for v in (x, a, b))
+        for op, want in zip(names, jitted(xs, as_, bs)):
+            args = [xs] if op in mathlib.UNARY else [as_, bs]
+            got = replaced[op](*args)
+            assert got.dtype == dtype
+            assert_bits(got.astype(F32), np.asarray(want).astype(F32), args, f"eager {op} ({np.dtype(dtype).name})")
+    x64 = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(replaced["exp"](x64), IMPLS["exp"](x64))
