@@ -208,6 +208,23 @@ def _first_difference(want, got, path=""):
 
 # ---------------------------------------------------------------- saving
 
+class FolderFormat(collections.namedtuple("FolderFormat", "claims save holds load")):
+    """A checkpoint kept as a folder of files, which the package that makes such trees
+    registers (rune.distributed: each rank's blocks of sharded state in a file of its
+    own, rune/distributed/sharded_checkpoints.py). claims(tree): whether `save` hands
+    it the tree; save(path, tree); holds(path): whether `load` hands it the path;
+    load(path, like, place) -> the tree, `place` making a NumPy value an array on
+    load's device."""
+
+
+_FOLDER_FORMATS = []
+
+
+def register_folder_format(folder_format):
+    """Add a FolderFormat that save and load consult before their own single file."""
+    _FOLDER_FORMATS.append(folder_format)
+
+
 def _safetensors():
     try:
         import safetensors
@@ -249,7 +266,20 @@ def _spec(array):
 
 def save(path, tree):
     """Write `tree` (a pytree of arrays and Python scalars) to the safetensors file
-    `path`, atomically: the previous file stays whole until the new one is."""
+    `path`, atomically: the previous file stays whole until the new one is.
+
+    A tree holding sharded state (rune.distributed's fully_shard modules or a
+    sharded optimizer's state) is saved by every rank into the folder `path`, each
+    rank its own blocks, and loads with `load(path, like=...)` in a group of any
+    size (rune/distributed/sharded_checkpoints.py)."""
+    for folder_format in _FOLDER_FORMATS:
+        if folder_format.claims(tree):
+            return folder_format.save(path, tree)
+    return write(path, tree)
+
+
+def write(path, tree):
+    """`save` into one file, whatever the tree holds (a rank's part of a sharded save)."""
     safetensors = _safetensors()
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -576,13 +606,16 @@ def load(path, like=None, device=None, *, classes=()):
     """
     path = os.fspath(path)
     allowed = _allowed_classes(classes)
-    tensors, metadata = _read(path)
-    _remove_stale_temporaries(os.path.realpath(path))
-    desc = _structure(path, metadata)
 
     def place(value):
         return value if type(value) in _PY_SCALARS else nx.asarray(value, device=device)
 
+    for folder_format in _FOLDER_FORMATS:
+        if folder_format.holds(path):
+            return folder_format.load(path, like, place)
+    tensors, metadata = _read(path)
+    _remove_stale_temporaries(os.path.realpath(path))
+    desc = _structure(path, metadata)
     if like is not None:
         return _load_like(path, tensors, desc, like, place)
     if desc is None:

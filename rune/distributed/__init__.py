@@ -13,6 +13,7 @@ from .runtime import guard_launch as _guard_launch
 from .runtime import initialize as _initialize
 from .sharding import shard
 from .zero import FullyShard, clip_by_global_norm, fully_shard, sharded
+from . import sharded_checkpoints as _sharded_checkpoints   # noqa: F401  (rune.save/load of sharded state)
 
 _guard_launch()
 

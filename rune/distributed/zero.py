@@ -178,6 +178,82 @@ def _sharded_flags(params):
 
 # ---------------------------------------------------------------- ZeRO-1/2: sharded
 
+class ShardedState:
+    """The state of a `sharded` optimizer: the inner optimizer's state for this rank's
+    blocks (`inner`, the pytree's one child) and, static, which of its leaves are
+    blocks and of what whole leaf (`layout`: per leaf of `inner`, the whole leaf's
+    shape or None for a leaf every rank holds whole, such as a step count; then the
+    group size). Checkpoints read the layout to save each rank's blocks and to
+    reshard them on load (rune/distributed/sharded_checkpoints.py)."""
+    __slots__ = ("inner", "layout")
+
+    def __init__(self, inner, layout):
+        self.inner, self.layout = inner, layout
+
+    def __repr__(self):
+        return f"ShardedState(1/{self.layout[1]} of {self.inner!r})"
+
+
+tree.register(ShardedState, lambda s: ((s.inner,), s.layout), lambda layout, c: ShardedState(c[0], layout),
+              keys=lambda layout, n: [".inner"])
+
+
+def _state_layout(params, inner):
+    """Which leaves of an inner optimizer state are blocks of which parameter: a state
+    leaf is a block of parameter P when its path ends with P's path (optax-shaped
+    states mirror the parameters: mu, nu, trace) and its shape is P's block's. A
+    FullyShard's blocks count as parameters of their whole shape."""
+    rank, size = _group()
+    wholes = {}
+    for (path, leaf), whole in zip(tree.flatten_with_paths(params)[0], _whole_shapes(params)):
+        wholes[path] = whole
+    out = []
+    for path, leaf in tree.flatten_with_paths(inner)[0]:
+        match = None
+        for p, whole in wholes.items():
+            n = int(np.prod(whole, dtype=np.int64))
+            if path.endswith(p) and tuple(getattr(leaf, "shape", ())) == (blocks(n, size),) and \
+                    (match is None or len(p) > len(match[0])):
+                match = (p, whole)
+        out.append(None if match is None else match[1])
+    return (tuple(out), size)
+
+
+def _whole_shapes(params):
+    """The whole shape of each leaf of `params` (a FullyShard's blocks: their parameters')."""
+    shapes = []
+    for x in tree.leaves(params, is_leaf=_is_fully_shard):
+        if _is_fully_shard(x):
+            for child, shape in zip(x.blocks, x._layout[1]):
+                shapes.extend([shape[0]] if shape is not None else _whole_shapes(child))
+        else:
+            shapes.append(tuple(getattr(x, "shape", ())))
+    return shapes
+
+
+def block_layout(tree_):
+    """Per leaf of `tree_` (tree.leaves order): the whole leaf's shape where the leaf is
+    this rank's block of it (inside a FullyShard or a ShardedState), else None; and the
+    group size the blocks are for (None when the tree holds no blocks)."""
+    out, sizes = [], set()
+    for x in tree.leaves(tree_, is_leaf=lambda n: _is_fully_shard(n) or isinstance(n, ShardedState)):
+        if _is_fully_shard(x):
+            sizes.add(x.size)
+            for child, shape in zip(x.blocks, x._layout[1]):
+                if shape is not None:
+                    out.append(shape[0])
+                else:
+                    inner, inner_sizes = block_layout(child)
+                    out.extend(inner)
+                    sizes.update(inner_sizes or ())
+        elif isinstance(x, ShardedState):
+            sizes.add(x.layout[1])
+            out.extend(x.layout[0])
+        else:
+            out.append(None)
+    return out, (sizes or None)
+
+
 def sharded(optimizer, stage=2):
     """`optimizer` (an optax-shaped transformation) with its state sharded over the
     ranks: ZeRO-1 (`stage=1`: the mean gradient by all_reduce, each rank updating its
@@ -197,7 +273,8 @@ def sharded(optimizer, stage=2):
                                           for x, f in zip(leaves, flags)])
 
     def init(params):
-        return optimizer.init(blocks_of(params))
+        inner = optimizer.init(blocks_of(params))
+        return ShardedState(inner, _state_layout(params, inner))
 
     def update(grads, state, params=None):
         rank, size = _group()
@@ -216,12 +293,12 @@ def sharded(optimizer, stage=2):
             for i, g in zip(whole, got):
                 mean[i] = g
         inner_params = None if params is None else blocks_of(params)
-        updates, state = optimizer.update(tree.unflatten(structure, mean), state, inner_params)
+        updates, inner = optimizer.update(tree.unflatten(structure, mean), state.inner, inner_params)
         out = tree.leaves(updates)
         if whole:
             for i, u in zip(whole, gather_leaves([out[i] for i in whole], [leaves[i].shape for i in whole])):
                 out[i] = u
-        return tree.unflatten(structure, out), state
+        return tree.unflatten(structure, out), ShardedState(inner, state.layout)
 
     return GradientTransformation(init, update)
 

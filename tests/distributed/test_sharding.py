@@ -134,3 +134,19 @@ def test_a_fully_shard_module_outside_its_group_is_a_distributed_error():
 def test_sharded_refuses_an_unknown_stage():
     with pytest.raises(rune.UsageError, match="stage must be 1 .* or 2"):
         dist.sharded(optim.sgd(0.1), stage=3)
+
+
+def test_a_sharded_checkpoint_is_a_folder_that_loads_with_a_template(tmp_path):
+    model = dist.fully_shard(_Two(nx.random.key(0)))
+    opt = dist.sharded(optim.adam(1e-2))
+    tree = {"model": model, "opt": opt.init(model), "step": 4}
+    rune.save(tmp_path / "ck", tree)
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir())[0] == "current"
+    with pytest.raises(rune.RuneError, match="is a sharded checkpoint .* load it with like="):
+        rune.load(tmp_path / "ck")
+    got = rune.load(tmp_path / "ck", like=tree)
+    assert got["step"] == 4 and isinstance(got["model"], dist.FullyShard)
+    for a, b in zip(rune.tree.leaves(got), rune.tree.leaves(tree)):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    rune.save(tmp_path / "ck", tree)   # a second save replaces the first: one folder of shards
+    assert len(list((tmp_path / "ck").iterdir())) == 2

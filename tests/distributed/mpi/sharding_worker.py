@@ -187,12 +187,95 @@ def check_train(models=("mlp", "charlm")):
         print(f"rank {RANK}: {kind} parameters after 20 steps, unsharded and ZeRO-1/2/3: {digest(want)}", flush=True)
 
 
+def _whole(tree_):
+    """Every leaf of a tree of sharded state whole (blocks gathered from every rank)."""
+    from rune.distributed.zero import block_layout
+    wholes, _ = block_layout(tree_)
+    out = []
+    for leaf, whole in zip(rune.tree.leaves(tree_), wholes):
+        if whole is None:
+            out.append(np.asarray(leaf))
+        else:
+            n = int(np.prod(whole))
+            out.append(np.asarray(dist.all_gather(leaf, length=n)).reshape(whole))
+    return out
+
+
+def _sharded_run(steps):
+    model, loss_fn = mlp()
+    model = dist.fully_shard(model.replace(one=dist.fully_shard(model.one)))
+    opt = dist.sharded(optim.adamw(1e-2, weight_decay=0.1))
+    state = opt.init(model)
+
+    @rune.jit
+    def step(model, state, batch):
+        loss, grads = rune.value_and_grad(loss_fn)(model, batch)
+        updates, state = opt.update(grads, state, model)
+        return optim.apply_updates(model, updates), state, loss
+
+    for batch in batches("mlp", steps):
+        model, state, _ = step(model, state, nx.asarray(batch))
+    return model, state, loss_fn, step
+
+
+def check_save(folder):
+    """5 sharded steps, then the sharded save; rank 0 also writes the whole values (the oracle)."""
+    model, state, loss_fn, _ = _sharded_run(5)
+    rune.save(os.path.join(folder, "ckpt"), {"model": model, "opt": state, "step": 5})
+    whole = _whole({"model": model, "opt": state})
+    batch = nx.asarray(np.linspace(-1, 1, 36, dtype=np.float32).reshape(6, 6))
+    loss = float(rune.jit(loss_fn)(model, batch))
+    if RANK == 0:
+        rune.save(os.path.join(folder, "whole.safetensors"), {"leaves": whole, "loss": loss})
+
+
+def check_load(folder):
+    """The sharded save resharded for this group: every leaf whole as saved, the loss of a
+    fixed batch as before, and one more step runs."""
+    model, state, loss_fn, step = _sharded_run(0)
+    got = rune.load(os.path.join(folder, "ckpt"), like={"model": model, "opt": state, "step": 0})
+    assert got["step"] == 5
+    oracle = rune.load(os.path.join(folder, "whole.safetensors"))
+    for k, (a, b) in enumerate(zip(_whole({"model": got["model"], "opt": got["opt"]}), oracle["leaves"])):
+        same(a, b, f"leaf {k} after resharding")
+    batch = nx.asarray(np.linspace(-1, 1, 36, dtype=np.float32).reshape(6, 6))
+    assert float(rune.jit(loss_fn)(got["model"], batch)) == oracle["loss"]
+    step(got["model"], got["opt"], nx.asarray(batches("mlp", 1)[0]))
+
+
+def check_failed_save(folder):
+    """A save that fails on rank 1 is a DistributedError on every rank; the previous save
+    still loads whole."""
+    from rune import checkpoints
+    model, state, _, _ = _sharded_run(0)
+    before = open(os.path.join(folder, "ckpt", "current")).read()
+    if RANK == 1:
+        def fail(path, tree_):
+            raise OSError("disk full on purpose")
+        checkpoints.write = fail
+    try:
+        rune.save(os.path.join(folder, "ckpt"), {"model": model, "opt": state, "step": 0})
+    except rune.DistributedError as e:
+        assert "failed on rank 1 of" in str(e) and "disk full on purpose" in str(e), e
+    else:
+        raise AssertionError("a failed save raised nothing")
+    assert open(os.path.join(folder, "ckpt", "current")).read() == before
+    got = rune.load(os.path.join(folder, "ckpt"), like={"model": model, "opt": state, "step": 0})
+    assert got["step"] == 5
+
+
+def check_missing(folder):
+    model, state, _, _ = _sharded_run(0)
+    rune.load(os.path.join(folder, "ckpt"), like={"model": model, "opt": state, "step": 0})
+
+
 def check_mismatch():
     dist.reduce_scatter({"w": nx.zeros((3, 2 + RANK))})
 
 
 CHECKS = {"collectives": check_collectives, "train": check_train, "train-mlp": lambda: check_train(("mlp",)),
-          "mismatch": check_mismatch}
+          "mismatch": check_mismatch, "save": lambda: check_save(sys.argv[2]), "load": lambda: check_load(sys.argv[2]),
+          "failed-save": lambda: check_failed_save(sys.argv[2]), "missing": lambda: check_missing(sys.argv[2])}
 for what in WHAT.split(","):
     CHECKS[what]()
 print(f"OK rank {RANK} of {SIZE} {WHAT}", flush=True)
