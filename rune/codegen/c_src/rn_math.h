@@ -10,10 +10,10 @@
    Each function evaluates in double with a relative error far below 2^-44 (the
    `RN_GATE` window) and rounds once to float. Rounding a double y that close to the
    exact value f(x) gives f(x) correctly rounded unless y lies within the window of a
-   midpoint between two floats; only then (about one input in 2^20) the function
-   looks x up in its table of hard cases: the inputs, found by the exhaustive checker
-   (scripts/check_math_exhaustive.py), whose double lands on the wrong side of a
-   midpoint, with their correctly rounded results (rn_math_fixes.h).
+   midpoint between two floats (about one input in 2^20). The inputs whose double
+   lands on the wrong side of a midpoint, found by the exhaustive checker
+   (scripts/check_math_exhaustive.py), are a function's table of hard cases, with
+   their correctly rounded results (rn_math_fixes.h; `rn_finish`).
 
    Every function takes and returns float; rn_<name>f as libm's names. */
 #ifndef RN_TABLE
@@ -58,19 +58,24 @@ RN_FN int rn_near_midpoint(double y) {
 }
 
 /* The correctly rounded float of x's function from its double y: y itself rounded,
-   or near a midpoint the table's answer for x (pairs of input and result bits,
-   sorted by input; n pairs). */
+   or for an input in the table (pairs of input and result bits, sorted by input; n
+   pairs) the table's result. A short table is a chain of selects (no branch: a loop
+   of calls vectorizes); a long one is searched only where y lies near a midpoint. */
 RN_FN float rn_finish(double y, float x, const uint32_t *table, int n) {
+  uint32_t key = rn_fbits(x), r = rn_fbits((float)y);
+  if (n <= 16) {
+    for (int i = 0; i < n; i++) r = table[2 * i] == key ? table[2 * i + 1] : r;
+    return rn_bitsf(r);
+  }
   if (rn_near_midpoint(y)) {
-    uint32_t key = rn_fbits(x);
     int lo = 0, hi = n;
     while (lo < hi) {
       int mid = (lo + hi) >> 1;
       if (table[2 * mid] < key) lo = mid + 1; else hi = mid;
     }
-    if (lo < n && table[2 * lo] == key) return rn_bitsf(table[2 * lo + 1]);
+    if (lo < n && table[2 * lo] == key) r = table[2 * lo + 1];
   }
-  return (float)y;
+  return rn_bitsf(r);
 }
 
 /* h + l (|l| <= ulp(h) / 2) rounded once to float: h's rounding, unless h is a
@@ -269,18 +274,15 @@ RN_FN float rn_log1pf(float x) {
 
 /* ------------------------------------------------------------------ sin, cos, tan */
 /* x (a finite float's value) = (q + r) pi/2, q an integer (returned mod 4), r as
-   h + l with |r| <= 1/2 + tiny, to about 2^-85 absolute: pieces of 2/pi times x are
-   exact, reduced mod 4 exactly, and summed in double-double. */
+   h + l with |r| <= 1/2 + tiny, to about 2^-85 absolute: each of the 9 pieces of 2/pi
+   times x is exact, reduced mod 4 exactly (a product past 2^54 is a multiple of 4),
+   and the terms are summed in double-double. A fixed count and selects: no branch. */
 RN_FN int rn_rem_pio2(double x, double *rh, double *rl) {
-  int ex = (int)((rn_dbits(x) >> 52) & 0x7ff) - 1023;
-  int n = (ex + 85) / 28 + 1;
-  if (n < 3) n = 3;
-  if (n > 9) n = 9;
   double h = 0, l = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < 9; i++) {
     double t = x * rn_2opi[i];
-    if (rn_fabs(t) >= 0x1p54) continue;               /* a multiple of 4 */
-    t -= 4.0 * rn_rint(t * 0.25);
+    double m = t - 4.0 * rn_rint(t * 0.25);
+    t = rn_fabs(t) >= 0x1p54 ? 0.0 : m;
     double s = h + t, bb = s - h;                     /* two-sum */
     l += (h - (s - bb)) + (t - bb);
     h = s;
@@ -522,11 +524,11 @@ RN_TABLE double rn_inv[27] = {0x1.0000000000000p+0, 0x1.0000000000000p-1, 0x1.55
 
 /* (2/sqrt(pi)) e^{-c^2} integral_0^h e^{-2cs - s^2} ds for c = j/8 <= 10.25, |h| <= 1/16:
    erf(c + h) - erf(c). The integrand's series sum a_k s^k has (k+1) a_{k+1} =
-   -2c a_k - 2 a_{k-1}; its terms fall below 2^-58 of the sum by k = 12 + c. */
+   -2c a_k - 2 a_{k-1}; its terms fall below 2^-58 of the sum by k = 12 + c (23 terms
+   always: a fixed count vectorizes). */
 RN_FN double rn_erf_step(double c, double h) {
   double am1 = 0, a = 1, hp = h, sum = 0;
-  int n = 12 + (int)c;
-  for (int k = 1; k <= n; k++) {                      /* a = a_{k-1}, hp = h^k */
+  for (int k = 1; k <= 23; k++) {                     /* a = a_{k-1}, hp = h^k */
     sum += a * hp * rn_inv[k - 1];
     double an = (-2.0 * c * a - 2.0 * am1) * rn_inv[k - 1];
     am1 = a;
