@@ -39,7 +39,7 @@ def _unit(op, fn, arity):
     decls = "".join(f"  const float *x{i} = (const float *)b[{i}];\n" for i in range(arity))
     text = (f"void {name}_run(void **b) {{\n{decls}"
             f"  float *y = (float *)b[{arity}];\n  const int64_t n = *(const int64_t *)b[{arity + 1}];\n"
-            f"  #pragma omp parallel for schedule(static) if (n >= {PARALLEL})\n"
+            f"  #pragma omp parallel for simd schedule(static) if (n >= {PARALLEL})\n"
             f"  for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n}}\n")
     return name, text, ()
 

@@ -35,7 +35,10 @@ from ..base import Binary, Compiler as _Compiler, Program, SourceRejected
 # sinf and cosf are not builtins: gcc would merge sinf(x) and cosf(x) (a sine and its
 # derivative) into one sincosf call, which has no vector variant, and the loop would
 # run scalar (15x slower on a grad chain).
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno",
+# -fno-trapping-math changes no value (only which floating-point flags a kernel may raise)
+# and lets gcc turn a float comparison's branches into selects, so loops over rune's math
+# library (rune/codegen/c_src/rn_math.h) vectorize.
+FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-fno-math-errno", "-fno-trapping-math",
          "-ffp-contract=off", "-fno-builtin-sinf", "-fno-builtin-cosf")
 LIBS = ("-lmvec", "-lm")
 BATCH = C_UNITS_PER_RUN   # units per translation unit when many are built at once
