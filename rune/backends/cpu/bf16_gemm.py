@@ -314,7 +314,6 @@ def _offsets(stacks, batch, count):
         flat = x.reshape((count,) + x.shape[-2:]) if batch else x[None]
         if np.shares_memory(flat, x) or not batch:   # one stride over the stack (the common case): a range
             offsets[:, i] = np.arange(count, dtype=np.int64) * (flat.strides[0] if count > 1 else 0)
-        else:
-            from .batched_matmul import _starts   # (any batch strides)
-            offsets[:, i] = _starts(x, batch).reshape(count)
+        else:   # any batch strides: each index of the batch times its strides
+            offsets[:, i] = np.indices(batch).reshape(len(batch), count).T @ np.asarray(x.strides[:len(batch)])
     return offsets
