@@ -7,8 +7,15 @@ read one by one through `__getitem__` (as a PyTorch Dataset), whose batches cost
 more host time to make. Both loops see the same batches in the same order; what
 differs is whether making the next batch overlaps the step. Below 1x: the
 Loader hides part of that time.
+
+Then worker processes: an image-decoding-like data set (each example inflated with
+zlib, its rows un-delta-filtered one by one as PNG's Sub filter is, blurred row by row,
+flipped by index: Python work that holds the GIL), read by the Loader with workers=2
+against workers=0, batches only (no step), a whole epoch each time (the workers'
+start, once per epoch, included).
 """
 import time
+import zlib
 
 import numpy as np
 
@@ -39,6 +46,54 @@ class _Examples:
 
     def __getitem__(self, i):
         return self.x[i] * np.float32(1.0 / 255), self.y[i]   # a little per-example work (scaling)
+
+
+class _Images:
+    """IMAGES compressed 64 x 64 x 3 images, decoded and augmented in __getitem__ (about a
+    millisecond each, as a small JPEG's decoding): uint8 out, normalised on the device."""
+
+    def __init__(self):
+        rng = np.random.default_rng(2)
+        pixels = rng.integers(0, 256, (IMAGES, 64, 64 * 3), dtype=np.uint8)
+        deltas = np.diff(pixels, axis=1, prepend=np.zeros((IMAGES, 1, 64 * 3), np.uint8))   # the Sub filter
+        self.blobs = [zlib.compress(d.tobytes(), 6) for d in deltas]
+
+    def __len__(self):
+        return len(self.blobs)
+
+    def __getitem__(self, i):
+        rows = np.frombuffer(zlib.decompress(self.blobs[i]), np.uint8).reshape(64, 64 * 3).copy()
+        for r in range(1, len(rows)):   # undo the filter row by row, as a decoder does
+            rows[r] += rows[r - 1]
+        image = rows.reshape(64, 64, 3)
+        blurred = image.astype(np.uint16)
+        for r in range(1, 63):   # an augmentation written row by row: a vertical 3-tap blur
+            blurred[r] = (image[r - 1].astype(np.uint16) + 2 * image[r] + image[r + 1]) // 4
+        out = blurred.astype(np.uint8)
+        return (out[:, ::-1] if i % 2 else out), np.int32(i % CLASSES)
+
+
+IMAGES, IMAGE_BATCH = 1024, 32
+
+
+def _loader_seconds(loader):
+    """Seconds per batch of a whole epoch of `loader`, the min over REPEAT epochs."""
+    best = float("inf")
+    for epoch in range(REPEAT):
+        start, count = time.perf_counter(), 0
+        for batch in loader.epoch(epoch):
+            count += 1
+        best = min(best, (time.perf_counter() - start) / count)
+    return best
+
+
+def worker_rows():
+    """The image-decoding data set through the Loader with workers=2 and workers=0."""
+    images = _Images()
+    times = {name: _loader_seconds(Loader(images, IMAGE_BATCH, key=nx.random.key(3), shard=None, workers=w))
+             for name, w in (("rune", 2), ("workers=0", 0))}
+    return [Row(f"image-decoding data set ({IMAGE_BATCH} x 64x64x3 per batch), Loader workers=2", "per batch",
+                times)]
 
 
 def _train_step():
@@ -100,7 +155,10 @@ def run():
                         {"rune": fed, "plain loop": plain}))
     print_table("input pipeline: rune.data.Loader (prefetch 2) vs a plain loop placing each batch before "
                 "its step", rows, note="rune/plain loop below 1x: making batches overlaps the step")
-    return rows
+    workers = worker_rows()
+    print_table("worker processes: rune.data.Loader(workers=2) vs workers=0 (the background thread alone), "
+                "batches only", workers, note="rune/workers=0 below 1x: the workers decode in parallel")
+    return rows + workers
 
 
 if __name__ == "__main__":

@@ -24,8 +24,13 @@ asynchronous copy on a side stream) a batch goes through it: the copy of the nex
 batch overlaps the step computing on this one.
 """
 import itertools
+import multiprocessing
+import pickle
 import queue
+import signal
+import sys
 import threading
+import traceback
 import warnings
 import weakref
 
@@ -239,6 +244,132 @@ def _placer_for(device):
     return _Placer(device) if uploader is None else _Uploading(device, uploader)
 
 
+# ---------------------------------------------------------------- worker processes
+
+WORKER_JOIN_S = 1.0   # how long shutting workers down waits for each before terminating it
+
+
+class _NeverStop:
+    """The `stop` a worker's gather gets: a worker is stopped by its task queue."""
+
+    @staticmethod
+    def is_set():
+        return False
+
+
+def _worker_main(source, tasks, results, worker):
+    """A worker process: batches of `source` for the (step, indices) its task queue
+    gives, until None; an error goes back with the worker's traceback as text."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the main process's to handle
+    results.cancel_join_thread()   # exiting never waits on results the main process dropped
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        step, indices = task
+        try:
+            results.put((step, "batch", source.gather(indices, _NeverStop)))
+        except BaseException as e:
+            results.put((step, "error", _portable_error(e, worker)))
+
+
+def _portable_error(error, worker):
+    """(the error itself if it pickles, else None; its type's name; its message; the
+    worker's traceback as text)."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    try:
+        pickle.loads(pickle.dumps(error))
+        sent = error
+    except Exception:
+        sent = None
+    return sent, type(error).__name__, str(error), f"(in worker process {worker} of rune.data.Loader)\n{text}"
+
+
+def _raised_in_worker(payload):
+    """The error a worker sent, to raise in the main process: itself where it pickled
+    (else a RuneError naming its type), the worker's traceback as a note."""
+    error, name, message, text = payload
+    if error is None:
+        error = RuneError(f"rune.data.Loader: a worker raised {name}: {message} (the error itself could not "
+                          f"be sent to the main process; the worker's traceback follows)")
+    _note(error, text.rstrip())
+    return error
+
+
+def _start_method():
+    # fork: the workers inherit the data set as it is (nothing to pickle, as PyTorch on
+    # Linux); rune's kernels in a forked child run on one thread (rune/backends/cpu/threads.py).
+    # Elsewhere spawn, which pickles the data set.
+    return "fork" if sys.platform.startswith("linux") else "spawn"
+
+
+class _Workers:
+    """`n` processes making the batches of a sequence source, handed out in turn
+    (batch k to worker k mod n), delivered in order, at most `ahead` in flight."""
+
+    def __init__(self, source, n, ahead):
+        context = multiprocessing.get_context(_start_method())
+        self.ahead, self.closed = ahead, False
+        self.results = context.Queue()
+        self.tasks = [context.Queue() for _ in range(n)]
+        self.processes = [context.Process(target=_worker_main, args=(source, q, self.results, w), daemon=True,
+                                          name=f"rune.data.Loader worker {w}")
+                          for w, q in enumerate(self.tasks)]
+        with warnings.catch_warnings():   # (Python 3.12+: forking a process with threads; ours are ready for it)
+            warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
+            for process in self.processes:
+                process.start()
+
+    def batches(self, jobs, stop):
+        """(step, batch) for each (step, indices) of `jobs`, in order; stops early when
+        `stop` is set."""
+        jobs = list(jobs)
+        made, sent = {}, 0
+        for k, (step, _) in enumerate(jobs):
+            while sent < len(jobs) and sent - k < self.ahead:
+                self.tasks[sent % len(self.tasks)].put((sent, jobs[sent][1]))
+                sent += 1
+            while k not in made:
+                got = self._next(stop)
+                if got is None:
+                    return
+                j, kind, payload = got
+                made[j] = kind, payload
+            kind, payload = made.pop(k)
+            if kind == "error":   # raised at its batch: every batch before it is delivered first
+                raise _raised_in_worker(payload)
+            yield step, payload
+
+    def _next(self, stop):
+        while not stop.is_set():
+            try:
+                return self.results.get(timeout=_POLL_S)
+            except queue.Empty:
+                dead = [p for p in self.processes if not p.is_alive()]
+                if dead:
+                    raise RuneError(f"rune.data.Loader: worker process {dead[0].name} ended (exit code "
+                                    f"{dead[0].exitcode}) before making its batch")
+        return None
+
+    def shutdown(self):
+        """Tell every worker to stop, terminate those still busy after WORKER_JOIN_S
+        (idempotent; never waits on a worker stuck in the source)."""
+        if self.closed:
+            return
+        self.closed = True
+        for q in self.tasks:
+            q.cancel_join_thread()
+            q.put(None)
+        for process in self.processes:
+            process.join(WORKER_JOIN_S)
+            if process.is_alive():
+                process.terminate()
+                process.join(WORKER_JOIN_S)
+        for q in self.tasks + [self.results]:
+            q.cancel_join_thread()
+            q.close()
+
+
 # ---------------------------------------------------------------- the background thread
 
 class _Producer:
@@ -283,7 +414,7 @@ class _Producer:
                                               "or an error (it was stopped)")
 
 
-def _stop(producer, placer):
+def _stop(producer, placer, workers=None):
     producer.stop.set()
     if threading.current_thread() is producer.thread:   # a garbage collection run by the thread itself
         return
@@ -294,6 +425,17 @@ def _stop(producer, placer):
     placer.settle()   # (the thread settled on its way out; this is for one still in the source)
     while not producer.queue.empty():   # drop the batches made ahead: their memory goes now
         producer.queue.get_nowait()
+    _shut(workers)
+
+
+def _shut(workers):
+    if workers is not None:
+        workers.shutdown()
+
+
+def _close_work(work, workers):
+    work.close()
+    _shut(workers)
 
 
 class Batches:
@@ -307,14 +449,16 @@ class Batches:
         self._loader, self.epoch = loader, epoch
         self._placer = _placer_for(device)
         stop = threading.Event()
-        work = loader._placed(epoch, start, self._placer, stop)
+        # worker processes start here, in the consumer's thread, before the background thread
+        workers = _Workers(loader._source, loader.workers, 2 * loader.workers) if loader.workers else None
+        work = loader._placed(epoch, start, self._placer, stop, workers)
         self._done = False
         if loader.prefetch:
             self._producer = _Producer(work, loader.prefetch, stop)
-            self._close = weakref.finalize(self, _stop, self._producer, self._placer)
+            self._close = weakref.finalize(self, _stop, self._producer, self._placer, workers)
         else:
             self._producer, self._work = None, work
-            self._close = weakref.finalize(self, work.close)
+            self._close = weakref.finalize(self, _close_work, work, workers)
 
     def __iter__(self):
         return self
@@ -373,16 +517,31 @@ class Loader:
         consumer's thread when asked.
     shard: "auto" splits every epoch among the ranks of `rune.distributed` (a run of one
         process takes all), None gives every rank everything, (rank, size) names a split.
+    workers: processes that read a sequence source's examples (`source[i]`, Python work:
+        decoding, augmenting) and stack its batches, 2 x workers batches ahead; 0 (the
+        default) reads them in the background thread. The batches and their order are
+        those of workers=0. Workers are forked on Linux (the data set is inherited as it
+        is), spawned elsewhere (it must pickle); a data set that draws random numbers
+        should draw them from the index (workers share the parent's generator state). An
+        error in a worker is raised at the batch it was making, with the worker's traceback
+        as a note. They stop with the epoch (its end, `close()`, dropping it).
 
     `for batch in loader` runs the epoch and step where the loader stands (`state()`);
     `loader.epoch(e, start=s)` runs epoch e from step s.
     """
 
     def __init__(self, source, batch_size, *, key=None, shuffle=None, drop_last=False, device=None,
-                 prefetch=2, shard="auto"):
+                 prefetch=2, shard="auto", workers=0):
         self._source = _source(source)
         self.batch_size = _count(batch_size, "batch_size", 1)
         self.prefetch = _count(prefetch, "prefetch")
+        self.workers = _count(workers, "workers")
+        if self.workers and not isinstance(self._source, _Examples):
+            what = ("arrays, whose batches are gathered by one indexing each" if self._source.indexable else
+                    "an iterable of examples, which is read in order by one reader")
+            raise ArgumentError(f"rune.data.Loader: workers={self.workers} runs a data set's __getitem__ in "
+                                f"worker processes, but the source is {what}; pass workers=0, or a sequence "
+                                f"of examples (len and [i])")
         self.drop_last = bool(drop_last)
         self.shuffle = key is not None if shuffle is None else bool(shuffle)
         if self.shuffle and key is None:
@@ -487,23 +646,32 @@ class Loader:
 
     # -- what the background thread runs
 
-    def _placed(self, epoch, start, placer, stop):
+    def _placed(self, epoch, start, placer, stop, workers=None):
         """(step, placed batch, copy event) for each batch of `epoch` from `start`. However
         it ends (the last batch, a close, an error), it first waits for the copies it
         queued: a batch made ahead and dropped gives its device memory back then."""
         try:
-            for step, batch in self._host_batches(epoch, start, stop):
+            for step, batch in self._host_batches(epoch, start, stop, workers):
                 if stop.is_set():
                     return
                 yield (step,) + placer(batch)
         finally:
             placer.settle()
+            _shut(workers)
 
-    def _host_batches(self, epoch, start, stop):
+    def _host_batches(self, epoch, start, stop, workers=None):
         if not self._source.indexable:
             yield from self._stream_batches(epoch, start, stop)
             return
         mine, size = self.indices(epoch), self.batch_size
+        if workers is not None:
+            jobs = ((step, mine[step * size:(step + 1) * size]) for step in range(start, len(self)))
+            try:
+                yield from workers.batches(jobs, stop)
+            except Exception as e:
+                _note(e, f"(making a batch of epoch {epoch} in a worker process of rune.data.Loader)")
+                raise
+            return
         for step in range(start, len(self)):
             rows = mine[step * size:(step + 1) * size]
             try:
