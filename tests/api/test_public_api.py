@@ -16,7 +16,7 @@ NAMESPACES = {"nx": nx, **{f"nx.{name}": module for name, module in SUBMODULES.i
 
 # Every name section 1.1 of the design lists for rune.nx (and 1.4's conv and
 # reduce_window), by group.
-DESIGN_NX = {
+PUBLIC_NX = {
     "array and submodules": "Array from_dlpack place linalg fft random",
     "dtypes": "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 bfloat16 float32 float64 "
               "complex64 complex128",
@@ -33,7 +33,7 @@ DESIGN_NX = {
     "products and softmax": "matmul dot einsum outer softmax log_softmax",
     "training": "conv reduce_window",
 }
-DESIGN_RANDOM = "key split fold_in uniform normal bernoulli randint"
+PUBLIC_RANDOM = "key split fold_in uniform normal bernoulli randint"
 
 
 def _public_callables():
@@ -76,10 +76,10 @@ def test_submodule_all_holds_every_function_defined_there(name):
 
 
 def test_nx_all_lists_the_designed_api():
-    for group, names in DESIGN_NX.items():
+    for group, names in PUBLIC_NX.items():
         missing = [name for name in names.split() if name not in nx.__all__]
         assert not missing, f"nx.__all__ lacks the design's {group}: {missing}"
-    missing = [name for name in DESIGN_RANDOM.split() if name not in nx.random.__all__]
+    missing = [name for name in PUBLIC_RANDOM.split() if name not in nx.random.__all__]
     assert not missing, f"nx.random.__all__ lacks {missing}"
     assert {"linalg", "fft", "random"} <= set(nx.__all__)
     # The Array API namespace's own entries are public too.
@@ -132,5 +132,5 @@ def test_the_docstring_check_catches_a_missing_argument():
 
 
 def test_dtypes_in_all_are_numpy_dtypes_or_scalar_types():
-    for name in DESIGN_NX["dtypes"].split():
+    for name in PUBLIC_NX["dtypes"].split():
         assert np.dtype(getattr(nx, name)).name in (name, "bool"), name

@@ -85,3 +85,24 @@ def test_emulate_refuses_specs_and_unknown_targets():
         jf.emulate(rune.Spec((3,), "float32"))
     with pytest.raises(rune.RuneError, match="target"):
         jf.emulate(nx.ones(3), target="metal")
+
+
+# the programs ci/gpu-check compares (its cost model counts their emulation builds: ci/gpu_budget.py)
+GPU_PROGRAMS = ("layer norm", "reductions f32", "reductions f64")
+
+
+@requires_gxx
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", GPU_PROGRAMS)
+def test_a_gpu_gives_the_emulations_bits(name):
+    # ci/gpu-check's comparison of a real GPU with the emulation: the same program's
+    # CUDA kernels, run on the device and on the host, give the same bits.
+    fn, make = PROGRAMS[name]
+    host_args = make(np.random.default_rng(len(name)))
+    jf = rune.jit(fn)
+    on_gpu = rune.tree.leaves(jf(*[nx.asarray(a, device="cuda:0") for a in host_args]))
+    emulated = rune.tree.leaves(jf.emulate(*[nx.asarray(a) for a in host_args]))
+    for g, e in zip(on_gpu, emulated):
+        g, e = np.asarray(g), np.asarray(e)
+        assert g.dtype == e.dtype and g.shape == e.shape
+        np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8), np.atleast_1d(e).view(np.uint8), err_msg=name)
