@@ -55,6 +55,13 @@ def load_text(max_chars):
     return "".join(parts)[:max_chars]
 
 
+def encode(text):
+    """(the distinct characters, sorted; {character: id}; the text as int32 ids)."""
+    lookup = sorted(set(text))
+    index = {c: i for i, c in enumerate(lookup)}
+    return lookup, index, np.array([index[c] for c in text], np.int32)
+
+
 def unigram_entropy(tokens, vocab):
     """The entropy (nats) of the character frequencies: the loss of the best
     model that ignores context."""
@@ -233,9 +240,7 @@ def main(argv=None):
 def train(args):
     device = args.device or ("cuda" if rune.devices("cuda") else "cpu")
     text = load_text(args.max_chars)
-    lookup = sorted(set(text))
-    index = {c: i for i, c in enumerate(lookup)}
-    data = np.array([index[c] for c in text], np.int32)
+    lookup, index, data = encode(text)
     split = int(len(data) * 0.9)
     train_data, valid_data = data[:split], data[split:]
     floor = unigram_entropy(train_data, len(lookup))

@@ -9,10 +9,11 @@
   filter of the ones that do), `Module.train()`/`.eval()`, `update_state` and
   `apply` (a call returning the model with its new state).
 - layers by kind: linear.py (Linear, MLP), convolution.py (Conv,
-  ConvTranspose), embedding.py (Embedding), normalization.py (LayerNorm,
-  RMSNorm, BatchNorm, GroupNorm, InstanceNorm), pooling.py (MaxPool, AvgPool,
-  AdaptiveAvgPool, GlobalAvgPool), stochastic.py (Dropout), attention.py
-  (MultiHeadAttention), containers.py (Sequential, Lambda); layer_helpers.py
+  ConvTranspose), embedding.py (Embedding; its attend() is a tied read-out),
+  normalization.py (LayerNorm, RMSNorm, BatchNorm, GroupNorm, InstanceNorm),
+  pooling.py (MaxPool, AvgPool, AdaptiveAvgPool, GlobalAvgPool), stochastic.py
+  (Dropout), attention.py (MultiHeadAttention and its parts causal_mask and
+  dot_product_attention), containers.py (Sequential, Lambda); layer_helpers.py
   holds what they share.
 - summarize.py: `summary(model, *example_args)`, a table of the layers.
 - losses (rune/nn/losses.py): regression, binary, distribution and NLL losses
@@ -29,7 +30,7 @@ from .losses import (absolute_error, binary_cross_entropy, cosine_distance, cosi
                      kl_divergence, l2_loss, nll_loss, sigmoid_binary_cross_entropy, smooth_l1_loss, squared_error)
 from .mixed_precision import DynamicLossScale, Policy, all_finite, select_tree
 from .module import Module, apply, combine, field, is_array, is_inexact_array, partition, trainable, update_state
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, causal_mask, dot_product_attention
 from .containers import Lambda, Sequential
 from .convolution import Conv, ConvTranspose
 from .embedding import Embedding

@@ -1,4 +1,7 @@
-"""`MultiHeadAttention` and the masks it takes."""
+"""`MultiHeadAttention`, the masks it takes, and its parts: `dot_product_attention`
+(softmax(q k^T / sqrt(d)) v over heads, as `jax.nn.dot_product_attention` and
+PyTorch's `scaled_dot_product_attention`) and `causal_mask`, for models that
+project queries, keys and values their own way (GPT's one fused (d, 3d) matrix)."""
 import math
 
 import numpy as np
@@ -9,7 +12,56 @@ from .linear import Linear
 from .layer_helpers import split_keys
 from .module import Module
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["MultiHeadAttention", "causal_mask", "dot_product_attention"]
+
+
+def causal_mask(length_q, length_k=None):
+    """A bool (length_q, length_k) mask, True where query i may attend to key j,
+    that is j <= i (length_k defaults to length_q): the lower triangle, as
+    `torch.tril(torch.ones(L_q, L_k, dtype=bool))` and PyTorch's `is_causal=True`.
+    It goes to `mask=` of `dot_product_attention` and `MultiHeadAttention`."""
+    length_q = _length("causal_mask", "length_q", length_q)
+    length_k = length_q if length_k is None else _length("causal_mask", "length_k", length_k)
+    return nx.arange(length_q)[:, None] >= nx.arange(length_k)[None, :]
+
+
+def _length(where, name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ShapeError(f"{where}: expected {name} a length (an int >= 0), got {value!r}")
+    return int(value)
+
+
+def dot_product_attention(query, key, value, mask=None, *, causal=False, scale=None):
+    """softmax(q k^T * scale) v, per head: query (*batch, L_q, heads, head_dim), key
+    and value (*batch, L_k, heads, head_dim) (`jax.nn.dot_product_attention`'s
+    layout) give (*batch, L_q, heads, head_dim). scale defaults to
+    1 / sqrt(head_dim). mask: bools broadcastable to (*batch, heads, L_q, L_k), True
+    where a query may attend to a key; causal=True also hides the later keys
+    (`causal_mask`). A query whose keys are all hidden gets the mean of the values
+    (its scores are all the same lowest finite number), not NaN. The arithmetic
+    runs in the inputs' dtype (bfloat16 under a bfloat16 policy)."""
+    where = "dot_product_attention"
+    query, key, value = nx.asarray(query), nx.asarray(key), nx.asarray(value)
+    if query.ndim < 3 or key.ndim < 3 or key.shape != value.shape or key.shape[-2:] != query.shape[-2:]:
+        raise ShapeError(f"{where}: expected query (*batch, L_q, heads, head_dim) and key, value (*batch, L_k, "
+                         f"heads, head_dim) of the same heads and head_dim, got query {query.shape}, key "
+                         f"{key.shape}, value {value.shape}")
+    lq, lk = query.shape[-3], key.shape[-3]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = nx.einsum("...qhd,...khd->...hqk", query, key) * scale
+    allowed = causal_mask(lq, lk) if causal else None
+    if mask is not None:
+        mask = _bool_mask(where, "mask", mask, "broadcastable to (*batch, heads, L_q, L_k)")
+        try:
+            np.broadcast_shapes(mask.shape, scores.shape)
+        except ValueError:
+            raise ShapeError(f"{where}: expected mask= bools broadcastable to (*batch, heads, L_q, L_k) = "
+                             f"{scores.shape}, got bool{list(mask.shape)}") from None
+        allowed = mask if allowed is None else nx.logical_and(allowed, mask)
+    if allowed is not None:
+        scores = nx.where(allowed, scores, nx.finfo(scores.dtype).min)
+    weights = nx.softmax(scores, axis=-1)
+    return nx.einsum("...hqk,...khd->...qhd", weights, value)
 
 
 def _mask_forms(batch, heads, lq, lk):
@@ -36,7 +88,7 @@ def _bool_mask(where, argument, mask, accepted):
 
 def _attention_mask(where, mask, key_mask, causal, batch, heads, lq, lk):
     """Which scores stay, broadcastable to (*batch, num_heads, L_q, L_k), or None."""
-    allowed = nx.arange(lq)[:, None] >= nx.arange(lk)[None, :] if causal else None
+    allowed = causal_mask(lq, lk) if causal else None
     if mask is not None:
         forms = _mask_forms(batch, heads, lq, lk)
         accepted = " or ".join(f"{name} = {shape}" for name, shape in reversed(forms.values()))
@@ -113,12 +165,8 @@ class MultiHeadAttention(Module):
                              f"{context.shape} do not broadcast") from None
         heads = lambda t: nx.reshape(t, t.shape[:-1] + (self.num_heads, self.features // self.num_heads))  # noqa: E731
         q, k, v = heads(self.q_proj(x)), heads(self.k_proj(context)), heads(self.v_proj(context))
-        scores = nx.einsum("...qhd,...khd->...hqk", q, k) * (1.0 / math.sqrt(self.features // self.num_heads))
         allowed = _attention_mask(where, mask, key_mask, causal, batch, self.num_heads, x.shape[-2],
                                   context.shape[-2])
-        if allowed is not None:
-            scores = nx.where(allowed, scores, nx.finfo(scores.dtype).min)
-        weights = nx.softmax(scores, axis=-1)
-        out = nx.einsum("...hqk,...khd->...qhd", weights, v)
+        out = dot_product_attention(q, k, v, allowed)
         return self.out_proj(nx.reshape(out, out.shape[:-2] + (self.features,)))
 

@@ -1,7 +1,9 @@
-"""`Embedding`: rows of a table looked up by integer ids."""
+"""`Embedding`: rows of a table looked up by integer ids, and the same table as
+an output projection (`attend`, for tied input and output embeddings)."""
 from .. import nx
-from ..errors import DTypeError
-from .module import Module, is_inexact_array
+from ..errors import DTypeError, ShapeError
+from .layer_helpers import in_dtype_of
+from .module import Module, _boundary, is_inexact_array
 
 __all__ = ["Embedding"]
 
@@ -39,3 +41,12 @@ class Embedding(Module):
         valid = valid[..., None]
         return nx.where(valid, rows, nx.full_like(rows, float("nan")))
 
+    @_boundary   # under a mixed-precision policy, as __call__ is
+    def attend(self, x):
+        """x (..., features) @ weight.T: (..., num_embeddings) scores against every row."""
+        where = f"Embedding(num_embeddings={self.num_embeddings}, features={self.features}).attend"
+        x = in_dtype_of(where, x, self.weight)
+        if x.ndim < 1 or x.shape[-1] != self.features:
+            raise ShapeError(f"{where}: expected vectors whose last axis is {self.features}, got shape {x.shape}")
+        # one product contracting both last axes: the table is read as it lies, not transposed first
+        return nx.dot_general(x, self.weight, (((x.ndim - 1,), (1,)), ((), ())))
