@@ -61,6 +61,7 @@ PRODUCTS = {
     "gemm K large": ((37, 1000), (1000, 37), nx.matmul),
     "gemm tall": ((3000, 40), (40, 24), nx.matmul),
     "gemm skinny K huge": ((8, 20000), (20000, 8), nx.matmul),
+    "few outputs, K cut in blocks (a covariance)": ((10, 20000), (10, 20000), lambda a, b: nx.matmul(a, b.T)),
     "gemm transposed left": ((301, 160), (301, 160), lambda a, b: nx.matmul(a.T, b)),
     "gemm transposed right": ((160, 301), (160, 301), lambda a, b: nx.matmul(a, b.T)),
     "stack of large products": ((3, 150, 150), (3, 150, 150), nx.matmul),
@@ -68,7 +69,7 @@ PRODUCTS = {
     "stack of smaller products": ((64, 30, 30), (64, 30, 30), nx.matmul),    # one BLAS thread each, any dtype
     "einsum contracting two axes": ((40, 30, 50), (30, 50, 60), lambda a, b: nx.einsum("ikl,klj->ij", a, b)),
 }
-NUMPY = {"dot": np.dot, "gemv transposed A.T @ x": lambda a, b: a.T @ b,
+NUMPY = {"dot": np.dot, "few outputs, K cut in blocks (a covariance)": lambda a, b: a @ b.T, "gemv transposed A.T @ x": lambda a, b: a.T @ b,
          "gemm transposed left": lambda a, b: a.T @ b, "gemm transposed right": lambda a, b: a @ b.T,
          "einsum contracting two axes": lambda a, b: np.einsum("ikl,klj->ij", a, b)}
 DTYPES = {"float32": (np.float32, 2e-5), "float64": (np.float64, 1e-12), "complex64": (np.complex64, 2e-5),

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from ...base.tuning import MATMUL_MIN_SIDE, MATMUL_MIN_TILES, MATMUL_TILE
+from ...base.tuning import MATMUL_K_BLOCK_MIN, MATMUL_MIN_SIDE, MATMUL_MIN_TILES, MATMUL_TILE
 from . import bf16_gemm, threads
 from ...errors import CompileError
 from .. import pipeline
@@ -45,6 +45,7 @@ from .address import address
 
 NAME = "rune_batched_gemm"
 TILE, MIN_TILES, MIN_SIDE = MATMUL_TILE, MATMUL_MIN_TILES, MATMUL_MIN_SIDE   # rune/base/tuning.py says why
+K_BLOCK_MIN = MATMUL_K_BLOCK_MIN
 # The most multiply-adds of a product OpenBLAS runs on the calling thread whatever its thread
 # count: interface/gemm.c threads over 65536 * GEMM_MULTITHREAD_THRESHOLD (4) of them, complex
 # over 8192 * 4 (a complex 50x50x50 product changed at 3 threads); zgemv.c a matrix of
@@ -218,8 +219,19 @@ def _tiled(a, b, entry, m, k, n, count):
     n_threads = threads.stack_threads(m * k * n * count)   # (before BLAS is held at one thread)
     # a matrix-vector product whose matrix BLAS would read in stripes of TILE of its rows' elements
     if k > TILE and ((n == 1 and la[0] == _TRANS) or (m == 1 and lb[0] == _NO_TRANS)):
-        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads)
-    return threads.serial_blas(_run, a, b, entry, la, lb, k, _tile(m, n), n_threads)
+        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads, TILE)
+    rows, cols = _tile(m, n)
+    # few outputs over a long K (a covariance, a weight gradient of a thin layer): too few
+    # tiles to share out, so K is cut into MIN_TILES blocks, whose products run side by side
+    if -(-m // rows) * -(-n // cols) < MIN_TILES and k >= MIN_TILES * K_BLOCK_MIN:
+        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads, _k_block(k))
+    return threads.serial_blas(_run, a, b, entry, la, lb, k, (rows, cols), n_threads)
+
+
+def _k_block(k):
+    """The K block of a product split along K: MIN_TILES blocks of a multiple of TILE (the
+    last block shorter). The shape alone decides, so the sum's order does too."""
+    return -(-k // (MIN_TILES * TILE)) * TILE
 
 
 def _tile(m, n):
@@ -235,20 +247,21 @@ def _tile(m, n):
     return rows, cols
 
 
-def _k_blocks(a, b, entry, la, lb, k, n_threads):
-    """A matrix-vector product as the sum of the products of blocks of TILE along K, each
-    reading whole rows of the matrix (a stripe of them runs at half the speed), added in
-    block order: its blocks, and so its bits, depend on the shape alone."""
-    blocks, rest = divmod(k, TILE)
+def _k_blocks(a, b, entry, la, lb, k, n_threads, block):
+    """A product as the sum of the products of blocks of `block` along K (a matrix-vector
+    product's blocks of TILE each read whole rows of the matrix: a stripe of them runs at
+    half the speed), added in block order: its blocks, and so its bits, depend on the
+    shape alone."""
+    blocks, rest = divmod(k, block)
     a_blocks = np.lib.stride_tricks.as_strided(
-        a, a.shape[:-1] + (blocks, TILE), a.strides[:-1] + (TILE * a.strides[-1], a.strides[-1]))
+        a, a.shape[:-1] + (blocks, block), a.strides[:-1] + (block * a.strides[-1], a.strides[-1]))
     b_blocks = np.lib.stride_tricks.as_strided(
-        b, b.shape[:-2] + (blocks, TILE, b.shape[-1]), b.strides[:-2] + (TILE * b.strides[-2],) + b.strides[-2:])
-    a_blocks = np.moveaxis(a_blocks, -2, -3)   # (..., blocks, m, TILE)
+        b, b.shape[:-2] + (blocks, block, b.shape[-1]), b.strides[:-2] + (block * b.strides[-2],) + b.strides[-2:])
+    a_blocks = np.moveaxis(a_blocks, -2, -3)   # (..., blocks, m, block)
     whole = (a.shape[-2], b.shape[-1])
-    out = _run(a_blocks, b_blocks, entry, la, lb, TILE, whole, n_threads).sum(axis=-3)
+    out = _run(a_blocks, b_blocks, entry, la, lb, block, whole, n_threads).sum(axis=-3)
     if rest:
-        out += _run(a[..., blocks * TILE:], b[..., blocks * TILE:, :], entry, la, lb, rest, whole, n_threads)
+        out += _run(a[..., blocks * block:], b[..., blocks * block:, :], entry, la, lb, rest, whole, n_threads)
     return out
 
 
