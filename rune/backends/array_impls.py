@@ -26,6 +26,7 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ..base import vocabulary
 from . import float_semantics
 from .cpu import conv, threefry
 from .xp import complexfuncs, fft, linalg, mathfuncs, sorting, statistics
@@ -35,27 +36,13 @@ from .xp import complexfuncs, fft, linalg, mathfuncs, sorting, statistics
 ACCUMULATOR = {np.dtype(np.float16): np.dtype(np.float32),
                np.dtype(ml_dtypes.bfloat16): np.dtype(np.float32)}
 
-UNARY = {
-    "neg": "negative", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
-    "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "sinh": "sinh",
-    "cosh": "cosh", "asin": "arcsin", "acos": "arccos", "atan": "arctan", "floor": "floor",
-    "ceil": "ceil", "round": "round", "sign": "sign", "abs": "abs", "not": "invert",
-    "isnan": "isnan", "isfinite": "isfinite",
-}
-BINARY = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide",
-    "floordiv": "floor_divide", "rem": "remainder", "pow": "power", "max": "maximum",
-    "min": "minimum", "atan2": "arctan2", "and": "bitwise_and", "or": "bitwise_or",
-    "xor": "bitwise_xor", "shift_left": "left_shift", "shift_right": "right_shift",
-    "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
-    "gt": "greater", "ge": "greater_equal",
-}
+# The array-module function of each core elementwise primitive (rune/base/vocabulary.py);
+# rsqrt, erf, logistic and stop_gradient, which have none, are written below.
+NAMED = {op.name: op.numpy for op in vocabulary.OPS if op.numpy is not None}
 # Ops that never raise floating-point flags on finite inputs skip the quiet
 # guard (on NumPy it costs ~1 us a call). Multiplication can overflow to inf,
 # but guarding every product costs too much.
-SAFE = {"neg", "add", "sub", "mul", "sin", "cos", "tan", "tanh", "atan", "erf", "logistic", "max",
-        "min", "and", "or", "xor", "not", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isfinite",
-        "abs", "sign", "floor", "ceil", "shift_left", "shift_right"}
+SAFE = frozenset(op.name for op in vocabulary.OPS if op.quiet)
 
 # Scatter modes that combine every update, repeated indices included.
 COMBINE_AT = {"add": "add", "mul": "multiply", "min": "minimum", "max": "maximum"}
@@ -294,7 +281,7 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     def random_bits(key, *, shape, width):
         return threefry.random_bits(xp.asarray(key, xp.uint32), shape, width, xp=xp)
 
-    named = {name: getattr(xp, fn) for name, fn in {**UNARY, **BINARY}.items()}
+    named = {name: getattr(xp, fn) for name, fn in NAMED.items()}
     complex_rules = complexfuncs.arithmetic(xp)   # (abs is hypot of the parts: complexfuncs too)
     named.update(rsqrt=rsqrt, erf=erf, logistic=logistic,
                  floordiv=by_kind(xp.floor_divide, float_rule=floor_division("floordiv")),

@@ -18,20 +18,20 @@ functions rules call (rn_floordiv_*, rn_f2i_*, ...) are in the prelude
 """
 import numpy as np
 
+from ..base.vocabulary import BINARY, COMPARE, OPS as CORE_OPS, PREDICATE, UNARY
 from . import complexc, mathlib
 
 # ---------------------------------------------------------------- the IR op vocabulary
 # Per-point ops (one `Node` per point; a primitive's name where it is one, so an
 # elementwise primitive `p` becomes the node op `p.ir_op`). Arities are fixed.
-UNARY_OPS = ("neg", "exp", "log", "log1p", "expm1", "log2", "log10", "sqrt", "rsqrt",
-             "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
-             "asinh", "acosh", "atanh", "erf", "logistic", "floor", "ceil", "round", "trunc",
-             "sign", "abs", "not", "stop_gradient", "real", "imag", "conj")
-BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "rem", "pow", "max", "min", "atan2",
-              "hypot", "copysign", "logaddexp", "nextafter", "and", "or", "xor",
-              "shift_left", "shift_right", "complex")
-COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
-PREDICATE_OPS = ("isnan", "isfinite")
+# The core primitives' ops are declared in rune/base/vocabulary.py; the nx family modules'
+# (rune/nx/mathfuncs.py, rune/nx/complex.py) are listed here.
+FAMILY_UNARY_OPS = ("log2", "log10", "asinh", "acosh", "atanh", "trunc", "real", "imag", "conj")
+FAMILY_BINARY_OPS = ("hypot", "copysign", "logaddexp", "nextafter", "complex")
+UNARY_OPS = UNARY + FAMILY_UNARY_OPS
+BINARY_OPS = BINARY + FAMILY_BINARY_OPS
+COMPARE_OPS = COMPARE
+PREDICATE_OPS = PREDICATE
 SELECT_OP, CONVERT_OP = "select", "convert"   # select(pred, on_true, on_false); convert to the node's dtype
 ELEMENTWISE_OPS = UNARY_OPS + BINARY_OPS + COMPARE_OPS + PREDICATE_OPS + (SELECT_OP, CONVERT_OP)
 # Ops of the point's index (rune/codegen/kernel.py): `index` (no operands) and
@@ -292,25 +292,21 @@ def _float_to_int(r, src, dst, x):
 
 
 _REAL_RULES = {
-    "neg": _neg, "exp": _unary_float("exp"), "log": _unary_float("log"),
-    "log1p": _unary_float("log1p"), "expm1": _unary_float("expm1"), "sqrt": _unary_float("sqrt"),
-    "rsqrt": _rsqrt, "sin": _unary_float("sin"), "cos": _unary_float("cos"),
-    "tan": _unary_float("tan"), "tanh": _unary_float("tanh"), "sinh": _unary_float("sinh"),
-    "cosh": _unary_float("cosh"), "asin": _unary_float("asin"), "acos": _unary_float("acos"),
-    "atan": _unary_float("atan"), "erf": _unary_float("erf"), "logistic": _logistic,
+    # the core ops that are a math library function (exp, sin, atan2, ...): from their declaration
+    **{op.name: (_unary_float if op.arity == 1 else _libm_binary)(op.c) for op in CORE_OPS if op.c},
+    "neg": _neg, "rsqrt": _rsqrt, "logistic": _logistic,
     # float64: the target's math library, as every function above: glibc's, or CUDA's (whose
     # guide bounds log2 and log10 by 1 ulp); not correctly rounded. float32 and 16-bit floats
     # (computed in float32, rounded once): rune's correctly rounded library (_float32_library).
     "log2": _unary_float("log2"), "log10": _unary_float("log10"),
     "asinh": _unary_float("asinh"), "acosh": _unary_float("acosh"), "atanh": _unary_float("atanh"),
-    "floor": _unary_float("floor"), "ceil": _unary_float("ceil"), "trunc": _unary_float("trunc"),
-    "round": _unary_float("rint"),  # rint rounds half to even in the default mode
+    "trunc": _unary_float("trunc"),
     "sign": _sign, "abs": _abs, "not": _not, "stop_gradient": _identity,
     "isnan": _isnan, "isfinite": _isfinite,
     "add": _arith("+", "|"), "sub": _arith("-", None), "mul": _arith("*", "&"), "div": _div,
     "floordiv": _helper("floordiv", "hfiu"), "rem": _helper("rem", "hfiu"), "pow": _pow,
     "max": _extremum(">"), "min": _extremum("<"),
-    "atan2": _libm_binary("atan2"), "copysign": _libm_binary("copysign"),
+    "copysign": _libm_binary("copysign"),
     "hypot": _helper("hypot", "hf"),   # rune's hypot (complexc.helpers; complexfuncs.py has the rule)
     "logaddexp": _helper("logaddexp", "hf"),   # NumPy's npy_logaddexp (c_src/float_divmod.h)
     "nextafter": _nextafter,
@@ -360,6 +356,5 @@ EXACT_OPS = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "f
 # Kernel IR ops that are libm calls (or as long): a tree holding one is loaded where
 # it is stored anyway rather than recomputed in each reader (rune/compiler/fuse.py),
 # and a loop of few points but many of them pays for threads (rune/codegen/c.py).
-COSTLY_OPS = frozenset({"exp", "expm1", "log", "log1p", "log2", "log10", "logaddexp", "tanh", "sin", "cos", "tan",
-                        "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "hypot",
-                        "erf", "logistic", "pow", "random_bits"})
+COSTLY_OPS = frozenset({op.name for op in CORE_OPS if op.costly} |
+                       {"log2", "log10", "logaddexp", "asinh", "acosh", "atanh", "hypot", "random_bits"})

@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 
+from ..base import vocabulary
 from ..errors import ShapeError
 from .aval import Aval
 from .primitive import Lowering, abstract_rules, declare_lowering, primitive
@@ -18,13 +19,8 @@ from .trace import common_device
 
 BOOL = np.dtype(bool)
 
-UNARY = ("neg", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-         "sinh", "cosh", "asin", "acos", "atan", "erf", "logistic", "floor", "ceil", "round",
-         "sign", "abs", "not", "stop_gradient")
-BINARY = ("add", "sub", "mul", "div", "floordiv", "rem", "pow", "max", "min", "atan2",
-          "and", "or", "xor", "shift_left", "shift_right")
-COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
-PREDICATE = ("isnan", "isfinite")
+# The elementwise primitives are declared in rune/base/vocabulary.py, one entry each.
+UNARY, BINARY, COMPARE, PREDICATE = vocabulary.UNARY, vocabulary.BINARY, vocabulary.COMPARE, vocabulary.PREDICATE
 REDUCE = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod")
 
 P = {}  # name -> Primitive, for `from .prims import P` users

@@ -7,6 +7,7 @@ import pathlib
 
 import rune
 import rune.distributed  # noqa: F401  (its collectives are primitives too)
+from rune.base import vocabulary
 from rune.transforms.autodiff.vjp import vjp_forward
 from rune.core.primitive import abstract_rules, batch_rules, jvp_rules, no_derivative, vjp_rules
 
@@ -16,11 +17,8 @@ ROOT = pathlib.Path(rune.__file__).parent
 # there, their derivatives in rune/transforms/autodiff/rules.py and their batching rules in
 # rune/transforms/batching.py, the layers that run them, because every other rule is
 # written in terms of them.
-CORE_FIRST_ORDER = frozenset("""
-    neg exp log log1p expm1 sqrt rsqrt sin cos tan tanh sinh cosh asin acos atan erf logistic
-    floor ceil round sign abs not stop_gradient
-    add sub mul div floordiv rem pow max min atan2 and or xor shift_left shift_right
-    eq ne lt le gt ge isnan isfinite
+# The elementwise ones are those declared in rune/base/vocabulary.py.
+CORE_FIRST_ORDER = frozenset(vocabulary.BY_NAME) | frozenset("""
     reduce_sum reduce_max reduce_min reduce_prod argmax argmin
     select convert broadcast_to reshape transpose slice rev pad concatenate gather scatter
     dynamic_slice dynamic_update_slice dot_general random_bits place iota full

@@ -1,16 +1,18 @@
 """JVP and VJP rules of the core first-order primitives (rune/core/prims.py).
 
-Elementwise primitives share one table of partial derivatives: forward mode
-multiplies tangents by them, reverse mode multiplies cotangents and sums over
-broadcast axes (the shared machinery of rune/nx/rule_helpers.py). Structural
+Elementwise primitives declare their partial derivatives where they are declared
+(rune/base/vocabulary.py): forward mode multiplies tangents by them, reverse mode
+multiplies cotangents and sums over broadcast axes (the shared machinery of
+rune/nx/rule_helpers.py). Structural
 primitives have linear rules written once each. Primitives defined elsewhere
 register their rules where they are defined (the nx family modules,
 rune/transforms/control.py, ...).
 """
-import math
+import functools
 
 import numpy as np
 
+from ...base import vocabulary
 from ...core.prims import P
 from ...core.primitive import jvp_rules, no_derivative, vjp_rules
 from ...core.trace import bind
@@ -23,61 +25,8 @@ from ...nx.rule_helpers import elementwise_jvp, elementwise_vjp, shape_of, unbro
 
 # ---------------------------------------------------------------- elementwise
 
-# name -> partial derivative d out / d x as a function of (x, out)
-UNARY_PARTIALS = {
-    "exp": lambda x, out: out,
-    "log": lambda x, out: ops.reciprocal(x),
-    "log1p": lambda x, out: ops.reciprocal(ops.add(x, 1)),
-    "expm1": lambda x, out: ops.add(out, 1),
-    "sqrt": lambda x, out: ops.divide(0.5, out),
-    "rsqrt": lambda x, out: ops.multiply(ops.divide(out, x), -0.5),
-    "sin": lambda x, out: ops.cos(x),
-    "cos": lambda x, out: ops.negative(ops.sin(x)),
-    "tan": lambda x, out: ops.add(ops.multiply(out, out), 1),
-    "tanh": lambda x, out: ops.subtract(1, ops.multiply(out, out)),
-    "sinh": lambda x, out: ops.cosh(x),
-    "cosh": lambda x, out: ops.sinh(x),
-    "asin": lambda x, out: ops.rsqrt(ops.subtract(1, ops.multiply(x, x))),
-    "acos": lambda x, out: ops.negative(ops.rsqrt(ops.subtract(1, ops.multiply(x, x)))),
-    "atan": lambda x, out: ops.reciprocal(ops.add(ops.multiply(x, x), 1)),
-    "erf": lambda x, out: ops.multiply(ops.exp(ops.negative(ops.multiply(x, x))), 2 / math.sqrt(math.pi)),
-    "logistic": lambda x, out: ops.multiply(out, ops.subtract(1, out)),
-    "abs": lambda x, out: ops.where(ops.greater_equal(x, 0), x.dtype.type(1), x.dtype.type(-1)),
-}
-# name -> (d out / d x, d out / d y) as functions of (x, y, out); None = zero
-BINARY_PARTIALS = {
-    "mul": (lambda x, y, out: y, lambda x, y, out: x),
-    "div": (lambda x, y, out: ops.reciprocal(y), lambda x, y, out: ops.negative(ops.divide(out, y))),
-    "pow": (lambda x, y, out: _pow_dx(x, y),
-            lambda x, y, out: ops.multiply(ops.log(ops.where(ops.equal(x, 0), 1, x)), out)),
-    "max": (lambda x, y, out: _tie_split(ops.greater(x, y), ops.equal(x, y), x),
-            lambda x, y, out: _tie_split(ops.less(x, y), ops.equal(x, y), y)),
-    "min": (lambda x, y, out: _tie_split(ops.less(x, y), ops.equal(x, y), x),
-            lambda x, y, out: _tie_split(ops.greater(x, y), ops.equal(x, y), y)),
-    "atan2": (lambda x, y, out: ops.divide(y, ops.add(ops.multiply(x, x), ops.multiply(y, y))),
-              lambda x, y, out: ops.negative(ops.divide(x, ops.add(ops.multiply(x, x), ops.multiply(y, y))))),
-    "rem": (lambda x, y, out: x.dtype.type(1), lambda x, y, out: ops.negative(ops.floor(ops.divide(x, y)))),
-}
-# Linear elementwise primitives: sign of each operand's contribution.
-LINEAR = {"add": (1, 1), "sub": (1, -1), "neg": (-1,)}
-ZERO = ("floor", "ceil", "round", "sign", "floordiv", "stop_gradient")
-
-
-def _pow_dx(x, y):
-    """d x**y / dx = y * x**(y - 1), and exactly 0 where y == 0. The base is
-    replaced by 1 there, so no 0 * inf appears in this or any higher derivative
-    (x**0, then x**1 differentiated twice, ... at x = 0)."""
-    zero = ops.equal(y, 0)
-    safe = ops.where(zero, x.dtype.type(1), x)
-    return ops.where(zero, x.dtype.type(0), ops.multiply(y, ops.power(safe, ops.subtract(y, 1))))
-
-
-def _tie_split(wins, ties, like):
-    """1 where this operand wins, 0.5 on ties (as JAX), 0 elsewhere."""
-    dtype = like.dtype
-    return ops.where(wins, dtype.type(1), ops.where(ties, dtype.type(0.5), dtype.type(0)))
-
-
+# Each elementwise primitive's derivative is declared with it (rune/base/vocabulary.py):
+# partial derivatives, the signs of a linear one, or none.
 def _linear_rules(name, signs):
     prim = P[name]
 
@@ -108,14 +57,13 @@ def _zero_rules(name):
     jvp_rules[prim] = lambda primals, tangents, **params: (bind(prim, *primals, **params), None)
 
 
-for _n, _f in UNARY_PARTIALS.items():
-    _elementwise_rules(_n, (_f,))
-for _n, _fs in BINARY_PARTIALS.items():
-    _elementwise_rules(_n, _fs)
-for _n, _s in LINEAR.items():
-    _linear_rules(_n, _s)
-for _n in ZERO:
-    _zero_rules(_n)
+for _op in vocabulary.OPS:
+    if _op.partials is not None:
+        _elementwise_rules(_op.name, tuple(functools.partial(f, ops) for f in _op.partials))
+    elif _op.linear is not None:
+        _linear_rules(_op.name, _op.linear)
+    elif not _op.smooth:
+        _zero_rules(_op.name)
 
 
 def _instantiate(t, like):
@@ -238,8 +186,7 @@ def _prod_vjp(ct, ins, out, wants, *, axes):
     return (ops.multiply(_expand_back(ct, ins[0], axes), _prod_of_others(ins[0], axes)),)
 
 
-for _n in ("argmax", "argmin", "random_bits", "eq", "ne", "lt", "le", "gt", "ge", "isnan",
-           "isfinite", "and", "or", "xor", "not", "shift_left", "shift_right"):
+for _n in ("argmax", "argmin", "random_bits"):
     _zero_rules(_n)
 
 
