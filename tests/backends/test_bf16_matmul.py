@@ -112,3 +112,34 @@ def test_nx_products_of_bf16_take_the_kernel_eagerly_jitted_and_differentiated()
     # d/dx sum(x @ y) = ones @ y.T, each row the sum of y's row: bfloat16 sums of 17 values
     grad = rune.grad(lambda p: (p @ y).astype(nx.float32).sum())(x)
     _close_to_float64(np.asarray(grad), np.ones((2, 33, 17), BF16), b.T)
+
+
+def _conv_float64(x, w):
+    """A SAME-padded stride-1 convolution (NHWC by HWIO) in float64 NumPy."""
+    kh, kw = w.shape[:2]
+    padded = np.pad(x.astype(np.float64), ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(1, 2))   # N H W C kh kw
+    return np.einsum("nhwcij,ijco->nhwo", windows, w.astype(np.float64))
+
+
+def test_bf16_convolution_takes_the_kernel_without_a_float32_copy():
+    # bfloat16 convolutions go through im2col patches and the host matmul: the patches
+    # are no longer copied to float32 (the old route held them in bfloat16 and float32)
+    rng = np.random.default_rng(4)
+    x, w = _bf16(rng, (2, 24, 24, 16)), _bf16(rng, (3, 3, 16, 8))
+    if not bf16_gemm.available(c_compiler.find()):
+        pytest.skip("no C compiler")
+    conv = lambda: nx.conv(nx.asarray(x), nx.asarray(w), padding="SAME")
+    conv()
+    tracemalloc.start()
+    try:
+        out = conv()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    exact = _conv_float64(x, w)
+    got = np.asarray(out)
+    assert got.dtype == BF16
+    assert np.abs(got.astype(np.float64) - exact).max() <= 2.0 ** -7 * np.abs(exact).max()
+    patches = x.shape[0] * x.shape[1] * x.shape[2] * 9 * x.shape[3] * BF16.itemsize
+    assert peak < 2 * patches, (peak, patches)

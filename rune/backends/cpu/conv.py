@@ -90,8 +90,9 @@ def make_impls(xp):
         view = xp.moveaxis(view, 2 + nd, -1)                              # (G, N, *out, *K, C)
         patches = view.reshape(g, n * math.prod(counts), math.prod(kernel) * c)
         kernel_matrix = w.reshape(g, math.prod(kernel) * c, o)
-        if _half(x.dtype):
-            # Half precision is computed in float32 (BLAS) and rounded once on store.
+        if _half(x.dtype) and xp is not np:
+            # Half precision is computed in float32 (BLAS) and rounded once on store (the
+            # host's matmul takes float16/bfloat16 as they are and does the same itself).
             out = matmul(patches.astype(np.float32), kernel_matrix.astype(np.float32)).astype(x.dtype)
         else:
             out = matmul(patches, kernel_matrix)
