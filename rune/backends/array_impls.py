@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from ..base import vocabulary
-from . import float_semantics
+from . import float_semantics, ordered_reductions
 from .cpu import conv, threefry
 from .xp import complexfuncs, fft, linalg, mathfuncs, sorting, statistics
 
@@ -305,4 +305,6 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
     # each in its own module.
     for module in (conv, mathfuncs, sorting, linalg, complexfuncs, fft, statistics):
         impls.update(module.make_impls(xp))
+    # float sums and products in the kernels' order (eager == jit at any size)
+    impls.update(ordered_reductions.wrap(xp, impls))
     return impls
