@@ -1,6 +1,9 @@
 """rune.debug: print inside traced code, the NaN switch naming the op and the
 user's line, and tracebacks that show the user's frames (docs/debugging.md)."""
 import inspect
+import os
+import subprocess
+import sys
 import traceback
 
 import numpy as np
@@ -126,6 +129,14 @@ def test_nans_switch_as_a_call_and_from_the_environment(monkeypatch):
     monkeypatch.setenv("RUNE_DEBUG_NANS", "maybe")
     with pytest.raises(rune.ArgumentError, match="RUNE_DEBUG_NANS"):
         config.debug_nans()
+
+
+def test_rune_debug_nans_in_the_environment_switches_it_on_at_import():
+    program = ("import rune\nfrom rune import nx\nassert rune.debug.nans_enabled()\n"
+               "rune.jit(lambda x: nx.log(x))(nx.asarray([-1.0]))\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RUNE_DEBUG_NANS": "1"})
+    assert done.returncode == 1 and "NanError: log made a NaN" in done.stderr, done.stderr
 
 
 # ---------------------------------------------------------------- tracebacks
