@@ -1,8 +1,9 @@
 """Batches for training: `rune.data.Loader`.
 
 A Loader cuts a data set into batches, shuffled by an explicit key, split
-among the ranks of a `rune.distributed` run, made on a background thread and
-placed on the device ahead of the step that uses them.
+among the ranks of a `rune.distributed` run, made on a background thread (or,
+for a sequence of examples, in worker processes: `workers=N`) and placed on the
+device ahead of the step that uses them.
 
 Sources, told apart by their type:
 - an array (NumPy, rune, or any array-like with a shape), or a tuple, dict,
