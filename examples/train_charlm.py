@@ -3,6 +3,7 @@
     python examples/train_charlm.py                   # a few hundred steps, then samples
     python examples/train_charlm.py --compute-dtype bfloat16
     python examples/train_charlm.py --steps 2000 --device cuda
+    mpiexec -n 2 python examples/train_charlm.py --shard zero3   # parameters sharded over 2 processes
     python -m rune.plot checkpoints/charlm.jsonl -o curves.png
 
 Every Python installation carries its standard library as source, so the text
@@ -155,30 +156,61 @@ def decay_mask(params):
     return rune.tree.map(lambda p: p.ndim >= 2, params)
 
 
-def make_optimizer(lr, steps, weight_decay, accumulate=1):
+def make_optimizer(lr, steps, weight_decay, accumulate=1, mask=decay_mask, clip=optim.clip_by_global_norm):
     """AdamW after global-norm clipping, its rate warming up over the first tenth of
     the updates then decaying (cosine) to lr / 10, its weight decay on the matrices
     only (`decay_mask`); with accumulate = k > 1, one update per k batches, on the
     mean of their gradients (`optim.MultiSteps`: a batch k times larger in the
-    memory of one). steps counts batches; (optimizer, schedule of the update count)."""
+    memory of one). steps counts batches; (optimizer, schedule of the update count).
+    mask and clip: as for a sharded optimizer (`data_parallel`)."""
     updates = max(steps // accumulate, 1)
     warmup = max(updates // 10, 1)
     schedule = optim.warmup_cosine(0.0, lr, warmup, max(updates, warmup + 1), end_value=lr / 10)
-    adamw = optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay, mask=decay_mask)
-    optimizer = optim.chain(optim.clip_by_global_norm(1.0), adamw)
+    adamw = optim.adamw(schedule, b1=0.9, b2=0.99, weight_decay=weight_decay, mask=mask)
+    optimizer = optim.chain(clip(1.0), adamw)
     return (optim.MultiSteps(optimizer, accumulate) if accumulate > 1 else optimizer), schedule
 
 
-def make_step(optimizer):
-    """One jitted training step: (model, opt_state, windows) -> (model, opt_state, loss)."""
+def make_step(optimizer, average=False):
+    """One jitted training step: (model, opt_state, windows) -> (model, opt_state, loss);
+    average: the gradients averaged over the processes first (unsharded data parallelism)."""
     loss_and_grad = rune.value_and_grad(loss_fn)
 
     @rune.jit
     def step(model, opt_state, windows):
         loss, grads = loss_and_grad(model, windows)
+        if average:
+            grads = rune.distributed.all_reduce(grads, "mean")
         updates, opt_state = optimizer.update(grads, opt_state, model)
         return optim.apply_updates(model, updates), opt_state, loss
     return step
+
+
+def data_parallel(shard, model, make):
+    """--shard under `mpiexec -n N`: (model, optimizer, whether the step averages the
+    gradients). Each process trains on its own batches. "none" averages the gradients
+    with all_reduce (every process holds everything); zero1 and zero2 keep 1/N of
+    AdamW's state per process (`rune.distributed.sharded`; zero2 receives only its
+    block of the mean gradient), zero3 the parameters too (`fully_shard` of every
+    block, then of the model). A sharded optimizer sees flat blocks, so the weight
+    decay mask is made from the whole shapes (`whole_view`) and the clipping norm
+    sums over every process's blocks (`rune.distributed.clip_by_global_norm`)."""
+    dist = rune.distributed
+    if shard == "none":
+        return model, make(), dist.size() > 1
+    if shard == "zero3":
+        model = dist.fully_shard(model.replace(blocks=tuple(dist.fully_shard(b) for b in model.blocks)))
+    flags = decay_mask(dist.whole_view(model))   # (a function: a fully_shard model is callable)
+    optimizer = make(mask=lambda blocks: flags, clip=dist.clip_by_global_norm)
+    return model, dist.sharded(optimizer, stage=1 if shard == "zero1" else 2), False
+
+
+def memory_line(what):
+    """This process's bytes of live rune arrays (rune.memory_stats), as a line to print."""
+    held = rune.memory_stats()
+    mib = lambda n: f"{n / 2**20:.3f} MiB"  # noqa: E731
+    per = ", ".join(f"{d} {mib(v['current'])} (peak {mib(v['peak'])})" for d, v in held.items())
+    return f"process {rune.distributed.rank()} of {rune.distributed.size()}, {what}: {per}"
 
 
 def forever(loader):
@@ -226,6 +258,10 @@ def main(argv=None):
     parser.add_argument("--tensorboard", metavar="DIR",
                         help="also write TensorBoard event files to DIR (needs tensorboardX: pip install "
                              "'rune[tensorboard]')")
+    parser.add_argument("--shard", choices=("none", "zero1", "zero2", "zero3"), default="none",
+                        help="under mpiexec -n N, data parallel over N processes: none averages the gradients, "
+                             "zero1/zero2 shard AdamW's state (and the gradients), zero3 the parameters too; "
+                             "each process prints its memory")
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="host BLAS threads (default 1: small matrices, often a busy machine)")
     args = parser.parse_args(argv)
@@ -253,11 +289,22 @@ def train(args):
     model = rune.place(policy.apply(model), device)
     if args.accumulate < 1:
         raise SystemExit(f"--accumulate must be at least 1, got {args.accumulate}")
-    optimizer, schedule = make_optimizer(args.lr, args.steps, args.weight_decay, args.accumulate)
+    parallel = args.shard != "none" or rune.distributed.size() > 1
+    if parallel:
+        rune.memory_stats()   # counting starts: the lines below report this process's arrays
+    schedule = make_optimizer(args.lr, args.steps, args.weight_decay, args.accumulate)[1]
+    model, optimizer, average = data_parallel(
+        args.shard, model, lambda **kw: make_optimizer(args.lr, args.steps, args.weight_decay, args.accumulate,
+                                                       **kw)[0])
     opt_state = optimizer.init(model)
-    step = make_step(optimizer)
+    if parallel:   # (before the loader makes batches)
+        print(memory_line(f"--shard {args.shard}, parameters and optimizer state"), flush=True)
+    step = make_step(optimizer, average)
     evaluate = rune.jit(loss_fn)
-    batches = forever(Loader(windows(train_data, args.seq_len), args.batch_size, key=nx.random.key(args.seed),
+    rank = rune.distributed.rank()
+    if rank:   # each process its own batches and log
+        args.log, args.tensorboard = f"{os.path.splitext(args.log)[0]}.rank{rank}.jsonl", None
+    batches = forever(Loader(windows(train_data, args.seq_len), args.batch_size, key=nx.random.key(args.seed + rank),
                              drop_last=True, device=device))
 
     os.makedirs(os.path.dirname(os.path.abspath(args.log)), exist_ok=True)
@@ -281,6 +328,8 @@ def train(args):
                 rate = i * chars / (now - start)
                 print(f"step {i:5d}  loss {sum(recent) / len(recent):.3f}  ({rate:,.0f} chars/s)")
         batches.close()   # stops the loader's thread and drops the batches it made ahead
+        if parallel:
+            print(memory_line(f"--shard {args.shard}, after {args.steps} steps"), flush=True)
         valid = Loader(windows(valid_data, args.seq_len), args.batch_size, key=nx.random.key(1), drop_last=True,
                        device=device, prefetch=0)
         with valid.epoch(0) as held_out:

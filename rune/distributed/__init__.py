@@ -12,7 +12,7 @@ from .scatter import all_gather, reduce_scatter
 from .runtime import guard_launch as _guard_launch
 from .runtime import initialize as _initialize
 from .sharding import shard
-from .zero import FullyShard, clip_by_global_norm, fully_shard, sharded
+from .zero import FullyShard, clip_by_global_norm, fully_shard, sharded, whole_view
 from . import sharded_checkpoints as _sharded_checkpoints   # noqa: F401  (rune.save/load of sharded state)
 
 _guard_launch()
@@ -53,4 +53,5 @@ def barrier():
 
 
 __all__ = ["initialize", "rank", "size", "local_rank", "device", "barrier", "all_reduce", "broadcast",
-           "all_gather", "reduce_scatter", "shard", "sharded", "fully_shard", "FullyShard", "clip_by_global_norm"]
+           "all_gather", "reduce_scatter", "shard", "sharded", "fully_shard", "FullyShard", "clip_by_global_norm",
+           "whole_view"]

@@ -231,6 +231,30 @@ def _whole_shapes(params):
     return shapes
 
 
+class WholeLeaf:
+    """A leaf of `whole_view`: the shape, dtype, ndim and size of a whole parameter."""
+    __slots__ = ("shape", "dtype", "ndim", "size")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+        self.ndim, self.size = len(self.shape), int(np.prod(self.shape, dtype=np.int64))
+
+    def __repr__(self):
+        return f"WholeLeaf({self.shape}, {self.dtype})"
+
+
+def whole_view(params):
+    """`params` (with fully_shard modules or not) with every leaf a `WholeLeaf` of its
+    whole parameter's shape: for functions of the parameters' shapes, such as a
+    weight-decay mask `lambda p: tree.map(lambda x: x.ndim >= 2, p)`, which would see
+    only flat blocks inside `sharded`: with `flags = fn(whole_view(params))`,
+    `sharded(optim.adamw(..., mask=lambda blocks: flags))` masks by the whole shapes
+    (a function returning the tree: a FullyShard at its root is callable, and a
+    callable mask is called)."""
+    leaves, structure = tree.flatten(params)
+    return tree.unflatten(structure, [WholeLeaf(shape, x.dtype) for x, shape in zip(leaves, _whole_shapes(params))])
+
+
 def block_layout(tree_):
     """Per leaf of `tree_` (tree.leaves order): the whole leaf's shape where the leaf is
     this rank's block of it (inside a FullyShard or a ShardedState), else None; and the

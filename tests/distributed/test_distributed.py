@@ -29,7 +29,7 @@ def test_signatures_and_defaults():
                    "all_gather": "(tree, axis=0, length=None)", "reduce_scatter": "(tree, op='sum', axis=0)",
                    "shard": "(n, epoch=0, seed=0)", "sharded": "(optimizer, stage=2)",
                    "fully_shard": "(module, reshard_after_forward=True)", "FullyShard": "(blocks_, layout)",
-                   "clip_by_global_norm": "(max_norm)"}
+                   "clip_by_global_norm": "(max_norm)", "whole_view": "(params)"}
     assert issubclass(rune.DistributedError, rune.RuneError) and issubclass(rune.DistributedError, RuntimeError)
 
 

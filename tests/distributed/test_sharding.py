@@ -150,3 +150,24 @@ def test_a_sharded_checkpoint_is_a_folder_that_loads_with_a_template(tmp_path):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
     rune.save(tmp_path / "ck", tree)   # a second save replaces the first: one folder of shards
     assert len(list((tmp_path / "ck").iterdir())) == 2
+
+
+def test_a_mask_of_whole_shapes_reaches_the_sharded_optimizer():
+    """Inside `sharded` the optimizer sees flat blocks: a mask computed from them would
+    decay nothing; one computed from `whole_view` decays the matrices as unsharded does."""
+    model = _Two(nx.random.key(1))
+    decay = lambda p: rune.tree.map(lambda x: x.ndim >= 2, p)  # noqa: E731
+    assert [w.shape for w in rune.tree.leaves(dist.whole_view(dist.fully_shard(model)))] == \
+        [tuple(x.shape) for x in rune.tree.leaves(model)]
+    zeros = rune.tree.map(nx.zeros_like, model)
+
+    def first_update(opt, m):
+        return rune.tree.leaves(opt.update(zeros, opt.init(m), m)[0])
+    want = first_update(optim.adamw(0.5, weight_decay=0.1, mask=decay), model)
+    flags = decay(dist.whole_view(model))
+    got = first_update(dist.sharded(optim.adamw(0.5, weight_decay=0.1, mask=lambda blocks: flags)), model)
+    blind = first_update(dist.sharded(optim.adamw(0.5, weight_decay=0.1, mask=decay)), model)
+    for w, g in zip(want, got):
+        assert np.asarray(w).tobytes() == np.asarray(g).tobytes()
+    assert all(not np.asarray(b).any() for b in blind)   # the flat blocks: nothing decayed
+    assert any(np.asarray(w).any() for w in want)
