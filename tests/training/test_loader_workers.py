@@ -11,7 +11,9 @@ import time
 import numpy as np
 import pytest
 
+import rune
 from rune import nx
+from rune.backends.cpu import threads
 from rune.data import Loader
 from rune.errors import ArgumentError
 
@@ -125,3 +127,34 @@ def test_workers_need_a_sequence_of_examples():
         Loader(iter([1, 2, 3]), 2, workers=1)
     with pytest.raises(ArgumentError, match="workers must be an int >= 0"):
         Loader(Decoded(), 2, workers=-1)
+
+
+class Computed:
+    """A data set whose examples are computed by a parallel compiled rune kernel (1 << 20
+    elements: the C renderer's parallel threshold), run in forked workers after the parent
+    ran it on two OpenMP threads (rune/backends/cpu/threads.py, "fork")."""
+
+    size = 1 << 20
+
+    def __init__(self):
+        self.kernel = rune.jit(lambda x, i: x * 2.5 + i)
+        self.x = np.linspace(-1, 1, self.size, dtype=np.float32)
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return np.asarray(self.kernel(nx.asarray(self.x), nx.asarray(np.float32(i))))[::4096]
+
+
+@pytest.mark.cc
+def test_workers_forked_after_parallel_kernels_compute_and_never_hang(monkeypatch):
+    monkeypatch.setenv("RUNE_NUM_THREADS", "2")
+    monkeypatch.setattr(threads, "free_cpus", lambda pool=None: 8)
+    data = Computed()
+    first = data[0]   # the parent's kernel, on two threads: its OpenMP team is started
+    assert threads._openmp_team[0], "the parent's kernel ran on one thread: nothing to test"
+    want = [(data.x * np.float32(2.5) + np.float32(i))[::4096] for i in range(4)]
+    np.testing.assert_array_equal(first, want[0])
+    batches = [np.asarray(b) for b in Loader(data, 2, workers=2)]
+    np.testing.assert_array_equal(np.concatenate(batches), np.stack(want))
