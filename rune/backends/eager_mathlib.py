@@ -20,28 +20,55 @@ import ml_dtypes
 import numpy as np
 
 from ..codegen import mathlib
+from ..errors import CompileError
+from . import pipeline
+from .cpu import threads
 
 PARALLEL = 1 << 15   # elements from which a call's loop runs on several threads
 F32 = np.dtype(np.float32)
 LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))   # computed in float32, rounded once
-# rune op -> the library's function, for the ops the eager table has
-UNARY = {op: fn for op, fn in mathlib.UNARY.items() if op not in ("exp2", "erfc", "cbrt")}
-BINARY = dict(mathlib.BINARY)
+# rune op -> the library's function (`wrap` replaces those the eager table has)
+UNARY, BINARY = dict(mathlib.UNARY), dict(mathlib.BINARY)
 
 _LOCK = threading.Lock()
 _BUILT = {}   # op -> compiled entry (or None: no compiler)
 
 
 def _unit(op, fn, arity):
-    """The C unit of one op: <name>_run(b) over b = (inputs..., output, &n)."""
+    """The C unit of one op: <name>_call(x..., y, n) and the pipeline's entry
+    <name>_run(b) over b = (x..., y, &n)."""
     name = f"rn_eager_{op}"
+    params = "".join(f"const float *x{i}, " for i in range(arity))
     ins = ", ".join(f"x{i}[i]" for i in range(arity))
-    decls = "".join(f"  const float *x{i} = (const float *)b[{i}];\n" for i in range(arity))
-    text = (f"void {name}_run(void **b) {{\n{decls}"
-            f"  float *y = (float *)b[{arity}];\n  const int64_t n = *(const int64_t *)b[{arity + 1}];\n"
+    args = "".join(f"(const float *)b[{i}], " for i in range(arity))
+    text = (f"void {name}_call({params}float *y, int64_t n) {{\n"
             f"  #pragma omp parallel for simd schedule(static) if (n >= {PARALLEL})\n"
-            f"  for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n}}\n")
+            f"  for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n}}\n"
+            f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
+            f"*(const int64_t *)b[{arity + 1}]); }}\n")
     return name, text, ()
+
+
+class _Entry:
+    """One op's compiled unit: a short call runs on the calling thread straight through
+    ctypes; a long one through the pipeline's entry, on the threads rune's policy gives."""
+
+    def __init__(self, program, name, arity):
+        self.arity = arity
+        self.threaded = threads.parallel_kernel(program.function(name + "_run"))
+        self.direct = getattr(program.lib, name + "_call")
+        self.direct.argtypes = [ctypes.c_void_p] * (arity + 1) + [ctypes.c_int64]
+        self.direct.restype = None
+
+    def __call__(self, args):
+        out = np.empty(args[0].shape, F32)
+        pointers = [a.ctypes.data for a in args] + [out.ctypes.data]
+        if out.size < PARALLEL:
+            self.direct(*pointers, out.size)
+        else:
+            n = ctypes.c_int64(out.size)
+            self.threaded((ctypes.c_void_p * (self.arity + 2))(*pointers, ctypes.addressof(n)))
+        return out
 
 
 def _entry(op):
@@ -56,20 +83,12 @@ def _entry(op):
             from .cpu import compiler
             path = compiler.find()
             ops = [*UNARY, *BINARY]
-            units = [_unit(o, UNARY[o], 1) if o in UNARY else _unit(o, BINARY[o], 2) for o in ops]
-            entries = compiler.build(path, CDialect().prelude(), units) if path else [None] * len(ops)
-            _BUILT.update(zip(ops, entries))
+            arity = [1 if o in UNARY else 2 for o in ops]
+            units = [_unit(o, (UNARY if k == 1 else BINARY)[o], k) for o, k in zip(ops, arity)]
+            programs = pipeline.build(path, CDialect().prelude(), units) if path else [None] * len(ops)
+            _BUILT.update((o, _Entry(p, u[0], k) if p is not None and not isinstance(p, CompileError) else None)
+                          for o, p, u, k in zip(ops, programs, units, arity))
         return _BUILT[op]
-
-
-def _run(op, entry, args):
-    """The library's results for same-shaped float32 C-contiguous `args`."""
-    out = np.empty(args[0].shape, F32)
-    n = ctypes.c_int64(out.size)
-    pointers = (ctypes.c_void_p * (len(args) + 2))(*[a.ctypes.data for a in args], out.ctypes.data,
-                                                   ctypes.addressof(n))
-    entry(pointers)
-    return out
 
 
 def _replacement(op, before):
@@ -83,8 +102,7 @@ def _replacement(op, before):
             return before(*args)
         if len(args) > 1:
             args = np.broadcast_arrays(*args)
-        ins = [np.ascontiguousarray(a, F32) for a in args]
-        out = _run(op, entry, ins)
+        out = entry([np.ascontiguousarray(a, F32) for a in args])
         return out if dtype == F32 else out.astype(dtype)
     run.on_nd = run
     return run

@@ -315,6 +315,8 @@ def test_eager_replacements_give_the_kernels_bits():
     for dtype in (F32, np.float16):
         xs, as_, bs = (v.astype(dtype) for v in (x, a, b))
         for op, want in zip(names, jitted(xs, as_, bs)):
+            if op not in replaced:   # a primitive the eager table does not have
+                continue
             args = [xs] if op in mathlib.UNARY else [as_, bs]
             got = replaced[op](*args)
             assert got.dtype == dtype
