@@ -41,6 +41,16 @@ MATMUL_MIN_SIDE = 64
 # 1.4 ms in one BLAS call and ~0.8 ms as 8 blocks on two threads.
 MATMUL_K_BLOCK_MIN = 2048
 
+# ---------------------------------------------------------------- bfloat16 products (rune/backends/cpu/bf16_gemm.py)
+
+# A thread's tile of a bfloat16 product's output: 64 rows by 256 columns (the widest
+# layer of a transformer of d_model 64 in one tile, so no strided row block is packed
+# twice; 64 x K x 2 bytes of packed rows stay in L2 up to K = 2048). Not swept: with
+# them the GPT step's 51 products take 8.9 ms of CPU time on one thread (oneDNN's, in
+# PyTorch: 8.4 ms).
+BFLOAT_TILE_ROWS = 64
+BFLOAT_TILE_COLS = 256
+
 # ---------------------------------------------------------------- convolutions (rune/backends/cpu/conv.py)
 
 # A compiled direct conv pays for its compile (once per geometry, then the disk

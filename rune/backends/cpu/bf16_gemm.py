@@ -28,6 +28,7 @@ import ml_dtypes
 import numpy as np
 
 from . import threads
+from ...base.tuning import BFLOAT_TILE_COLS, BFLOAT_TILE_ROWS
 from ...errors import CompileError
 from .. import pipeline
 from .address import address
@@ -35,7 +36,7 @@ from .address import address
 NAME = "rune_bf16_gemm"
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 MR, NP = 8, 16          # rows of a packed block of a; columns of a packed panel of b (16 floats)
-MB, NB = 64, 256        # a thread's tile of the output (its A block packed once, reused over NB columns)
+MB, NB = BFLOAT_TILE_ROWS, BFLOAT_TILE_COLS   # a thread's tile of the output (rune/base/tuning.py)
 
 SOURCE = r"""
 #include <stdint.h>
