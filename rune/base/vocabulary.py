@@ -107,6 +107,8 @@ OPS = (
     _unary("log1p", "log1p", lambda nx, x, out: nx.reciprocal(nx.add(x, 1)), c="log1p", costly=True),
     _unary("expm1", "expm1", lambda nx, x, out: nx.add(out, 1), c="expm1", costly=True),
     _unary("sqrt", "sqrt", lambda nx, x, out: nx.divide(0.5, out), c="sqrt"),
+    _unary("cbrt", "cbrt", lambda nx, x, out: nx.reciprocal(nx.multiply(nx.multiply(out, out), 3)), quiet=True,
+           c="cbrt", costly=True),
     _unary("rsqrt", None, lambda nx, x, out: nx.multiply(nx.divide(out, x), -0.5)),
     _unary("sin", "sin", lambda nx, x, out: nx.cos(x), quiet=True, c="sin", costly=True),
     _unary("cos", "cos", lambda nx, x, out: nx.negative(nx.sin(x)), quiet=True, c="cos", costly=True),

@@ -110,18 +110,7 @@ def cbrt(x):
 
     x: a real array or scalar; integers and bools compute in their float.
     """
-    x = _real_float("cbrt", x)
-    magnitude = ops.abs(x)
-    # pow(|x|, 1/3) is within an ulp or two; one Newton step on y**3 = |x| rounds it
-    # (and makes exact cubes exact), guarded at 0 and infinity where the step is 0/0.
-    y = ops.power(magnitude, _const(x, 1 / 3))
-    if x.dtype in (dt.float32, dt.float64):
-        finite = ops.logical_and(ops.isfinite(y), ops.greater(y, 0))
-        safe = ops.where(finite, y, _const(x, 1))
-        step = ops.divide(ops.subtract(ops.multiply(ops.multiply(safe, safe), safe), magnitude),
-                          ops.multiply(ops.multiply(safe, safe), _const(x, 3)))
-        y = ops.where(finite, ops.subtract(y, ops.stop_gradient(step)), y)
-    return copysign(y, x)
+    return ops.bind(ops.P["cbrt"], _real_float("cbrt", x))   # a core primitive (rune/base/vocabulary.py)
 
 
 _DEG = 180 / math.pi

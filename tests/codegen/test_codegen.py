@@ -65,7 +65,7 @@ UNARY_FUNCTIONS = (nx.negative, nx.exp, nx.log, nx.log1p, nx.expm1, nx.log2, nx.
                    nx.sin, nx.cos, nx.tan, nx.tanh, nx.sinh, nx.cosh, nx.asin, nx.acos, nx.atan, nx.asinh,
                    nx.acosh, nx.atanh, nx.erf, nx.sigmoid, nx.floor, nx.ceil, nx.round, nx.trunc, nx.sign,
                    nx.abs, nx.bitwise_not, nx.logical_not, nx.stop_gradient, nx.isnan, nx.isfinite, nx.isinf,
-                   nx.signbit, nx.real, nx.imag, nx.conj, nx.square, nx.reciprocal)
+                   nx.signbit, nx.real, nx.imag, nx.conj, nx.square, nx.reciprocal, nx.cbrt)
 BINARY_FUNCTIONS = (nx.add, nx.subtract, nx.multiply, nx.divide, nx.floor_divide, nx.remainder, nx.pow,
                     nx.maximum, nx.minimum, nx.atan2, nx.hypot, nx.copysign, nx.logaddexp, nx.nextafter,
                     nx.bitwise_and, nx.bitwise_or, nx.bitwise_xor, nx.logical_and, nx.logical_or,
@@ -270,7 +270,8 @@ def _eager(op, params, arrays):
 # 1 ulp of their format). Every other op gives eager's bits.
 MATH_ULPS = {"exp": 4, "log": 4, "log1p": 4, "expm1": 4, "log2": 2, "log10": 2, "sin": 4, "cos": 4,
              "tan": 4, "tanh": 4, "sinh": 4, "cosh": 4, "asin": 4, "acos": 4, "atan": 4, "asinh": 4,
-             "acosh": 4, "atanh": 4, "erf": 4, "logistic": 4, "atan2": 4, "pow": 4, "logaddexp": 4}
+             "acosh": 4, "atanh": 4, "erf": 4, "logistic": 4, "atan2": 4, "pow": 4, "logaddexp": 4,
+             "cbrt": 2}
 LOG_ULPS = 2   # log2 and log10, both dialects, against NumPy
 
 
