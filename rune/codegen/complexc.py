@@ -14,7 +14,7 @@ sum, and RN_ROUNDED below stops GCC's vectoriser from fusing anyway); real,
 imag, complex, converts to complex and to bool, eq/ne, select, isnan/isfinite; exp (glibc's
 cexp as a formula over the kernels' libm: within a few ulp of eager, as the
 real exp, its special values exactly eager's); and `reduce_sum` (a float-like
-sum). |z| is the real `hypot` primitive of the parts (rune/nx/ops.py), whose C
+sum). |z| is the real `hypot` primitive of the parts (nx.abs, rune/nx/elementwise.py), whose C
 (`rn_hypot_float/double`, rune's hypot, complexfuncs.py again) is here too.
 Every other complex op has no rule here and stays on NumPy.
 """
