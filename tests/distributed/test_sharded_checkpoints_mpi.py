@@ -2,7 +2,6 @@
 saved on 3 processes, resumed on 2 with every leaf whole as saved; a save failing on one
 rank leaves the previous save whole; a missing shard is a DistributedError on every rank."""
 import os
-import re
 
 import pytest
 
@@ -18,13 +17,6 @@ def test_saved_on_three_resumed_on_two_and_a_failed_save_keeps_the_last(tmp_path
     assert rc == 0, out[-4000:]
     assert sorted(os.listdir(tmp_path / "ckpt" / open(tmp_path / "ckpt" / "current").read().strip())) == [
         "manifest.json", "rank-0-of-3.safetensors", "rank-1-of-3.safetensors", "rank-2-of-3.safetensors"]
-    rc, out = launch(2, WORKER, "load,failed-save", folder, timeout=120)
+    rc, out = launch(2, WORKER, "load,failed-save,missing", folder, timeout=120)
     assert rc == 0, out[-4000:]
-    _ok(out, 2, "load,failed-save")
-    saved = tmp_path / "ckpt" / open(tmp_path / "ckpt" / "current").read().strip()
-    os.remove(saved / "rank-1-of-3.safetensors")
-    rc, out = launch(2, WORKER, "missing", folder, timeout=60)
-    assert rc != 0
-    for rank in (0, 1):
-        assert re.search(rf"DistributedError: rune.distributed: rank {rank}: .*ckpt was saved by 3 processes, but "
-                         rf"the shards of rank\(s\) \[1\] are missing \(rank-1-of-3.safetensors\)", out), out[-3000:]
+    _ok(out, 2, "load,failed-save,missing")
