@@ -1,6 +1,6 @@
 """Sharded data parallelism across real MPI processes (tests/distributed/mpi/sharding_worker.py):
-reduce_scatter and all_gather against NumPy, ZeRO-1/2/3 parameters bit for bit those of the
-unsharded data-parallel run after 20 steps, mismatched trees named by rank and leaf path."""
+reduce_scatter and all_gather against NumPy, ZeRO-1/2/3 parameters (an MLP, the digits CNN) bit for
+bit those of the unsharded data-parallel run after 20 steps, mismatched trees named by rank and leaf path."""
 import os
 import re
 
@@ -18,10 +18,12 @@ def _ok(out, n, what):
 
 
 def test_collectives_and_zero_on_two_ranks():
-    rc, out = launch(2, WORKER, "collectives,train-mlp", timeout=120)
+    rc, out = launch(2, WORKER, "collectives,train-mlp,train-digits", timeout=180)
     assert rc == 0, out[-4000:]
-    _ok(out, 2, "collectives,train-mlp")
-    assert len(set(re.findall(r"mlp parameters after 20 steps, unsharded and ZeRO-1/2/3: ([0-9a-f]{16})", out))) == 1, out
+    _ok(out, 2, "collectives,train-mlp,train-digits")
+    for model in ("mlp", "digits"):   # the digits CNN of examples/train_digits.py
+        digests = re.findall(model + r" parameters after 20 steps, unsharded and ZeRO-1/2/3: ([0-9a-f]{16})", out)
+        assert len(digests) == 2 and len(set(digests)) == 1, out
 
 
 def test_ranks_passing_different_shapes_name_rank_and_leaf():

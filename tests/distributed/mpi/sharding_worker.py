@@ -112,11 +112,22 @@ class MLP(nn.Module):
         return self.two(nn.gelu(self.one(x)))
 
 
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
+                        "examples")
+
+
 def charlm():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))), "examples"))
+    sys.path.insert(0, EXAMPLES)
     from train_charlm import CharTransformer, loss_fn
     return CharTransformer(nx.random.key(0), 13, 8, d_model=8, heads=2, layers=1, hidden=12), loss_fn
+
+
+def digits():
+    """examples/train_digits.py's CNN (8x8 images; 12,000 parameters, none divisible by 3 in
+    every leaf), its loss on a batch (images, labels)."""
+    sys.path.insert(0, EXAMPLES)
+    from train_digits import DigitsCNN, loss_fn
+    return DigitsCNN(nx.random.key(0)), lambda model, batch: loss_fn(model, *batch)
 
 
 def mlp():
@@ -130,6 +141,9 @@ def batches(kind, steps):
     g = np.random.default_rng(1000 + RANK)   # each rank its own data
     if kind == "charlm":
         return [g.integers(0, 13, (4, 9)).astype(np.int32) for _ in range(steps)]
+    if kind == "digits":
+        return [(g.random((4, 8, 8, 1)).astype(np.float32), g.integers(0, 10, 4).astype(np.int32))
+                for _ in range(steps)]
     return [g.standard_normal((6, 6)).astype(np.float32) for _ in range(steps)]
 
 
@@ -150,7 +164,7 @@ def train(model, loss_fn, opt, data, mode):
         return optim.apply_updates(model, updates), state, loss
 
     for batch in data:
-        model, state, loss = step(model, state, nx.asarray(batch))
+        model, state, loss = step(model, state, rune.tree.map(nx.asarray, batch))
     return model, state
 
 
@@ -170,7 +184,7 @@ def digest(model):
 
 
 def check_train(models=("mlp", "charlm")):
-    for kind, make in (("mlp", mlp), ("charlm", charlm)):
+    for kind, make in (("mlp", mlp), ("charlm", charlm), ("digits", digits)):
         if kind not in models:
             continue
         model, loss_fn = make()
@@ -288,6 +302,7 @@ def check_mismatch():
 
 
 CHECKS = {"collectives": check_collectives, "train": check_train, "train-mlp": lambda: check_train(("mlp",)),
+          "train-digits": lambda: check_train(("digits",)),
           "mismatch": check_mismatch, "save": lambda: check_save(sys.argv[2]), "load": lambda: check_load(sys.argv[2]),
           "failed-save": lambda: check_failed_save(sys.argv[2]), "missing": lambda: check_missing(sys.argv[2])}
 for what in WHAT.split(","):
