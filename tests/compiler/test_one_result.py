@@ -1,0 +1,203 @@
+"""One result per program (docs/design.md): whole programs give the same bits eagerly;
+under jit with RUNE_COMPILE_MIN_SIZE at its default (small stretches op by op on
+NumPy) and at 0 (every stretch compiled); on 1, 2 and 3 threads; and through their
+CUDA kernels run by the host emulation (`jitted.emulate(*args, target="cuda")`), which
+is how CI without a GPU checks a GPU's bits. Each path is the others' oracle; the
+reductions among them are checked against NumPy's float64 values too.
+
+Programs with float32 transcendental functions (softmax, the training steps' losses)
+compare the eager path only where the eager table runs rune's math library
+(rune/backends/eager_mathlib.py; NumPy's SIMD exp has other bits): the compiled
+paths, the threads and the emulated CUDA kernels all do."""
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+import rune
+from rune import nn, nx, optim
+from rune.compiler.lower import DEFAULT_MIN_SIZE
+
+from compiled import numpy_stretches
+from pinned_threads import assert_bits_equal, at_threads, parallel_everywhere
+
+pytestmark = pytest.mark.cc
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+THREADS = (1, 2, 3)
+# sizes below RUNE_COMPILE_MIN_SIZE's default, above it, and above 2**16
+SIZES = (1000, 5000, 70_001)
+
+
+def _emulation_available():
+    from rune.backends.cuda.emulator import compiler
+    return compiler() is not None
+
+
+def _statistics(*xs):
+    """Sums, means, variances and standard deviations of each input, whole and by rows."""
+    out = {}
+    for i, x in enumerate(xs):
+        out[i] = dict(sum=nx.sum(x * 1.5), mean=nx.mean(x), var=nx.var(x), std=nx.std(x),
+                      rows=nx.sum(nx.reshape(x[:x.size - x.size % 10], (10, -1)), axis=1),
+                      prod=nx.prod(1 + x[:300] / 64))
+    return out
+
+
+def _stat_inputs(dtype):
+    def make(rng):
+        return tuple((rng.standard_normal(n) * 3 + 0.25).astype(dtype) for n in SIZES)
+    return make
+
+
+def _layer_norm(x, w, b):
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / nx.sqrt(var + 1e-5) * w + b
+
+
+def _scan_with_callback(x):
+    def step(carry, row):
+        total = carry + row.sum()
+        return total, rune.callback(lambda t: np.float32(t) * 2, total, like=rune.Spec((), "float32"))
+    return rune.scan(step, nx.zeros((), "float32"), x)
+
+
+def _softmax(x):
+    return nx.softmax(x, axis=-1), nx.logsumexp(x, axis=0)
+
+
+def _f32(*shape):
+    return lambda rng: (rng.standard_normal(shape).astype(np.float32),)
+
+
+# name: (program, inputs from a Generator, whether it calls float32 transcendental functions)
+PROGRAMS = {
+    "float32 statistics": (_statistics, _stat_inputs(np.float32), False),
+    "float64 statistics": (_statistics, _stat_inputs(np.float64), False),
+    "layer norm": (_layer_norm, lambda r: (r.standard_normal((64, 48)).astype(np.float32),
+                                           r.standard_normal(48).astype(np.float32),
+                                           r.standard_normal(48).astype(np.float32)), False),
+    "scan with a callback": (_scan_with_callback, _f32(5, 700), False),
+    "softmax": (_softmax, _f32(37, 300), True),
+}
+
+
+def _leaves(tree):
+    return [np.asarray(a) for a in rune.tree.leaves(tree)]
+
+
+def _eager_runs_rune_math():
+    """Whether eager float32 exp is rune's math library's (as the kernels'), not NumPy's."""
+    from rune.backends import backend_for, eager_mathlib
+    host = rune.devices("cpu")[0]
+    return backend_for(host).impls(host)["exp"].__module__ == eager_mathlib.__name__
+
+
+def _every_path(fn, args, eager=True):
+    """{path: the leaves of fn(*args)} on every path of the module docstring (eager
+    only where `eager`)."""
+    out = {"eager": _leaves(fn(*args))} if eager else {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUNE_COMPILE_MIN_SIZE", str(DEFAULT_MIN_SIZE))
+        small = rune.jit(fn)
+        out[f"jit, RUNE_COMPILE_MIN_SIZE={DEFAULT_MIN_SIZE}"] = _leaves(small(*args))
+        mp.setenv("RUNE_COMPILE_MIN_SIZE", "0")
+        with parallel_everywhere(blas=False):   # products: tests/codegen/test_reduction_determinism.py
+            for k in THREADS:
+                out[f"jit, RUNE_COMPILE_MIN_SIZE=0, {k} threads"] = at_threads(k, rune.jit(fn), *args)
+        if _emulation_available():
+            out["emulated CUDA kernels"] = _leaves(rune.jit(fn).emulate(*args))
+    return out
+
+
+def _assert_one_result(results):
+    first, want = next(iter(results.items()))
+    for path, got in results.items():
+        assert_bits_equal(got, want, f"{path} against {first}")
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_every_path_gives_the_same_bits(name):
+    fn, make, transcendental = PROGRAMS[name]
+    args = [nx.asarray(a) for a in make(np.random.default_rng(len(name)))]
+    _assert_one_result(_every_path(fn, args, eager=not transcendental or _eager_runs_rune_math()))
+
+
+def _scaled_sum(x):
+    return (x * 1.5).sum()
+
+
+def test_small_stretches_run_op_by_op_at_the_default_size_and_compiled_at_0(monkeypatch):
+    """The paths above are distinct: at the default RUNE_COMPILE_MIN_SIZE a 1,000-element
+    sum runs on NumPy, at 0 it is a C kernel."""
+    x = nx.asarray(np.linspace(-3, 3, SIZES[0], dtype=np.float32))
+    monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", str(DEFAULT_MIN_SIZE))
+    plan = rune.jit(_scaled_sum).plan(x)
+    assert numpy_stretches(plan) and not plan.kernels
+    monkeypatch.setenv("RUNE_COMPILE_MIN_SIZE", "0")
+    plan = rune.jit(_scaled_sum).plan(x)
+    assert plan.kernels and not numpy_stretches(plan)
+
+
+def test_the_issues_float32_sum_of_1000_elements():
+    """(x * 1.5).sum() of linspace(-3, 3, 1000) in float32: NumPy's pairwise sum gives
+    -0.00024414; rune's order (blocks of 32 lanes, their trees, the blocks in double)
+    gives 0.0 on every path."""
+    x = nx.asarray(np.linspace(-3, 3, 1000, dtype=np.float32))
+    results = _every_path(_scaled_sum, [x])
+    _assert_one_result(results)
+    assert results["eager"][0] == np.float32(0.0)
+
+
+def test_statistics_are_close_to_float64():
+    """The shared bits are also the right values: NumPy's float64 statistics."""
+    for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        xs = _stat_inputs(dtype)(np.random.default_rng(3))
+        got = _statistics(*(nx.asarray(x) for x in xs))
+        for i, x in enumerate(xs):
+            w = x.astype(np.float64)
+            want = dict(sum=(w * 1.5).sum(), mean=w.mean(), var=w.var(), std=w.std(),
+                        rows=w[:w.size - w.size % 10].reshape(10, -1).sum(axis=1), prod=(1 + w[:300] / 64).prod())
+            for key, value in want.items():
+                scale = np.abs(w).sum() * (1.5 if key == "sum" else 1) / (w.size if key in ("mean",) else 1)
+                tol = rtol * max(scale, np.abs(value).max()) if key in ("sum", "mean", "rows") else rtol * np.abs(value).max()
+                np.testing.assert_allclose(np.asarray(got[i][key], np.float64), value, rtol=0, atol=tol,
+                                           err_msg=f"{np.dtype(dtype)} {key} of {x.size}")
+
+
+# ---------------------------------------------------------------- training steps
+
+def _example(name):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", os.path.join(REPO, "examples", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _digits_step():
+    digits = _example("train_digits")
+    rng = np.random.default_rng(1)
+    optimizer = optim.adam(2e-3)
+    model = digits.DigitsCNN(nx.random.key(0))
+    args = (model, optimizer.init(model), nx.asarray(rng.random((16, 8, 8, 1), dtype=np.float32)),
+            nx.asarray(rng.integers(0, 10, 16).astype(np.int32)))
+    return digits.make_step(optimizer).__wrapped__, args
+
+
+def _char_lm_step():
+    charlm = _example("train_charlm")
+    rng = np.random.default_rng(2)
+    vocab, seq = 40, 16
+    optimizer, _ = charlm.make_optimizer(3e-3, 20, 0.01)
+    model = charlm.CharTransformer(nx.random.key(0), vocab, seq, d_model=32, heads=2, layers=1)
+    model = nn.Policy(param="float32", compute="float32", output="float32").apply(model)
+    args = (model, optimizer.init(model), nx.asarray(rng.integers(0, vocab, (4, seq + 1)).astype(np.int32)))
+    return charlm.make_step(optimizer).__wrapped__, args
+
+
+@pytest.mark.parametrize("make", [_digits_step, _char_lm_step], ids=["digits", "char transformer"])
+def test_a_training_step_gives_the_same_parameters_on_every_path(make):
+    fn, args = make()
+    _assert_one_result(_every_path(fn, args, eager=_eager_runs_rune_math()))
