@@ -30,18 +30,26 @@ def on_start(starter):
     _starters.append(starter)
 
 
+# Arrays are made and dropped on several threads (a data loader's, the garbage
+# collector's); each count is a read and a write, so it is taken under a lock,
+# reentrant because an Array's end may run (garbage collection) inside a count.
+_counts_lock = threading.RLock()
+
+
 def allocated(name, nbytes):
     """An Array on device `name` took a buffer of `nbytes`."""
-    now = _current.get(name, 0) + nbytes
-    _current[name] = now
-    if now > _peak.get(name, 0):
-        _peak[name] = now
+    with _counts_lock:
+        now = _current.get(name, 0) + nbytes
+        _current[name] = now
+        if now > _peak.get(name, 0):
+            _peak[name] = now
 
 
 def freed(name, nbytes):
     """An Array on device `name` let go of a buffer of `nbytes` (ignored before counting starts)."""
     if counting:
-        _current[name] = _current.get(name, 0) - nbytes
+        with _counts_lock:
+            _current[name] = _current.get(name, 0) - nbytes
 
 
 def _start():

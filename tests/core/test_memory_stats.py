@@ -53,3 +53,25 @@ def test_a_donated_argument_is_counted_once():
 def test_a_device_it_cannot_read_is_an_error():
     with pytest.raises(rune.ArgumentError, match="memory_stats: device must be a Device"):
         rune.memory_stats(3)
+
+
+def test_arrays_made_and_dropped_on_several_threads_add_up():
+    import sys
+    import threading
+    base = _now()
+
+    def churn():
+        for _ in range(20000):
+            x = nx.ones((16,), nx.float32)
+            del x
+    threads = [threading.Thread(target=churn) for _ in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)   # threads switch often: an unguarded read-and-write loses counts
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert _now() == base
