@@ -4,6 +4,7 @@ function rounded to nearest even, over every float32 input or a range of them.
     python scripts/check_math_exhaustive.py exp log            # all 2**32 inputs each
     python scripts/check_math_exhaustive.py sin --start 0 --stop 0x7f800000
     python scripts/check_math_exhaustive.py all --write-fixes  # and update the hard cases
+    python scripts/check_math_exhaustive.py tanh --stop 0x80000000   # odd: the positive half
 
 Not a CI test: a function takes minutes on two cores. The library is compiled with
 rune's C flags (rune/backends/cpu/compiler.py: -O3 -march=native, -ffp-contract=off)
@@ -38,6 +39,11 @@ from rune.codegen import mathlib  # noqa: E402
 
 REF_ULPS = 16
 CHUNK = 1 << 24
+# functions computed from |x| with the sign put back (odd) or dropped (even), so that
+# f(-x) is -f(x) (or f(x)) bit for bit: a check of the positive half covers both halves,
+# and --write-fixes enters each hard case for -x too
+SYMMETRY = {"tanh": "odd", "sinh": "odd", "atan": "odd", "asin": "odd", "asinh": "odd", "atanh": "odd",
+            "erf": "odd", "cbrt": "odd", "cosh": "even"}
 
 # function -> (glibc float64 reference, in C; mpmath's, at the working precision)
 REFERENCE = {
@@ -221,6 +227,9 @@ def main():
             print(f"   x={float(xf)!r} ({x:#010x}): ours {ours:#010x}, correct {good:#010x}")
         if wrong and args.write_fixes:
             fixes.setdefault(name, {}).update({x: good for x, _, good in wrong})
+            if name in SYMMETRY:   # the same hard case at -x
+                flip = 0x80000000 if SYMMETRY[name] == "odd" else 0
+                fixes[name].update({x ^ 0x80000000: good ^ flip for x, _, good in wrong})
         failed |= bool(wrong)
     if args.write_fixes and failed:
         write_fixes(fixes)
