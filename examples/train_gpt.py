@@ -216,6 +216,9 @@ def parse(argv):
     parser.add_argument("--compute-dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16",
                         help="the dtype of the forward and backward passes (parameters stay float32; "
                              "float16 adds dynamic loss scaling)")
+    parser.add_argument("--loss-scale", type=float, default=2.0 ** 15,
+                        help="float16: the dynamic loss scale's first value (halved after each step whose "
+                             "gradients overflow, which is skipped)")
     parser.add_argument("--max-chars", type=int, default=2_000_000)
     parser.add_argument("--max-steps", type=int, default=None,
                         help="stop (and checkpoint) after this many steps in all; --resume goes on from there")
@@ -266,7 +269,7 @@ def train(args):
     optimizer, schedule = make_optimizer(args)
     state = {"model": model, "opt": optimizer.init(model), "data": loader.state(), "step": 0}
     if args.compute_dtype == "float16":
-        state["scale"] = rune.place(nn.DynamicLossScale(), device)
+        state["scale"] = rune.place(nn.DynamicLossScale(args.loss_scale), device)
     if args.resume and os.path.exists(args.checkpoint):
         state = rune.load(args.checkpoint, device=device, like=state)
         loader.restore(state["data"])
@@ -291,8 +294,10 @@ def train(args):
                     loss, done = float(loss), done + 1
                     seconds = time.perf_counter() - tick
                     lr = float(schedule((done - 1) // args.accumulate))   # the rate of the update this batch joins
-                    log.log(done, loss=loss, lr=lr, step_time=seconds)
-                    print(f"step {done:5d}  loss {loss:.4f}  lr {lr:.2e}  {seconds * 1e3:6.1f} ms")
+                    scaled = {} if scale is None else {"loss_scale": float(scale.loss_scale)}   # after the step
+                    log.log(done, loss=loss, lr=lr, step_time=seconds, **scaled)
+                    print(f"step {done:5d}  loss {loss:.4f}  lr {lr:.2e}  {seconds * 1e3:6.1f} ms"
+                          + "".join(f"  loss scale {v:g}" for v in scaled.values()))
                     losses.append(loss)
                     if args.save_every and done % args.save_every == 0:
                         save()

@@ -119,14 +119,30 @@ def cross_entropy(logits, labels, where=None, label_smoothing=0.0, reduction="no
 
 # ---------------------------------------------------------------- normalisation and dropout
 
+def statistics_dtype(dtype):
+    """The dtype a normalisation computes its statistics in: float32 for 16-bit
+    floats (as Flax's norms and torch.autocast do), else `dtype`. In float16 the
+    backward pass through 1 / sqrt(var + eps) overflows once the variance is
+    small (var^-1.5 passes 65504 below var ~ 6e-4: a GPT's residual stream at
+    initialisation) and gives NaN gradients; the squares of values past 256
+    overflow too."""
+    dtype = nx.dtype(dtype)
+    return nx.dtype(nx.float32) if dtype in (nx.dtype(nx.float16), nx.dtype(nx.bfloat16)) else dtype
+
+
 def layer_norm(x, gamma=None, beta=None, axis=-1, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over `axis` (an int or a tuple), then times
-    `gamma` and plus `beta` when given (both broadcast against x)."""
+    `gamma` and plus `beta` when given (both broadcast against x). The statistics
+    and the normalisation of a float16 or bfloat16 `x` run in float32
+    (`statistics_dtype`), the result rounded back to x's dtype before the affine."""
     x = nx.asarray(x)
-    mean = nx.mean(x, axis=axis, keepdims=True)
-    centred = x - mean
+    wide = statistics_dtype(x.dtype)
+    xw = x if wide == x.dtype else nx.astype(x, wide)
+    mean = nx.mean(xw, axis=axis, keepdims=True)
+    centred = xw - mean
     var = nx.mean(centred * centred, axis=axis, keepdims=True)
     out = centred * nx.rsqrt(var + eps)
+    out = out if wide == x.dtype else nx.astype(out, x.dtype)
     if gamma is not None:
         out = out * gamma
     if beta is not None:

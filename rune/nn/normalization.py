@@ -53,7 +53,9 @@ class RMSNorm(Module):
     def __call__(self, x):
         x = in_dtype_of(f"RMSNorm(shape={self.shape})", x, self.weight)
         axes = _normalised_axes("RMSNorm", self.shape, x)
-        out = x * nx.rsqrt(nx.mean(x * x, axis=axes, keepdims=True) + self.eps)
+        wide = functional.statistics_dtype(x.dtype)   # float32 for 16-bit floats, as LayerNorm
+        xw = nx.astype(x, wide)
+        out = nx.astype(xw * nx.rsqrt(nx.mean(xw * xw, axis=axes, keepdims=True) + self.eps), x.dtype)
         return out if self.weight is None else out * self.weight
 
 

@@ -186,3 +186,60 @@ def test_cnn_with_batch_norm_learns_and_keeps_its_running_statistics(tmp_path):
     assert norm.training and float(np.max(np.abs(np.asarray(norm.running_mean)))) > 0   # the updates came out
     back = example.rune.load(ckpt, like=example.make_model(example.nx.random.key(1)))   # state saved with the rest
     np.testing.assert_array_equal(np.asarray(back.layers[1].running_var), np.asarray(norm.running_var))
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return _example("train_gpt")
+
+
+def _gpt_run(gpt, folder, *args):
+    """train_gpt.main, tiny, in bfloat16, two batches per update; (its losses, the lines of its log)."""
+    ckpt = os.path.join(folder, "gpt.safetensors")
+    losses = gpt.main(["--tiny", "--steps", "12", "--accumulate", "2", "--lr", "1e-2", "--sample-chars", "8",
+                       "--checkpoint", ckpt, *args])
+    return losses, _lines(os.path.join(folder, "gpt.jsonl"))
+
+
+def test_gpt_weight_decay_mask_marks_the_linear_matrices_only(gpt):
+    model = gpt.GPT(gpt.nx.random.key(0), vocab=11, context=8, d_model=8, heads=2, layers=2)
+    marks = dict(gpt.rune.tree.flatten_with_paths(gpt.decay_mask(model))[0])
+    decayed = sorted(path for path, mark in marks.items() if mark)
+    assert decayed == sorted(f".blocks[{i}].{name}.weight" for i in range(2)
+                             for name in ("attention.qkv", "attention.proj", "up", "down")), decayed
+    assert marks[".token.weight"] is False and marks[".position.weight"] is False   # the tied read-out too
+
+
+def test_gpt_bf16_learns_and_a_resumed_run_continues_bit_for_bit(gpt, tmp_path, capsys):
+    whole, whole_log = _gpt_run(gpt, str(tmp_path / "whole"))
+    out = capsys.readouterr().out
+    assert "compute bfloat16" in out and "sample: def " in out, out
+    assert [line["step"] for line in whole_log] == list(range(1, 13))
+    assert [line["loss"] for line in whole_log] == whole
+    assert np.mean(whole[-4:]) < whole[0] - 0.3, whole   # from ln(vocab) ~ 4.5 nats
+    # stopped at step 7, in the middle of an accumulation (MultiSteps holds one batch's gradient)
+    stopped, _ = _gpt_run(gpt, str(tmp_path / "run"), "--max-steps", "7")
+    assert stopped == whole[:7] and "stopped at step 7" in capsys.readouterr().out
+    resumed, log = _gpt_run(gpt, str(tmp_path / "run"), "--resume")
+    assert "at step 7" in capsys.readouterr().out
+    # the same model, optimizer state, accumulated gradient and batches: the same losses, bit for bit
+    assert resumed == whole[7:]
+    assert [(line["step"], line["loss"], line["lr"]) for line in log] == \
+        [(line["step"], line["loss"], line["lr"]) for line in whole_log]
+
+
+# The host's float16 matmul rounds its float32 sums with NumPy, which warns where they overflow
+# (rune/backends/cpu/batched_matmul.py): here on purpose, in the steps the loss scale skips.
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_gpt_float16_trains_with_a_dynamic_loss_scale(gpt, tmp_path, capsys):
+    # from 2**18 the gradients of the weights overflow float16's 65504 (2**15 would not)
+    losses, log = _gpt_run(gpt, str(tmp_path), "--compute-dtype", "float16", "--steps", "10", "--accumulate", "1",
+                           "--loss-scale", str(2.0 ** 18))
+    assert "compute float16" in capsys.readouterr().out
+    assert len(losses) == 10 and np.all(np.isfinite(losses)), losses
+    # jmp's rules: halved after each step whose gradients overflowed (the step skipped), kept
+    # after a finite one (no growth before 2000 of them); it settles, and the steps then train
+    scales = [2.0 ** 18] + [line["loss_scale"] for line in log]
+    assert all(new in (old, old / 2) for old, new in zip(scales, scales[1:])), scales
+    assert scales[1] == 2.0 ** 17 and scales[-1] == scales[-5], scales
+    assert np.mean(losses[-2:]) < losses[0] - 0.2, losses
