@@ -45,8 +45,8 @@ PROGRAMS = {
     "layer norm": (_layer_norm, lambda r: (r.standard_normal((64, 48)).astype(np.float32),
                                            r.standard_normal(48).astype(np.float32),
                                            r.standard_normal(48).astype(np.float32))),
-    "reductions f32": (_stats, lambda r: (r.standard_normal((300, 70)).astype(np.float32),)),
-    "reductions f64": (_stats, lambda r: (r.standard_normal((300, 70)),)),
+    "reductions f32": (_stats, lambda r: (r.standard_normal((40, 70)).astype(np.float32),)),
+    "reductions f64": (_stats, lambda r: (r.standard_normal((40, 70)),)),
     "matvec-free mlp head": (lambda x, w: nx.maximum(x * w, 0.0).sum(axis=-1),
                              lambda r: (r.standard_normal((128, 33)).astype(np.float32),
                                         r.standard_normal(33).astype(np.float32))),
@@ -54,14 +54,31 @@ PROGRAMS = {
 }
 
 
+@pytest.fixture(scope="module")
+def emulated_programs():
+    """Every program's CUDA plan, their kernels built into one host library (one g++ run),
+    and each program's outputs through it: what `jitted.emulate` does per call."""
+    from rune.backends import emulator_for
+    from rune.compiler import emulation
+    from rune.compiler.target import dialect
+    built = {}
+    for name, (fn, make) in PROGRAMS.items():
+        host_args = make(np.random.default_rng(len(name)))
+        plan = rune.jit(fn).plan(*[nx.asarray(a) for a in host_args], target="cuda")
+        built[name] = (plan, host_args, emulation.as_rendered(plan))
+    units = [u for _, _, rendered in built.values() for u in rendered.values()]
+    library = emulator_for("cuda")(dialect("cuda").prelude(), units)
+    return {name: emulation.run_plan(plan, list(args), library, rendered)
+            for name, (plan, args, rendered) in built.items()}
+
+
 @requires_gxx
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_emulated_cuda_kernels_give_the_host_kernels_bits(name):
+def test_emulated_cuda_kernels_give_the_host_kernels_bits(name, emulated_programs):
     fn, make = PROGRAMS[name]
     args = [nx.asarray(a) for a in make(np.random.default_rng(len(name)))]
-    jf = rune.jit(fn)
-    host = rune.tree.leaves(jf(*args))
-    emulated = rune.tree.leaves(jf.emulate(*args))
+    host = rune.tree.leaves(rune.jit(fn)(*args))
+    emulated = emulated_programs[name]
     assert len(host) == len(emulated)
     for h, e in zip(host, emulated):
         h, e = np.asarray(h), np.asarray(e)
