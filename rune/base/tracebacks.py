@@ -50,6 +50,12 @@ def hide_internal_frames(error):
     error.with_traceback(filtered(error.__traceback__))
     if NOTE not in getattr(error, "__notes__", ()):
         error.add_note(NOTE)
+    seen = {id(error)}
+    linked = error.__cause__ or error.__context__
+    while linked is not None and id(linked) not in seen:   # the errors it was raised from, shown above it
+        seen.add(id(linked))
+        linked.with_traceback(filtered(linked.__traceback__))
+        linked = linked.__cause__ or linked.__context__
 
 
 class Source:

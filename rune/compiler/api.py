@@ -550,7 +550,11 @@ class _Bound:
         self.jitted, self.obj = jitted, obj
 
     def __call__(self, *args, **kwargs):
-        return self.jitted(self.obj, *args, **kwargs)
+        try:
+            return self.jitted(self.obj, *args, **kwargs)
+        except Exception as e:   # (this frame too is rune's)
+            hide_internal_frames(e)
+            raise
 
     def trace(self, *args, **kwargs):
         return self.jitted.trace(self.obj, *args, **kwargs)

@@ -74,13 +74,14 @@ def checked_call(jitted, name, args, kwargs):
     leaves, _ = tree.flatten(out)
     if not _nan_leaves(leaves):
         return out
-    rerun(jitted.f, name, args, kwargs)
+    rerun(jitted, name, args, kwargs)
     return out
 
 
 def rerun(f, name, args, kwargs):
-    """Call `f` op by op; raise NanError at the first primitive making a NaN, or
-    one naming the arguments that held NaNs when no primitive did."""
+    """Call `f` op by op (a jitted function is traced through, placed as it places its
+    values); raise NanError at the first primitive making a NaN, or one naming the
+    arguments that held NaNs when no primitive did."""
     with using(NanInterpreter(name)):
         f(*args, **kwargs)
     paths = [path for path, x in tree.flatten_with_paths((args, kwargs))[0] if _has_nan(x)]

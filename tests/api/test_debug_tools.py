@@ -170,3 +170,33 @@ def test_rune_traceback_full_keeps_rune_frames(monkeypatch):
     monkeypatch.setenv("RUNE_TRACEBACK", "short")
     with pytest.raises(rune.ArgumentError, match="RUNE_TRACEBACK"):
         config.traceback_mode()
+
+
+class _Model:
+    def __init__(self, w):
+        self.w = w
+
+    def __hash__(self):
+        return 0
+
+    def __eq__(self, other):
+        return self is other
+
+    @rune.jit
+    def __call__(self, x):
+        return _bad_model(x, self.w)
+
+
+def test_a_jitted_method_and_the_errors_behind_it_show_the_users_frames_only(monkeypatch):
+    monkeypatch.delenv("RUNE_TRACEBACK", raising=False)
+    rune.tree.register(_Model, lambda m: ((m.w,), None), lambda _, leaves: _Model(*leaves))
+    with pytest.raises(rune.ShapeError) as info:
+        _Model(nx.ones((3, 4)))(nx.ones((2, 5)))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert frames and not [f for f in frames if internal(f.filename)]
+    assert frames[-1].lineno == _line(_bad_model, "shape-error-here")
+    with pytest.raises(rune.DTypeError) as info:   # raised while handling another error of rune's
+        rune.jit(lambda a: a)(object())
+    linked = info.value.__context__ or info.value.__cause__
+    assert linked is not None
+    assert not [f for f in traceback.extract_tb(linked.__traceback__) if internal(f.filename)]
