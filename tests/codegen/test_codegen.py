@@ -13,8 +13,8 @@
 - Rendering is pure: the IR is the same after rendering (compared with a deep
   copy taken before), and 8 threads rendering distinct units at once, or
   planning distinct functions at once, get what they get one at a time.
-- codegen imports nothing above it (only rune.errors, rune.base.numerics, NumPy and
-  the standard library).
+- codegen imports nothing above it (only rune.errors, rune.base's numerics, vocabulary
+  and tuning, NumPy and the standard library).
 """
 import ast
 import copy
@@ -558,7 +558,7 @@ def test_eight_threads_plan_distinct_functions_at_once_as_they_plan_alone():
 
 # ---------------------------------------------------------------- the layer's imports
 
-ALLOWED = {"rune.errors", "rune.base.numerics", "rune.base.vocabulary"}  # vocabulary: the core elementwise ops
+ALLOWED = {"rune.errors", "rune.base.numerics", "rune.base.vocabulary", "rune.base.tuning"}  # vocabulary: the core elementwise ops; tuning: speed knobs
 
 
 def test_codegen_modules_import_only_errors_numerics_numpy_and_the_standard_library():

@@ -131,8 +131,7 @@ def test_tiled_max_pool_derivatives_by_offsets_agree_with_numpy_and_the_window_r
     # Tiled pooling counts a window's ties offset by offset (strided slices); the
     # general rule reduces over window axes. Small integers make many ties; a NaN
     # window (no element equals its max) gets no cotangent.
-    # by its dotted path: the attribute rune.nx.conv is the function nx.conv
-    rules = importlib.import_module("rune.nx.conv")
+    rules = importlib.import_module("rune.nx.convolution")
     rng = np.random.default_rng(6)
     x = rng.integers(0, 3, shape).astype(np.float64)
     x[0, 0, 0, 0] = np.nan
