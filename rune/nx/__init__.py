@@ -100,6 +100,19 @@ from .statistics import *  # noqa: E402,F401,F403
 from .polynomial import *  # noqa: E402,F401,F403
 __all__ += [n for m in (_shaping, _index_tricks, _numeric, _statistics, _polynomial) for n in m.__all__]
 
+# NumPy's other dtype names, as jax.numpy has them: C-style aliases of rune's dtypes
+# (int_ and uint are rune's default integers, 32 bits, as jax.numpy's without x64),
+# and NumPy's abstract scalar classes themselves, for issubdtype(x.dtype, nx.floating).
+import numpy as _np  # noqa: E402
+single, double, csingle, cdouble = float32, float64, complex64, complex128
+float_, complex_, int_, uint = float64, complex128, int32, uint32
+(generic, number, inexact, floating, complexfloating, integer, signedinteger, unsignedinteger, character,
+ flexible) = (_np.generic, _np.number, _np.inexact, _np.floating, _np.complexfloating, _np.integer,
+              _np.signedinteger, _np.unsignedinteger, _np.character, _np.flexible)
+__all__ += ["single", "double", "csingle", "cdouble", "float_", "complex_", "int_", "uint", "generic", "number",
+            "inexact", "floating", "complexfloating", "integer", "signedinteger", "unsignedinteger", "character",
+            "flexible"]
+
 
 def __dir__():
     """The public names (`__all__`) and the module's dunders, not its building blocks."""

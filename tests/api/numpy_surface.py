@@ -56,13 +56,4 @@ EXCLUDED = {
     "get_printoptions": "printing", "set_printoptions": "printing",
     # Python-object helpers: rune arrays hold numbers, never Python objects
     "frompyfunc": "Python objects", "object_": "Python objects", "ufunc": "NumPy's ufunc class",
-    # NumPy's scalar type classes as such; rune's dtypes are nx.float32 etc., and
-    # nx.issubdtype accepts NumPy's abstract classes (np.floating, np.integer)
-    "character": "NumPy scalar class", "flexible": "NumPy scalar class", "generic": "NumPy scalar class",
-    "number": "NumPy scalar class", "inexact": "NumPy scalar class", "floating": "NumPy scalar class",
-    "complexfloating": "NumPy scalar class", "integer": "NumPy scalar class",
-    "signedinteger": "NumPy scalar class", "unsignedinteger": "NumPy scalar class",
-    "cdouble": "NumPy scalar class", "csingle": "NumPy scalar class", "double": "NumPy scalar class",
-    "single": "NumPy scalar class", "int_": "NumPy scalar class", "uint": "NumPy scalar class",
-    "float_": "NumPy 1 alias removed in NumPy 2", "complex_": "NumPy 1 alias removed in NumPy 2",
 }
