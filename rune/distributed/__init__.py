@@ -6,6 +6,10 @@ process of size 1 and every collective is the identity. Importing rune never
 imports mpi4py: MPI starts in `initialize()` (or the first call that needs it).
 In a launched run of several ranks, importing rune makes an uncaught exception
 on any rank end every rank, even before MPI starts (see runtime.py).
+
+Sharded data parallelism (ZeRO-1/2/3, FSDP): `reduce_scatter` and `all_gather`
+(scatter.py), `sharded(optimizer)` and `fully_shard(module)` (zero.py), and
+checkpoints of sharded state through rune.save / rune.load (sharded_checkpoints.py).
 """
 from .collectives import all_reduce, broadcast
 from .scatter import all_gather, reduce_scatter

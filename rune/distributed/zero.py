@@ -27,7 +27,9 @@ Every leaf is sharded the same way: flattened, padded with zeros to a multiple o
   in place (the sum divided by size(): the mean), and every other leaf as above.
   Wrap the blocks of a model, then the model (FSDP2's `fully_shard` order): a
   module already wrapped stays as it is inside the outer one, which gathers
-  only the rest.
+  only the rest. (The block of the sum arrives in the parameter's dtype before
+  the division, so half-precision parameters match the unsharded mean, taken in
+  float32, to rounding; float32 parameters, nn.Policy's default, bit for bit.)
 """
 import numpy as np
 
