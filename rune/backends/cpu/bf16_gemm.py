@@ -12,10 +12,14 @@ product. Here:
   MR (8) rows by the thread that uses it, the same way. An odd K is padded with a zero.
 - The micro-kernel keeps 8 rows by 32 columns of float32 sums in registers over the
   whole K loop (16 by 16 for a last panel of 16 columns or fewer: an attention
-  head's 16 columns use every lane). On a CPU with AVX512-BF16 (rune compiles with -march=native) it is
-  VDPBF16PS: each lane adds a pair of bfloat16 products per instruction (as
-  oneDNN, which PyTorch uses, does; that instruction treats subnormal bfloat16
-  values as zero); elsewhere, plain C the compiler vectorizes, float32 multiply-adds.
+  head's 16 columns use every lane), with VDPBF16PS: each lane adds a pair of
+  bfloat16 products per instruction (as oneDNN, which PyTorch uses, does; the
+  instruction treats subnormal bfloat16 values as zero), rounded to bfloat16 on
+  store (VCVTNEPS2BF16, to nearest even).
+- Only where the CPU has AVX512-BF16 (rune compiles with -march=native): without
+  it, plain C float32 multiply-adds ran about as fast as the float32 route on large
+  products and 5x slower on narrow ones (n = 16, AVX2), so products there take the
+  float32 route (OpenBLAS's sgemm, one rounding) as before.
 - Threads take tiles of the output (MB rows by NB columns); every element's sum
   runs over the whole K in one order fixed by K alone, so its bits do not depend on
   the thread count or the tiling (as rune/backends/cpu/batched_matmul.py).
@@ -49,22 +53,6 @@ SOURCE = r"""
 
 #define MR 8
 #define NP 16   /* columns of a packed panel of b: one vector of 16 floats */
-
-/* float32 -> bfloat16, to nearest even (a NaN stays a quiet NaN) */
-static inline uint16_t rune_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-static inline float rune_from_bf16(uint32_t h) {
-  uint32_t u = h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 /* b (k x n; element (p, j) at b[p sk + j sn]) as panels of NP columns: word (q kp + p) NP + j
    holds column q NP + j's pair (2p, 2p + 1), zero past n or k */
@@ -149,26 +137,8 @@ static inline __attribute__((always_inline)) void rune_bf16_block(
         _mm256_mask_storeu_epi16(c + (g * MR + r) * ldc + NP * v, keep, (__m256i)_mm512_cvtneps_pbh(acc[g][r][v]));
       }
 #else
-  float acc[2][MR][2 * NP];
-  memset(acc, 0, sizeof acc);
-  for (int64_t p = 0; p < (k + 1) / 2; p++) {
-    float lo[2 * NP], hi[2 * NP];
-    for (int v = 0; v < vecs; v++)
-      for (int j = 0; j < NP; j++) {
-        lo[v * NP + j] = rune_from_bf16(b[v * b_next + p * NP + j] & 0xffffu);
-        hi[v * NP + j] = rune_from_bf16(b[v * b_next + p * NP + j] >> 16);
-      }
-    for (int g = 0; g < groups; g++)
-      for (int r = 0; r < MR; r++) {
-        const uint16_t *x = a.at + g * a.gs + r * a.rs + p * a.ps;
-        const uint32_t w = p < whole ? rune_pair(x) : (uint32_t)x[0];
-        const float a0 = rune_from_bf16(w & 0xffffu), a1 = rune_from_bf16(w >> 16);
-        for (int j = 0; j < vecs * NP; j++) acc[g][r][j] += a0 * lo[j] + a1 * hi[j];
-      }
-  }
-  for (int g = 0; g < groups; g++)
-    for (int r = 0; r < MR && g * MR + r < mr; r++)
-      for (int64_t j = 0; j < nr && j < vecs * NP; j++) c[(g * MR + r) * ldc + j] = rune_to_bf16(acc[g][r][j]);
+  (void)groups; (void)vecs; (void)k; (void)a; (void)b; (void)b_next; (void)c; (void)ldc; (void)mr; (void)nr;
+  (void)whole;
 #endif
 }
 
@@ -243,6 +213,15 @@ int rune_bf16_gemm(int64_t count, const int64_t *offsets, const char *a, const c
   return failed;
 }
 
+/* whether this build has the bfloat16 dot products (rune_bf16_gemm computes nothing without them) */
+int rune_bf16_native(void) {
+#ifdef RUNE_DPBF16
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 /* the unit's entry point (every unit has one): unused */
 void rune_bf16_gemm_run(void **b) { (void)b; }
 """
@@ -267,6 +246,8 @@ def _load(compiler):
         return None
     program = pipeline.build(compiler, "", [(NAME, SOURCE, ())])[0]
     if isinstance(program, CompileError):
+        return None
+    if not program.lib.rune_bf16_native():   # no bfloat16 dot products: the float32 route is faster
         return None
     fn = program.lib.rune_bf16_gemm
     fn.argtypes, fn.restype = _ARGS, ctypes.c_int
