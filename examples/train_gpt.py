@@ -185,12 +185,12 @@ def sample_line(model, prompt, index, lookup, context, device, key, temperature,
         if temperature == 0:
             return nx.argmax(logits)
         return nx.random.categorical(key, logits / temperature)
-    choose = rune.jit(choose)
+    pick = rune.jit(choose)
     newline = index.get("\n", 0)
     ids = [index.get(c, newline) for c in prompt]
     for i in range(max_chars):
         window = ([newline] * context + ids)[-context:]
-        ids.append(int(choose(model, nx.asarray(np.array([window], np.int32), device=device),
+        ids.append(int(pick(model, nx.asarray(np.array([window], np.int32), device=device),
                               nx.random.fold_in(key, i))))
         if ids[-1] == newline:
             break
