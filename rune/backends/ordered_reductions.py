@@ -92,64 +92,96 @@ def ordered(xp, op, x, axes):
     dtype = x.dtype
     compute = float_semantics.widened(dtype)
     if len(axes) == x.ndim:             # the whole array: one row
-        kept, rows = (), x.reshape(1, -1)
+        kept, x3 = (), x.reshape(1, -1, 1)
     else:
         axes = tuple(sorted(a % x.ndim for a in axes))
         kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
-        rows = _rows(xp, x, axes, math.prod(kept), math.prod(x.shape[a] for a in axes))
+        x3 = _three_axes(xp, x, axes)
     entry = _BUILT.get((op, compute), False) if xp is np else None
     if entry is False:
         entry = _entry(op, compute) if compute in HOST_DTYPES else None
-    if entry is not None:
-        total = _host_totals(entry, rows, compute)
+    if entry is not None and x3.shape[2] < HOST_COLUMNS:
+        total = _host_totals(entry, x3, compute)
     else:
         with np.errstate(all="ignore"):     # overflow to inf, inf - inf: the values, not an error
-            total = _row_totals(xp, RULES[op], rows.astype(compute, copy=False), compute)
+            total = _fold(xp, RULES[op], x3.astype(compute, copy=False), compute)
     if dtype != compute:
         total = float_semantics.narrowed(xp, total, dtype)
     return total.reshape(kept)
 
 
-def _rows(xp, x, axes, m, n):
-    """`x` as (m, n): the kept axes flattened to rows, the reduced ones (in order) to columns."""
-    if axes != tuple(range(x.ndim - len(axes), x.ndim)):
+def _three_axes(xp, x, axes):
+    """`x` as (before, reduced, after): the reduced axes (in order) flattened to the
+    middle one, moved behind the others where they are not adjacent."""
+    first, last = axes[0], axes[-1] + 1
+    if last - first != len(axes):
         x = xp.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
-    return x.reshape(m, n)
+        first, last = x.ndim - len(axes), x.ndim
+    shape = x.shape
+    return x.reshape(math.prod(shape[:first]), math.prod(shape[first:last]), math.prod(shape[last:]))
 
 
-def _row_totals(xp, rule, rows, compute):
-    """Each row's total (m,) in `compute`, folded in the order of the module docstring."""
-    m, n = rows.shape
+def _fold(xp, rule, x3, compute):
+    """(before, n, after) -> (before, after) totals in `compute`, each over its n
+    elements in the order of the module docstring (vectorised over the other two axes:
+    the array module's inner loops run along `after` and the lanes, contiguous)."""
+    m, n, k = x3.shape
     full = n - n % REDUCE_BLOCK
+    combine = rule.combine(xp)
     parts = []
     if full:
-        parts.append(_block_partials(xp, rule, rows[:, :full].reshape(m, full // REDUCE_BLOCK, STEPS, REDUCE_LANES)))
-    if full < n or not n:           # the short last block, filled with the identity
-        tail = xp.full((m, 1, REDUCE_BLOCK), rule.identity, compute)
-        tail[:, 0, :n - full] = rows[:, full:]
-        parts.append(_block_partials(xp, rule, tail.reshape(m, 1, STEPS, REDUCE_LANES)))
+        blocks = x3[:, :full].reshape(m, full // REDUCE_BLOCK, STEPS, REDUCE_LANES, k)
+        parts.append(_lane_tree(combine, _steps(xp, rule, blocks)))
+    if full < n or not n:
+        parts.append(_lane_tree(combine, _short_block(xp, rule, x3[:, full:], compute)[:, None]))
     wide = rule.wide(compute)
     parts = [p.astype(wide) for p in parts] if wide is not None else parts
     partials = parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=1)
-    return _block_tree(xp, rule.combine(xp), partials).astype(compute)
+    return _block_tree(xp, combine, partials).astype(compute)
 
 
-def _block_partials(xp, rule, blocks):
-    """(m, nb, STEPS, LANES) blocks -> (m, nb) partials in the compute type: each lane
-    from the identity through its steps in order, then the lanes' halving tree."""
+def _steps(xp, rule, blocks):
+    """(m, nb, steps, LANES, k) blocks -> (m, nb, LANES, k) lanes, each from the identity
+    through its steps in index order. NumPy reduces a middle axis in index order, in
+    one call (from the first step instead of the identity, which changes a sum's lane
+    only by the sign of a zero: added to +0.0 after); other modules' reductions are
+    trees, so their steps are added one by one."""
     combine = rule.combine(xp)
-    lanes = combine(blocks.dtype.type(rule.identity), blocks[:, :, 0, :])
-    for step in range(1, STEPS):
-        combine(lanes, blocks[:, :, step, :], out=lanes)
+    identity = blocks.dtype.type(rule.identity)
+    if xp is np:
+        return combine(combine.reduce(blocks, axis=2), identity)
+    lanes = combine(identity, blocks[:, :, 0])
+    for step in range(1, blocks.shape[2]):
+        combine(lanes, blocks[:, :, step], out=lanes)
+    return lanes
+
+
+def _short_block(xp, rule, rest, compute):
+    """(m, t, k), t < REDUCE_BLOCK elements -> (m, LANES, k) lanes: the whole steps,
+    then the last one's first lanes (the lanes past the end keep the identity)."""
+    m, t, k = rest.shape
+    whole, r = divmod(t, REDUCE_LANES)
+    if whole:
+        lanes = _steps(xp, rule, rest[:, :whole * REDUCE_LANES].reshape(m, 1, whole, REDUCE_LANES, k))[:, 0]
+    else:
+        lanes = xp.full((m, REDUCE_LANES, k), rule.identity, compute)
+    if r:
+        rule.combine(xp)(lanes[:, :r], rest[:, whole * REDUCE_LANES:], out=lanes[:, :r])
+    return lanes
+
+
+def _lane_tree(combine, lanes):
+    """(m, nb, LANES, k) lanes -> (m, nb, k) block partials: lane l takes lane l + s,
+    s = 16, 8, 4, 2, 1."""
     s = REDUCE_LANES // 2
     while s:
-        lanes = combine(lanes[..., :s], lanes[..., s:2 * s])
+        lanes = combine(lanes[:, :, :s], lanes[:, :, s:2 * s])
         s //= 2
-    return lanes[..., 0]
+    return lanes[:, :, 0]
 
 
 def _block_tree(xp, combine, partials):
-    """(m, nb) partials -> (m,) totals, combined pairwise: neighbours first, an odd
+    """(m, nb, k) partials -> (m, k) totals, combined pairwise: neighbours first, an odd
     level's last partial carried up as it is."""
     while partials.shape[1] > 1:
         nb = partials.shape[1]
@@ -169,6 +201,10 @@ def _block_tree(xp, combine, partials):
 # disk like every unit). Without a C compiler the array-module fold above runs.
 
 HOST_DTYPES = (F32, np.dtype(np.float64))
+# From this many elements after the reduced ones (a reduction over leading axes: the
+# columns of a matrix), the array-module fold runs instead, its inner loops along those
+# contiguous elements: the compiled fold would first copy the array transposed.
+HOST_COLUMNS = 64
 _LOCK = threading.Lock()
 _BUILT = {}   # (op, compute dtype) -> entry, or None without a compiler
 
@@ -233,9 +269,12 @@ def _entry(op, dtype):
         return _BUILT[(op, dtype)]
 
 
-def _host_totals(entry, rows, compute):
-    """Each row's total through the compiled fold `entry` (its arguments as one int64
-    array: a ctypes array and two ctypes integers cost microseconds)."""
+def _host_totals(entry, x3, compute):
+    """(before, n, after) -> (before, after) totals through the compiled fold `entry`
+    (its arguments as one int64 array: a ctypes array and two ctypes integers cost
+    microseconds)."""
+    rows = x3.reshape(x3.shape[0], x3.shape[1]) if x3.shape[2] == 1 else (
+        x3.transpose(0, 2, 1).reshape(-1, x3.shape[1]))
     rows = np.ascontiguousarray(rows, compute)
     m, n = rows.shape
     out = np.empty(m, compute)

@@ -20,10 +20,11 @@ pytestmark = pytest.mark.cc
 
 DTYPES = (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.complex64, np.complex128)
 # (shape, reduced axes): one element, under a lane, under a block, a block, crossing
-# blocks, an odd number of blocks, rows, columns, inner and outer axes, empty
+# blocks, an odd number of blocks, rows, columns (few and many: the host's two folds),
+# middle, inner and outer axes, empty
 CASES = (((1,), (0,)), ((5,), (0,)), ((77,), (0,)), ((REDUCE_BLOCK,), (0,)),
          ((3 * REDUCE_BLOCK + 7,), (0,)), ((5 * REDUCE_BLOCK,), (0,)), ((6, 700), (1,)),
-         ((1030, 3), (0,)), ((4, 3, 600), (0, 2)), ((2, 5, 33), (1, 2)), ((3, 4, 45), (0, 1, 2)),
+         ((1030, 3), (0,)), ((700, 70), (0,)), ((3, 600, 80), (1,)), ((4, 3, 600), (0, 2)), ((2, 5, 33), (1, 2)), ((3, 4, 45), (0, 1, 2)),
          ((0,), (0,)), ((3, 0), (1,)))
 
 # NumPy under another name: the array-module fold, as on CuPy
