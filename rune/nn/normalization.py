@@ -134,15 +134,18 @@ class BatchNorm(Module):
         x = in_dtype_of(where, x, self.running_mean)
         _channels_last(where, x, self.num_features, 2)
         axes = tuple(range(x.ndim - 1))
+        wide = functional.statistics_dtype(x.dtype)   # float32 for 16-bit floats, as LayerNorm
+        xw = nx.astype(x, wide)
         if self.training:
-            mean, var = _batch_moments(x, axes, self.sync)
-            keep = self.momentum
-            flat = lambda t: nx.reshape(nx.stop_gradient(t), (self.num_features,))  # noqa: E731
+            mean, var = _batch_moments(xw, axes, self.sync)
+            keep, dtype = self.momentum, self.running_mean.dtype
+            flat = lambda t: nx.astype(nx.reshape(nx.stop_gradient(t), (self.num_features,)), dtype)  # noqa: E731
             update_state(self, running_mean=keep * self.running_mean + (1 - keep) * flat(mean),
                          running_var=keep * self.running_var + (1 - keep) * flat(var))
         else:
-            mean, var = nx.stop_gradient(self.running_mean), nx.stop_gradient(self.running_var)
-        return _scale_shift((x - mean) * nx.rsqrt(var + self.eps), self.weight, self.bias)
+            mean, var = (nx.astype(nx.stop_gradient(s), wide) for s in (self.running_mean, self.running_var))
+        y = nx.astype((xw - mean) * nx.rsqrt(var + self.eps), x.dtype)
+        return _scale_shift(y, self.weight, self.bias)
 
 
 class GroupNorm(Module):

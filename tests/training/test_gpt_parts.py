@@ -165,3 +165,26 @@ def test_rms_norm_of_large_float16_values_does_not_overflow():
     out = nn.Policy(compute="float16", output="float32").apply(nn.RMSNorm(4))(x)
     xd = _np(x)
     np.testing.assert_allclose(_np(out), xd / np.sqrt((xd ** 2).mean(-1, keepdims=True) + 1e-6), rtol=2e-3)
+
+
+def test_batch_norm_in_float16_has_finite_gradients_and_no_overflow():
+    """BatchNorm had the same float16 defects: NaN gradients for small variances,
+    and 0 for values past 256 (their squares overflow). Its statistics now run in float32."""
+    norm = nn.Policy(param="float32", compute="float16", output="float32").apply(nn.BatchNorm(8))
+    c = nx.random.normal(nx.random.key(9), (64, 8))
+
+    def loss(x):
+        out, new = nn.apply(norm, x)   # training mode: the batch's statistics, and the running ones updated
+        return nx.sum(c * out), new
+
+    for std in (0.02, 300.0):
+        x = nx.astype(nx.random.normal(nx.random.key(8), (64, 8)) * std, nx.float16)
+        (value, new), grad = rune.value_and_grad(loss, has_aux=True)(x)
+        # over the batch axis: the layer norm of each channel's column
+        expected, expected_grad = (a.T for a in _np_layer_norm_and_grad(_np(x).T, _np(c).T))
+        np.testing.assert_allclose(float(value), float(np.sum(_np(c) * expected)), rtol=2e-2, atol=0.2)
+        assert np.isfinite(_np(grad)).all()
+        np.testing.assert_allclose(_np(grad) * std, expected_grad * std, rtol=3e-2,
+                                   atol=0.05 * np.abs(expected_grad * std).max())
+        assert new.running_mean.dtype == nx.float32
+        np.testing.assert_allclose(_np(new.running_mean), 0.01 * _np(x).mean(0), rtol=1e-2, atol=1e-3 * std)
