@@ -275,6 +275,8 @@ def main(argv=None):
 
 def train(args):
     device = args.device or ("cuda" if rune.devices("cuda") else "cpu")
+    if args.device is None and rune.distributed.size() > 1:
+        device = rune.distributed.device()   # one GPU per process (NCCL needs that), or the host
     text = load_text(args.max_chars)
     lookup, index, data = encode(text)
     split = int(len(data) * 0.9)
