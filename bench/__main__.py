@@ -15,13 +15,14 @@ import sys
 import time
 
 from . import (callbacks, cuda_compile, cuda_indexed, cuda_jit, data, distributed, eager, eager_control, gpu,
-               grad, kernels, statistics, threads, train, vmap)
+               grad, kernels, sharded, statistics, threads, train, vmap)
 from . import complex as complex_numbers
 from .common import print_table
 
 BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
            ("threads", threads),
-           ("train", train), ("data", data), ("distributed", distributed), ("eager_control", eager_control),
+           ("train", train), ("data", data), ("distributed", distributed), ("sharded", sharded),
+           ("eager_control", eager_control),
            ("cuda_compile", cuda_compile), ("cuda_indexed", cuda_indexed), ("complex", complex_numbers), ("gpu", gpu),
            ("cuda_jit", cuda_jit), ("statistics", statistics))
 
