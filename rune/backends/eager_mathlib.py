@@ -102,7 +102,7 @@ def _replacement(op, before):
             return before(*args)
         if len(args) > 1:
             args = np.broadcast_arrays(*args)
-        out = entry([np.ascontiguousarray(a, F32) for a in args])
+        out = entry([np.asarray(a, F32, order="C") for a in args])   # (0-d stays 0-d)
         return out if dtype == F32 else out.astype(dtype)
     run.on_nd = run
     return run

@@ -300,7 +300,7 @@ def test_c_kernels_and_emulated_cuda_kernels_give_the_library_bits(library):
         assert_bits(cu, c, args, f"{op}: the emulated CUDA kernel against the C kernel")
 
 
-def test_eager_replacements_give_the_kernels_bits():
+def test_eager_replacements_give_the_kernels_bits(library):
     """rune/backends/eager_mathlib.py's one-op units (the eager table's float32 functions
     once hooked in) give the jitted kernels' bits, for float32 and float16, and leave
     float64 to the implementation they replace."""
@@ -321,6 +321,8 @@ def test_eager_replacements_give_the_kernels_bits():
             got = replaced[op](*args)
             assert got.dtype == dtype
             assert_bits(got.astype(F32), np.asarray(want).astype(F32), args, f"eager {op} ({np.dtype(dtype).name})")
+    zero_d = replaced["exp"](np.asarray(x[3]))        # a 0-d array stays one
+    assert zero_d.shape == () and zero_d == run_unary(library, "exp", x[3:4])[0]
     x64 = x.astype(np.float64)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(replaced["exp"](x64), IMPLS["exp"](x64))
