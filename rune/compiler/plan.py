@@ -51,6 +51,7 @@ from ..base import profiler
 from ..base.profiler import _OPEN as _PROFILES_OPEN  # never rebound: read without a call
 from ..base.stats import COUNTERS
 from . import lower as _lower
+from .overlap import split_collectives
 from .control_steps import STEP_KINDS
 from .steps import Op, Stretch, eqn_device, indent
 from .straight import straight_function
@@ -107,6 +108,8 @@ class Plan:
             if type(g) is _Group:
                 g.attach(uses)
         self.steps = self._lower(groups, Planning(target, device))
+        # collectives as a start and a wait, compute between them (rune/compiler/overlap.py)
+        self.steps = split_collectives(self.steps, lambda: self._new(None))
         self.out_avals = program.out_avals
         self.template = [None] * self.slots
         for s, v in self.constants.items():

@@ -25,7 +25,17 @@ global batch (when every rank holds a batch of the same size).
 
 Under `vmap` a collective over batched values is an error: it runs once per
 process, never once per lane.
+
+Inside a plan a collective runs as two steps (rune/compiler/overlap.py): its
+`start` hands host leaves to the communication thread, which runs the very call
+a synchronous collective makes (so the bits are the same), and the plan's wait
+step takes the results where they are first read; compute runs between them.
+A collective of GPU leaves runs at its start, as before: NCCL already queues it
+on the device's stream, behind the kernels that make its inputs.
 """
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from .. import tree as pytree
@@ -34,6 +44,7 @@ from ..transforms.autodiff.vjp import vjp_rules
 from ..transforms.batching import batch_rules
 from ..transforms.callback import callback_p
 from ..backends import backend_for
+from ..base import profiler
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.program import Eqn, Program, Var
 from ..core.trace import aval_of, bind
@@ -100,6 +111,19 @@ class Collective:
         group.seq += 1
         return out
 
+    def start(self, arrays):
+        """Start this collective on `arrays` without waiting for it: a handle whose
+        `result()` waits and returns what calling it would. Host leaves in a group of
+        several ranks go to the communication thread; otherwise it runs here and now."""
+        if runtime.initialize().size == 1 or any(a.device.platform != "cpu" for a in arrays):
+            return _Done(self(arrays))
+        return _communication().submit(self._communicate, arrays)
+
+    def _communicate(self, arrays):
+        """On the communication thread: the collective, as a span of its own in a profile."""
+        with profiler.span("communication", self.name, "cpu", sum(a.nbytes for a in arrays)):
+            return self(arrays)
+
     def _run(self, group, device, raws, option):
         backend = backend_for(device)
         link = backend.communicator(device)
@@ -111,6 +135,33 @@ class Collective:
         if group.size == 1 and not link.available():
             return raws   # a group of one: every collective is the identity
         return getattr(nccl, self.kind)(group, raws, option, device)
+
+
+class _Done:
+    """The handle of a collective that ran at its start."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+# One thread runs every started collective, in the order started: the order every
+# rank issues them in (MPI requires the same on all ranks), and plans never have
+# two in flight (rune/compiler/overlap.py), so MPI is called by one thread at a time.
+_thread = None
+_thread_lock = threading.Lock()
+
+
+def _communication():
+    global _thread
+    if _thread is None:
+        with _thread_lock:
+            if _thread is None:
+                _thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rune-communication")
+    return _thread
 
 
 def _option_text(kind, option):

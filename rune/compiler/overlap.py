@@ -1,0 +1,142 @@
+"""Communication overlapped with compute: collectives as a start step and a wait step.
+
+A collective in a plan is a callback step whose function can start itself
+without waiting (`fn.start(arrays)` returns a handle whose `result()` waits:
+rune/distributed/collectives.py runs host collectives on a communication thread,
+through the same MPI calls as a synchronous one, so results are bit for bit the
+same). This pass, run on a plan's lowered steps (rune/compiler/plan.py), splits
+each such step into
+
+  - a `CollectiveStart`, moved back to just after the last step that makes one
+    of its inputs, and
+  - a `CollectiveWait`, moved forward to just before the first step that reads
+    its results (or the plan's end),
+
+so the compute between them (the backward of the next layer) runs while the
+collective communicates. Neither moves past an effect (a callback, a loop or
+branch, which may hold collectives, another collective's start or wait): every
+rank issues its collectives, and runs its callbacks, in program order, as MPI
+requires. So at most one collective is in flight at a time, and none is when the
+plan returns. A wait never moves past a step that reads or writes the
+collective's inputs or results; it also counts as reading the inputs, so a
+buffer the communication still reads is never donated to a later step.
+
+RUNE_OVERLAP=0 in the environment (read when a plan is built) keeps every
+collective one synchronous step, as before.
+"""
+import os
+
+from ..nx.buffers import Array
+from .control_steps import CallbackStep
+
+
+def enabled():
+    """Whether plans built now split their collectives (RUNE_OVERLAP, default on)."""
+    return os.environ.get("RUNE_OVERLAP", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+class CollectiveStart:
+    """Start a collective: its operands handed to `fn.start`; the handle goes to the
+    `token` slot, which only the matching `CollectiveWait` reads."""
+    profile_kind = "collective start"   # how rune.profile names this step
+    kernels = ()
+    plans = ()
+    takes_donations = False
+
+    def __init__(self, step, token):
+        self.fn, self.in_devices = step.fn, step.in_devices
+        self.ins, self.token = step.ins, token
+
+    def reads(self):
+        return self.ins
+
+    def writes(self):
+        return (self.token,)
+
+    def run(self, env):
+        env[self.token] = self.fn.start([Array(env[i], d) for i, d in zip(self.ins, self.in_devices)])
+
+    def describe(self):
+        return f"collective start {self.fn.name} ({len(self.ins)} in)"
+
+
+class CollectiveWait:
+    """Wait for a started collective and write its results."""
+    profile_kind = "collective wait"   # how rune.profile names this step
+    kernels = ()
+    plans = ()
+    takes_donations = False
+
+    def __init__(self, step, token):
+        self.fn, self.token = step.fn, token
+        self.ins, self.outs = step.ins, step.outs
+
+    def reads(self):
+        return (self.token,) + self.ins   # the inputs stay alive until the communication is done
+
+    def writes(self):
+        return self.outs
+
+    def run(self, env):
+        handle, env[self.token] = env[self.token], None
+        for o, r in zip(self.outs, handle.result()):
+            env[o] = r._raw
+
+    def describe(self):
+        return f"collective wait {self.fn.name} ({len(self.outs)} out)"
+
+
+def _startable(step):
+    return type(step) is CallbackStep and callable(getattr(step.fn, "start", None))
+
+
+def _is_effect(step):
+    """Steps whose order among themselves is the program's: callbacks and collectives
+    (every rank in the same order), and loops and branches (their bodies may hold them)."""
+    return type(step) in (CallbackStep, CollectiveStart, CollectiveWait) or bool(step.plans)
+
+
+def split_collectives(steps, new_slot):
+    """`steps` with each startable collective split into a start and a wait, moved
+    apart as far as the rules above allow. `new_slot()` gives a fresh plan slot."""
+    if not enabled() or not any(_startable(s) for s in steps):
+        return steps
+    out = []
+    for step in steps:
+        if _startable(step):
+            token = new_slot()
+            out += [CollectiveStart(step, token), CollectiveWait(step, token)]
+        else:
+            out.append(step)
+    for k in range(len(out)):
+        if type(out[k]) is CollectiveStart:
+            _hoist(out, k)
+    for k in range(len(out) - 1, -1, -1):
+        if type(out[k]) is CollectiveWait:
+            _sink(out, k)
+    return out
+
+
+def _hoist(steps, k):
+    """Move the start at `k` back past compute that does not make its inputs."""
+    start = steps[k]
+    ins = set(start.ins)
+    while k > 0:
+        before = steps[k - 1]
+        if _is_effect(before) or ins.intersection(before.writes()):
+            break
+        steps[k - 1], steps[k] = start, before
+        k -= 1
+
+
+def _sink(steps, k):
+    """Move the wait at `k` forward past compute that neither reads its results nor
+    writes its inputs or results (reading an input the communication also reads is safe)."""
+    wait = steps[k]
+    outs, touched = set(wait.outs), set(wait.ins) | set(wait.outs)
+    while k + 1 < len(steps):
+        after = steps[k + 1]
+        if _is_effect(after) or outs.intersection(after.reads()) or touched.intersection(after.writes()):
+            break
+        steps[k + 1], steps[k] = wait, after
+        k += 1
