@@ -36,12 +36,12 @@ def _emulation_available():
 
 
 def _statistics(*xs):
-    """Sums, means, variances and standard deviations of each input, whole and by rows."""
-    out = {}
-    for i, x in enumerate(xs):
-        out[i] = dict(sum=nx.sum(x * 1.5), mean=nx.mean(x), var=nx.var(x), std=nx.std(x),
-                      rows=nx.sum(nx.reshape(x[:x.size - x.size % 10], (10, -1)), axis=1),
-                      prod=nx.prod(1 + x[:300] / 64))
+    """The sum, mean and variance of each input; the first's standard deviation, row
+    sums and a product too."""
+    out = [dict(sum=nx.sum(x * 1.5), mean=nx.mean(x), var=nx.var(x)) for x in xs]
+    x = xs[0]
+    out[0].update(std=nx.std(x), rows=nx.sum(nx.reshape(x[:x.size - x.size % 10], (10, -1)), axis=1),
+                  prod=nx.prod(1 + x[:300] / 64))
     return out
 
 
@@ -65,7 +65,7 @@ def _scan_with_callback(x):
 
 
 def _softmax(x):
-    return nx.softmax(x, axis=-1), nx.logsumexp(x, axis=0)
+    return nx.softmax(x, axis=-1), nx.logsumexp(x[:, :8], axis=0)
 
 
 def _f32(*shape):
@@ -76,11 +76,11 @@ def _f32(*shape):
 PROGRAMS = {
     "float32 statistics": (_statistics, _stat_inputs(np.float32), False),
     "float64 statistics": (_statistics, _stat_inputs(np.float64), False),
-    "layer norm": (_layer_norm, lambda r: (r.standard_normal((64, 48)).astype(np.float32),
+    "layer norm": (_layer_norm, lambda r: (r.standard_normal((16, 48)).astype(np.float32),
                                            r.standard_normal(48).astype(np.float32),
                                            r.standard_normal(48).astype(np.float32)), False),
     "scan with a callback": (_scan_with_callback, _f32(5, 700), False),
-    "softmax": (_softmax, _f32(37, 300), True),
+    "softmax": (_softmax, _f32(16, 300), True),
 }
 
 
@@ -151,20 +151,26 @@ def test_the_issues_float32_sum_of_1000_elements():
     assert results["eager"][0] == np.float32(0.0)
 
 
+def _float64_statistics(w, first):
+    """NumPy's float64 values of `_statistics` for one input, each with the size its
+    rounding error scales with (the sum of its terms' magnitudes)."""
+    a, rows = np.abs(w), w[:w.size - w.size % 10].reshape(10, -1)
+    out = dict(sum=((w * 1.5).sum(), (a * 1.5).sum()), mean=(w.mean(), a.mean()), var=(w.var(), w.var()))
+    if first:
+        prod = (1 + w[:300] / 64).prod()
+        out.update(std=(w.std(), w.std()), rows=(rows.sum(axis=1), np.abs(rows).sum(axis=1)), prod=(prod, abs(prod)))
+    return out
+
+
 def test_statistics_are_close_to_float64():
     """The shared bits are also the right values: NumPy's float64 statistics."""
     for dtype, rtol in ((np.float32, 1e-5), (np.float64, 1e-12)):
         xs = _stat_inputs(dtype)(np.random.default_rng(3))
         got = _statistics(*(nx.asarray(x) for x in xs))
         for i, x in enumerate(xs):
-            w = x.astype(np.float64)
-            want = dict(sum=(w * 1.5).sum(), mean=w.mean(), var=w.var(), std=w.std(),
-                        rows=w[:w.size - w.size % 10].reshape(10, -1).sum(axis=1), prod=(1 + w[:300] / 64).prod())
-            for key, value in want.items():
-                scale = np.abs(w).sum() * (1.5 if key == "sum" else 1) / (w.size if key in ("mean",) else 1)
-                tol = rtol * max(scale, np.abs(value).max()) if key in ("sum", "mean", "rows") else rtol * np.abs(value).max()
-                np.testing.assert_allclose(np.asarray(got[i][key], np.float64), value, rtol=0, atol=tol,
-                                           err_msg=f"{np.dtype(dtype)} {key} of {x.size}")
+            for key, (value, scale) in _float64_statistics(x.astype(np.float64), i == 0).items():
+                error = np.abs(np.asarray(got[i][key], np.float64) - value)
+                assert np.all(error <= rtol * scale), f"{np.dtype(dtype)} {key} of {x.size}: off by {error}"
 
 
 # ---------------------------------------------------------------- training steps
@@ -181,19 +187,19 @@ def _digits_step():
     rng = np.random.default_rng(1)
     optimizer = optim.adam(2e-3)
     model = digits.DigitsCNN(nx.random.key(0))
-    args = (model, optimizer.init(model), nx.asarray(rng.random((16, 8, 8, 1), dtype=np.float32)),
-            nx.asarray(rng.integers(0, 10, 16).astype(np.int32)))
+    args = (model, optimizer.init(model), nx.asarray(rng.random((4, 8, 8, 1), dtype=np.float32)),
+            nx.asarray(rng.integers(0, 10, 4).astype(np.int32)))
     return digits.make_step(optimizer).__wrapped__, args
 
 
 def _char_lm_step():
     charlm = _example("train_charlm")
     rng = np.random.default_rng(2)
-    vocab, seq = 40, 16
+    vocab, seq = 20, 8
     optimizer, _ = charlm.make_optimizer(3e-3, 20, 0.01)
-    model = charlm.CharTransformer(nx.random.key(0), vocab, seq, d_model=32, heads=2, layers=1)
+    model = charlm.CharTransformer(nx.random.key(0), vocab, seq, d_model=16, heads=2, layers=1)
     model = nn.Policy(param="float32", compute="float32", output="float32").apply(model)
-    args = (model, optimizer.init(model), nx.asarray(rng.integers(0, vocab, (4, seq + 1)).astype(np.int32)))
+    args = (model, optimizer.init(model), nx.asarray(rng.integers(0, vocab, (2, seq + 1)).astype(np.int32)))
     return charlm.make_step(optimizer).__wrapped__, args
 
 
