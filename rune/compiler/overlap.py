@@ -8,7 +8,7 @@ same). This pass, run on a plan's lowered steps (rune/compiler/plan.py), splits
 each such step into
 
   - a `CollectiveStart`, moved back to just after the last step that makes one
-    of its inputs, and
+    of its inputs (an earlier collective's wait moved back with it), and
   - a `CollectiveWait`, moved forward to just before the first step that reads
     its results (or the plan's end),
 
@@ -21,6 +21,14 @@ plan returns. A wait never moves past a step that reads or writes the
 collective's inputs or results; it also counts as reading the inputs, so a
 buffer the communication still reads is never donated to a later step.
 
+A collective over many leaves that are made at different points (a tree of
+gradients, made layer by layer in the backward pass) is first cut into buckets,
+DDP's: its leaves in the order they are made, a bucket closed once it holds
+`BUCKET_BYTES` (the last one takes the rest), each bucket a collective of its
+own started when its last leaf is made. Only collectives that act leaf by leaf
+and element by element (`fn.split`: all_reduce, reduce_scatter) are cut, so each
+element's result is the same whichever bucket carries it.
+
 RUNE_OVERLAP=0 in the environment (read when a plan is built) keeps every
 collective one synchronous step, as before.
 """
@@ -28,6 +36,17 @@ import os
 
 from ..nx.buffers import Array
 from .control_steps import CallbackStep
+
+
+BUCKET_BYTES = 1 << 20   # a bucket's size before the next leaf opens another (DDP: 25 MB)
+
+
+class _Part:
+    """A bucket of a collective step: the step's fields for a subset of its leaves."""
+    __slots__ = ("fn", "in_devices", "ins", "outs")
+
+    def __init__(self, fn, in_devices, ins, outs):
+        self.fn, self.in_devices, self.ins, self.outs = fn, in_devices, tuple(ins), tuple(outs)
 
 
 def enabled():
@@ -102,12 +121,18 @@ def split_collectives(steps, new_slot):
     if not enabled() or not any(_startable(s) for s in steps):
         return steps
     out = []
+    made_at, fence = {}, -1   # slot -> the index in `out` of the step making it; the last effect's
     for step in steps:
         if _startable(step):
-            token = new_slot()
-            out += [CollectiveStart(step, token), CollectiveWait(step, token)]
+            for part in _bucketed(step, made_at, fence):
+                token = new_slot()
+                out += [CollectiveStart(part, token), CollectiveWait(part, token)]
         else:
             out.append(step)
+        for s in out[-1].writes():
+            made_at[s] = len(out) - 1
+        if _is_effect(out[-1]):
+            fence = len(out) - 1
     for k in range(len(out)):
         if type(out[k]) is CollectiveStart:
             _hoist(out, k)
@@ -117,16 +142,56 @@ def split_collectives(steps, new_slot):
     return out
 
 
+def _bucketed(step, made_at, fence):
+    """The collective `step` cut into buckets by when its leaves are made (after the
+    last effect, `fence`, every leaf is as early as any); [step] when uncut."""
+    n = len(step.ins)
+    split = getattr(step.fn, "split", None)
+    if n < 2 or split is None:
+        return [step]
+    ready = [max(made_at.get(s, -1), fence) for s in step.ins]
+    order = sorted(range(n), key=lambda i: ready[i])
+    groups, size = [[]], 0
+    for i in order:
+        if groups[-1] and size >= BUCKET_BYTES and ready[i] != ready[groups[-1][-1]]:
+            groups.append([])
+            size = 0
+        groups[-1].append(i)
+        aval = step.fn.in_avals[i]
+        size += _nbytes(aval)
+    if len(groups) == 1:
+        return [step]
+    fns = split(groups)
+    if fns is None:
+        return [step]
+    return [_Part(fn, [step.in_devices[i] for i in g], [step.ins[i] for i in g], [step.outs[i] for i in g])
+            for fn, g in zip(fns, groups)]
+
+
+def _nbytes(aval):
+    count = 1
+    for d in aval.shape:
+        count *= d
+    return count * aval.dtype.itemsize
+
+
 def _hoist(steps, k):
-    """Move the start at `k` back past compute that does not make its inputs."""
-    start = steps[k]
-    ins = set(start.ins)
-    while k > 0:
-        before = steps[k - 1]
-        if _is_effect(before) or ins.intersection(before.writes()):
+    """Move the start at `k` back past compute that does not make its inputs. Waits of
+    earlier collectives that it meets move back with it, still before it (a wait may
+    come earlier: that only shortens its overlap; `_sink` then moves it forward again,
+    up to this start)."""
+    ins = set(steps[k].ins)
+    g = k   # the group moving back: earlier collectives' waits met on the way, then the start
+    while g > 0:
+        before = steps[g - 1]
+        if type(before) is CollectiveWait:
+            g -= 1
+        elif _is_effect(before) or ins.intersection(before.writes()):
             break
-        steps[k - 1], steps[k] = start, before
-        k -= 1
+        else:
+            steps[g - 1:k + 1] = steps[g:k + 1] + [before]
+            g -= 1
+            k -= 1
 
 
 def _sink(steps, k):

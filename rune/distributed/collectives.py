@@ -119,6 +119,15 @@ class Collective:
             return _Done(self(arrays))
         return _communication().submit(self._communicate, arrays)
 
+    def split(self, groups):
+        """This collective cut into one per group of leaf indices (rune/compiler/overlap.py's
+        buckets), or None where that could change a result: all_reduce only, which
+        reduces each element on its own, whatever buffer carries it."""
+        if self.kind != "all_reduce":
+            return None
+        return [Collective(self.kind, self.option, [self.in_avals[i] for i in g], [self.out_avals[i] for i in g],
+                           self.structure) for g in groups]
+
     def _communicate(self, arrays):
         """On the communication thread: the collective, as a span of its own in a profile."""
         with profiler.span("communication", self.name, "cpu", sum(a.nbytes for a in arrays)):

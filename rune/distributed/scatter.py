@@ -86,6 +86,16 @@ class ShardCollective(Collective):
         group.seq += 1
         return out
 
+    def split(self, groups):
+        """This reduce-scatter cut into one per group of leaf indices (rune/compiler/overlap.py's
+        buckets): each element is folded on its own, in rank order, whatever buffer carries
+        it. Gathers stay whole (None): their results are parameters, not gradients."""
+        if self.kind != "reduce_scatter":
+            return None
+        return [ShardCollective(self.kind, self.op, [self.layouts[i] for i in g], [self.in_avals[i] for i in g],
+                                [self.out_avals[i] for i in g], self.structure, [self.paths[i] for i in g])
+                for g in groups]
+
     def _run_blocks(self, group, device, raws, layouts):
         if group.size == 1:   # a group of one: each rank's block is the whole leaf
             return [r.reshape(out_shape(self.kind, r.shape, layout, 1)) for r, layout in zip(raws, layouts)]
