@@ -20,9 +20,10 @@ import pytest
 
 import rune
 from rune import nn, nx, optim
-from rune.backends.cpu import threads
-from rune.codegen.c import CDialect
 from rune.codegen.reductions import REDUCE_BLOCK
+
+import pinned_threads
+from pinned_threads import assert_bits_equal, at_threads
 
 pytestmark = pytest.mark.cc
 
@@ -33,40 +34,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.fixture(scope="module", autouse=True)
 def parallel_everywhere():
     """Every loop the C dialect may run in parallel does, and every BLAS call may thread."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("parallel_threshold", "row_parallel_threshold", "parallel_work"):
-            mp.setattr(CDialect, name, 1)
-        mp.setattr(threads, "BLAS_MIN_WORK", 1)
+    with pinned_threads.parallel_everywhere():
         yield
-
-
-def at_threads(k, fn, *args):
-    """fn(*args) with every parallel kernel and BLAS call on `k` threads (the OpenMP
-    runtime's own setting raised to k for the call)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for name in ("parallel_threads", "num_threads"):
-            mp.setattr(threads, name, lambda: k)
-        mp.setattr(threads, "free_cpus", lambda pool=None: k)
-        omp = threads._openmp
-        have = omp.get() if omp else None
-        if omp:
-            omp.set(k)
-        try:
-            return [np.asarray(leaf) for leaf in rune.tree.leaves(fn(*args))]
-        finally:
-            if omp:
-                omp.set(have)
-
-
-def assert_bits_equal(got, want, what):
-    for i, (g, w) in enumerate(zip(got, want)):
-        g, w = np.atleast_1d(g), np.atleast_1d(w)
-        assert g.dtype == w.dtype and g.shape == w.shape, f"{what}, output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-        diff = g.view(np.uint8).reshape(g.shape + (-1,)) != w.view(np.uint8).reshape(w.shape + (-1,))
-        if diff.any():
-            at = np.argwhere(diff.any(axis=-1))[0]
-            raise AssertionError(f"{what}, output {i}: bits differ first at {tuple(at)}: "
-                                 f"{g[tuple(at)]!r} vs {w[tuple(at)]!r}")
 
 
 def _reductions(f32, f64, near1, cube, rows, c64, h16, b16, i32):
