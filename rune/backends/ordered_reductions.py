@@ -22,8 +22,9 @@ sum's never is -0.0, since every lane starts from +0.0), and an odd level of the
 block tree carries its last partial up unchanged, as the kernels' stack does.
 
 `ordered(xp, op, x, axes)` returns the reduction of the raw array `x` (NumPy or CuPy)
-over `axes`; `ORDERED` names the primitives and dtypes it serves (float and complex
-sums, float products; integer sums are exact in any order and max/min need none).
+over `axes`; `SERVED` names the primitives and dtypes it serves (float and complex
+sums, float products; integer sums are exact in any order and max/min need none), and
+`wrap(xp, impls)` puts it in the eager primitive table.
 """
 import math
 import threading
@@ -80,7 +81,7 @@ def _replacement(xp, op, before):
     served = SERVED[op]
 
     def run(x, *, axes):
-        if x.dtype not in served:
+        if x.dtype not in served or not axes:   # nothing reduced: the array as it is
             return before(x, axes=axes)
         return ordered(xp, op, x, axes)
     return run
@@ -237,7 +238,7 @@ def _unit(op, dtype):
              f"{fold.part} w0 = {fold.widen('lane0[0]')};",
              *reductions.tree_push([fold], "bk", ["w0"])]
     row = [f"const {ctype} *x = xs + row * n;",
-           f"{fold.part} stk0[64], pt0;", "int top = 0;",
+           f"{fold.part} stk0[64], pt0;", "int top = 0;",   # a subtree per bit of the block count
            "const int64_t blocks = n > 0 ? (n + %d) / %d : 1;" % (b - 1, b),
            "for (int64_t bk = 0; bk < blocks; bk++) {", *["  " + x for x in block], "}",
            *reductions.tree_total([fold], ["pt0"]),
