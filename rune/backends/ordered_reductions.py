@@ -93,7 +93,7 @@ def ordered(xp, op, x, axes):
     dtype = x.dtype
     compute = float_semantics.widened(dtype)
     if len(axes) == x.ndim:             # the whole array: one row
-        kept, x3 = (), x.reshape(1, -1, 1)
+        kept, x3 = (), None
     else:
         axes = tuple(sorted(a % x.ndim for a in axes))
         kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
@@ -101,14 +101,15 @@ def ordered(xp, op, x, axes):
     entry = _BUILT.get((op, compute), False) if xp is np else None
     if entry is False:
         entry = _entry(op, compute) if compute in HOST_DTYPES else None
-    if entry is not None and x3.shape[2] < HOST_COLUMNS:
-        total = _host_totals(entry, x3, compute)
+    if entry is not None and (x3 is None or x3.shape[2] < HOST_COLUMNS):
+        total = _host_totals(entry, x.reshape(1, x.size) if x3 is None else _rows(x3), compute, kept)
     else:
         with np.errstate(all="ignore"):     # overflow to inf, inf - inf: the values, not an error
-            total = _fold(xp, RULES[op], x3.astype(compute, copy=False), compute)
+            x3 = x.reshape(1, x.size, 1) if x3 is None else x3
+            total = _fold(xp, RULES[op], x3.astype(compute, copy=False), compute).reshape(kept)
     if dtype != compute:
         total = float_semantics.narrowed(xp, total, dtype)
-    return total.reshape(kept)
+    return total
 
 
 def _three_axes(xp, x, axes):
@@ -208,6 +209,7 @@ HOST_DTYPES = (F32, np.dtype(np.float64))
 HOST_COLUMNS = 64
 _LOCK = threading.Lock()
 _BUILT = {}   # (op, compute dtype) -> entry, or None without a compiler
+_ARGS = threading.local()
 
 
 class _Node:
@@ -270,14 +272,23 @@ def _entry(op, dtype):
         return _BUILT[(op, dtype)]
 
 
-def _host_totals(entry, x3, compute):
-    """(before, n, after) -> (before, after) totals through the compiled fold `entry`
-    (its arguments as one int64 array: a ctypes array and two ctypes integers cost
-    microseconds)."""
-    rows = x3.reshape(x3.shape[0], x3.shape[1]) if x3.shape[2] == 1 else (
-        x3.transpose(0, 2, 1).reshape(-1, x3.shape[1]))
+def _rows(x3):
+    """(before, n, after) as (before * after, n) rows, in the order of the result."""
+    m, n, k = x3.shape
+    return x3.reshape(m, n) if k == 1 else x3.transpose(0, 2, 1).reshape(m * k, n)
+
+
+def _host_totals(entry, rows, compute, shape):
+    """(m, n) rows -> their m totals, as an array of `shape`, through the compiled fold
+    `entry`. Its arguments go in a per-thread int64 array (making one, or ctypes
+    objects, costs microseconds: more than a small sum)."""
     rows = np.ascontiguousarray(rows, compute)
-    m, n = rows.shape
-    out = np.empty(m, compute)
-    entry(address(np.array((address(rows), address(out), m, n), np.int64)))
+    out = np.empty(shape, compute)
+    try:
+        args, at = _ARGS.args
+    except AttributeError:
+        args = np.zeros(4, np.int64)
+        _ARGS.args = args, at = args, address(args)
+    args[0], args[1], args[2], args[3] = address(rows), address(out), rows.shape[0], rows.shape[1]
+    entry(at)
     return out

@@ -25,7 +25,7 @@ DTYPES = (np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.complex64, 
 CASES = (((1,), (0,)), ((5,), (0,)), ((77,), (0,)), ((REDUCE_BLOCK,), (0,)),
          ((3 * REDUCE_BLOCK + 7,), (0,)), ((5 * REDUCE_BLOCK,), (0,)), ((6, 700), (1,)),
          ((1030, 3), (0,)), ((700, 70), (0,)), ((3, 600, 80), (1,)), ((4, 3, 600), (0, 2)), ((2, 5, 33), (1, 2)), ((3, 4, 45), (0, 1, 2)),
-         ((0,), (0,)), ((3, 0), (1,)))
+         ((0,), (0,)), ((3, 0), (1,)), ((0, 3), (0,)), ((0, 3), (0, 1)), ((0, 3), (1,)))
 
 # NumPy under another name: the array-module fold, as on CuPy
 AS_ANOTHER_MODULE = types.SimpleNamespace(**{n: getattr(np, n) for n in dir(np) if not n.startswith("__")})
