@@ -133,3 +133,57 @@ def test_the_trace_names_the_start_and_the_wait(monkeypatch):
     assert ("collective start", "collective start all_reduce(op='mean') (2 in)") in names
     assert ("collective wait", "collective wait all_reduce(op='mean') (2 out)") in names
     assert any(cat == "kernel" for cat, _ in names)
+
+
+class Compute:
+    """A compute step of the step protocol that reads and writes the given slots."""
+    plans = kernels = ()
+    takes_donations = False
+
+    def __init__(self, name, reads=(), writes=()):
+        self.name, self._reads, self._writes = name, tuple(reads), tuple(writes)
+
+    def reads(self):
+        return self._reads
+
+    def writes(self):
+        return self._writes
+
+
+class StartableFn:
+    name = "fake"
+    in_avals = ()
+
+    def start(self, arrays):
+        raise AssertionError("not run here")
+
+
+def collective(ins, outs):
+    step = object.__new__(CallbackStep)
+    step.fn, step.in_devices, step.ins, step.outs = StartableFn(), [None] * len(ins), tuple(ins), tuple(outs)
+    return step
+
+
+def names(steps):
+    return [getattr(s, "name", type(s).__name__) for s in steps]
+
+
+def test_a_wait_stops_before_a_step_that_reads_its_results_or_writes_its_inputs():
+    slots = iter(range(100, 200))
+    steps = [Compute("make", writes=[1]), Compute("other", writes=[2]), collective([1], [3]),
+             Compute("free", reads=[2], writes=[4]), Compute("reads input", reads=[1], writes=[5]),
+             Compute("overwrites input", writes=[1]), Compute("uses", reads=[3], writes=[6])]
+    out = overlap.split_collectives(steps, lambda: next(slots))
+    # the start right after `make`; the wait past steps that only read the input, up to the overwrite
+    assert names(out) == ["make", "CollectiveStart", "other", "free", "reads input", "CollectiveWait",
+                          "overwrites input", "uses"]
+    steps[5] = Compute("unrelated", writes=[7])
+    out = overlap.split_collectives(steps, lambda: next(slots))
+    assert names(out) == ["make", "CollectiveStart", "other", "free", "reads input", "unrelated",
+                          "CollectiveWait", "uses"]
+
+
+def test_overlap_off_keeps_the_step(monkeypatch):
+    monkeypatch.setenv("RUNE_OVERLAP", "0")
+    steps = [Compute("make", writes=[1]), collective([1], [3]), Compute("uses", reads=[3])]
+    assert overlap.split_collectives(steps, lambda: 9) == steps
