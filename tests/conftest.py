@@ -51,7 +51,45 @@ NEEDS = {
 }
 
 
+# The files that take longest on a cold kernel cache (CPU seconds of the file and of the
+# compilers and processes it starts, whole suite on 2 workers, 2026-12-06), longest
+# first. `bash ci/test` runs each file whole on one worker (--dist loadfile) in the
+# order collected (--no-loadscope-reorder): these start first and the short files fill
+# in around them, so no long file starts last and runs alone (by test count, xdist's
+# own order, the 7 tests of test_emulate.py, ~50 s, came near the end). A file not
+# listed follows them, the files with more tests first.
+LONGEST_FIRST = (
+    "transforms/test_op_jit.py",               # the op table's kernels, compiled in batches
+    "compiler/test_emulate.py",                # g++ builds of the CUDA emulation
+    "transforms/test_op_vmap.py",
+    "compiler/test_compiler.py",               # processes compiling and reading the cache
+    "codegen/test_cuda_kernels.py",            # NVRTC of the suite's kernels; emulation
+    "nx/test_random_exact.py",
+    "transforms/test_compositions.py",         # one compiler run per test
+    "training/test_examples.py",               # the examples' training runs, as processes
+    "distributed/test_distributed_mpi.py",
+    "distributed/test_sharding_three_mpi.py",
+    "codegen/test_fuzz_kernels.py",
+    "transforms/test_op_grad.py",
+    "nx/test_low_precision.py",
+    "codegen/test_reduction_determinism.py",
+    "backends/test_compile_cache.py",
+)
+
+
+def _longest_first(items):
+    """`items` regrouped file by file: LONGEST_FIRST's files in its order, then the
+    others by their number of tests, most first; each file's tests in their order."""
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    rank = {f"tests/{name}": k for k, name in enumerate(LONGEST_FIRST)}
+    order = sorted(files, key=lambda f: (rank.get(f, len(rank)), -len(files[f])))
+    items[:] = [item for f in order for item in files[f]]
+
+
 def pytest_collection_modifyitems(config, items):
+    _longest_first(items)
     present = {}
     for item in items:
         for marker, (check, reason) in NEEDS.items():
