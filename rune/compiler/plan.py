@@ -16,7 +16,8 @@ straight-line Python function over the backend's implementations,
 rune/compiler/steps.py), library calls, view steps, and host steps: callbacks,
 loops (scan / while, with a nested plan for the body), branches (cond) and
 transfers (rune/compiler/control_steps.py, registered in `STEP_KINDS` by
-primitive). Calls to custom rules and checkpoints are inlined: a plan
+primitive); a collective's callback step is then split into a start and a wait
+step with compute between them (rune/compiler/overlap.py). Calls to custom rules and checkpoints are inlined: a plan
 evaluates only their forward computation.
 
 The step protocol: every step has
@@ -33,7 +34,7 @@ The step protocol: every step has
   - `kernels`: the compiled kernels it launches (a tuple; empty for host steps);
   - `plans`: the plans it runs (a tuple: a loop's body, a cond's branches);
   - `profile_kind`: how `rune.profile` names it (kernel, library, numpy, views,
-    transfer, callback, scan, while, cond).
+    transfer, callback, scan, while, cond, collective start, collective wait).
 Donation, the profiler and the walks over nested plans read steps through it.
 
 A plan is also the one evaluator of programs on concrete arrays: eager scan,
