@@ -395,8 +395,18 @@ RN_FN float rn_coshf(float x) {
   return RN_FIXED(coshf, 0.5 * (e + 1.0 / e), x);
 }
 
+/* Near 0, 1/2 + x/4 lands on midpoints between floats (x with few bits) and the rest
+   of the series decides: there 1/2 + x/4 - x^3/48 + x^5/480 - 17x^7/80640 as a
+   double-double, rounded once. */
 RN_FN float rn_logisticf(float x) {
   if (rn_isnanf(x)) return x + x;
+  double xd = x;
+  if (rn_fabs(xd) < 0x1p-6) {
+    double q = xd * 0.25, h = 0.5 + q, z = xd * xd;
+    double c = xd * z * (-0x1.5555555555555p-6 + z * (0x1.1111111111111p-9 - z * 0x1.ba1ba1ba1ba1cp-13));
+    double l = (q - (h - 0.5)) + c, s = h + l;         /* h - 0.5 exact */
+    return rn_round_dd(s, l - (s - h));
+  }
   return RN_FIXED(logisticf, 1.0 / (1.0 + rn_exp_d(-rn_clamp150(x))), x);
 }
 
