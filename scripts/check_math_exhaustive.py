@@ -215,7 +215,7 @@ def main():
     args = p.parse_args()
     names = list(REFERENCE) if args.names == ["all"] else args.names
     lib = build(names)
-    fixes, failed = read_fixes(), False
+    failed, found = False, {}
     for name in names:
         t0 = time.perf_counter()
         wrong, settled = run(lib, name, args.start, args.stop)
@@ -225,19 +225,25 @@ def main():
         for x, ours, good in wrong[:20]:
             xf = np.uint32(x).view(np.float32)
             print(f"   x={float(xf)!r} ({x:#010x}): ours {ours:#010x}, correct {good:#010x}")
-        if wrong and args.write_fixes:
-            fixes.setdefault(name, {}).update({x: good for x, _, good in wrong})
-            if name in SYMMETRY:   # the same hard case at -x
-                flip = 0x80000000 if SYMMETRY[name] == "odd" else 0
-                fixes[name].update({x ^ 0x80000000: good ^ flip for x, _, good in wrong})
+        found[name] = {x: good for x, _, good in wrong}
+        if name in SYMMETRY:   # the same hard case at -x
+            flip = 0x80000000 if SYMMETRY[name] == "odd" else 0
+            found[name].update({x ^ 0x80000000: good ^ flip for x, _, good in wrong})
         failed |= bool(wrong)
-    if args.write_fixes and failed:
+    if args.write_fixes:
+        # read again (another run may have written since): a whole check replaces the
+        # function's table, a range adds to it
+        fixes = read_fixes()
+        for name, cases in found.items():
+            whole = args.start == 0 and (args.stop == 1 << 32 or (args.stop == 1 << 31 and name in SYMMETRY))
+            fixes[name] = cases if whole else {**fixes.get(name, {}), **cases}
         write_fixes(fixes)
-        lib = build(names)
-        still = [(n, x) for n in names for x, good in fixes.get(n, {}).items()
-                 if run(lib, n, x, x + 1)[0]]
-        print(f"with the table of hard cases: {len(still)} still wrong {still[:10]}")
-        failed = bool(still)
+        if failed:
+            lib = build(names)
+            still = [(n, x) for n in names for x, good in fixes.get(n, {}).items()
+                     if run(lib, n, x, x + 1)[0]]
+            print(f"with the table of hard cases: {len(still)} still wrong {still[:10]}")
+            failed = bool(still)
     return 1 if failed else 0
 
 
