@@ -21,6 +21,7 @@ typedef unsigned long long uint64_t;
 #include <cmath>
 #endif
 #define RN_FN static __device__ __forceinline__
+#define RN_MATH_FN RN_FN
 #define RN_FULL_MASK 0xffffffffu
 /* the index of an arg reduction's partial that has seen no element (loses every tie) */
 #define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)

@@ -16,6 +16,10 @@
    their correctly rounded results (rn_math_fixes.h; `rn_finish`).
 
    Every function takes and returns float; rn_<name>f as libm's names. */
+#ifndef RN_MATH_FN   /* the public functions: SIMD clones in the C dialect (c_prelude.h) */
+#define RN_MATH_FN RN_FN
+#endif
+
 #ifndef RN_TABLE
 #if defined(__CUDACC__)
 #define RN_TABLE static __device__ const
@@ -180,19 +184,19 @@ RN_FN double rn_clamp150(float x) { return x > 150.0f ? 150.0 : (x < -150.0f ? -
 
 #define RN_FIXED(name, y, x) rn_finish((y), (x), rn_##name##_fix, (int)(sizeof(rn_##name##_fix) / 8) - 1)
 
-RN_FN float rn_expf(float x) {
+RN_MATH_FN float rn_expf(float x) {
   if (rn_isnanf(x)) return x + x;
   return RN_FIXED(expf, rn_exp_d(rn_clamp150(x)), x);
 }
 
-RN_FN float rn_exp2f(float x) {
+RN_MATH_FN float rn_exp2f(float x) {
   if (rn_isnanf(x)) return x + x;
   double xd = rn_clamp150(x), k = rn_rint(xd);
   double y = (1.0 + rn_expm1_poly((xd - k) * RN_LN2_HI)) * rn_pow2i((int)k);
   return RN_FIXED(exp2f, y, x);
 }
 
-RN_FN float rn_expm1f(float x) {
+RN_MATH_FN float rn_expm1f(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   return RN_FIXED(expm1f, rn_expm1_d(rn_clamp150(x)), x);
 }
@@ -251,20 +255,20 @@ RN_FN int rn_log_special(float x, float *out) {
   return 1;
 }
 
-RN_FN float rn_logf(float x) {
+RN_MATH_FN float rn_logf(float x) {
   float s;
   if (rn_log_special(x, &s)) return s;
   return RN_FIXED(logf, rn_log_d(x), x);
 }
 
-RN_FN float rn_log2f(float x) {
+RN_MATH_FN float rn_log2f(float x) {
   float s;
   if (rn_log_special(x, &s)) return s;
   double e, l = rn_log_parts(x, &e);
   return RN_FIXED(log2f, e + (l * RN_INVLN2 + l * RN_INVLN2_LO), x);
 }
 
-RN_FN float rn_log10f(float x) {
+RN_MATH_FN float rn_log10f(float x) {
   float s;
   if (rn_log_special(x, &s)) return s;
   double e, l = rn_log_parts(x, &e);
@@ -272,7 +276,7 @@ RN_FN float rn_log10f(float x) {
   return RN_FIXED(log10f, p + ((pe + e * RN_LOG10_2_LO) + l * RN_INVLN10), x);
 }
 
-RN_FN float rn_log1pf(float x) {
+RN_MATH_FN float rn_log1pf(float x) {
   if (!(x > -1.0f && x < RN_INFF)) {
     if (x == -1.0f) return -RN_INFF;
     return x > 0 ? x : (x - x) / (x - x);              /* inf, or NaN below -1 and at NaN */
@@ -342,7 +346,7 @@ RN_FN int rn_reduce_trig(float x, double *t) {
   return q;
 }
 
-RN_FN float rn_sinf(float x) {
+RN_MATH_FN float rn_sinf(float x) {
   if (!(x - x == 0) || x == 0) return x == 0 ? x : x - x;   /* +-0 kept, NaN at inf and NaN */
   double t;
   int q = rn_reduce_trig(x, &t);
@@ -350,7 +354,7 @@ RN_FN float rn_sinf(float x) {
   return RN_FIXED(sinf, q & 2 ? -y : y, x);
 }
 
-RN_FN float rn_cosf(float x) {
+RN_MATH_FN float rn_cosf(float x) {
   if (!(x - x == 0)) return x - x;
   double t;
   int q = rn_reduce_trig(x, &t);
@@ -358,7 +362,7 @@ RN_FN float rn_cosf(float x) {
   return RN_FIXED(cosf, (q + 1) & 2 ? -y : y, x);
 }
 
-RN_FN float rn_tanf(float x) {
+RN_MATH_FN float rn_tanf(float x) {
   if (!(x - x == 0) || x == 0) return x == 0 ? x : x - x;
   double t;
   int q = rn_reduce_trig(x, &t);
@@ -367,7 +371,7 @@ RN_FN float rn_tanf(float x) {
 }
 
 /* ------------------------------------------------------------------ hyperbolic */
-RN_FN float rn_tanhf(float x) {
+RN_MATH_FN float rn_tanhf(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   float a = x < 0 ? -x : x;
   if (a >= 10.0f) return rn_signf(1.0f, x);          /* 1 - tanh(10) < 2^-27 */
@@ -376,7 +380,7 @@ RN_FN float rn_tanhf(float x) {
   return RN_FIXED(tanhf, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_sinhf(float x) {
+RN_MATH_FN float rn_sinhf(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   double a = rn_fabs(rn_clamp150(x)), y;
   if (a < 1.0) {
@@ -389,7 +393,7 @@ RN_FN float rn_sinhf(float x) {
   return RN_FIXED(sinhf, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_coshf(float x) {
+RN_MATH_FN float rn_coshf(float x) {
   if (rn_isnanf(x)) return x + x;
   double e = rn_exp_d(rn_fabs(rn_clamp150(x)));
   return RN_FIXED(coshf, 0.5 * (e + 1.0 / e), x);
@@ -398,7 +402,7 @@ RN_FN float rn_coshf(float x) {
 /* Near 0, 1/2 + x/4 lands on midpoints between floats (x with few bits) and the rest
    of the series decides: there 1/2 + x/4 - x^3/48 + x^5/480 - 17x^7/80640 as a
    double-double, rounded once. */
-RN_FN float rn_logisticf(float x) {
+RN_MATH_FN float rn_logisticf(float x) {
   if (rn_isnanf(x)) return x + x;
   double xd = x;
   if (rn_fabs(xd) < 0x1p-6) {
@@ -434,13 +438,13 @@ RN_FN double rn_atan_d(double t) {
 /* pi - a for a in [0, pi/2] */
 RN_FN double rn_pi_minus(double a) { return (RN_PI_HI - a) + RN_PI_LO; }
 
-RN_FN float rn_atanf(float x) {
+RN_MATH_FN float rn_atanf(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   double y = rn_atan_d(rn_fabs(x));
   return RN_FIXED(atanf, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_asinf(float x) {
+RN_MATH_FN float rn_asinf(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   double a = rn_fabs(x);
   if (a > 1.0) return (x - x) / (x - x);
@@ -448,7 +452,7 @@ RN_FN float rn_asinf(float x) {
   return RN_FIXED(asinf, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_acosf(float x) {
+RN_MATH_FN float rn_acosf(float x) {
   if (rn_isnanf(x)) return x + x;
   double a = rn_fabs(x);
   if (a > 1.0) return (x - x) / (x - x);
@@ -458,7 +462,7 @@ RN_FN float rn_acosf(float x) {
 
 /* atan2 (C99 Annex F's special cases). Correctly rounded unless the double lands
    within RN_GATE ulps of a midpoint (two arguments: no exhaustive table). */
-RN_FN float rn_atan2f(float y, float x) {
+RN_MATH_FN float rn_atan2f(float y, float x) {
   if (rn_isnanf(x) || rn_isnanf(y)) return x + y;
   int neg_x = rn_fbits(x) >> 31;
   double r;
@@ -482,14 +486,14 @@ RN_FN float rn_atan2f(float y, float x) {
 }
 
 /* ------------------------------------------------------------------ inverse hyperbolic */
-RN_FN float rn_asinhf(float x) {
+RN_MATH_FN float rn_asinhf(float x) {
   if (!(x - x == 0) || x == 0) return x + x;
   double a = rn_fabs(x), a2 = a * a;
   double y = rn_log1p_d(a + a2 / (1.0 + sqrt(1.0 + a2)));
   return RN_FIXED(asinhf, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_acoshf(float x) {
+RN_MATH_FN float rn_acoshf(float x) {
   if (!(x >= 1.0f)) return (x - x) / (x - x);         /* NaN below 1 and at NaN */
   if (x == 1.0f) return 0.0f;
   if (x - x != 0) return x;
@@ -497,7 +501,7 @@ RN_FN float rn_acoshf(float x) {
   return RN_FIXED(acoshf, rn_log1p_d(d + sqrt(d * ((double)x + 1.0))), x);
 }
 
-RN_FN float rn_atanhf(float x) {
+RN_MATH_FN float rn_atanhf(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   double a = rn_fabs(x);
   if (a >= 1.0) return a == 1.0 ? rn_signf(RN_INFF, x) : (x - x) / (x - x);
@@ -565,7 +569,7 @@ RN_FN double rn_erfc_pos(double a) {
   return (rn_erfc_j8[2 * k] - rn_erf_step(c, a - c)) + rn_erfc_j8[2 * k + 1];
 }
 
-RN_FN float rn_erff(float x) {
+RN_MATH_FN float rn_erff(float x) {
   if (rn_isnanf(x) || x == 0) return x + x;
   double a = rn_fabs(x);
   if (a >= 4.0) return rn_signf(1.0f, x);             /* erfc(4) < 2^-25 */
@@ -575,7 +579,7 @@ RN_FN float rn_erff(float x) {
   return RN_FIXED(erff, x < 0 ? -y : y, x);
 }
 
-RN_FN float rn_erfcf(float x) {
+RN_MATH_FN float rn_erfcf(float x) {
   if (rn_isnanf(x)) return x + x;
   if (x >= 10.25f) return 0.0f;                       /* erfc(10.25) < 2^-151 */
   if (x <= -4.0f) return 2.0f;                        /* 2 - erfc(-4) rounds to 2 */
@@ -584,7 +588,7 @@ RN_FN float rn_erfcf(float x) {
 }
 
 /* ------------------------------------------------------------------ roots */
-RN_FN float rn_cbrtf(float x) {
+RN_MATH_FN float rn_cbrtf(float x) {
   if (!(x - x == 0) || x == 0) return x + x;
   double a = rn_fabs(x);
   /* a guess within a few percent from the exponent, then Newton's iterations */
@@ -595,7 +599,7 @@ RN_FN float rn_cbrtf(float x) {
 
 /* hypot: inf if either is infinite (even beside NaN), else NaN beside NaN; else
    sqrt(x^2 + y^2) from its exact double-double, correctly rounded. */
-RN_FN float rn_hypotf(float x, float y) {
+RN_MATH_FN float rn_hypotf(float x, float y) {
   if (x - x != 0 || y - y != 0) {
     if ((rn_fbits(x) & 0x7fffffffu) == 0x7f800000u || (rn_fbits(y) & 0x7fffffffu) == 0x7f800000u)
       return RN_INFF;
@@ -733,7 +737,7 @@ RN_FN int rn_pow_exact(double x, double y, double *out) {
    (error of the double below 2^-49, rounded directly outside the RN_GATE window);
    inside it, again to about 2^-90 (rn_exp_slow, rn_log_newton), with the exact
    results (floats and midpoints) found by rn_pow_exact. */
-RN_FN float rn_powf(float x, float y) {
+RN_MATH_FN float rn_powf(float x, float y) {
   float ax = rn_bitsf(rn_fbits(x) & 0x7fffffffu), ay = rn_bitsf(rn_fbits(y) & 0x7fffffffu);
   if (y == 0 || x == 1.0f) return 1.0f;
   if (rn_isnanf(x) || rn_isnanf(y)) return x + y;
@@ -777,7 +781,7 @@ RN_FN void rn_log1p_slow(double uh, double ul, double *h, double *l) {
    of one sign stay), a NaN gives NaN. max + log1p(e^-|a - b|), again in double-double
    inside the RN_GATE window and where the sum cancels (the result below 1/64 of the
    log1p). */
-RN_FN float rn_logaddexpf(float a, float b) {
+RN_MATH_FN float rn_logaddexpf(float a, float b) {
   if (rn_isnanf(a) || rn_isnanf(b)) return a + b;
   if (a == b && a - a != 0) return a;                 /* both +inf or both -inf */
   double m = a > b ? a : b, d = rn_fabs((double)a - (double)b);
