@@ -173,22 +173,19 @@ def _compile_all(stretches, arch, syntax_only=False, batch=400):
 
 
 def _op_table_stretches():
-    from op_table import TABLE
+    """The op table's samples as tests/transforms/test_op_jit.py runs them (its covering
+    selection: every dtype combination and layout of each op), planned for CUDA."""
+    from op_table_selection import covering, samples, to_rune
     out = []
-    for case in TABLE:
-        if not case.traced:
-            continue
-        for sample in case.samples:
-            if sample.bug:
-                continue
-            args = [nx.asarray(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in sample.args]
-            try:
-                plan = rune.jit(lambda *a: case.fn(*a, **sample.kwargs)).plan(*args, target="cuda")
-            except NotImplementedError:
-                raise  # a kernel the CUDA dialect cannot render
-            except Exception:
-                continue  # what jit rejects, test_op_transforms reports
-            out += target_stretches(plan)
+    for param in covering(samples(lambda case, sample: case.traced)):
+        case, sample = param.values
+        try:
+            plan = rune.jit(lambda *a: case.fn(*a, **sample.kwargs)).plan(*to_rune(sample.args), target="cuda")
+        except NotImplementedError:
+            raise  # a kernel the CUDA dialect cannot render
+        except Exception:
+            continue  # what jit rejects, test_op_jit reports
+        out += target_stretches(plan)
     return out
 
 
