@@ -162,7 +162,10 @@ def test_numpy_dtype_sets_the_accumulator_and_result(dtype):
     for fn in (np.sum, np.prod):
         got, expected = fn(nx.asarray(ints), axis=1, dtype=dtype), fn(ints, axis=1, dtype=dtype)
         assert got.dtype == expected.dtype
-        np.testing.assert_array_equal(np.asarray(got), expected)
+        if np.dtype(dtype).kind == "f":   # inexact products round in rune's order, not NumPy's (docs/design.md)
+            np.testing.assert_allclose(np.asarray(got), expected, rtol=4 * np.finfo(dtype).eps)
+        else:
+            np.testing.assert_array_equal(np.asarray(got), expected)
     if np.dtype(dtype).kind == "f":
         got, expected = np.mean(nx.asarray(ints), axis=0, dtype=dtype), np.mean(ints, axis=0, dtype=dtype)
         assert got.dtype == expected.dtype
