@@ -27,7 +27,7 @@ import ml_dtypes
 import numpy as np
 
 from ..base import vocabulary
-from . import float_semantics, ordered_reductions
+from . import eager_mathlib, float_semantics, ordered_reductions
 from .cpu import conv, threefry
 from .xp import complexfuncs, fft, linalg, mathfuncs, sorting, statistics
 
@@ -307,4 +307,6 @@ def make_impls(xp, backend, *, special, quiet=contextlib.nullcontext, cheap_read
         impls.update(module.make_impls(xp))
     # float sums and products in the kernels' order (eager == jit at any size)
     impls.update(ordered_reductions.wrap(xp, impls))
+    # float32 transcendental functions from rune's math library, as the kernels compute them
+    impls.update(eager_mathlib.wrap(xp, impls))
     return impls
