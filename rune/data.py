@@ -37,6 +37,7 @@ import weakref
 
 import numpy as np
 
+from .base.tracebacks import add_note
 from . import distributed, nx, tree
 from .backends import backend_for
 from .core.array import Array
@@ -51,16 +52,6 @@ __all__ = ["Loader", "Batches"]
 JOIN_TIMEOUT_S = 10.0   # how long closing waits for the thread to leave the source's code
 _POLL_S = 0.05          # how often a waiting thread looks whether it was told to stop
 _THREAD_NAME = "rune.data.Loader"
-
-
-def _note(error, text):
-    """Say where an error of the source arose, as a PEP 678 note: `add_note` on Python
-    3.11+, the same `__notes__` list on 3.10 (which has the attribute's meaning but
-    neither the method nor the printing), so callers read it alike everywhere."""
-    if hasattr(error, "add_note"):
-        error.add_note(text)
-    else:
-        error.__notes__ = [*getattr(error, "__notes__", ()), text]
 
 
 def _count(value, name, minimum=0):
@@ -130,7 +121,7 @@ class _Examples:
             try:
                 examples.append(self.source[i])
             except Exception as e:
-                _note(e, f"(raised by the source of rune.data.Loader while reading example {i})")
+                add_note(e, f"(raised by the source of rune.data.Loader while reading example {i})")
                 raise
         return _stack(examples, [int(i) for i in indices])
 
@@ -165,7 +156,7 @@ def _stack(examples, where):
             else:  # Python scalars take rune's dtypes (float32, int32), as nx.asarray gives them
                 columns.append(np.asarray(nx.asarray(list(column), device="cpu")))
         except Exception as e:   # not a shape mismatch (those are refused above): a dtype, an overflow
-            _note(e, f"(raised by rune.data.Loader while stacking the leaf example{paths[j]} of examples {where})")
+            add_note(e, f"(raised by rune.data.Loader while stacking the leaf example{paths[j]} of examples {where})")
             raise
     return tree.unflatten(structure, columns)
 
@@ -293,7 +284,7 @@ def _raised_in_worker(payload):
     if error is None:
         error = RuneError(f"rune.data.Loader: a worker raised {name}: {message} (the error itself could not "
                           f"be sent to the main process; the worker's traceback follows)")
-    _note(error, text.rstrip())
+    add_note(error, text.rstrip())
     return error
 
 
@@ -670,7 +661,7 @@ class Loader:
             try:
                 yield from workers.batches(jobs, stop)
             except Exception as e:
-                _note(e, f"(making a batch of epoch {epoch} in a worker process of rune.data.Loader)")
+                add_note(e, f"(making a batch of epoch {epoch} in a worker process of rune.data.Loader)")
                 raise
             return
         for step in range(start, len(self)):
@@ -678,7 +669,7 @@ class Loader:
             try:
                 batch = self._source.gather(rows, stop)
             except Exception as e:
-                _note(e, f"(making batch {step} of epoch {epoch} in the background thread of rune.data.Loader)")
+                add_note(e, f"(making batch {step} of epoch {epoch} in the background thread of rune.data.Loader)")
                 raise
             if batch is None:   # told to stop midway
                 return
@@ -698,7 +689,7 @@ class Loader:
                 try:
                     yield step, _stack(rank_share(group, self.rank, self.size), list(range(first, first + per)))
                 except Exception as e:
-                    _note(e, f"(making batch {step} of epoch {epoch} in the background thread of "
+                    add_note(e, f"(making batch {step} of epoch {epoch} in the background thread of "
                              f"rune.data.Loader)")
                     raise
             if per < self.batch_size:
@@ -720,7 +711,7 @@ class _Counted:
         except StopIteration:
             raise
         except Exception as e:
-            _note(e, f"(raised by the iterable of rune.data.Loader while reading example {self.read})")
+            add_note(e, f"(raised by the iterable of rune.data.Loader while reading example {self.read})")
             raise
         self.read += 1
         return example

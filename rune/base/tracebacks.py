@@ -49,7 +49,7 @@ def hide_internal_frames(error):
     # filters first, and the outer one takes out the frames added since)
     error.with_traceback(filtered(error.__traceback__))
     if NOTE not in getattr(error, "__notes__", ()):
-        error.add_note(NOTE)
+        add_note(error, NOTE)
     seen = {id(error)}
     linked = error.__cause__ or error.__context__
     while linked is not None and id(linked) not in seen:   # the errors it was raised from, shown above it
@@ -83,3 +83,19 @@ def user_source(frame=None):
     if frame is None:
         return None
     return Source(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
+def add_note(error, text):
+    """PEP 678's `error.add_note(text)`; on Python 3.10, which has no add_note (and does not
+    print notes), the note is still kept in `error.__notes__` for code that reads it."""
+    if hasattr(error, "add_note"):
+        error.add_note(text)
+    else:
+        notes = getattr(error, "__notes__", None)
+        if not isinstance(notes, list):
+            notes = []
+            try:
+                error.__notes__ = notes
+            except AttributeError:   # an error type that takes no attributes: nothing to keep it in
+                return
+        notes.append(text)
