@@ -23,6 +23,7 @@ from ..codegen import mathlib
 from ..errors import CompileError
 from . import pipeline
 from .cpu import threads
+from .cpu.address import address
 
 PARALLEL = 1 << 15   # elements from which a call's loop runs on several threads
 F32 = np.dtype(np.float32)
@@ -41,8 +42,14 @@ def _unit(op, fn, arity):
     params = "".join(f"const float *x{i}, " for i in range(arity))
     ins = ", ".join(f"x{i}[i]" for i in range(arity))
     args = "".join(f"(const float *)b[{i}], " for i in range(arity))
+    # (a short call never enters an OpenMP region: even one an `if` clause keeps to
+    # one thread costs microseconds, more than the loop over a few elements)
     text = (f"void {name}_call({params}float *y, int64_t n) {{\n"
-            f"  #pragma omp parallel for simd schedule(static) if (n >= {PARALLEL})\n"
+            f"  if (n < {PARALLEL}) {{\n"
+            f"    #pragma omp simd\n"
+            f"    for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n"
+            f"    return;\n  }}\n"
+            f"  #pragma omp parallel for simd schedule(static)\n"
             f"  for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n}}\n"
             f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
             f"*(const int64_t *)b[{arity + 1}]); }}\n")
@@ -62,7 +69,7 @@ class _Entry:
 
     def __call__(self, args):
         out = np.empty(args[0].shape, F32)
-        pointers = [a.ctypes.data for a in args] + [out.ctypes.data]
+        pointers = [address(a) for a in args] + [address(out)]
         if out.size < PARALLEL:
             self.direct(*pointers, out.size)
         else:
