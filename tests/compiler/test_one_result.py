@@ -104,7 +104,9 @@ def _every_path(fn, args, eager=True):
         small = rune.jit(fn)
         out[f"jit, RUNE_COMPILE_MIN_SIZE={DEFAULT_MIN_SIZE}"] = _leaves(small(*args))
         mp.setenv("RUNE_COMPILE_MIN_SIZE", "0")
-        with parallel_everywhere(blas=False):   # products: tests/codegen/test_reduction_determinism.py
+        # products keep their size class (tiled, they have bits of their own: pinned_threads);
+        # their thread counts are tests/codegen/test_reduction_determinism.py's
+        with parallel_everywhere(blas=False):
             for k in THREADS:
                 out[f"jit, RUNE_COMPILE_MIN_SIZE=0, {k} threads"] = at_threads(k, rune.jit(fn), *args)
         if _emulation_available():
