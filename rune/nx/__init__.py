@@ -90,15 +90,24 @@ __all__ = [
     "unique_counts", "unique_inverse", "unique_values", "unstack", "var", "vdot", "vecdot", "where",
 ]
 
-# The rest of NumPy's surface that jax.numpy has, by family (each module's __all__).
-from . import shaping as _shaping, index_tricks as _index_tricks, numeric as _numeric  # noqa: E402
-from . import statistics as _statistics, polynomial as _polynomial  # noqa: E402
+# The rest of NumPy's surface that jax.numpy has, one module per family (each module's __all__;
+# docs/numpy.md lists them, tests/api/test_numpy_coverage.py checks it does).
+from . import (shaping, index_tricks, elementwise_math, integer_math, comparisons, bit_packing,  # noqa: E402
+               calculus, windows, mapping, statistics, polynomial)
 from .shaping import *  # noqa: E402,F401,F403
 from .index_tricks import *  # noqa: E402,F401,F403
-from .numeric import *  # noqa: E402,F401,F403
+from .elementwise_math import *  # noqa: E402,F401,F403
+from .integer_math import *  # noqa: E402,F401,F403
+from .comparisons import *  # noqa: E402,F401,F403
+from .bit_packing import *  # noqa: E402,F401,F403
+from .calculus import *  # noqa: E402,F401,F403
+from .windows import *  # noqa: E402,F401,F403
+from .mapping import *  # noqa: E402,F401,F403
 from .statistics import *  # noqa: E402,F401,F403
 from .polynomial import *  # noqa: E402,F401,F403
-__all__ += [n for m in (_shaping, _index_tricks, _numeric, _statistics, _polynomial) for n in m.__all__]
+_NUMPY_FAMILIES = (shaping, index_tricks, elementwise_math, integer_math, comparisons, bit_packing, calculus,
+                   windows, mapping, statistics, polynomial)
+__all__ += [n for m in _NUMPY_FAMILIES for n in m.__all__]
 
 # NumPy's other dtype names, as jax.numpy has them: C-style aliases of rune's dtypes
 # (int_ and uint are rune's default integers, 32 bits, as jax.numpy's without x64),
