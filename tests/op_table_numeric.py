@@ -1,5 +1,6 @@
-"""Op-table rows of rune/nx/numeric.py: each case is checked eagerly against NumPy, under jit
-against eager, its jvp/vjp against finite differences and under vmap against a loop."""
+"""Op-table rows of the elementwise-math families (rune/nx/elementwise_math.py ... mapping.py): each
+case is checked eagerly against NumPy, under jit against eager, its jvp/vjp against finite differences
+and under vmap against a loop."""
 from op_table import *  # noqa: F401,F403  (case, the samplers, dtypes)
 import ml_dtypes  # noqa: E402
 

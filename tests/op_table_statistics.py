@@ -1,5 +1,6 @@
-"""Op-table rows of rune/nx/statistics.py: each case is checked eagerly against NumPy, under jit
-against eager, its jvp/vjp against finite differences and under vmap against a loop."""
+"""Op-table rows of the statistics families (rune/nx/nan_reductions.py ... einsum_plans.py): each case
+is checked eagerly against NumPy, under jit against eager, its jvp/vjp against finite differences and
+under vmap against a loop."""
 from op_table import *  # noqa: F401,F403  (case, the samplers, dtypes)
 from op_table import _errstate, _rng, NOT_OPS, ints_float, numpy_rule, index_rule
 

@@ -99,7 +99,7 @@ ROW_GROUP_MIN_ROWS = 16
 # Columns of the output's last axis a column reduction folds side by side.
 COLUMN_TILE = 64
 
-# ---------------------------------------------------------------- NumPy surface (rune/nx/statistics.py)
+# ---------------------------------------------------------------- NumPy surface (rune/nx/sequence_convolution.py)
 
 # Past this many taps (of the shorter operand) convolve/correlate go through the FFT:
 # its O(L log L) beats the direct O(n k) loop.

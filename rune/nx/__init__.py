@@ -93,7 +93,8 @@ __all__ = [
 # The rest of NumPy's surface that jax.numpy has, one module per family (each module's __all__;
 # docs/numpy.md lists them, tests/api/test_numpy_coverage.py checks it does).
 from . import (shaping, index_tricks, elementwise_math, integer_math, comparisons, bit_packing,  # noqa: E402
-               calculus, windows, mapping, statistics, polynomial)
+               calculus, windows, mapping, nan_reductions, averages, order_statistics, ordering, histograms,
+               sets, sequence_convolution, einsum_plans, polynomial)
 from .shaping import *  # noqa: E402,F401,F403
 from .index_tricks import *  # noqa: E402,F401,F403
 from .elementwise_math import *  # noqa: E402,F401,F403
@@ -103,10 +104,18 @@ from .bit_packing import *  # noqa: E402,F401,F403
 from .calculus import *  # noqa: E402,F401,F403
 from .windows import *  # noqa: E402,F401,F403
 from .mapping import *  # noqa: E402,F401,F403
-from .statistics import *  # noqa: E402,F401,F403
+from .nan_reductions import *  # noqa: E402,F401,F403
+from .averages import *  # noqa: E402,F401,F403
+from .order_statistics import *  # noqa: E402,F401,F403
+from .ordering import *  # noqa: E402,F401,F403
+from .histograms import *  # noqa: E402,F401,F403
+from .sets import *  # noqa: E402,F401,F403
+from .sequence_convolution import *  # noqa: E402,F401,F403
+from .einsum_plans import *  # noqa: E402,F401,F403
 from .polynomial import *  # noqa: E402,F401,F403
 _NUMPY_FAMILIES = (shaping, index_tricks, elementwise_math, integer_math, comparisons, bit_packing, calculus,
-                   windows, mapping, statistics, polynomial)
+                   windows, mapping, nan_reductions, averages, order_statistics, ordering, histograms, sets,
+                   sequence_convolution, einsum_plans, polynomial)
 __all__ += [n for m in _NUMPY_FAMILIES for n in m.__all__]
 
 # NumPy's other dtype names, as jax.numpy has them: C-style aliases of rune's dtypes

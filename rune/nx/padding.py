@@ -145,7 +145,7 @@ def _statistic(mode, part, a):
         return ops.min(part, a, keepdims=True)
     if mode == "mean":
         return ops.mean(part, a, keepdims=True)
-    from .statistics import median   # the family module that owns sort-based statistics
+    from .order_statistics import median   # the family module that owns sort-based statistics
     return median(part, axis=a, keepdims=True)
 
 

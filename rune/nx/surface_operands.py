@@ -1,5 +1,6 @@
 """Operand helpers shared by the NumPy-surface families (elementwise_math, comparisons, calculus,
-histograms, sets, ...): their __all__ builder and the coercions of operands to arrays.
+histograms, sets, ...): their __all__ builder, the coercions of operands to arrays, and the
+scatter-add that counts (bincount, the histograms, unique's counts).
 """
 import numpy as np
 
@@ -7,6 +8,7 @@ from ..core import dtypes as dt
 from ..core.array import Array
 from ..core.trace import Tracer
 from . import ops
+from .creation import zeros
 
 
 def exporter(names):
@@ -38,3 +40,13 @@ def _index_dtype(n):
 def _iota(n, like, dtype=None):
     """0, 1, ..., n-1 as a constant placed with `like`."""
     return ops.constant_like(np.arange(n, dtype=dtype or np.int32), like)
+
+
+def _scatter_add(length, index, values, like):
+    """A length-`length` array with values[i] added at index[i]; indices outside [0, length) are dropped."""
+    index = ops.reshape(index, (-1,))
+    inside = ops.logical_and(ops.greater_equal(index, 0), ops.less(index, length))
+    index = ops.astype(ops.where(inside, index, length), _index_dtype(length + 1))
+    values = ops.broadcast_to(values, index.shape)
+    return ops.bind(ops.P["scatter"], zeros((length,), values.dtype, like.device), index, values, axis=0,
+                    mode="add")

@@ -1,5 +1,5 @@
-"""rune.nx's numeric family (rune/nx/numeric.py) beyond its op-table rows: the dtype
-questions answered in Python (issubdtype, promote_types, iscomplexobj), the errors
+"""rune.nx's numeric families (rune/nx/elementwise_math.py ... mapping.py) beyond their op-table
+rows: the dtype questions answered in Python (issubdtype, promote_types, iscomplexobj), the errors
 bad input gets, and numpy.<name> on traced values running rune's function."""
 import ml_dtypes
 import numpy as np

@@ -1,5 +1,5 @@
-"""`argselect` (rune/nx/statistics.py) on an array module `xp`: the positions of given order statistics
-along the last axis, by a partial sort (introselect, O(n)) instead of a full one."""
+"""`argselect` (rune/nx/order_statistics.py) on an array module `xp`: the positions of given order
+statistics along the last axis, by a partial sort (introselect, O(n)) instead of a full one."""
 import numpy as np
 
 
