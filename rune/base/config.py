@@ -142,6 +142,12 @@ def cuda_compile():
     return _flag("RUNE_CUDA_COMPILE", True)
 
 
+def overlap():
+    """RUNE_OVERLAP: whether jitted plans split collectives into a start and a wait with
+    compute between them (rune/compiler/overlap.py; default 1)."""
+    return _flag("RUNE_OVERLAP", True)
+
+
 def debug_nans():
     """RUNE_DEBUG_NANS: whether a jitted call whose result holds a NaN is re-run op by
     op to name the primitive that made it (default 0; rune.debug.nans switches it)."""

@@ -32,8 +32,7 @@ element's result is the same whichever bucket carries it.
 RUNE_OVERLAP=0 in the environment (read when a plan is built) keeps every
 collective one synchronous step, as before.
 """
-import os
-
+from ..base import config
 from ..nx.buffers import Array
 from .control_steps import CallbackStep
 
@@ -54,7 +53,7 @@ class _Part:
 
 def enabled():
     """Whether plans built now split their collectives (RUNE_OVERLAP, default on)."""
-    return os.environ.get("RUNE_OVERLAP", "1").strip().lower() not in ("0", "false", "off", "no")
+    return config.overlap()
 
 
 class CollectiveStart:
