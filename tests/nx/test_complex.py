@@ -301,13 +301,23 @@ def test_eager_mul_div_abs_follow_the_rule_element_by_element(dtype):
     assert (_bits(X / Y) == _bits(_oracle(_rule_div, x, y, dtype))).all()
     got = nx.abs(X)
     assert got.dtype == PART[dtype]
-    assert (_bits(got) == _bits(_oracle(_rule_hypot, x.real, x.imag, PART[dtype]))).all()
+    assert (_bits(got) == _bits(_abs_oracle(x, dtype))).all()
     # the random values alone: every pair in the unscaled band (NumPy's shortcut there)
     e = 50 if dtype == C64 else 500
     m = np.maximum(abs(x.real[:400]), abs(x.imag[:400]))
     mid = x[:400][(m >= 2.0 ** -e) & (m <= 2.0 ** e)]
     assert mid.size > 300
-    assert (_bits(nx.abs(nx.asarray(mid))) == _bits(_oracle(_rule_hypot, mid.real, mid.imag, PART[dtype]))).all()
+    assert (_bits(nx.abs(nx.asarray(mid))) == _bits(_abs_oracle(mid, dtype))).all()
+
+
+def _abs_oracle(z, dtype):
+    """|z|: complex64's is rune's correctly rounded float32 hypot (its math library,
+    docs/numerics.md: float64's hypot of the parts rounded once, which settles these
+    values); complex128's the scaled rule."""
+    if dtype == C64:
+        with np.errstate(all="ignore"):
+            return np.hypot(z.real.astype(np.float64), z.imag.astype(np.float64)).astype(np.float32)
+    return _oracle(_rule_hypot, z.real, z.imag, PART[dtype])
 
 
 @pytest.mark.parametrize("dtype", [C64, C128], ids=["c64", "c128"])
