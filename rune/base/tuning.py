@@ -36,10 +36,11 @@ MATMUL_TILE = 256
 # 64 x 64 tiles of a float64 64x20000x64 product doubled its memory traffic and time.
 MATMUL_MIN_TILES = 8
 MATMUL_MIN_SIDE = 64
-# A product with fewer output tiles than MATMUL_MIN_TILES is cut along K into that many
-# blocks when each holds at least this many: a 10x100000x10 float32 product ran 1.23 ms
-# in one BLAS call and 0.82 ms as 8 blocks on two threads (NumPy's 0.97 ms).
-MATMUL_K_BLOCK_MIN = 2048
+# A product with fewer output tiles than MATMUL_MIN_TILES is cut along K into blocks
+# whose two panels fit in this many bytes (L2-sized): a 10x100000x10 float32 product ran
+# 1.23 ms in one BLAS call, 0.80 ms as 8 blocks of 12,544 and 0.17 ms as blocks of
+# 3,328 (128 KiB) on two threads (NumPy's 1.12 ms); 32x300000x32: 7.1 -> 4.0 ms.
+MATMUL_K_BLOCK_BYTES = 128 << 10
 
 # ---------------------------------------------------------------- bfloat16 products (rune/backends/cpu/bf16_gemm.py)
 

@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from ...base.tuning import MATMUL_K_BLOCK_MIN, MATMUL_MIN_SIDE, MATMUL_MIN_TILES, MATMUL_TILE
+from ...base.tuning import MATMUL_K_BLOCK_BYTES, MATMUL_MIN_SIDE, MATMUL_MIN_TILES, MATMUL_TILE
 from . import bf16_gemm, threads
 from ...errors import CompileError
 from .. import pipeline
@@ -45,7 +45,7 @@ from .address import address
 
 NAME = "rune_batched_gemm"
 TILE, MIN_TILES, MIN_SIDE = MATMUL_TILE, MATMUL_MIN_TILES, MATMUL_MIN_SIDE   # rune/base/tuning.py says why
-K_BLOCK_MIN = MATMUL_K_BLOCK_MIN
+K_BLOCK_BYTES = MATMUL_K_BLOCK_BYTES
 # The most multiply-adds of a product OpenBLAS runs on the calling thread whatever its thread
 # count: interface/gemm.c threads over 65536 * GEMM_MULTITHREAD_THRESHOLD (4) of them, complex
 # over 8192 * 4 (a complex 50x50x50 product changed at 3 threads); zgemv.c a matrix of
@@ -222,16 +222,18 @@ def _tiled(a, b, entry, m, k, n, count):
         return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads, TILE)
     rows, cols = _tile(m, n)
     # few outputs over a long K (a covariance, a weight gradient of a thin layer): too few
-    # tiles to share out, so K is cut into MIN_TILES blocks, whose products run side by side
-    if -(-m // rows) * -(-n // cols) < MIN_TILES and k >= MIN_TILES * K_BLOCK_MIN:
-        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads, _k_block(k))
+    # tiles to share out, so K is cut into blocks whose panels stay in cache, their
+    # products run side by side and added in block order
+    block = _k_block(m, n, a.dtype.itemsize)
+    if -(-m // rows) * -(-n // cols) < MIN_TILES and k >= 2 * block:
+        return threads.serial_blas(_k_blocks, a, b, entry, la, lb, k, n_threads, block)
     return threads.serial_blas(_run, a, b, entry, la, lb, k, (rows, cols), n_threads)
 
 
-def _k_block(k):
-    """The K block of a product split along K: MIN_TILES blocks of a multiple of TILE (the
-    last block shorter). The shape alone decides, so the sum's order does too."""
-    return -(-k // (MIN_TILES * TILE)) * TILE
+def _k_block(m, n, itemsize):
+    """The K block of a product split along K: a multiple of TILE whose two panels (m and n
+    rows of it) fit in K_BLOCK_BYTES. The shape alone decides, so the sum's order does too."""
+    return max(TILE, K_BLOCK_BYTES // ((m + n) * itemsize) // TILE * TILE)
 
 
 def _tile(m, n):
