@@ -92,10 +92,10 @@ def _children():
     return [p for p in multiprocessing.active_children() if p.name.startswith("rune.data.Loader worker")]
 
 
+@pytest.mark.timeout(20)   # a hang fails here: a worker would sleep 30 s at example 150
 @pytest.mark.parametrize("how", ["close", "break", "drop"])
 def test_leaving_an_epoch_early_stops_the_workers_without_a_hang(how):
-    loader = Loader(Decoded(n=200, slow=150), 4, workers=2)   # a worker would sleep 30 s at example 150
-    start = time.perf_counter()
+    loader = Loader(Decoded(n=200, slow=150), 4, workers=2)
     batches = loader.epoch(0)
     next(batches)
     if how == "close":
@@ -108,16 +108,15 @@ def test_leaving_an_epoch_early_stops_the_workers_without_a_hang(how):
         del batches
         gc.collect()
     assert not _children()
-    assert time.perf_counter() - start < 20
 
 
+@pytest.mark.timeout(10)   # close must not wait for the stuck worker's 30 s sleep
 def test_a_stuck_worker_is_terminated_at_close():
     loader = Loader(Decoded(n=40, slow=5), 4, workers=2, prefetch=1)
     batches = loader.epoch(0)
     next(batches)   # batch 1 (examples 4-7) is stuck in a worker
-    start = time.perf_counter()
     batches.close()
-    assert time.perf_counter() - start < 10 and not _children()
+    assert not _children()
 
 
 def test_workers_need_a_sequence_of_examples():
