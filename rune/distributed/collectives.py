@@ -95,19 +95,12 @@ class Collective:
         if group.size > 1:
             detail = [f"{a.dtype.name}{list(a.shape)} ({a.device.platform})" for a in arrays]
             runtime.agree(group, self.name, detail, _structure_text(self.structure))
-        out = [None] * len(arrays)
         # Host leaves go through MPI, each GPU's leaves through its platform's
-        # communicator (NCCL); the order is the same on every rank (host first, then
-        # the other platforms' devices by index).
-        by_device = {}
-        for i, a in enumerate(arrays):
-            by_device.setdefault(a.device, []).append(i)
-        for device in sorted(by_device, key=lambda d: (d.platform != "cpu", d.platform, d.index)):
-            index = by_device[device]
-            raws = [arrays[i]._raw for i in index]
+        # communicator (NCCL).
+        def run(device, index, raws):
             option = [self.option[i] for i in index] if self.kind == "all_gather" else self.option
-            for i, r in zip(index, self._run(group, device, raws, option)):
-                out[i] = Array(r, device, arrays[i].weak)
+            return self._run(group, device, raws, option)
+        out = run_by_device(arrays, run)
         group.seq += 1
         return out
 
@@ -244,6 +237,21 @@ def all_gather(x, axis=0):
                                 f"{tuple(leaf.shape)}")
         axes.append(int(axis) % leaf.ndim)
     return pytree.unflatten(struct, _gather(leaves, tuple(axes), struct))
+
+
+def run_by_device(arrays, run):
+    """`run(device, indices, raws)` on the leaves of each device, in the same order on every
+    rank (host first, then the other platforms' devices by index, as collectives must be
+    issued alike everywhere); its raw results come back as Arrays in the leaves' order."""
+    out = [None] * len(arrays)
+    by_device = {}
+    for i, a in enumerate(arrays):
+        by_device.setdefault(a.device, []).append(i)
+    for device in sorted(by_device, key=lambda d: (d.platform != "cpu", d.platform, d.index)):
+        index = by_device[device]
+        for i, r in zip(index, run(device, index, [arrays[i]._raw for i in index])):
+            out[i] = Array(r, device, arrays[i].weak)
+    return out
 
 
 def _structure_text(structure):

@@ -38,13 +38,12 @@ from ..backends import backend_for
 from ..core.primitive import abstract_rules, calls, eval_rules, primitive
 from ..core.trace import aval_of, bind
 from ..errors import ArgumentError, DTypeError, NotDifferentiableError, UsageError
-from ..nx.buffers import Array
 from ..transforms.autodiff.jvp import jvp_rules
 from ..transforms.autodiff.vjp import vjp_rules
 from ..transforms.batching import batch_rules
 from . import host, runtime
 from .blocks import blocks, flat_if, flat_layout, from_rows_first, out_shape, rows_first
-from .collectives import OPS, Collective
+from .collectives import OPS, Collective, run_by_device
 
 reduce_scatter_p = primitive("reduce_scatter", multiple_results=True, effectful=True)
 all_gather_p = primitive("all_gather_blocks", multiple_results=True, effectful=True)
@@ -72,17 +71,8 @@ class ShardCollective(Collective):
             detail = [f"{a.dtype.name}{list(a.shape)} ({a.device.platform})" + (f" at {p}" if p else "")
                       for a, p in zip(arrays, self.paths)]
             runtime.agree(group, self.name, detail, _structure_text(self.structure))
-        out = [None] * len(arrays)
-        by_device = {}
-        for i, a in enumerate(arrays):
-            by_device.setdefault(a.device, []).append(i)
-        # The same order on every rank: host first, then GPUs by index.
-        for device in sorted(by_device, key=lambda d: (d.platform != "cpu", d.platform, d.index)):
-            index = by_device[device]
-            raws = [arrays[i]._raw for i in index]
-            layouts = [self.layouts[i] for i in index]
-            for i, r in zip(index, self._run_blocks(group, device, raws, layouts)):
-                out[i] = Array(r, device, arrays[i].weak)
+        out = run_by_device(arrays, lambda device, index, raws: self._run_blocks(
+            group, device, raws, [self.layouts[i] for i in index]))
         group.seq += 1
         return out
 
