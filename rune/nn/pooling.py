@@ -18,34 +18,33 @@ def _spatial(where, x, min_spatial=1):
     return x
 
 
-class MaxPool(Module):
+class _WindowPool(Module):
+    """A reduction over each `window` of every channel (strides default to the window:
+    non-overlapping pools; padding "VALID", "SAME" or (low, high) pairs), by the
+    functional form a subclass names."""
+    window: object
+    strides: object
+    padding: object
+
+    def __init__(self, window, strides=None, padding="VALID"):
+        self.window, self.padding = _static(window), _static(padding)
+        self.strides = self.window if strides is None else _static(strides)
+
+    def __call__(self, x):
+        pool = type(self).pool
+        return pool(_spatial(type(self).__name__, x), self.window, self.strides, self.padding)
+
+
+class MaxPool(_WindowPool):
     """The max over each `window` of every channel (strides default to the
     window: non-overlapping pools; padding "VALID", "SAME" or (low, high) pairs)."""
-    window: object
-    strides: object
-    padding: object
-
-    def __init__(self, window, strides=None, padding="VALID"):
-        self.window, self.padding = _static(window), _static(padding)
-        self.strides = self.window if strides is None else _static(strides)
-
-    def __call__(self, x):
-        return functional.max_pool(_spatial("MaxPool", x), self.window, self.strides, self.padding)
+    pool = staticmethod(functional.max_pool)
 
 
-class AvgPool(Module):
+class AvgPool(_WindowPool):
     """The mean over each `window` of every channel (with "SAME" padding the
     padded zeros count in the mean, as Flax's default)."""
-    window: object
-    strides: object
-    padding: object
-
-    def __init__(self, window, strides=None, padding="VALID"):
-        self.window, self.padding = _static(window), _static(padding)
-        self.strides = self.window if strides is None else _static(strides)
-
-    def __call__(self, x):
-        return functional.avg_pool(_spatial("AvgPool", x), self.window, self.strides, self.padding)
+    pool = staticmethod(functional.avg_pool)
 
 
 def _static(value):
