@@ -265,12 +265,17 @@ def main(argv=None):
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="host BLAS threads (default 1: small matrices, often a busy machine)")
     args = parser.parse_args(argv)
+    return with_blas_threads(args.blas_threads, train, args)
+
+
+def with_blas_threads(count, run, *args):
+    """run(*args) with the host BLAS on `count` threads (threadpoolctl, where installed)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # only a speed knob
-        return train(args)
-    with threadpool_limits(args.blas_threads, user_api="blas"):
-        return train(args)
+        return run(*args)
+    with threadpool_limits(count, user_api="blas"):
+        return run(*args)
 
 
 def train(args):

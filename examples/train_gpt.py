@@ -52,7 +52,7 @@ from rune import metrics, nn, nx, optim
 from rune.data import Loader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # the example whose corpus this one reads
-from train_charlm import encode, load_text, unigram_entropy, windows  # noqa: E402
+from train_charlm import encode, load_text, unigram_entropy, windows, with_blas_threads  # noqa: E402
 
 TINY = dict(steps=20, batch_size=8, seq_len=32, d_model=32, heads=2, layers=2, max_chars=100_000,
             sample_chars=40, save_every=0)
@@ -248,12 +248,7 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # only a speed knob
-        return train(args)
-    with threadpool_limits(args.blas_threads, user_api="blas"):
-        return train(args)
+    return with_blas_threads(args.blas_threads, train, args)
 
 
 def train(args):
