@@ -14,14 +14,30 @@ unreadable, or whose library is missing or does not hash to what it says, is
 a miss, and is replaced when its kernel is rebuilt. `RUNE_CACHE=0` reads and
 writes nothing.
 
+Processes compiling the same batch of units at once (the ranks of an MPI job on
+one machine, test workers) compile it once: `compiling(keys)` holds an advisory
+lock (`flock`) on `.lock-<hash of the keys>` in the kernels folder while one
+process compiles; another that finds it held waits for it (at most
+`WAIT_SECONDS`, then compiles itself, warning once) and then looks the batch up
+here, compiling only what is still missing (the first process failed, or died).
+Without a usable folder (off, unwritable) or without `fcntl` (Windows) there is
+no lock and each process just compiles.
+
 The cache only ever saves time: a folder that cannot be written (no home
 folder, read-only, a file in the way, a full disk) gives one RuneWarning and
 the kernels built meanwhile live in this process only.
 """
+import contextlib
 import hashlib
 import json
 import os
+import time
 import warnings
+
+try:
+    import fcntl
+except ImportError:   # Windows: no advisory locks; processes just compile
+    fcntl = None
 
 from ..base import config
 from ..errors import RuneWarning
@@ -29,6 +45,10 @@ from ..errors import RuneWarning
 ABI_VERSION = "rune-kernels-1"  # bump when the calling convention of compiled units changes
 
 _WARNED = set()   # the topics already warned about in this process
+# How long a process waits for another compiling the same batch before compiling it itself:
+# a compiler run takes seconds at most, so this is reached only by a holder that is stuck
+# (stopped in a debugger, say); a holder that dies frees its lock at once.
+WAIT_SECONDS = 120.0
 
 
 def enabled():
@@ -153,3 +173,84 @@ def _atomic_write(path, data):
         except OSError:
             pass
         raise
+
+
+@contextlib.contextmanager
+def compiling(keys):
+    """Hold the lock of the batch of units `keys` for the block (which compiles them and
+    writes them here). Where another process holds it, wait until it lets go (it finished,
+    failed or died) or WAIT_SECONDS pass; the block then runs either way, and should look
+    the units up again first. No lock (the block just runs) where the cache is off or its
+    folder cannot be written, or on platforms without fcntl."""
+    d = directory()
+    if d is None or fcntl is None:
+        yield
+        return
+    path = os.path.join(d, ".lock-" + key(*sorted(map(str, keys)))[:32])
+    fd = _lock(path)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            # Removed while held, so the name never outlives its use; a waiter that then
+            # gets the old file's lock sees that the name is gone and looks up the cache.
+            # A process that dies here keeps nobody waiting: the kernel releases a flock
+            # when its last descriptor closes, which process exit does.
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            os.close(fd)
+
+
+def _lock(path):
+    """A descriptor holding the flock of `path`; None where it cannot be taken (no lock:
+    compile anyway) or where WAIT_SECONDS passed while another process held it."""
+    deadline, pause = time.monotonic() + WAIT_SECONDS, 0.005
+    while time.monotonic() <= deadline:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError:   # read-only, full, a file in the way: _write warns when it tries
+            return None
+        try:
+            fd = _wait(fd, path, deadline, pause)
+        except OSError:   # a file system without flock
+            os.close(fd)
+            return None
+        if fd is not None:
+            return fd
+    warn_once(("wait", path), f"waited {WAIT_SECONDS:g} s for another process compiling the same kernels "
+              f"(lock {path}); compiling them in this process too")
+    return None
+
+
+def _wait(fd, path, deadline, pause):
+    """`fd` once it holds the flock of `path`; None (closed) when `path` names another file
+    (its holder finished and removed it: take the name anew) or when the deadline passes."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = False
+        except BlockingIOError:
+            held = True
+        if not _names(path, fd) or (held and time.monotonic() > deadline):
+            os.close(fd)
+            return None
+        if not held:
+            return fd
+        _pause(pause)
+        pause = min(2 * pause, 0.1)
+
+
+def _names(path, fd):
+    """Whether `path` still names the file open as `fd`."""
+    try:
+        a, b = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _pause(seconds):
+    time.sleep(seconds)

@@ -13,7 +13,11 @@ CUDA: rune/backends/cuda/nvrtc.py) and gives each unit the `Program` holding it:
    run has a fixed cost whatever it holds), the batches on a pool of threads
    (cc and NVRTC both release the GIL); each run counts in
    `stats()["kernels_compiled"]`. The artifact goes into the cache (written
-   atomically) and each unit gets an entry pointing at it.
+   atomically) and each unit gets an entry pointing at it. A batch is compiled
+   holding the cache's lock for its keys (`disk_cache.compiling`): a process
+   that finds another compiling the same batch (MPI ranks on one machine, test
+   workers) waits for it, then takes from the cache what it built and compiles
+   only the rest.
 
 A batch the compiler rejects is split: the units its log points at are built
 alone (each then fails with its own source and messages), the rest together
@@ -60,17 +64,8 @@ def build(compiler, prelude, units):
     """One Program, or the CompileError of a unit that does not build, for each of
     `units` ([(name, source, kernels)]: its rendered kernels, or their names), in order."""
     keys = [compiler.key(prelude + text) for _, text, _ in units]
-    out = [None] * len(units)
-    missing = []
-    for i, k in enumerate(keys):
-        program = _LOADED.get(k)
-        if program is None:
-            program = cached(compiler, k, compiler.symbols(units[i]))
-            if program is not None:
-                _LOADED[k] = program
-        if program is None:
-            missing.append(i)
-        out[i] = program
+    missing = [i for i in range(len(units)) if not _found(compiler, units, keys, i)]
+    out = [_LOADED.get(k) for k in keys]
     todo = list({keys[i]: i for i in reversed(missing)}.values())[::-1]   # one build per distinct key
     batches = [todo[j:j + compiler.batch] for j in range(0, len(todo), compiler.batch)]
     failed = {}   # key -> the CompileError of a unit that did not build
@@ -80,15 +75,14 @@ def build(compiler, prelude, units):
     # two threads are both runnable throughout), so threads overlap as processes would.
     if workers > 1:
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="rune-compile") as pool:
-            list(pool.map(lambda b: _compile_batch(compiler, prelude, units, keys, b, failed), batches))
+            built = list(pool.map(lambda b: _build_batch(compiler, prelude, units, keys, b, failed), batches))
     else:
-        for b in batches:
-            _compile_batch(compiler, prelude, units, keys, b, failed)
+        built = [_build_batch(compiler, prelude, units, keys, b, failed) for b in batches]
     if batches:
         with _COUNT_LOCK:
             _COMPILING["seconds"] += time.perf_counter() - start
-            _COMPILING["units"] += len(todo)
-            _COMPILING["batches"] += len(batches)
+            _COMPILING["units"] += sum(built)
+            _COMPILING["batches"] += sum(1 for n in built if n)
     for i in missing:
         out[i] = _LOADED.get(keys[i]) or failed[keys[i]]
     return out
@@ -139,6 +133,28 @@ def _layout(prelude, texts):
         starts.append(line)
         line += t.count("\n") + 2   # the text and the blank line joining it to the next
     return head + "\n\n".join(texts), starts, line
+
+
+def _build_batch(compiler, prelude, units, keys, batch, failed):
+    """Compile the units `batch` unless another process compiles them at the same time:
+    then wait for it and load from the disk cache what it built (looked up again after
+    the lock is taken, whoever held it), compiling only what is still missing. The
+    number of units compiled here."""
+    with disk_cache.compiling([keys[i] for i in batch]):
+        rest = [i for i in batch if not _found(compiler, units, keys, i)]
+        if rest:
+            _compile_batch(compiler, prelude, units, keys, rest, failed)
+    return len(rest)
+
+
+def _found(compiler, units, keys, i):
+    """Whether unit i is now loaded, from this process's table or the disk cache."""
+    if keys[i] in _LOADED:
+        return True
+    program = cached(compiler, keys[i], compiler.symbols(units[i]))
+    if program is not None:
+        _LOADED[keys[i]] = program
+    return program is not None
 
 
 def _compile_batch(compiler, prelude, units, keys, batch, failed):

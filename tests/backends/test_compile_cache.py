@@ -432,34 +432,49 @@ def test_a_cached_library_swapped_for_another_that_loads_is_rebuilt(tmp_path):
 # ---------------------------------------------------------------- one cache for every platform
 
 _SECOND_PROCESS = """
-import json, sys, numpy as np, rune
+import json, os, sys, time, numpy as np, rune
 from rune import nx
-from rune.backends import backend_for, compile_pending
+from rune.backends import backend_for, stretch
 from rune.compiler.target import TargetStretch
 from rune.core.devices import Device, get_device
 
 fns = [lambda x: nx.tanh(x) * 2.0 + 1.0, lambda x: nx.sum(x * x, axis=0) - nx.max(x)]
 spec = rune.Spec((64, 33), "float32")
-if sys.argv[1] == "cuda":
-    from rune.codegen.cuda import DeviceProps
-    device = Device("cuda", 0)   # no GPU needed: units are compiled, never launched
-    backend = backend_for(device)
-    steps = [s for f in fns for s in rune.jit(f).plan(spec, target="cuda").steps if type(s) is TargetStretch]
-    built = [backend.compiled_stretch(s.eqns, s.unit, device, DeviceProps()) for s in steps]
-else:
-    backend = backend_for(get_device("cpu"))
-    x = nx.asarray(np.linspace(-1, 1, 64 * 33, dtype=np.float32).reshape(64, 33))
-    built = [s for f in fns for s in rune.jit(f).plan(x).steps if type(s).__name__ == "CompiledStretch"]
+x = nx.asarray(np.linspace(-1, 1, 64 * 33, dtype=np.float32).reshape(64, 33))
+built, cuda = [], []
+for platform in sys.argv[1].split(","):
+    if platform == "cuda":
+        from rune.codegen.cuda import DeviceProps
+        device = Device("cuda", 0)   # no GPU needed: units are compiled, never launched
+        backend = backend_for(device)
+        steps = [s for f in fns for s in rune.jit(f).plan(spec, target="cuda").steps if type(s) is TargetStretch]
+        cuda = [backend.compiled_stretch(s.eqns, s.unit, device, DeviceProps()) for s in steps]
+        built += cuda
+    else:
+        built += [s for f in fns for s in rune.jit(f).plan(x).steps if type(s).__name__ == "CompiledStretch"]
+if len(sys.argv) > 2:   # argv[2:]: a folder and a count, a barrier: start compiling with the others
+    folder, count = sys.argv[2], int(sys.argv[3])
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    while len(os.listdir(folder)) < count:
+        time.sleep(0.002)
 rune.reset_stats()
-done = compile_pending()
+done = stretch.compile_pending(batch=1 if len(sys.argv) > 2 else None)   # with a barrier, a run per unit
+stats = rune.stats()
 paths, functions = [], True
-if sys.argv[1] == "cuda":   # the Programs the stretches' launchers hold
-    programs = {k.program for s in built for k in s._launch.__closure__[0].cell_contents}
-    paths = sorted(p.path for p in programs)
-    functions = all(p.has(ln.name) for p in programs for s in built for k in s.kernels for ln in k.launches)
-print(json.dumps({"stats": rune.stats(), "built": len(built), "done": done,
+if cuda:   # the Programs the stretches' launchers hold
+    launched = lambda s: {k.program for k in s._launch.__closure__[0].cell_contents}
+    paths = sorted(p.path for p in set().union(*map(launched, cuda)))
+    functions = all(p.has(ln.name) for s in cuda for p in launched(s) for k in s.kernels for ln in k.launches)
+ys = [np.asarray(rune.jit(f)(x)).tolist() for f in fns] if "c" in sys.argv[1].split(",") else []
+print(json.dumps({"stats": stats, "built": len(built), "done": done, "ys": ys,
                   "names": [s.name for s in built], "paths": paths, "functions": functions}))
 """
+
+
+def second_process_oracle():
+    """NumPy's values of _SECOND_PROCESS's two functions."""
+    x = np.linspace(-1, 1, 64 * 33, dtype=np.float32).reshape(64, 33)
+    return [np.tanh(x) * 2 + 1, np.sum(x * x, axis=0) - np.max(x)]
 
 
 @pytest.mark.parametrize("platform", ["c", pytest.param("cuda", marks=pytest.mark.nvrtc)],
@@ -482,6 +497,9 @@ def test_a_second_process_takes_every_platforms_units_from_the_one_disk_cache(tm
     assert first["names"] == second["names"]
     assert first["stats"]["kernels_compiled"] == 1 and first["stats"]["disk_cache_hits"] == 0
     assert second["stats"]["kernels_compiled"] == 0 and second["stats"]["disk_cache_hits"] == 2
+    if platform == "c":
+        for got, want in zip(second["ys"], second_process_oracle()):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     suffix = ".cubin" if platform == "cuda" else ".so"
     artifacts = list((tmp_path / "shared" / "kernels").glob("lib-*" + suffix))
     assert len(artifacts) == 1 and artifacts[0].read_bytes()[:4] == b"\x7fELF"
