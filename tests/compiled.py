@@ -5,6 +5,7 @@ installed, or RUNE_CC=none) jit runs NumPy stretches and they are skipped
 (tests/conftest.py)."""
 from rune.backends.cpu import compiler
 from rune.compiler import fuse
+from rune.compiler.api import Jitted
 from rune.compiler.plan import Stretch
 
 
@@ -28,3 +29,36 @@ def assert_compiled_where_lowerable(plan):
     for st in numpy_stretches(plan):
         missed = [e.prim.name for e in st.eqns if fuse.lowerable(e)]
         assert not missed, f"ran on NumPy although the compiler lowers them: {missed}\n{plan!r}"
+
+
+def precompile(calls):
+    """Plan each `(function, args)` of `calls` under jit (a function already jitted is
+    planned as it is) and compile all their kernels together: a few batched compiler
+    runs instead of one run (~0.1 s) per test. The tests then jit the same functions on
+    arguments of the same shapes and dtypes and find the kernels loaded (the compile
+    pipeline keeps every unit it built by its source's key, rune/backends/pipeline.py).
+    A call that cannot be planned is skipped: the test making it reports its error.
+    The number of calls planned."""
+    import rune
+    from rune.backends import compile_pending
+    plans = []   # held until compiled: a plan nobody holds is not compiled
+    for fn, args in calls:
+        try:
+            plans.append((fn if isinstance(fn, Jitted) else rune.jit(fn)).plan(*args))
+        except Exception:   # noqa: BLE001 (whatever it is, the test reports it)
+            pass
+    compile_pending()
+    return len(plans)
+
+
+def precompiled(calls):
+    """A module fixture (autouse) compiling the kernels of `calls()` (see `precompile`)
+    before the first test of the file: `_kernels = precompiled(lambda: [(fn, args), ...])`
+    at the top level of a test file. A test that checks compiling itself (counts
+    compiler runs, or that its call compiles) keeps its functions out of `calls`."""
+    import pytest
+
+    @pytest.fixture(scope="module", autouse=True)
+    def _precompiled():
+        precompile(calls())
+    return _precompiled

@@ -17,6 +17,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
 from op_table import BF16, F16, F32, F64, LOW_FLOATS
 
 
@@ -98,18 +99,52 @@ def _pullback(f):
 # (4, 1024) catches accumulation in the low dtype; (1, 70000) an element count
 # past float16's largest finite value (65504).
 SHAPES = [(4, 1024), (1, 70000)]
+DTYPES = [F16, BF16, F32, F64]
 
 
-@pytest.mark.parametrize("dtype", [F16, BF16, F32, F64], ids=lambda d: d.name)
+def _overflow_only_matters(dtype, shape):
+    return shape[1] > 65504 and dtype not in LOW_FLOATS
+
+
+def _axes(name):
+    return (-1,) if name in ELEMENTWISE else (None, -1)
+
+
+def _case(dtype, name, shape):
+    """The table's functions for `name` and the input as an Array and in float64."""
+    fn, value, vjp = REDUCTIONS[name]
+    a = _input(dtype, shape, seed=len(name))
+    return fn, value, vjp, nx.asarray(a), a.astype(F64)
+
+
+def _reduction_jit_calls():
+    """The jitted calls of test_reductions_round_once_eager_jit_vjp_vmap: each reduction
+    and its pullback on the test's inputs, for every axis."""
+    for dtype in DTYPES:
+        for name in REDUCTIONS:
+            for shape in SHAPES:
+                if _overflow_only_matters(dtype, shape):
+                    continue
+                fn, value, _, x, x64 = _case(dtype, name, shape)
+                for axis in _axes(name):
+                    f = functools.partial(fn, axis=axis)
+                    ct = _cotangent(dtype, np.shape(value(x64, axis)), seed=len(name))
+                    yield f, (x,)
+                    yield _pullback(f), (x, nx.asarray(ct))
+
+
+_kernels = precompiled(lambda: [*_reduction_jit_calls(), *_product_jit_calls(),
+                                (nx.mean, (nx.ones(70000, dtype=nx.float16),))])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
 @pytest.mark.parametrize("name", sorted(REDUCTIONS))
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_reductions_round_once_eager_jit_vjp_vmap(dtype, name, shape):
-    if shape[1] > 65504 and dtype not in LOW_FLOATS:
+    if _overflow_only_matters(dtype, shape):
         pytest.skip("the element count only overflows float16")
-    fn, value, vjp = REDUCTIONS[name]
-    a = _input(dtype, shape, seed=len(name))
-    x, x64 = nx.asarray(a), a.astype(F64)
-    for axis in ((-1,) if name in ELEMENTWISE else (None, -1)):
+    fn, value, vjp, x, x64 = _case(dtype, name, shape)
+    for axis in _axes(name):
         f = functools.partial(fn, axis=axis)
         want = value(x64, axis)
         _assert_one_rounding(f(x), want, dtype, f"{name}(axis={axis})")
@@ -143,17 +178,29 @@ def test_the_reported_examples():
     assert g.dtype == F16 and np.all(np.asarray(g) == np.float16(1 / 70000))
 
 
+def _product_loss(w, x):
+    return nx.sum(nx.einsum("bi,io->bo", x, w) * (x @ w))
+
+
+def _product_inputs(dtype):
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s).astype(dtype) for s in ((64, 8), (16, 64))]
+
+
+def _product_jit_calls():
+    for dtype in LOW_FLOATS:
+        args = tuple(map(nx.asarray, _product_inputs(dtype)))
+        yield _product_loss, args
+        yield rune.grad(_product_loss), args
+
+
 @pytest.mark.parametrize("dtype", LOW_FLOATS, ids=lambda d: d.name)
 def test_products_and_their_gradients_keep_the_low_dtype(dtype):
     # A bfloat16 model stays bfloat16 through a training step (NumPy's bfloat16
     # matmul returns float32): values and parameter gradients, eager and jit.
-    rng = np.random.default_rng(0)
-    w, x = (rng.standard_normal(s).astype(dtype) for s in ((64, 8), (16, 64)))
+    w, x = _product_inputs(dtype)
     w64, x64 = w.astype(F64), x.astype(F64)
-
-    def loss(w, x):
-        return nx.sum(nx.einsum("bi,io->bo", x, w) * (x @ w))
-
+    loss = _product_loss
     exact = np.sum((x64 @ w64) ** 2)
     # d/dw sum((x w)^2) = 2 x^T (x w): one float32 product for each matmul, rounded
     # in between, so the tolerance is a few ulps rather than one.
