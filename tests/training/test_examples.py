@@ -1,11 +1,18 @@
-"""The training examples run (tiny settings, a few seconds each) and their metric moves."""
+"""The training examples run (tiny settings, a few seconds each) and their metric moves.
+
+They run in this process (no interpreter start-up, and the kernels compiled by one run
+serve the next): a script run is `runpy` with its sys.argv, as `python examples/X.py
+...` runs it; a run of its `main(argv)` otherwise."""
+import contextlib
 import importlib.util
+import io
 import json
 import math
 import os
 import re
-import subprocess
+import runpy
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -15,25 +22,15 @@ STEP_KEYS = {"step", "loss", "lr", "step_time", "images_per_s"}
 EPOCH_KEYS = {"step", "epoch", "epoch_loss", "test_accuracy"}
 
 
-def _run(script, *args):
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", script), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def test_digits_cnn_learns_checkpoints_and_resumes(tmp_path):
-    pytest.importorskip("sklearn")
-    pytest.importorskip("tqdm")
-    ckpt = str(tmp_path / "digits.safetensors")
-    out = _run("train_digits.py", "--epochs", "1", "--limit", "320", "--no-progress", "--checkpoint", ckpt)
-    accuracy = float(re.search(r"final test accuracy ([0-9.]+)", out).group(1))
-    assert accuracy > 0.3, out  # chance is 0.1
-    assert os.path.exists(ckpt) and os.path.exists(str(tmp_path / "digits.jsonl"))  # the log goes beside it
-    out = _run("train_digits.py", "--epochs", "2", "--limit", "320", "--no-progress", "--checkpoint", ckpt,
-               "--resume")
-    assert "resumed from" in out and "epoch   2" in out and "epoch   1 " not in out, out
+def _script(name, *argv):
+    """examples/<name>.py run as a script with these arguments, in this process; (its
+    stdout, its stderr). Its stderr is not a terminal."""
+    path = os.path.join(REPO, "examples", name + ".py")
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.setattr(sys, "argv", [path, *argv])
+        runpy.run_path(path, run_name="__main__")
+    return out.getvalue(), err.getvalue()
 
 
 def _lines(path):
@@ -65,9 +62,27 @@ def _digits_run(digits, folder, name, *args):
 
 
 @pytest.fixture(scope="module")
-def float32_log(digits, tmp_path_factory):
-    """The log of an uninterrupted 2-epoch float32 run: the reference."""
-    return _digits_run(digits, str(tmp_path_factory.mktemp("digits")), "whole", "--epochs", "2")
+def float32_run(digits, tmp_path_factory):
+    """An uninterrupted 2-epoch float32 run, the reference, run as the script is (its
+    progress bar not turned off): (its folder, its stdout, its stderr)."""
+    folder = str(tmp_path_factory.mktemp("digits"))
+    out, err = _script("train_digits", "--epochs", "2", "--limit", "160",
+                       "--checkpoint", os.path.join(folder, "whole.safetensors"))
+    return folder, out, err
+
+
+@pytest.fixture(scope="module")
+def float32_log(float32_run):
+    return _lines(os.path.join(float32_run[0], "whole.jsonl"))
+
+
+def test_digits_script_learns_and_checkpoints(float32_run, float32_log):
+    folder, out, _ = float32_run
+    accuracy = float(re.search(r"final test accuracy ([0-9.]+)", out).group(1))
+    assert accuracy > 0.3, out  # chance is 0.1
+    assert accuracy == pytest.approx(float32_log[-1]["test_accuracy"], abs=1e-4)   # printed to 4 places
+    assert "epoch   1 " in out and "epoch   2 " in out, out
+    assert os.path.exists(os.path.join(folder, "whole.safetensors"))   # the log went beside it (float32_log)
 
 
 def test_digits_log_holds_every_step_and_epoch(float32_log):
@@ -85,11 +100,19 @@ def test_digits_log_holds_every_step_and_epoch(float32_log):
 
 
 def test_digits_resume_continues_at_the_saved_loader_position(digits, float32_log, tmp_path, capsys):
-    stopped = _digits_run(digits, str(tmp_path), "run", "--epochs", "2", "--max-steps", "7")
+    # a whole first epoch; resumed at the start of the second, stopped in its middle; resumed there
+    first = _digits_run(digits, str(tmp_path), "run", "--epochs", "1")
+    assert [line["step"] for line in first] == [1, 2, 3, 4, 5, 5]
+    capsys.readouterr()
+    stopped = _digits_run(digits, str(tmp_path), "run", "--epochs", "2", "--max-steps", "7", "--resume")
+    out = capsys.readouterr().out
+    assert "resumed from" in out and "at epoch 2, step 0 of 5 (step 5 in all)" in out, out
+    assert "epoch   1 " not in out, out
+    assert "stopped at step 7" in out, out
     assert [line["step"] for line in stopped] == [1, 2, 3, 4, 5, 5, 6, 7]
-    assert "stopped at step 7" in capsys.readouterr().out
     resumed = _digits_run(digits, str(tmp_path), "run", "--epochs", "2", "--resume")
-    assert "at epoch 2, step 2 of 5 (step 7 in all)" in capsys.readouterr().out   # the saved loader.state()
+    out = capsys.readouterr().out
+    assert "at epoch 2, step 2 of 5 (step 7 in all)" in out and "epoch   2 " in out, out   # the saved loader.state()
     assert [line["step"] for line in resumed] == [line["step"] for line in float32_log]
     # The same batches in the same order from the same model and Adam state: the
     # losses of the uninterrupted run, step for step.
@@ -111,10 +134,12 @@ def test_digits_bfloat16_compute_trains_and_logs(digits, float32_log, tmp_path, 
     assert log[-1]["epoch"] == 2 and log[-1]["test_accuracy"] > 0.3, log[-1]   # chance is 0.1
 
 
-def test_char_transformer_loss_falls(tmp_path):
+def test_char_transformer_loss_falls(tmp_path, capsys):
     log = str(tmp_path / "charlm.jsonl")
-    out = _run("train_charlm.py", "--steps", "24", "--log-every", "8", "--batch-size", "8", "--seq-len", "32",
-               "--d-model", "32", "--max-chars", "200000", "--sample-chars", "20", "--lr", "1e-2", "--log", log)
+    _example("train_charlm").main(["--steps", "24", "--log-every", "8", "--batch-size", "8", "--seq-len", "32",
+                                   "--d-model", "32", "--max-chars", "200000", "--sample-chars", "20",
+                                   "--lr", "1e-2", "--log", log])
+    out = capsys.readouterr().out
     losses = [float(v) for v in re.findall(r"step +\d+  loss ([0-9.]+)", out)]
     first = float(re.search(r"first step ([0-9.]+)", out).group(1))
     assert len(losses) == 3 and losses[-1] < first - 0.5, out
@@ -128,16 +153,15 @@ def test_char_transformer_loss_falls(tmp_path):
     assert set(lines[-1]) == {"step", "validation_loss"} and lines[-1]["validation_loss"] < first
 
 
-def _digits_stderr(tmp_path, stderr):
-    """train_digits.py's stderr at a tiny size (two batches), the progress bar left on."""
-    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    args = [sys.executable, os.path.join(REPO, "examples", "train_digits.py"), "--epochs", "1", "--limit", "64",
-            "--checkpoint", str(tmp_path / "digits.safetensors")]
-    if stderr == "pipe":
-        done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert "final test accuracy" in done.stdout, done.stdout
-        return done.stderr
+def test_digits_progress_bar_is_quiet_when_stderr_is_not_a_terminal(float32_run):
+    err = float32_run[2]   # the reference ran without --no-progress
+    assert "\r" not in err and "batch/s" not in err and "epoch 1/" not in err, err
+
+
+@contextlib.contextmanager
+def _stderr_on_a_terminal():
+    """sys.stderr a new pseudo-terminal 100 columns wide; yields a list that holds what
+    was written to it once the block ends."""
     import fcntl
     import pty
     import struct
@@ -145,35 +169,37 @@ def _digits_stderr(tmp_path, stderr):
     parent, child = pty.openpty()
     # A new pseudo-terminal is 0 columns wide, which tqdm would fill with a bar of no characters.
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    with subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=child) as proc:
-        os.close(child)
-        chunks = []
+    chunks = []
+
+    def read():   # drained as it is written: a full terminal buffer would block the writer
         while True:
             try:
                 chunk = os.read(parent, 4096)
-            except OSError:  # the terminal's other end closed: the script has ended
+            except OSError:  # the terminal's other end closed
                 break
             if not chunk:
                 break
             chunks.append(chunk)
-        assert proc.wait(timeout=300) == 0, b"".join(chunks)[-3000:]
-    os.close(parent)
-    return b"".join(chunks).decode(errors="replace")
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    text = []
+    try:
+        with open(child, "w", encoding="utf-8", closefd=True) as terminal, \
+                pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys, "stderr", terminal)
+            yield text
+    finally:
+        reader.join(timeout=60)
+        os.close(parent)
+        text.append(b"".join(chunks).decode(errors="replace"))
 
 
-def test_digits_progress_bar_is_quiet_when_stderr_is_not_a_terminal(tmp_path):
-    pytest.importorskip("sklearn")
-    pytest.importorskip("tqdm")
-    err = _digits_stderr(tmp_path, "pipe")
-    assert "\r" not in err and "batch/s" not in err and "epoch 1/1" not in err, err
-
-
-def test_digits_progress_bar_shows_on_a_terminal(tmp_path):
-    pytest.importorskip("sklearn")
-    pytest.importorskip("tqdm")
+def test_digits_progress_bar_shows_on_a_terminal(digits, tmp_path):
     if not hasattr(os, "openpty") or sys.platform == "win32":
         pytest.skip("no pseudo-terminals on this platform")
-    assert "epoch 1/1" in _digits_stderr(tmp_path, "tty")
+    with _stderr_on_a_terminal() as written:   # two batches, the bar left on
+        digits.main(["--epochs", "1", "--limit", "64", "--checkpoint", str(tmp_path / "digits.safetensors")])
+    assert "epoch 1/1" in written[0], written
 
 
 def test_cnn_with_batch_norm_learns_and_keeps_its_running_statistics(tmp_path):
