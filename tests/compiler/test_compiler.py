@@ -28,7 +28,7 @@ from rune.core.trace import bind
 from rune.compiler import fuse
 from rune.backends.stretch import CompiledStretch, compile_pending
 
-from compiled import assert_compiled_where_lowerable, numpy_stretches
+from compiled import assert_compiled_where_lowerable, numpy_stretches, precompiled
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 pytestmark = pytest.mark.cc
@@ -170,6 +170,10 @@ def test_lowered_dtypes_cover_the_table(elementwise_plans):
 
 # ---------------------------------------------------------------- the semantic traps, one by one
 
+FLOAT_NAMES = ["float32", "float64", "float16", "bfloat16"]
+INT_NAMES = [d.name for d in INTS]
+
+
 def _run(fn, *raws):
     arrays = [nx.asarray(r) for r in raws]
     jf = rune.jit(fn)
@@ -180,49 +184,98 @@ def _run(fn, *raws):
     return np.asarray(got), np.asarray(want)
 
 
-@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
-def test_max_min_propagate_nan_and_order_signed_zeros_as_numpy(dt):
-    a = np.array([np.nan, 1.0, -0.0, 0.0, np.nan, 2.0], dt)
-    b = np.array([1.0, np.nan, 0.0, -0.0, np.nan, -np.inf], dt)
-    for op in ("max", "min"):
-        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
-        _close(got, want, True)
-        assert np.isnan(got.astype(np.float64)[[0, 1, 4]]).all()
+def _binary(op):
+    return lambda x, y: bind(P[op], x, y)
 
 
-@pytest.mark.parametrize("dt", [d.name for d in INTS])
-def test_integer_division_and_remainder_by_zero_and_signs(dt):
+def _convert(dst):
+    return lambda v: bind(P["convert"], v, dtype=dst)
+
+
+def _max_min_inputs(dt):
+    return (np.array([np.nan, 1.0, -0.0, 0.0, np.nan, 2.0], dt),
+            np.array([1.0, np.nan, 0.0, -0.0, np.nan, -np.inf], dt))
+
+
+def _int_div_inputs(dt):
     info = np.iinfo(dt)
     a = np.array([7, info.max, 0, info.min, 5, 6, info.min, 100] * 3, dt)
     b = np.array([0, 0, 0, 0, 3, 4, 1, 7] * 3, dt)
     if info.min < 0:
         a[-8:] = np.array([-7, 7, -7, info.min, -1, 5, info.min, -100], dt)
         b[-8:] = np.array([2, -2, -2, -1, -1, -3, 0, 7], dt)
-    for op in ("floordiv", "rem"):
-        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
-        np.testing.assert_array_equal(got, want)
+    return a, b
 
 
-@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16"])
-def test_float_floordiv_and_remainder_have_python_signs(dt):
-    a = np.array([7.5, -7.5, 7.5, -7.5, 1.0, -1.0, 0.0, -0.0, np.inf, 5.0, np.nan, 3.0], dt)
-    b = np.array([2.0, 2.0, -2.0, -2.0, 0.0, 0.0, 0.0, 3.0, 2.0, np.inf, 1.0, -0.0], dt)
-    for op in ("floordiv", "rem"):
-        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
-        _close(got, want, True)
+def _float_div_inputs(dt):
+    return (np.array([7.5, -7.5, 7.5, -7.5, 1.0, -1.0, 0.0, -0.0, np.inf, 5.0, np.nan, 3.0], dt),
+            np.array([2.0, 2.0, -2.0, -2.0, 0.0, 0.0, 0.0, 3.0, 2.0, np.inf, 1.0, -0.0], dt))
 
 
-@pytest.mark.parametrize("src", ["float64", "float32", "float16", "bfloat16"])
-def test_float_to_int_casts_of_nan_inf_and_out_of_range_match_eager(src):
+def _float_to_int_input(src):
     vals = np.array([np.nan, -np.nan, np.inf, -np.inf, 3e9, -3e9, 1e20, -1e20, 300.7, -300.7,
                      70000.0, -70000.0, 5e9, 2.5, -2.5, 0.0] * 4, np.float64)
     with np.errstate(all="ignore"):
-        x = vals.astype(src)
+        return vals.astype(src)
+
+
+def _shift_inputs(dt):
+    bits = 8 * np.dtype(dt).itemsize
+    info = np.iinfo(dt)
+    a = np.array([1, 1, 1, info.max, info.min, info.min, 5, 5] * 2, dt)
+    amounts = [0, bits - 1, bits, bits + 3, 1, bits, 2, min(100, info.max)]
+    b = np.array(amounts * 2, dt)
+    if info.min < 0:
+        b[-1] = -1
+    return a, b
+
+
+def _trap_calls():
+    """(function, raw arguments) of every trap test's jitted call."""
+    for dt in FLOAT_NAMES:
+        for op in ("max", "min"):
+            yield _binary(op), _max_min_inputs(dt)
+        for op in ("floordiv", "rem"):
+            yield _binary(op), _float_div_inputs(dt)
+        for dst in INTS:
+            yield _convert(dst), (_float_to_int_input(dt),)
+    for dt in INT_NAMES:
+        for op in ("floordiv", "rem"):
+            yield _binary(op), _int_div_inputs(dt)
+        for op in ("shift_left", "shift_right"):
+            yield _binary(op), _shift_inputs(dt)
+
+
+@pytest.mark.parametrize("dt", FLOAT_NAMES)
+def test_max_min_propagate_nan_and_order_signed_zeros_as_numpy(dt):
+    for op in ("max", "min"):
+        got, want = _run(_binary(op), *_max_min_inputs(dt))
+        _close(got, want, True)
+        assert np.isnan(got.astype(np.float64)[[0, 1, 4]]).all()
+
+
+@pytest.mark.parametrize("dt", INT_NAMES)
+def test_integer_division_and_remainder_by_zero_and_signs(dt):
+    for op in ("floordiv", "rem"):
+        got, want = _run(_binary(op), *_int_div_inputs(dt))
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dt", FLOAT_NAMES)
+def test_float_floordiv_and_remainder_have_python_signs(dt):
+    for op in ("floordiv", "rem"):
+        got, want = _run(_binary(op), *_float_div_inputs(dt))
+        _close(got, want, True)
+
+
+@pytest.mark.parametrize("src", FLOAT_NAMES)
+def test_float_to_int_casts_of_nan_inf_and_out_of_range_match_eager(src):
+    x = _float_to_int_input(src)
     for dst in INTS:
-        got, want = _run(lambda v, dst=dst: bind(P["convert"], v, dtype=dst), x)
+        got, want = _run(_convert(dst), x)
         np.testing.assert_array_equal(got, want, err_msg=f"{src} -> {dst}")
-    got, _ = _run(lambda v: bind(P["convert"], v, dtype=np.dtype("int32")), x)
-    assert got[0] == 0  # NaN -> 0 X, not x86's INT32_MIN
+        if dst == np.dtype("int32"):
+            assert got[0] == 0  # NaN -> 0 X, not x86's INT32_MIN
 
 
 def test_round_is_half_to_even():
@@ -246,17 +299,10 @@ def test_bfloat16_and_float16_round_to_nearest_even_on_every_operation():
     assert got.view(np.uint16).tolist()[:3] == want.view(np.uint16).tolist()[:3] == [16256, 16258, 32640]
 
 
-@pytest.mark.parametrize("dt", [d.name for d in INTS])
+@pytest.mark.parametrize("dt", INT_NAMES)
 def test_shifts_wider_than_the_type(dt):
-    bits = 8 * np.dtype(dt).itemsize
-    info = np.iinfo(dt)
-    a = np.array([1, 1, 1, info.max, info.min, info.min, 5, 5] * 2, dt)
-    amounts = [0, bits - 1, bits, bits + 3, 1, bits, 2, min(100, info.max)]
-    b = np.array(amounts * 2, dt)
-    if info.min < 0:
-        b[-1] = -1
     for op in ("shift_left", "shift_right"):
-        got, want = _run(lambda x, y, op=op: bind(P[op], x, y), a, b)
+        got, want = _run(_binary(op), *_shift_inputs(dt))
         np.testing.assert_array_equal(got, want)
 
 
@@ -398,10 +444,12 @@ def test_unlowered_primitives_split_the_stretch_with_identical_results():
 
 # ---------------------------------------------------------------- reductions
 
-@pytest.mark.parametrize("op", ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"])
-def test_reductions_of_every_dtype_match_eager(op):
+REDUCTIONS = ["reduce_sum", "reduce_prod", "reduce_max", "reduce_min"]
+
+
+def _reduction_cases(op):
+    """(dtype, shape, axes, raw input, function) of every case of `op`."""
     rng = np.random.default_rng(5)
-    cases = []
     for dt in ALL:
         for shape, axes in [((5, 7), (1,)), ((5, 7), (0,)), ((3, 4, 6), (0, 2)), ((129,), (0,)),
                             ((2, 0, 3), (1,)), ((4, 3), (0, 1))]:
@@ -410,11 +458,18 @@ def test_reductions_of_every_dtype_match_eager(op):
             raw = _values(dt, shape, rng)
             if op == "reduce_prod" and dt.kind == "f":
                 raw = np.where(np.abs(raw.astype(np.float64)) > 4, 1.5, raw).astype(dt)
-            fn = lambda v, dt=dt, axes=axes: bind(P[op], v * v if dt != np.dtype(bool) else v, axes=axes)
-            jf = rune.jit(fn)
-            _compiled_plan(jf, nx.asarray(raw))
-            cases.append((dt, shape, axes, raw, fn, jf))
-    compile_pending()   # one batched compiler run for every case
+            yield dt, shape, axes, raw, lambda v, dt=dt, axes=axes: bind(P[op], v * v if dt != np.dtype(bool) else v,
+                                                                         axes=axes)
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reductions_of_every_dtype_match_eager(op):
+    cases = []
+    for dt, shape, axes, raw, fn in _reduction_cases(op):
+        jf = rune.jit(fn)
+        _compiled_plan(jf, nx.asarray(raw))
+        cases.append((dt, shape, axes, raw, fn, jf))
+    compile_pending()   # one batched compiler run for every case (none left when precompiled)
     for dt, shape, axes, raw, fn, jf in cases:
         with np.errstate(all="ignore"):
             want = np.asarray(fn(nx.asarray(raw)))
@@ -644,26 +699,38 @@ def _verify():
                 raise AssertionError(f"{e}\n{plan!r}") from None
 
 
-@pytest.mark.parametrize("dt", ["int8", "uint16", "int32", "int64", "float16", "bfloat16", "float32", "float64"])
-def test_iota_is_index_arithmetic_without_a_load(dt):
+IOTA_NAMES = ["int8", "uint16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def _iota_cases(dt):
     x = np.ones((3, 1, 5), dt)
     for dim, start in ((0, 0), (2, 3), (1, -2 if dt[0] != "u" else 2)):
-        f = lambda v, dim=dim, start=start: v * bind(P["iota"], np.asarray(start, dt), shape=(3, 4, 5),
-                                                     dimension=dim, device=None)
-        plan = _all_compiled(f, x, kernels=1)
+        yield lambda v, dim=dim, start=start: v * bind(P["iota"], np.asarray(start, dt), shape=(3, 4, 5),
+                                                       dimension=dim, device=None), (x,)
+
+
+@pytest.mark.parametrize("dt", IOTA_NAMES)
+def test_iota_is_index_arithmetic_without_a_load(dt):
+    for f, raws in _iota_cases(dt):
+        plan = _all_compiled(f, *raws, kernels=1)
         k, = plan.kernels
         assert len(k.loads) == 1, k   # x only: the index is computed, never read
     _verify()
 
 
-@pytest.mark.parametrize("dt", [d.name for d in INTS])
-def test_integer_pow_is_exact_and_wraps_as_numpy(dt):
+def _integer_pow_cases(dt):
     info = np.iinfo(dt)
     base = np.array([0, 1, 2, 3, 7, info.max, info.min, 100] + ([-1, -2, -3, -7] if info.min else []), dt)
     for e in (0, 1, 2, 3, 13, 64):
-        _all_compiled(lambda v, e=e: v ** np.asarray(e, dt) + v, base, kernels=1)
+        yield lambda v, e=e: v ** np.asarray(e, dt) + v, (base,)
     exps = nx.asarray(np.array([0, 1, 2, 5] * 3, dt)[:len(base)])
-    _all_compiled(lambda v: bind(P["pow"], v, exps), base, kernels=1)   # a constant array of exponents
+    yield lambda v: bind(P["pow"], v, exps), (base,)   # a constant array of exponents
+
+
+@pytest.mark.parametrize("dt", INT_NAMES)
+def test_integer_pow_is_exact_and_wraps_as_numpy(dt):
+    for f, raws in _integer_pow_cases(dt):
+        _all_compiled(f, *raws, kernels=1)
     _verify()
 
 
@@ -678,8 +745,7 @@ def test_integer_pow_with_a_negative_or_runtime_exponent_raises_or_runs_as_eager
     np.testing.assert_array_equal(np.asarray(jf(base, e)), [8, 1])
 
 
-@pytest.mark.parametrize("op", ["argmax", "argmin"])
-def test_argmax_argmin_first_extreme_first_nan_with_prologue_and_epilogue(op):
+def _arg_extreme_cases(op):
     rng = np.random.default_rng(7)
     fn = getattr(nx, op)
     for dt in ALL:
@@ -690,21 +756,38 @@ def test_argmax_argmin_first_extreme_first_nan_with_prologue_and_epilogue(op):
             if dt.kind == "f" and raw.size > 3:
                 raw.reshape(-1)[[1, 2]] = np.nan   # two NaNs: the first wins
             prologue = (lambda v: v) if dt == np.dtype(bool) else (lambda v: v * v - v)
-            f = lambda v, prologue=prologue, axis=axis: fn(prologue(v), axis=axis) * 2 + 1
-            plan = _all_compiled(f, raw, kernels=1)
-            assert op in plan.kernels[0].source or "arg0" in plan.kernels[0].source
+            yield lambda v, prologue=prologue, axis=axis: fn(prologue(v), axis=axis) * 2 + 1, (raw,)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_argmax_argmin_first_extreme_first_nan_with_prologue_and_epilogue(op):
+    for f, raws in _arg_extreme_cases(op):
+        plan = _all_compiled(f, *raws, kernels=1)
+        assert op in plan.kernels[0].source or "arg0" in plan.kernels[0].source
     _verify()
 
 
-@pytest.mark.parametrize("width", [8, 16, 32, 64])
+RANDOM_WIDTHS = [8, 16, 32, 64]
+RANDOM_KEYS = np.array([[0, 0], [1, 2], [0xdeadbeef, 0xffffffff]], np.uint32)
+
+
+def _random_bits(width):
+    return lambda k: bind(P["random_bits"], k, shape=(4, 33), width=width)
+
+
+def _uniform(k):
+    return nx.random.uniform(k, (1000,)) * 2 - 1
+
+
+@pytest.mark.parametrize("width", RANDOM_WIDTHS)
 def test_random_bits_is_inline_threefry_bit_identical_to_eager(width):
-    keys = np.array([[0, 0], [1, 2], [0xdeadbeef, 0xffffffff]], np.uint32)
-    plan = _all_compiled(lambda k: bind(P["random_bits"], k, shape=(4, 33), width=width), keys, kernels=1)
+    keys = RANDOM_KEYS
+    plan = _all_compiled(_random_bits(width), keys, kernels=1)
     assert "rn_threefry" in plan.kernels[0].source
     key = nx.asarray(keys[2])
-    u = rune.jit(lambda k: nx.random.uniform(k, (1000,)) * 2 - 1)
+    u = rune.jit(_uniform)
     assert not numpy_stretches(u.plan(key))
-    _exact(u(key), nx.random.uniform(key, (1000,)) * 2 - 1)
+    _exact(u(key), _uniform(key))
     _verify()
 
 
@@ -727,8 +810,11 @@ def test_gather_and_dynamic_slice_clamp_runtime_indices_as_eager():
     assert rune.stats()["scalar_reads"] == before
 
 
-@pytest.mark.parametrize("mode", ["set", "add", "mul", "min", "max"])
-def test_scatter_is_a_kernel_with_repeated_and_dropped_indices_as_eager(mode):
+SCATTER_MODES = ["set", "add", "mul", "min", "max"]
+
+
+def _scatter_cases(mode):
+    """(function, raw arguments, whether its indices are an argument) of `mode`'s cases."""
     rng = np.random.default_rng(11)
     for dt in (np.dtype("float32"), np.dtype("int32"), np.dtype("float16"), np.dtype("uint8"), np.dtype(bool)):
         if dt == np.dtype(bool) and mode in ("mul",):
@@ -736,12 +822,19 @@ def test_scatter_is_a_kernel_with_repeated_and_dropped_indices_as_eager(mode):
         x = _values(dt, (4, 6), rng)
         idx = np.array([[1, 1, -1], [5, 9, -7]], np.int32)    # repeats, from the end, dropped
         upd = _values(dt, (4, 2, 3), rng)
-        plan = _all_compiled(lambda v, i, u, dt=dt: bind(P["scatter"], v, i, u, axis=1, mode=mode)
-                             if dt == np.dtype(bool) else bind(P["scatter"], v + v, i, u * u, axis=1, mode=mode) - v,
-                             x, idx, upd)
-        assert any("if (" in k.source and "rn_from_end" in k.source for k in plan.kernels)
-        _all_compiled(lambda v, u: bind(P["scatter"], v, nx.asarray(np.array([3, 3, 0, -4, 4])), u, axis=0, mode=mode),
-                      x[:, 0], upd.reshape(-1)[:5])
+        yield (lambda v, i, u, dt=dt: bind(P["scatter"], v, i, u, axis=1, mode=mode)
+               if dt == np.dtype(bool) else bind(P["scatter"], v + v, i, u * u, axis=1, mode=mode) - v,
+               (x, idx, upd), True)
+        yield (lambda v, u: bind(P["scatter"], v, nx.asarray(np.array([3, 3, 0, -4, 4])), u, axis=0, mode=mode),
+               (x[:, 0], upd.reshape(-1)[:5]), False)
+
+
+@pytest.mark.parametrize("mode", SCATTER_MODES)
+def test_scatter_is_a_kernel_with_repeated_and_dropped_indices_as_eager(mode):
+    for f, raws, indexed in _scatter_cases(mode):
+        plan = _all_compiled(f, *raws)
+        if indexed:
+            assert any("if (" in k.source and "rn_from_end" in k.source for k in plan.kernels)
     _verify()
 
 
@@ -951,3 +1044,22 @@ def test_a_compiled_stretch_speaks_the_step_protocol():
     for s in step.writes():
         assert env[s] is not offered[s] and (offered[s] == -7.0).all()
         np.testing.assert_allclose(env[s], eager[plan.out_slots.index(s)], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- the kernels of the tests above, compiled in batches
+
+def _jitted_calls():
+    """The jitted calls of the trap, reduction, iota, integer-pow, arg-extreme, random-bits
+    and scatter tests, compiled before the file's first test in a few batched compiler
+    runs (one run per test would cost ~0.1 s each). The tests of compiling itself (the
+    disk cache, processes, a failing compile) are not among them."""
+    calls = [*_trap_calls(), *((_random_bits(w), (RANDOM_KEYS,)) for w in RANDOM_WIDTHS), (_uniform, (RANDOM_KEYS[2],))]
+    calls += [(fn, (raw,)) for op in REDUCTIONS for _, _, _, raw, fn in _reduction_cases(op)]
+    calls += [case for dt in IOTA_NAMES for case in _iota_cases(dt)]
+    calls += [case for dt in INT_NAMES for case in _integer_pow_cases(dt)]
+    calls += [case for op in ("argmax", "argmin") for case in _arg_extreme_cases(op)]
+    calls += [(fn, raws) for mode in SCATTER_MODES for fn, raws, _ in _scatter_cases(mode)]
+    return [(fn, tuple(nx.asarray(r) for r in raws)) for fn, raws in calls]
+
+
+_kernels = precompiled(_jitted_calls)
