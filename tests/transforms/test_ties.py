@@ -14,6 +14,8 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
+
 THIRD = 1 / 3  # rounded to the dtype: the cotangent 1 divided by three ties
 
 
@@ -58,13 +60,33 @@ def _tangents(args):
                  for a in args)
 
 
+def _jvp(f):
+    return lambda p, t: rune.jvp(f, p, t)[1]
+
+
+DTYPES = [np.float32, np.float64]
+
+
+def _jitted_calls():
+    """The test's jit(grad) and jit(jvp) calls of every case, compiled together before it runs."""
+    for name in CASES:
+        for dtype in DTYPES:
+            f, args, _ = _setup(name, dtype)
+            xs = tuple(nx.asarray(a) for a in args)
+            yield rune.grad(f, tuple(range(len(args)))), xs
+            yield _jvp(f), (xs, tuple(nx.asarray(t) for t in _tangents(args)))
+
+
+_kernels = precompiled(lambda: list(_jitted_calls()))
+
+
 def _assert_exact(got, want, where):
     got = np.asarray(got)
     assert got.dtype == want.dtype and got.shape == want.shape, f"{where}: {got!r} for {want!r}"
     assert np.array_equal(got, want), f"{where}: got {got.tolist()}, JAX gives {want.tolist()}"
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f32", "f64"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_derivatives_at_ties_and_kinks_match_jax(name, dtype):
     f, args, grads = _setup(name, dtype)
@@ -79,7 +101,7 @@ def test_derivatives_at_ties_and_kinks_match_jax(name, dtype):
     # an integer sum divided by 12 once.
     want = np.asarray(sum(float(np.sum(np.round(g.astype(np.float64) * 12) * t)) for g, t in zip(grads, ts)) / 12,
                       dtype)
-    jvp = lambda p, t: rune.jvp(f, p, t)[1]  # noqa: E731
+    jvp = _jvp(f)
     for how, run in (("jvp", jvp), ("jit(jvp)", rune.jit(jvp))):
         _assert_exact(run(tuple(xs), tuple(nx.asarray(t) for t in ts)), want, f"{how} of {name}")
     # vmap over two lanes: the arguments and the same flipped along their last axis.
