@@ -10,6 +10,8 @@ from rune import nx
 from rune.core import dtypes as dt
 from rune.errors import ArgumentError, DTypeError, RuneError, ShapeError
 
+from compiled import precompiled
+
 
 # ---------------------------------------------------------------- dtype questions
 
@@ -114,12 +116,17 @@ NUMPY_CALLS = {
 }
 
 
+def _numpy_on(call):
+    """`call` made with numpy on rune's traced values (numpy dispatches to rune)."""
+    return lambda a, b: call(np, a, b)
+
+
 @pytest.mark.parametrize("name", sorted(NUMPY_CALLS))
 def test_numpy_functions_on_traced_values_run_rune_s(name):
     call = NUMPY_CALLS[name]
     with np.errstate(all="ignore"):
         want = call(np, _A, _B)
-        got = rune.jit(lambda a, b: call(np, a, b))(nx.asarray(_A), nx.asarray(_B))
+        got = rune.jit(_numpy_on(call))(nx.asarray(_A), nx.asarray(_B))
     for g, w in zip(rune.tree.leaves(got), want if isinstance(want, tuple) else (want,)):
         assert isinstance(g, nx.Array)
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-12)
@@ -127,15 +134,19 @@ def test_numpy_functions_on_traced_values_run_rune_s(name):
 
 # ---------------------------------------------------------------- NumPy's special values, bit for bit
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_special_values_match_numpy_bit_for_bit_eagerly_and_under_jit(dtype):
+def _special_calls(dtype):
+    """name -> (NumPy's function, raw arguments with NumPy's special values)."""
     x = np.array([-8.0, -1.5, -0.0, 0.0, 0.3, 27.0, np.inf, -np.inf, np.nan, 1e-30, 3e38], dtype)
     y = np.array([3.0, -0.0, 0.5, np.inf, -1.0, np.nan, 3.0, 1.0, -1.0, 0.0, -np.inf], dtype)
-    calls = {"spacing": (np.spacing, (x,)), "fmax": (np.fmax, (x, y)), "fmin": (np.fmin, (x, y)),
-             "fmod": (np.fmod, (x, y)), "modf": (np.modf, (x,)), "frexp": (np.frexp, (x,)),
-             "ldexp": (np.ldexp, (x, np.arange(-5, 6, dtype=np.int32) * 40)), "cbrt": (np.cbrt, (x,)),
-             "heaviside": (np.heaviside, (x, y)), "nan_to_num": (np.nan_to_num, (x,))}
-    for name, (ref, args) in calls.items():
+    return {"spacing": (np.spacing, (x,)), "fmax": (np.fmax, (x, y)), "fmin": (np.fmin, (x, y)),
+            "fmod": (np.fmod, (x, y)), "modf": (np.modf, (x,)), "frexp": (np.frexp, (x,)),
+            "ldexp": (np.ldexp, (x, np.arange(-5, 6, dtype=np.int32) * 40)), "cbrt": (np.cbrt, (x,)),
+            "heaviside": (np.heaviside, (x, y)), "nan_to_num": (np.nan_to_num, (x,))}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_special_values_match_numpy_bit_for_bit_eagerly_and_under_jit(dtype):
+    for name, (ref, args) in _special_calls(dtype).items():
         with np.errstate(all="ignore"):
             want = ref(*args)
         for fn in (getattr(nx, name), rune.jit(getattr(nx, name))):
@@ -160,11 +171,18 @@ def test_piecewise_is_zero_where_no_condition_holds_whatever_x_is():
         assert got.tobytes() == want.tobytes(), got   # +0.0, not -0.0 (x * 0) or NaN (nan * 0)
 
 
-@pytest.mark.parametrize("dtype,lo,hi", [(np.float64, -1074, 1023), (np.float32, -149, 127)])
-def test_ldexp_rounds_once_into_the_subnormals_and_frexp_is_exact(dtype, lo, hi):
+LDEXP_RANGES = [(np.float64, -1074, 1023), (np.float32, -149, 127)]
+
+
+def _ldexp_inputs(dtype, lo, hi):
     rng = np.random.default_rng(7)
     x = (rng.uniform(0.5, 1, 4000) * 2.0 ** rng.integers(lo, hi, 4000) * rng.choice([-1, 1], 4000)).astype(dtype)
-    e = rng.integers(-300, 300, 4000).astype(np.int32)
+    return x, rng.integers(-300, 300, 4000).astype(np.int32)
+
+
+@pytest.mark.parametrize("dtype,lo,hi", LDEXP_RANGES)
+def test_ldexp_rounds_once_into_the_subnormals_and_frexp_is_exact(dtype, lo, hi):
+    x, e = _ldexp_inputs(dtype, lo, hi)
     with np.errstate(all="ignore"):
         want = np.ldexp(x, e)
         for fn in (nx.ldexp, rune.jit(nx.ldexp)):
@@ -195,11 +213,33 @@ def test_bools_divide_as_int8_and_count_as_uint8_as_in_numpy():
         assert got.dtype == want.dtype and np.array_equal(np.asarray(got), want)
 
 
-@pytest.mark.parametrize("e", [np.array([2**40, -2**40]), np.array([2**40, 3], np.uint64),
-                               np.array([2**31 - 1, -2**31], np.int32), np.array([100, -100], np.int8)])
+WIDE_EXPONENTS = [np.array([2**40, -2**40]), np.array([2**40, 3], np.uint64),
+                  np.array([2**31 - 1, -2**31], np.int32), np.array([100, -100], np.int8)]
+LDEXP_BASE = np.array([1.0, 2.0])
+
+
+@pytest.mark.parametrize("e", WIDE_EXPONENTS)
 def test_ldexp_takes_exponents_beyond_int32_and_any_integer_dtype(e):
-    x = np.array([1.0, 2.0])
+    x = LDEXP_BASE
     with np.errstate(all="ignore"):
         want = np.ldexp(x, e.astype(np.int64))
         for fn in (nx.ldexp, rune.jit(nx.ldexp)):
             np.testing.assert_array_equal(np.asarray(fn(nx.asarray(x), nx.asarray(e))), want)
+
+
+def _jitted_calls():
+    """The jitted calls of the numpy-dispatch, special-value and ldexp tests, compiled
+    together before the file's first test."""
+    def arrays(*raws):
+        return tuple(nx.asarray(r) for r in raws)
+    calls = [(_numpy_on(call), arrays(_A, _B)) for call in NUMPY_CALLS.values()]
+    calls += [(getattr(nx, name), arrays(*args)) for dtype in (np.float32, np.float64)
+              for name, (_, args) in _special_calls(dtype).items()]
+    for dtype, lo, hi in LDEXP_RANGES:
+        x, e = _ldexp_inputs(dtype, lo, hi)
+        calls += [(nx.ldexp, arrays(x, e)), (nx.frexp, arrays(x))]
+    calls += [(nx.ldexp, arrays(LDEXP_BASE, e)) for e in WIDE_EXPONENTS]
+    return calls
+
+
+_kernels = precompiled(_jitted_calls)
