@@ -29,7 +29,7 @@ from rune.core.prims import P
 from rune.core.trace import bind
 
 import cuda_emu
-from compiled import numpy_stretches
+from compiled import numpy_stretches, precompiled
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -102,10 +102,13 @@ def _convert_all(a):
     return tuple(bind(P["convert"], a, dtype=dst) for dst in INTS)
 
 
-@pytest.mark.cc
-def test_float_to_int_anchors():
-    """The rule, written out for the cases NumPy, ml_dtypes and C each get their own way."""
-    cases = [  # (source dtype, value, target dtype, expected)
+def _converter(dst):
+    return lambda a: bind(P["convert"], a, dtype=np.dtype(dst))
+
+
+# The float -> int rule, written out for the cases NumPy, ml_dtypes and C each get their own way:
+# (source dtype, value, target dtype, expected)
+FLOAT_TO_INT_ANCHORS = [
         (F32, math.nan, "int32", 0), (F64, -math.nan, "uint64", 0), (BF16, math.nan, "int8", 0),
         (F32, 2147483647.0, "int32", 2147483647),      # float32(2**31 - 1) is 2**31
         (F32, 2147483647.0, "uint32", 2147483648),
@@ -117,11 +120,15 @@ def test_float_to_int_anchors():
         (F16, math.inf, "uint64", 2 ** 64 - 1), (BF16, -math.inf, "int64", -2 ** 63),
         (F16, 65504.0, "int16", 32767), (F16, 65504.0, "uint16", 65504), (BF16, 3e9, "uint32", 3003121664),
         (F32, 0.99, "int64", 0), (F64, -0.0, "int8", 0),
-    ]
-    for src, v, dst, want in cases:
+]
+
+
+@pytest.mark.cc
+def test_float_to_int_anchors():
+    for src, v, dst, want in FLOAT_TO_INT_ANCHORS:
         x = nx.asarray(_cast_input([v], src))
         dst = np.dtype(dst)
-        fn = lambda a, dst=dst: bind(P["convert"], a, dtype=dst)
+        fn = _converter(dst)
         _jit_plan(fn, x)
         eager, jitted = np.asarray(fn(x)), np.asarray(rune.jit(fn)(x))
         assert eager.tolist() == [want] and jitted.tolist() == [want], (src, v, dst, eager, jitted)
@@ -213,11 +220,19 @@ def _divmod_inputs(dtype):
         [c[3] for c in DIVMOD_CASES] + [float(_cast_input([r], dtype)[0])]
 
 
+def _floordiv(a, b):
+    return a // b
+
+
+def _one_and_a_tenth(dtype):
+    return nx.asarray(_cast_input([1.0], dtype)), nx.asarray(_cast_input([0.1], dtype))
+
+
 def test_one_floordiv_a_tenth_is_nine():
     for dtype in (F64, F32, BF16):
         assert _one_over_point_one(dtype)[0] == 9.0
-        x, y = nx.asarray(_cast_input([1.0], dtype)), nx.asarray(_cast_input([0.1], dtype))
-        assert np.asarray(x // y).tolist() == [9.0] and np.asarray(rune.jit(lambda a, b: a // b)(x, y)).tolist() == [9.0]
+        x, y = _one_and_a_tenth(dtype)
+        assert np.asarray(x // y).tolist() == [9.0] and np.asarray(rune.jit(_floordiv)(x, y)).tolist() == [9.0]
     assert _one_over_point_one(F16)[0] == 10.0      # float16(0.1) is 0.0999755859375
     # a weak Python scalar divisor: float32 0.1 rounds up, so rune's 9.0 is Python's float64 answer too
     assert np.asarray(nx.asarray(1.0) // 0.1).tolist() == 1.0 // 0.1
@@ -379,7 +394,7 @@ def _to_half(a, dst):
 def test_conversions_into_16_bit_floats_round_once_eager_and_compiled():
     for src, value, dst, bits in HALF_CASES:
         x = nx.asarray(_half_source(src, value))
-        fn = lambda a, dst=dst: _to_half(a, dst)
+        fn = _converter(dst)
         _jit_plan(fn, x)
         eager, jitted = _bits(fn(x)), _bits(rune.jit(fn)(x))
         assert eager.tolist() == [bits] and jitted.tolist() == [bits], \
@@ -389,25 +404,30 @@ def test_conversions_into_16_bit_floats_round_once_eager_and_compiled():
 def test_nan_into_bfloat16_is_the_quiet_nan_of_its_sign():
     for src in (F64, F32, F16):
         x = nx.asarray(np.array([np.nan, -np.nan], src))
-        for got in (_to_half(x, BF16), rune.jit(lambda a: _to_half(a, BF16))(x)):
+        for got in (_to_half(x, BF16), rune.jit(_converter(BF16))(x)):
             assert _bits(got).tolist() == [0x7fc0, 0xffc0], src
     for src in (F64, F32, BF16):
         x = nx.asarray(_cast_input([np.nan], src))
         assert np.isnan(np.asarray(_to_half(x, F16)).astype(np.float64)).all()
 
 
+INTEGER_CASTS = [(np.int32, 300, "int8", 44), (np.int32, -1, "uint8", 255), (np.uint64, 2 ** 64 - 1, "int64", -1),
+                 (np.int64, 2 ** 40 + 5, "int32", 5), (np.int8, -128, "uint16", 65408), (np.bool_, True, "int16", 1)]
+
+
 def test_integer_casts_wrap():
-    cases = [(np.int32, 300, "int8", 44), (np.int32, -1, "uint8", 255), (np.uint64, 2 ** 64 - 1, "int64", -1),
-             (np.int64, 2 ** 40 + 5, "int32", 5), (np.int8, -128, "uint16", 65408), (np.bool_, True, "int16", 1)]
-    for src, v, dst, want in cases:
+    for src, v, dst, want in INTEGER_CASTS:
         x = nx.asarray(np.array([v], src))
-        f = lambda a, dst=np.dtype(dst): bind(P["convert"], a, dtype=dst)
+        f = _converter(dst)
         assert np.asarray(f(x)).tolist() == [want] and np.asarray(rune.jit(f)(x)).tolist() == [want], (src, v, dst)
 
 
+NONZERO_FLOATS = np.array([np.nan, 0.0, -0.0, 1e-300, -np.inf], np.float64)
+
+
 def test_float_to_bool_is_nonzero():
-    x = nx.asarray(np.array([np.nan, 0.0, -0.0, 1e-300, -np.inf], np.float64))
-    f = lambda a: bind(P["convert"], a, dtype=np.dtype(bool))
+    x = nx.asarray(NONZERO_FLOATS)
+    f = _converter(bool)
     assert np.asarray(f(x)).tolist() == [True, False, False, True, True]
     assert np.asarray(rune.jit(f)(x)).tolist() == [True, False, False, True, True]
 
@@ -535,12 +555,18 @@ def test_conversions_into_16_bit_floats_on_a_gpu():
             assert _bits(got).tolist() == [bits], (src.name, value, dst.name, hex(bits))
 
 
+FILL_VALUES = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 2.7, -2.7, -0.5]
+FILLED = {np.int32: [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 0], np.uint8: [0, 255, 0, 255, 0, 2, 0, 0]}
+
+
+def _fill(v, dtype):
+    return lambda: nx.full((3,), v, dtype=dtype)
+
+
 @pytest.mark.parametrize("make", ["asarray", "full", "full_array_fill", "full_under_jit"])
 def test_scalars_and_fills_made_with_an_integer_dtype_follow_the_rule(make):
-    values = [float("nan"), float("inf"), -float("inf"), 3e9, -3e9, 2.7, -2.7, -0.5]
-    want = {np.int32: [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 0],
-            np.uint8: [0, 255, 0, 255, 0, 2, 0, 0]}
-    for dtype, expected in want.items():
+    values = FILL_VALUES
+    for dtype, expected in FILLED.items():
         if make == "asarray":
             got = [int(nx.asarray(v, dtype=dtype)) for v in values]
         elif make == "full":
@@ -548,7 +574,7 @@ def test_scalars_and_fills_made_with_an_integer_dtype_follow_the_rule(make):
         elif make == "full_array_fill":
             got = np.asarray(nx.full((2, len(values)), np.array(values), dtype=dtype))[1].tolist()
         else:
-            got = [int(rune.jit(lambda v=v: nx.full((3,), v, dtype=dtype))()[2]) for v in values]
+            got = [int(rune.jit(_fill(v, dtype))()[2]) for v in values]
         assert got == expected, (make, dtype)
 
 
@@ -569,3 +595,20 @@ def test_python_ints_an_integer_dtype_cannot_hold_raise_naming_the_function(make
     # the bounds themselves fit
     assert np.asarray(nx.full((2,), 255, nx.uint8)).tolist() == [255, 255]
     assert np.asarray(nx.full((2,), -128, nx.int8)).tolist() == [-128, -128]
+
+
+def _jitted_calls():
+    """The C-compiled calls of the tests above, compiled together before the file's first test."""
+    calls = [(_converter(dst), (_cast_input([v], src),)) for src, v, dst, _ in FLOAT_TO_INT_ANCHORS]
+    calls += [(_convert_all, (_conversion_case(src)[0],)) for src in FLOATS]
+    calls += [(_floordiv, _one_and_a_tenth(dtype)) for dtype in (F64, F32, BF16)]
+    calls += [(_divmod, _divmod_inputs(dtype)[:2]) for dtype in FLOATS]
+    calls += [(_converter(dst), (_half_source(src, value),)) for src, value, dst, _ in HALF_CASES]
+    calls += [(_converter(BF16), (np.array([np.nan, -np.nan], src),)) for src in (F64, F32, F16)]
+    calls += [(_converter(dst), (np.array([v], src),)) for src, v, dst, _ in INTEGER_CASTS]
+    calls += [(_converter(bool), (NONZERO_FLOATS,)), *((nx.nextafter, _nextafter_case(d)[:2]) for d in FLOATS)]
+    calls += [(_fill(v, dtype), ()) for dtype in FILLED for v in FILL_VALUES]
+    return [(fn, tuple(nx.asarray(a) for a in args)) for fn, args in calls]
+
+
+_kernels = precompiled(_jitted_calls)
