@@ -8,6 +8,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
 from oracles import fd_grad
 
 X = np.array([0.5, -1.2, 2.0])
@@ -198,3 +199,8 @@ def test_numpy_ufunc_dtype_computes_in_that_dtype(name):
         out, t = rune.jvp(f, (nx.asarray(v),), (nx.asarray(np.ones_like(v)),))
         assert np.dtype(out.dtype) == want.dtype and np.dtype(t.dtype) == want.dtype
         np.testing.assert_array_equal(np.asarray(out), want)
+
+
+_kernels = precompiled(lambda: [*((rune.grad(f), (nx.asarray(X),)) for f in CASES.values()),
+                                *((f, (nx.asarray(V),)) for f in ARGUMENT_CASES.values()),
+                                *((f, (nx.asarray(v),)) for f, v in DTYPE_CASES.values())])
