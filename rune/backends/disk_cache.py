@@ -187,6 +187,9 @@ def compiling(keys):
         yield
         return
     path = os.path.join(d, ".lock-" + key(*sorted(map(str, keys)))[:32])
+    # A process that dies holding the lock (killed mid-compile) keeps nobody waiting: the
+    # operating system releases a flock when the last descriptor of its file closes, which
+    # the process's exit does; its file stays, and the next process takes its lock.
     fd = _lock(path)
     try:
         yield
@@ -194,8 +197,6 @@ def compiling(keys):
         if fd is not None:
             # Removed while held, so the name never outlives its use; a waiter that then
             # gets the old file's lock sees that the name is gone and looks up the cache.
-            # A process that dies here keeps nobody waiting: the kernel releases a flock
-            # when its last descriptor closes, which process exit does.
             try:
                 os.unlink(path)
             except OSError:
@@ -206,7 +207,7 @@ def compiling(keys):
 def _lock(path):
     """A descriptor holding the flock of `path`; None where it cannot be taken (no lock:
     compile anyway) or where WAIT_SECONDS passed while another process held it."""
-    deadline, pause = time.monotonic() + WAIT_SECONDS, 0.005
+    deadline, pause = time.monotonic() + WAIT_SECONDS, 0.002
     while time.monotonic() <= deadline:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -240,7 +241,7 @@ def _wait(fd, path, deadline, pause):
         if not held:
             return fd
         _pause(pause)
-        pause = min(2 * pause, 0.1)
+        pause = min(2 * pause, 0.02)   # a compiler run takes 0.1 s or more
 
 
 def _names(path, fd):

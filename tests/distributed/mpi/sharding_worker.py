@@ -7,9 +7,14 @@
   (all_reduce of the gradients) and sharded (ZeRO-1, ZeRO-2, ZeRO-3), with
   parameter counts that do not divide by the number of ranks: the parameters
   must be bit for bit the same;
-- mismatch: rank 1 passes another shape: a DistributedError naming ranks and leaf.
-Prints "OK rank R of N <what>" at the end; a failed check raises, which aborts the run.
-argv[1] may name several checks, comma-separated ("collectives,train-mlp").
+- mismatch: rank 1 passes another shape: a DistributedError on every rank naming ranks
+  and leaf, printed ("rank R raised DistributedError: ..."); it moves no data, so the
+  checks after it run as in a fresh launch (first, it is collective #1);
+- save, load, failed-save, missing (argv[2]: a folder): a sharded checkpoint saved on
+  one group of ranks and resumed on another.
+argv[1] names the checks, comma-separated ("mismatch,collectives,train-mlp"), run in one
+launch; "OK rank R of N <check> passed" is printed as each passes; a failed check raises,
+which aborts the run (and so fails the checks after it too).
 """
 import hashlib
 import os
@@ -298,7 +303,12 @@ def check_missing(folder):
 
 
 def check_mismatch():
-    dist.reduce_scatter({"w": nx.zeros((3, 2 + RANK))})
+    try:
+        dist.reduce_scatter({"w": nx.zeros((3, 2 + RANK))})
+    except rune.DistributedError as e:
+        print(f"rank {RANK} raised {type(e).__name__}: {e}", flush=True)
+    else:
+        raise AssertionError("ranks passing different shapes to reduce_scatter raised nothing")
 
 
 CHECKS = {"collectives": check_collectives, "train": check_train, "train-mlp": lambda: check_train(("mlp",)),
@@ -307,4 +317,4 @@ CHECKS = {"collectives": check_collectives, "train": check_train, "train-mlp": l
           "failed-save": lambda: check_failed_save(sys.argv[2]), "missing": lambda: check_missing(sys.argv[2])}
 for what in WHAT.split(","):
     CHECKS[what]()
-print(f"OK rank {RANK} of {SIZE} {WHAT}", flush=True)
+    print(f"OK rank {RANK} of {SIZE} {what} passed", flush=True)
