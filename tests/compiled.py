@@ -51,6 +51,12 @@ def precompile(calls):
     return len(plans)
 
 
+def jitted_only(calls):
+    """The `(function, args)` of `calls` whose function is a jit: a transformation of a
+    jit runs eagerly and traces the jit through, compiling nothing of its own."""
+    return [(fn, args) for fn, args in calls if isinstance(fn, Jitted)]
+
+
 def precompiled(calls):
     """A module fixture (autouse) compiling the kernels of `calls()` (see `precompile`)
     before the first test of the file: `_kernels = precompiled(lambda: [(fn, args), ...])`

@@ -17,6 +17,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import jitted_only, precompiled
 from oracles import fd_grad
 from rune.core import trace as core_trace
 
@@ -284,13 +285,22 @@ _STACKS = ([("dense", k) for d in (2, 3) for k in itertools.product(_KINDS, repe
            [("scan", k) for k in itertools.product(_KINDS, repeat=3) if "jit" in k and "vmap" in k])
 
 
-@pytest.mark.parametrize("base,kinds", _STACKS, ids=[f"{b}-{'.'.join(k)}" for b, k in _STACKS])
-def test_every_nesting_order(base, kinds):
+def _stack(base, kinds):
+    """The function `kinds` deep over `base` with the transformations (real) and without."""
     f0 = (lambda w: f_rune(w, A(C[:3]))) if base == "dense" else _scan_base
     real, ref = f0, f0
     for k in kinds:
         real, ref = _wrap(k, real, True), _wrap(k, ref, False)
-    w = A([0.3, -0.6, 0.2])
+    return real, ref
+
+
+STACK_POINT = [0.3, -0.6, 0.2]
+
+
+@pytest.mark.parametrize("base,kinds", _STACKS, ids=[f"{b}-{'.'.join(k)}" for b, k in _STACKS])
+def test_every_nesting_order(base, kinds):
+    real, ref = _stack(base, kinds)
+    w = A(STACK_POINT)
     close(real(w), ref(w))
     close(g(real)(w), g(ref)(w))
 
@@ -1341,11 +1351,18 @@ REDUCTIONS = [
 ]
 
 
+KEEPDIMS_AXES = [(0, 1), (1, 2), (2, -1), (1, 0)]
+
+
+def _keepdims_reduction(name):
+    return lambda a: getattr(nx, name)(a, axis=1, keepdims=True)
+
+
 @pytest.mark.parametrize("name,npf", REDUCTIONS)
-@pytest.mark.parametrize("in_axis,out_axis", [(0, 1), (1, 2), (2, -1), (1, 0)])
+@pytest.mark.parametrize("in_axis,out_axis", KEEPDIMS_AXES)
 def test_keepdims_reductions_under_vmap_with_out_axes(name, npf, in_axis, out_axis):
     x = RNG.normal(size=(3, 4, 5))
-    fn = lambda a: getattr(nx, name)(a, axis=1, keepdims=True)  # noqa: E731
+    fn = _keepdims_reduction(name)
     lanes = [npf(np.take(x, b, axis=in_axis), axis=1, keepdims=True) for b in range(x.shape[in_axis])]
     expected = np.moveaxis(np.stack(lanes), 0, out_axis)
     close(vm(fn, in_axes=in_axis, out_axes=out_axis)(A(x)), expected)
@@ -2536,3 +2553,23 @@ def two_device_results():
 @pytest.mark.parametrize("name", _DEVICE_CHECKS)
 def test_results_stay_on_the_device_of_the_inputs(name, two_device_results):
     assert two_device_results[name] == "cpu:1"
+
+
+# ---------------------------------------------------------------- the kernels of the tests above, compiled in batches
+
+def _jitted_calls():
+    """The outermost jit of the table-driven tests (a jit inside another transformation
+    is traced through and compiles nothing of its own), on arguments of the tests'
+    shapes and dtypes: compiled together before the file's first test. (Eager scans
+    compile their bodies as they run; those are left to the tests.)"""
+    tables = [(PER_EXAMPLE_GRAD, (A(W),)), (GRAD_OF_MAPPED, (A(W),)), (HVP, (A(W[0]), A(V[0]))),
+              (MAPPED_HVP, (A(W), A(V))), (HESSIANS, (A(W[1]),))]
+    calls = [(make(), args) for table, args in tables for make in table.values() if make is not None]
+    calls += [(_stack(base, kinds)[0], (A(STACK_POINT),)) for base, kinds in _STACKS]
+    x = A(np.zeros((3, 4, 5)))
+    calls += [(j(vm(_keepdims_reduction(name), in_axes=i, out_axes=o)), (x,))
+              for name, _ in REDUCTIONS for i, o in KEEPDIMS_AXES]
+    return jitted_only(calls)
+
+
+_kernels = precompiled(_jitted_calls)
