@@ -19,6 +19,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
 from op_table import ALL_DTYPES, BF16, BOOL, F16, F32, F64, I8, I16, I32, I64, INTS, SHORT, U8, U16, \
     U32, U64, is_float
 
@@ -251,39 +252,39 @@ BINARY_FUNCTIONS = [
 
 
 def _calls(d):
-    """(name, fn, args) of every function above on dtype `d`."""
+    """(name, fn, args, traced aval) of every function above on dtype `d` that traces
+    (the rest are refused for `d`, with a rune error)."""
     x = nx.asarray(_values(d))
-    return [(name, getattr(nx, name), (x,) if name in UNARY_FUNCTIONS else (x, x))
-            for name in UNARY_FUNCTIONS + BINARY_FUNCTIONS]
+    out = []
+    for name in UNARY_FUNCTIONS + BINARY_FUNCTIONS:
+        fn, args = getattr(nx, name), (x,) if name in UNARY_FUNCTIONS else (x, x)
+        try:
+            out.append((name, fn, args, rune.trace(fn)(*args).out_avals[0]))
+        except rune.RuneError:
+            continue  # refused for this dtype
+    return out
 
 
-@pytest.fixture(scope="module")
-def compiled_calls():
-    """Plan every jitted call first and compile all their kernels in a few batched
-    compiler runs (one run per call would cost ~0.1 s each, ~900 of them)."""
-    from rune.backends import compile_pending
-    plans = []   # held until compiled: a plan nobody holds is not compiled
-    for d in ALL_DTYPES:
-        for _, fn, args in _calls(d):
-            try:
-                plans.append(rune.jit(fn).plan(*args))
-            except rune.RuneError:
-                pass   # refused for this dtype: the test skips it too
-    compile_pending()
+def _all_at_once(calls):
+    """One function of the array every call of `calls` takes, returning every call's
+    result: one jit program per dtype, whose kernels compile in far fewer and shorter
+    units than a program per function would (~900 of them)."""
+    return lambda x: tuple(fn(*[x] * len(args)) for _, fn, args, _ in calls)
+
+
+_kernels = precompiled(lambda: [(_all_at_once(_calls(d)), (nx.asarray(_values(d)),)) for d in ALL_DTYPES])
 
 
 @pytest.mark.parametrize("d", ALL_DTYPES, ids=[SHORT[d] for d in ALL_DTYPES])
-def test_run_time_dtypes_are_the_traced_ones(d, compiled_calls):
+def test_run_time_dtypes_are_the_traced_ones(d):
+    calls = _calls(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        eager = [fn(*args) for _, fn, args, _ in calls]
+        jitted = rune.jit(_all_at_once(calls))(nx.asarray(_values(d)))
     wrong = []
-    for name, fn, args in _calls(d):
-        try:
-            aval = rune.trace(fn)(*args).out_avals[0]
-        except rune.RuneError:
-            continue  # refused for this dtype
-        for how, run in (("eager", fn), ("jit", rune.jit(fn))):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                out = run(*args)
+    for how, outs in (("eager", eager), ("jit", jitted)):
+        for (name, _, _, aval), out in zip(calls, outs, strict=True):
             if (out.dtype, out.shape) != (aval.dtype, aval.shape):
                 wrong.append(f"{how} {name}: {out.dtype}{list(out.shape)}, traced {aval.dtype}{list(aval.shape)}")
     assert not wrong, wrong
