@@ -5,6 +5,8 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
+
 
 # ---------------------------------------------------------------- pad
 
@@ -15,14 +17,22 @@ PAD_CASES = [
 ]
 
 
+def _pad_input(shape):
+    return np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+
+
+def _padded(pad_width):
+    return lambda a: nx.pad(a, pad_width, constant_values=7.0)
+
+
 @pytest.mark.parametrize("shape,pad_width", PAD_CASES)
 def test_pad_accepts_numpys_pad_width_forms(shape, pad_width):
-    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    x = _pad_input(shape)
     expected = np.pad(x, pad_width, constant_values=7.0)
     got = nx.pad(nx.asarray(x), pad_width, constant_values=7.0)
     assert got.shape == expected.shape
     np.testing.assert_array_equal(np.asarray(got), expected)
-    jitted = rune.jit(lambda a: nx.pad(a, pad_width, constant_values=7.0))(nx.asarray(x))
+    jitted = rune.jit(_padded(pad_width))(nx.asarray(x))
     np.testing.assert_array_equal(np.asarray(jitted), expected)
 
 
@@ -42,14 +52,25 @@ def _chi_square(counts, expected):
     return float(np.sum((counts - expected) ** 2 / expected))
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 8, 33, 1000])
+PERMUTATION_SIZES = [0, 1, 2, 3, 7, 8, 33, 1000]
+
+
+def _permutation(n):
+    return lambda k: nx.random.permutation(k, n)
+
+
+_kernels = precompiled(lambda: [*((_padded(w), (nx.asarray(_pad_input(shape)),)) for shape, w in PAD_CASES),
+                                *((_permutation(n), (nx.random.key(n),)) for n in PERMUTATION_SIZES)])
+
+
+@pytest.mark.parametrize("n", PERMUTATION_SIZES)
 def test_permutation_of_an_int_is_a_permutation(n):
     key = nx.random.key(n)
     p = nx.random.permutation(key, n)
     assert p.dtype == nx.int32 and p.shape == (n,)
     assert sorted(np.asarray(p).tolist()) == list(range(n))
     np.testing.assert_array_equal(np.asarray(nx.random.permutation(key, n)), np.asarray(p))  # per key
-    np.testing.assert_array_equal(np.asarray(rune.jit(lambda k: nx.random.permutation(k, n))(key)),
+    np.testing.assert_array_equal(np.asarray(rune.jit(_permutation(n))(key)),
                                   np.asarray(p))
 
 
