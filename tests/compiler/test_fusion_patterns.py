@@ -24,6 +24,8 @@ from rune import nn, nx
 from rune.backends.stretch import CompiledStretch
 from rune.compiler import fuse, lower
 
+from compiled import precompiled
+
 
 
 pytestmark = pytest.mark.cc
@@ -101,13 +103,40 @@ def test_row_values_are_computed_before_the_inner_loop_with_eager_bits():
 
 # ---------------------------------------------------------------- column reductions
 
-@pytest.mark.parametrize("shape, axes", [((2048, 256), (0,)), ((40, 65), (0,)), ((3, 700, 100), (0, 1)),
-                                         ((33, 5, 70), (0,)), ((1100, 9), (0,))])
+COLUMN_SUMS = [((2048, 256), (0,)), ((40, 65), (0,)), ((3, 700, 100), (0, 1)), ((33, 5, 70), (0,)),
+               ((1100, 9), (0,))]
+
+
+def _column_sum(axes):
+    return lambda x: nx.sum(x * 2.0 - 1.0, axis=axes)
+
+
+def _leading_extreme(op):
+    return lambda x: getattr(nx, op)(x, axis=0)
+
+
+def _leading_sum(x):
+    return nx.sum(x, axis=(0, 1))
+
+
+def _jitted_calls():
+    """The masked softmax and leading-axis reductions of the tests below on arrays of
+    their shapes and dtypes, compiled together before the file's first test."""
+    calls = [(_masked_softmax, (np.zeros((3, 2, 16, 16), dt), _causal(16))) for dt in ("float32", "float64")]
+    calls += [(_column_sum(axes), (np.zeros(shape, np.float32),)) for shape, axes in COLUMN_SUMS]
+    calls += [(_leading_extreme(op), (np.zeros((300, 20), np.float32),)) for op in ("max", "min")]
+    calls += [(_leading_sum, (np.zeros((129, 3, 17), dt),)) for dt in ("int32", "uint8", "bool")]
+    return [(fn, tuple(map(nx.asarray, args))) for fn, args in calls]
+
+
+_kernels = precompiled(_jitted_calls)
+
+
+@pytest.mark.parametrize("shape, axes", COLUMN_SUMS)
 def test_sums_over_leading_axes_run_in_the_column_form_within_the_row_forms_bound(shape, axes):
     rng = np.random.default_rng(2)
     x = (rng.standard_normal(shape) + 3).astype(np.float32)
-    f = lambda x: nx.sum(x * 2.0 - 1.0, axis=axes)
-    jf = rune.jit(f)
+    jf = rune.jit(_column_sum(axes))
     assert any("io +=" in s for s in _sources(jf.plan(nx.asarray(x))))
     got = np.asarray(jf(nx.asarray(x)))
     exact = np.sum(x.astype(np.float64) * 2 - 1, axis=axes)
@@ -123,8 +152,7 @@ def test_extrema_over_leading_axes_keep_nan_and_exact_values(op):
     x = rng.standard_normal((300, 20)).astype(np.float32)
     x[17, 3] = np.nan
     x[:, 5] = -0.0
-    fn = getattr(nx, op)
-    jf = rune.jit(lambda x: fn(x, axis=0))
+    jf = rune.jit(_leading_extreme(op))
     assert any("io +=" in s for s in _sources(jf.plan(nx.asarray(x))))
     np.testing.assert_array_equal(np.asarray(jf(nx.asarray(x))), getattr(np, op)(x, axis=0))
 
@@ -133,7 +161,7 @@ def test_extrema_over_leading_axes_keep_nan_and_exact_values(op):
 def test_integer_and_bool_sums_over_leading_axes_are_exact(dtype):
     rng = np.random.default_rng(4)
     x = rng.integers(0, 200, (129, 3, 17)).astype(dtype)
-    jf = rune.jit(lambda x: nx.sum(x, axis=(0, 1)))
+    jf = rune.jit(_leading_sum)
     np.testing.assert_array_equal(np.asarray(jf(nx.asarray(x))), np.asarray(nx.sum(nx.asarray(x), axis=(0, 1))))
 
 
