@@ -10,6 +10,8 @@ from rune import nn, nx
 from rune.core import trace as _trace
 from rune.core.aval import Aval
 
+from compiled import precompiled
+
 F64 = nx.float64
 
 
@@ -48,10 +50,22 @@ def _index(x, y):
     return x[1:, ::2] * y[0, 1] + nx.concatenate([x, y], axis=1)[1:, 0][:, None]
 
 
-@pytest.mark.parametrize("fn", [_chain, _reduce, _mat, _index])
-def test_jit_equals_eager(fn):
+EQUAL_EAGER = [_chain, _reduce, _mat, _index]
+
+
+def _xy():
     rng = np.random.default_rng(0)
-    x, y = f64(rng.normal(size=(3, 3))), f64(rng.normal(size=(3, 3)))
+    return f64(rng.normal(size=(3, 3))), f64(rng.normal(size=(3, 3)))
+
+
+# (The tests of the signature cache count traces and hits of their own jit: their
+# kernels are left to them.)
+_kernels = precompiled(lambda: [(fn, _xy()) for fn in EQUAL_EAGER])
+
+
+@pytest.mark.parametrize("fn", EQUAL_EAGER)
+def test_jit_equals_eager(fn):
+    x, y = _xy()
     eager = fn(x, y)
     jf = rune.jit(fn)
     for _ in range(2):
