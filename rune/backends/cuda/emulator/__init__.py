@@ -23,15 +23,15 @@ import tempfile
 import numpy as np
 
 from ... import disk_cache
-from ....errors import CompileError, RuneError
+from ....errors import ArgumentError, CompileError, RuneError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEADERS = ("cuda_emu.h", "cuda_fp16.h", "cuda_bf16.h")
 # compiled with UBSan's alignment check, whose handlers cuda_emu.h defines (so linked without
 # UBSan's runtime); no contraction, as the CUDA dialect is compiled (--fmad=false)
-FLAGS = ("-std=c++20", "-O1", "-fPIC", "-pthread", "-ffp-contract=off", "-fno-math-errno",
+FLAGS = ("-std=c++20", "-O1", "-fPIC", "-ffp-contract=off", "-fno-math-errno",
          "-fsanitize=alignment", "-fno-sanitize-recover=alignment", "-w", f"-I{HERE}")
-LINK = ("-shared", "-pthread")
+LINK = ("-shared",)
 
 
 def compiler():
@@ -42,6 +42,16 @@ def compiler():
 class MisalignedAccess(RuneError):
     """An emulated kernel read or wrote a value at an address its type's alignment
     forbids (on a GPU: cudaErrorMisalignedAddress, which ends the CUDA context)."""
+
+
+class BarrierDeadlock(RuneError):
+    """An emulated block's threads wait at a barrier (`__syncthreads`, or a warp's:
+    `__syncwarp`, a shuffle or vote) that the rest can never reach, having returned or
+    waiting at another (on a GPU: the kernel hangs)."""
+
+
+# what cuda_emu.h's rn_emu_fault() names before ": " -> the error it is
+_FAULTS = {"misaligned": MisalignedAccess, "stuck": BarrierDeadlock, "launch": ArgumentError}
 
 
 def _header_text():
@@ -117,4 +127,5 @@ class Library:
         fn(grid, block, array)
         fault = self.lib.rn_emu_fault().decode()
         if fault:
-            raise MisalignedAccess(f"kernel {launch.name} (grid {grid}, block {block}): {fault}")
+            kind, _, what = fault.partition(": ")
+            raise _FAULTS[kind](f"kernel {launch.name} (grid {grid}, block {block}): {what}")
