@@ -284,20 +284,25 @@ def _every_function(x, a, b):
             + tuple(bind(P[op], a, b) for op in mathlib.BINARY))
 
 
-def test_c_kernels_and_emulated_cuda_kernels_give_the_library_bits(library):
+@pytest.fixture(scope="module")
+def every_function():
+    """`_every_function` jitted, shared by the tests below (one trace and compile per signature)."""
+    import rune
+    return rune.jit(_every_function)
+
+
+def test_c_kernels_and_emulated_cuda_kernels_give_the_library_bits(library, every_function):
     """The jitted C kernels and the same plan's CUDA kernels under the emulator (g++ over
     the CUDA dialect's text) give the library's correctly rounded bits, every function
     fused into one kernel."""
-    import rune
     from rune.core.prims import P
     pytest.importorskip("rune.backends.cuda.emulator")
     from rune.backends.cuda.emulator import compiler
     if compiler() is None:
         pytest.skip("no g++ to build the CUDA emulation")
     x, a, b = _program_inputs()
-    jitted = rune.jit(_every_function)
-    c_out = [np.asarray(o) for o in jitted(x, a, b)]
-    cuda_out = [np.asarray(o) for o in jitted.emulate(x, a, b, target="cuda")]
+    c_out = [np.asarray(o) for o in every_function(x, a, b)]
+    cuda_out = [np.asarray(o) for o in every_function.emulate(x, a, b, target="cuda")]
     names = [op for op in mathlib.UNARY if op in P] + list(mathlib.BINARY)
     for op, c, cu in zip(names, c_out, cuda_out):
         args = [x] if op in mathlib.UNARY else [a, b]
@@ -306,21 +311,19 @@ def test_c_kernels_and_emulated_cuda_kernels_give_the_library_bits(library):
         assert_bits(cu, c, args, f"{op}: the emulated CUDA kernel against the C kernel")
 
 
-def test_eager_replacements_give_the_kernels_bits(library):
+def test_eager_replacements_give_the_kernels_bits(library, every_function):
     """rune/backends/eager_mathlib.py's one-op units (the eager table's float32 functions
     once hooked in) give the jitted kernels' bits, for float32 and float16, and leave
     float64 to the implementation they replace."""
-    import rune
     from rune.backends import eager_mathlib
     from rune.backends.cpu.backend import IMPLS
     from rune.core.prims import P
-    x, a, b = _program_inputs(256)
+    x, a, b = _program_inputs()   # the other test's: its float32 kernels serve here too
     replaced = eager_mathlib.wrap(np, IMPLS)
-    jitted = rune.jit(_every_function)
     names = [op for op in mathlib.UNARY if op in P] + list(mathlib.BINARY)
     for dtype in (F32, np.float16):
         xs, as_, bs = (v.astype(dtype) for v in (x, a, b))
-        for op, want in zip(names, jitted(xs, as_, bs)):
+        for op, want in zip(names, every_function(xs, as_, bs)):
             if op not in replaced:   # a primitive the eager table does not have
                 continue
             args = [xs] if op in mathlib.UNARY else [as_, bs]
