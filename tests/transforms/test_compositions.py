@@ -465,27 +465,35 @@ def _cond_np(p, x, y):
     return np.sin(x) * y if p else x - np.cos(y) * 2
 
 
-@pytest.mark.parametrize("axes", [(0, 0, 0), (0, None, None), (None, 0, 0), (None, 0, None), (0, None, 0)])
+def _cond_call(args, axes):
+    """The lanes (p, x, y) as vmap takes them: whole along a batched axis, lane 0 where unbatched."""
+    call = [a if ax == 0 else a[0] for a, ax in zip(args, axes)]
+    return [A(call[0], np.bool_)] + [A(c) for c in call[1:]]
+
+
+COND_AXES = [(0, 0, 0), (0, None, None), (None, 0, 0), (None, 0, None), (0, None, 0)]
+GRAD_COND_AXES = [(0, 0, 0), (None, 0, 0), (0, 0, None)]
+
+
+@pytest.mark.parametrize("axes", COND_AXES)
 def test_vmap_of_cond_batched_and_unbatched_predicate(axes):
     B = 4
     ps = np.array([True, False, True, False])
     xs, ys = RNG.normal(size=B), RNG.normal(size=B)
     args = [ps, xs, ys]
-    call = [a if ax == 0 else a[0] for a, ax in zip(args, axes)]
-    call = [A(call[0], np.bool_)] + [A(c) for c in call[1:]]
+    call = _cond_call(args, axes)
     expected = [_cond_np(*[a[b] if ax == 0 else a[0] for a, ax in zip(args, axes)]) for b in range(B)]
     for fn in (vm(_cond_fn, in_axes=axes), j(vm(_cond_fn, in_axes=axes)), vm(j(_cond_fn), in_axes=axes)):
         close(fn(*call), expected)
 
 
-@pytest.mark.parametrize("axes", [(0, 0, 0), (None, 0, 0), (0, 0, None)])
+@pytest.mark.parametrize("axes", GRAD_COND_AXES)
 def test_grad_of_vmapped_cond_and_vmapped_grad_of_cond(axes):
     B = 4
     ps = np.array([True, False, False, True])
     xs, ys = RNG.normal(size=B), RNG.normal(size=B)
     args = [ps, xs, ys]
-    call = [a if ax == 0 else a[0] for a, ax in zip(args, axes)]
-    call = [A(call[0], np.bool_)] + [A(c) for c in call[1:]]
+    call = _cond_call(args, axes)
 
     def lane(b):
         return [a[b] if ax == 0 else a[0] for a, ax in zip(args, axes)]
@@ -2460,15 +2468,22 @@ def test_dynamic_slice_negative_start_wraps_like_jax():
     close(vm(lambda s: nx.dynamic_slice(x, (s,), (2,)))(A([-2, 1], np.int32)), [[8.0, 9.0], [1.0, 2.0]])
 
 
-@pytest.mark.parametrize("init,dtype", [(0, nx.float32), (0.0, nx.bfloat16), (0, nx.float16)])
+WEAK_CARRIES = [(0, nx.float32), (0.0, nx.bfloat16), (0, nx.float16)]
+
+
+def _weak_carry_sum(init):
+    return lambda xs: rune.scan(lambda c, x: (c + x, None), init, xs)[0]
+
+
+@pytest.mark.parametrize("init,dtype", WEAK_CARRIES)
 def test_weak_scan_carry_takes_the_dtype_the_loop_would_give(init, dtype):
     xs = nx.asarray(np.array([0.5, 1.5, 2.0]), dtype)
     c = init
     for k in range(3):
         c = c + xs[k]
     assert c.dtype == dtype
-    for fn in (lambda xs: rune.scan(lambda c, x: (c + x, None), init, xs)[0],
-               j(lambda xs: rune.scan(lambda c, x: (c + x, None), init, xs)[0]),
+    for fn in (_weak_carry_sum(init),
+               j(_weak_carry_sum(init)),
                lambda xs: vm(lambda r: rune.scan(lambda c, x: (c + x, None), init, r)[0])(xs[None])[0]):
         out = fn(xs)
         assert out.dtype == dtype
@@ -2569,6 +2584,10 @@ def _jitted_calls():
     x = A(np.zeros((3, 4, 5)))
     calls += [(j(vm(_keepdims_reduction(name), in_axes=i, out_axes=o)), (x,))
               for name, _ in REDUCTIONS for i, o in KEEPDIMS_AXES]
+    lanes = [np.zeros(4, bool), np.zeros(4), np.zeros(4)]
+    calls += [(j(vm(_cond_fn, in_axes=axes)), _cond_call(lanes, axes)) for axes in COND_AXES]
+    calls += [(j(vm(g(_cond_fn, argnums=1), in_axes=axes)), _cond_call(lanes, axes)) for axes in GRAD_COND_AXES]
+    calls += [(j(_weak_carry_sum(init)), (nx.asarray(np.zeros(3), dtype),)) for init, dtype in WEAK_CARRIES]
     return jitted_only(calls)
 
 
