@@ -95,9 +95,9 @@ def _eager_runs_rune_math():
     return backend_for(host).impls(host)["exp"].__module__ == eager_mathlib.__name__
 
 
-def _every_path(fn, args, eager=True):
+def _every_path(fn, args, emulated, eager=True):
     """{path: the leaves of fn(*args)} on every path of the module docstring (eager
-    only where `eager`)."""
+    only where `eager`); `emulated`: the CUDA kernels' leaves (`emulated_cuda`), or None."""
     out = {"eager": _leaves(fn(*args))} if eager else {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RUNE_COMPILE_MIN_SIZE", str(DEFAULT_MIN_SIZE))
@@ -109,8 +109,8 @@ def _every_path(fn, args, eager=True):
         with parallel_everywhere(blas=False):
             for k in THREADS:
                 out[f"jit, RUNE_COMPILE_MIN_SIZE=0, {k} threads"] = at_threads(k, rune.jit(fn), *args)
-        if _emulation_available():
-            out["emulated CUDA kernels"] = _leaves(rune.jit(fn).emulate(*args))
+    if emulated is not None:
+        out["emulated CUDA kernels"] = emulated
     return out
 
 
@@ -120,11 +120,17 @@ def _assert_one_result(results):
         assert_bits_equal(got, want, f"{path} against {first}")
 
 
+def _program(name):
+    """(fn, args) of PROGRAMS[name]."""
+    fn, make, _ = PROGRAMS[name]
+    return fn, [nx.asarray(a) for a in make(np.random.default_rng(len(name)))]
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_every_path_gives_the_same_bits(name):
-    fn, make, transcendental = PROGRAMS[name]
-    args = [nx.asarray(a) for a in make(np.random.default_rng(len(name)))]
-    _assert_one_result(_every_path(fn, args, eager=not transcendental or _eager_runs_rune_math()))
+def test_every_path_gives_the_same_bits(name, emulated_cuda):
+    fn, args = _program(name)
+    eager = not PROGRAMS[name][2] or _eager_runs_rune_math()
+    _assert_one_result(_every_path(fn, args, emulated_cuda.get(name), eager=eager))
 
 
 def _scaled_sum(x):
@@ -143,12 +149,15 @@ def test_small_stretches_run_op_by_op_at_the_default_size_and_compiled_at_0(monk
     assert plan.kernels and not numpy_stretches(plan)
 
 
-def test_the_issues_float32_sum_of_1000_elements():
+def _issue():
+    return _scaled_sum, [nx.asarray(np.linspace(-3, 3, 1000, dtype=np.float32))]
+
+
+def test_the_issues_float32_sum_of_1000_elements(emulated_cuda):
     """(x * 1.5).sum() of linspace(-3, 3, 1000) in float32: NumPy's pairwise sum gives
     -0.00024414; rune's order (blocks of 32 lanes, their trees, the blocks in double)
     gives 0.0 on every path."""
-    x = nx.asarray(np.linspace(-3, 3, 1000, dtype=np.float32))
-    results = _every_path(_scaled_sum, [x])
+    results = _every_path(*_issue(), emulated_cuda.get("the issue's sum"))
     _assert_one_result(results)
     assert results["eager"][0] == np.float32(0.0)
 
@@ -205,7 +214,37 @@ def _char_lm_step():
     return charlm.make_step(optimizer).__wrapped__, args
 
 
-@pytest.mark.parametrize("make", [_digits_step, _char_lm_step], ids=["digits", "char transformer"])
-def test_a_training_step_gives_the_same_parameters_on_every_path(make):
-    fn, args = make()
-    _assert_one_result(_every_path(fn, args, eager=_eager_runs_rune_math()))
+TRAINING_STEPS = {"digits": _digits_step, "char transformer": _char_lm_step}
+
+
+@pytest.mark.parametrize("name", list(TRAINING_STEPS))
+def test_a_training_step_gives_the_same_parameters_on_every_path(name, emulated_cuda):
+    fn, args = TRAINING_STEPS[name]()
+    _assert_one_result(_every_path(fn, args, emulated_cuda.get(name), eager=_eager_runs_rune_math()))
+
+
+# ---------------------------------------------------------------- the CUDA kernels, emulated
+
+@pytest.fixture(scope="module")
+def emulated_cuda():
+    """{name: the leaves of fn(*args)} for every program above, computed by its CUDA
+    kernels under the host emulation as `jitted.emulate(*args, target="cuda")` runs them
+    (rune/compiler/emulation.py: the plan for "cuda", its kernels built by g++ and run
+    launch by launch); the kernels of all the programs in one g++ build, not one each
+    (each build parses the emulation's header first, ~0.3 s). Empty without g++."""
+    if not _emulation_available():
+        return {}
+    from rune.backends import emulator_for, kernel_dialect
+    from rune.compiler import emulation
+    programs = {name: _program(name) for name in PROGRAMS}
+    programs["the issue's sum"] = _issue()
+    programs.update((name, make()) for name, make in TRAINING_STEPS.items())
+    planned = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUNE_COMPILE_MIN_SIZE", "0")
+        for name, (fn, args) in programs.items():
+            plan = rune.jit(fn).plan(*args, target="cuda")
+            planned[name] = (plan, [np.asarray(leaf) for leaf in rune.tree.leaves(args)], emulation.as_rendered(plan))
+    units = [unit for _, _, rendered in planned.values() for unit in rendered.values()]
+    library = emulator_for("cuda")(kernel_dialect("cuda").prelude(), units)
+    return {name: emulation.run_plan(plan, host, library, rendered) for name, (plan, host, rendered) in planned.items()}
