@@ -8,6 +8,7 @@ import pytest
 import rune
 from rune import nn, nx
 
+from compiled import precompiled
 from op_table import _np_conv
 
 
@@ -167,27 +168,49 @@ def test_tiled_max_pool_derivatives_by_offsets_agree_with_numpy_and_the_window_r
         np.testing.assert_allclose(got, old, rtol=1e-12, atol=1e-15)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("geometry", [
+CONV_DTYPES = [np.float32, np.float64]
+GEOMETRIES = [
     dict(x=(2, 8, 8, 16), w=(3, 3, 16, 32), padding="SAME"),                       # blocks of 8 pixels
     dict(x=(3, 7, 11, 3), w=(2, 3, 3, 5), strides=(2, 1), padding=[(1, 2), (0, 1)]),  # a row's tail
     dict(x=(2, 9, 7, 4), w=(3, 2, 2, 6), dilation=(2, 3), feature_group_count=2),
     dict(x=(4, 6, 7, 1), w=(3, 3, 1, 4), padding="SAME", dilation=(1, 2)),         # one input channel
     dict(x=(2, 3, 3, 2), w=(3, 3, 2, 4)),                                          # one output pixel
     dict(x=(1, 5, 5, 2), w=(3, 3, 2, 200), padding="SAME"),                        # too many channels: BLAS
-], ids=["same", "strided-tail", "dilated-groups", "one-channel", "one-pixel", "wide"])
+]
+
+
+def _conv_case(geometry, dtype):
+    """x, w, the conv's parameters, the conv and a loss of it."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(geometry["x"]).astype(dtype)
+    w = rng.standard_normal(geometry["w"]).astype(dtype)
+    params = {k: v for k, v in geometry.items() if k not in ("x", "w")}
+    f = lambda x, w: nx.conv(x, w, **params)  # noqa: E731
+    return x, w, params, f, lambda x, w: nx.sum(nx.sin(f(x, w)))
+
+
+def _conv_gradients():
+    """The jitted gradient of each geometry's loss: its stretches' kernels compile together
+    before the tests (the direct convs' loop nests are built as they first run)."""
+    for geometry in GEOMETRIES:
+        for dtype in CONV_DTYPES:
+            x, w, _, _, loss = _conv_case(geometry, dtype)
+            yield rune.grad(loss, (0, 1)), (nx.asarray(x), nx.asarray(w))
+
+
+_kernels = precompiled(lambda: list(_conv_gradients()))
+
+
+@pytest.mark.parametrize("dtype", CONV_DTYPES, ids=["f32", "f64"])
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=["same", "strided-tail", "dilated-groups", "one-channel",
+                                                     "one-pixel", "wide"])
 def test_direct_conv_agrees_with_a_loop_and_blas(geometry, dtype, monkeypatch):
     # Convs with enough work run as a compiled direct loop nest: forced here for
     # small shapes, forward and both cotangents (the input's is a conv; the
     # kernel's a conv reading x and the output's cotangent in their own layouts),
     # against the op table's loop and against im2col + BLAS.
     from rune.backends.cpu import conv as host_conv
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal(geometry["x"]).astype(dtype)
-    w = rng.standard_normal(geometry["w"]).astype(dtype)
-    params = {k: v for k, v in geometry.items() if k not in ("x", "w")}
-    f = lambda x, w: nx.conv(x, w, **params)  # noqa: E731
-    loss = lambda x, w: nx.sum(nx.sin(f(x, w)))  # noqa: E731
+    x, w, params, f, loss = _conv_case(geometry, dtype)
 
     def run():
         return [np.asarray(f(nx.asarray(x), nx.asarray(w)))] + [
