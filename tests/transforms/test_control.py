@@ -10,6 +10,7 @@ import pytest
 import rune
 from rune import nx
 
+from compiled import precompiled
 from oracles import fd_grad
 from rune.core import trace as _trace
 
@@ -274,13 +275,15 @@ def _branches():
     return t, f, traced
 
 
+def _cond_of(t, f):
+    return lambda p, a, b: rune.cond(p > 0, t, f, a, b)
+
+
 @pytest.mark.parametrize("p", [1.0, -1.0])
 def test_cond_value_grad_jvp_vs_numpy(p):
     t, f, traced = _branches()
     a, b = 0.7, 1.9
-
-    def g(p, a, b):
-        return rune.cond(p > 0, t, f, a, b)
+    g = _cond_of(t, f)
 
     out = g(f64(p), f64(a), f64(b))
     assert sorted(traced) == ["false", "true"]  # both branches are traced
@@ -414,10 +417,23 @@ def _fori_python(lo, hi, a):
     return c
 
 
-@pytest.mark.parametrize("lo, hi", [(0, 4), (2, 7), (3, 3), (5, 2)])
+FORI_BOUNDS = [(0, 4), (2, 7), (3, 3), (5, 2)]
+
+
+def _fori(lo, hi):
+    return lambda a: rune.fori_loop(lo, hi, lambda i, c: c * a + i, f64(1.0))
+
+
+# The jitted cond and fori_loop gradients of the tests, compiled together before the
+# file's first test (eager loops compile their bodies as they run).
+_kernels = precompiled(lambda: [(_cond_of(*_branches()[:2]), (f64(1.0), f64(0.7), f64(1.9))),
+                                (rune.grad(_cond_of(*_branches()[:2]), argnums=1), (f64(1.0), f64(0.7), f64(1.9))),
+                                *((rune.grad(_fori(lo, hi)), (f64(0.7),)) for lo, hi in FORI_BOUNDS)])
+
+
+@pytest.mark.parametrize("lo, hi", FORI_BOUNDS)
 def test_fori_loop_static_bounds_values_and_grad(lo, hi):
-    def f(a):
-        return rune.fori_loop(lo, hi, lambda i, c: c * a + i, f64(1.0))
+    f = _fori(lo, hi)
 
     a = 0.7
     close(f(f64(a)), _fori_python(lo, hi, a), 1e-12)
