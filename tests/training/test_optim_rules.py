@@ -10,6 +10,8 @@ from test_optim import _assert_same, _leaves, _oracle, _problem, _run
 import rune
 from rune import nx, optim
 
+from compiled import precompiled
+
 
 def _check(opt, rule, jit=False):
     params, grads = _problem()
@@ -224,21 +226,36 @@ def test_a_masked_state_saves_and_loads(tmp_path):
 
 # ---------------------------------------------------------------- schedules
 
+ONE_CYCLE_STEPS, ONE_CYCLE_PEAK = 20, 1.0
+SCHEDULES = {
+    "piecewise": lambda: optim.piecewise_constant(1.0, {4: 0.5, 2: 0.1}),
+    "joined": lambda: optim.join_schedules([optim.linear(0.0, 1.0, 4), optim.cosine_decay(1.0, 4)], [4]),
+    "floor": lambda: optim.exponential_decay(1.0, 1, 0.5, end_value=0.2),
+    "cosine one-cycle": lambda: optim.cosine_onecycle(ONE_CYCLE_STEPS, ONE_CYCLE_PEAK),
+    "linear one-cycle": lambda: optim.linear_onecycle(ONE_CYCLE_STEPS, ONE_CYCLE_PEAK),
+}
+
+
+def _traced(schedule):
+    return lambda s: schedule(s)
+
+
+# The schedules' jitted steps, compiled together before the file's first test.
+_kernels = precompiled(lambda: [(_traced(make()), (nx.asarray(0, nx.int32),)) for make in SCHEDULES.values()])
+
+
 def _values(schedule, steps):
     eager = [float(schedule(s)) for s in steps]
-    traced = rune.jit(lambda s: schedule(s))
+    traced = rune.jit(_traced(schedule))
     np.testing.assert_allclose([float(traced(nx.asarray(s, nx.int32))) for s in steps], eager, rtol=1e-6)
     return eager
 
 
 def test_piecewise_and_joined_schedules():
-    pc = optim.piecewise_constant(1.0, {4: 0.5, 2: 0.1})
-    np.testing.assert_allclose(_values(pc, range(6)), [1, 1, 0.1, 0.1, 0.05, 0.05], rtol=1e-6)
-    joined = optim.join_schedules([optim.linear(0.0, 1.0, 4), optim.cosine_decay(1.0, 4)], [4])
+    np.testing.assert_allclose(_values(SCHEDULES["piecewise"](), range(6)), [1, 1, 0.1, 0.1, 0.05, 0.05], rtol=1e-6)
     want = [s / 4 for s in range(4)] + [0.5 * (1 + math.cos(math.pi * min(s, 4) / 4)) for s in range(5)]
-    np.testing.assert_allclose(_values(joined, range(9)), want, rtol=1e-6, atol=1e-7)
-    floor = optim.exponential_decay(1.0, 1, 0.5, end_value=0.2)
-    np.testing.assert_allclose(_values(floor, range(5)), [1.0, 0.5, 0.25, 0.2, 0.2], rtol=1e-6)
+    np.testing.assert_allclose(_values(SCHEDULES["joined"](), range(9)), want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(_values(SCHEDULES["floor"](), range(5)), [1.0, 0.5, 0.25, 0.2, 0.2], rtol=1e-6)
     with pytest.raises(rune.ArgumentError, match="non-negative"):
         optim.piecewise_constant(1.0, {3: -1.0})
     with pytest.raises(rune.ArgumentError, match="2 schedules need 1 boundaries"):
@@ -246,7 +263,7 @@ def test_piecewise_and_joined_schedules():
 
 
 def test_one_cycle_schedules():
-    steps, peak, div, final = 20, 1.0, 25.0, 1e4
+    steps, peak, div, final = ONE_CYCLE_STEPS, ONE_CYCLE_PEAK, 25.0, 1e4
     start, low = peak / div, peak / (div * final)
 
     def cosine(a, b, pct):
@@ -255,10 +272,10 @@ def test_one_cycle_schedules():
     up = int(0.3 * steps)
     want = [cosine(start, peak, s / up) if s < up else cosine(peak, low, (s - up) / (steps - up)) if s < steps
             else low for s in range(steps + 3)]
-    np.testing.assert_allclose(_values(optim.cosine_onecycle(steps, peak), range(steps + 3)), want, rtol=1e-5)
+    np.testing.assert_allclose(_values(SCHEDULES["cosine one-cycle"](), range(steps + 3)), want, rtol=1e-5)
     knots = [(0, start), (6, peak), (17, start), (20, low)]   # pct_start 0.3, pct_final 0.85
     want = list(np.interp(range(steps + 3), *zip(*knots)))
-    np.testing.assert_allclose(_values(optim.linear_onecycle(steps, peak), range(steps + 3)), want, rtol=1e-5)
+    np.testing.assert_allclose(_values(SCHEDULES["linear one-cycle"](), range(steps + 3)), want, rtol=1e-5)
     # as the learning rate of an optimizer: step t (from 0) uses schedule(t)
     sched = optim.cosine_onecycle(4, 0.5)
     rates = [float(sched(t)) for t in range(5)]
