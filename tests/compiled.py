@@ -1,8 +1,13 @@
-"""Checks that jit really compiled: shared by the op-table and compiler tests.
+"""Checks that jit really compiled, shared by the op-table and compiler tests, and
+`precompiled`: a test file's jitted calls compiled in a few batched compiler runs.
 
 Tests of the compiler itself carry `pytest.mark.cc`: without a C compiler (none
 installed, or RUNE_CC=none) jit runs NumPy stretches and they are skipped
 (tests/conftest.py)."""
+import pytest
+
+import rune
+from rune.backends import compile_pending
 from rune.backends.cpu import compiler
 from rune.compiler import fuse
 from rune.compiler.api import Jitted
@@ -39,8 +44,6 @@ def precompile(calls):
     pipeline keeps every unit it built by its source's key, rune/backends/pipeline.py).
     A call that cannot be planned is skipped: the test making it reports its error.
     The number of calls planned."""
-    import rune
-    from rune.backends import compile_pending
     plans = []   # held until compiled: a plan nobody holds is not compiled
     for fn, args in calls:
         try:
@@ -62,8 +65,6 @@ def precompiled(calls):
     before the first test of the file: `_kernels = precompiled(lambda: [(fn, args), ...])`
     at the top level of a test file. A test that checks compiling itself (counts
     compiler runs, or that its call compiles) keeps its functions out of `calls`."""
-    import pytest
-
     @pytest.fixture(scope="module", autouse=True)
     def _precompiled():
         precompile(calls())

@@ -266,9 +266,9 @@ def _calls(d):
 
 
 def _all_at_once(calls):
-    """One function of the array every call of `calls` takes, returning every call's
-    result: one jit program per dtype, whose kernels compile in far fewer and shorter
-    units than a program per function would (~900 of them)."""
+    """Every call of `calls` (each takes the same array, once or twice) as one function
+    of that array returning their results: one jit program per dtype, whose kernels
+    compile in far fewer and shorter units than a program per function would (~900)."""
     return lambda x: tuple(fn(*[x] * len(args)) for _, fn, args, _ in calls)
 
 
