@@ -4,10 +4,13 @@
 // runs until it waits at a barrier or returns, then the next runnable one runs);
 // __syncthreads is a barrier over the block, __syncwarp and the warp shuffles and
 // votes (a per-warp exchange between two warp barriers) one over the warp's live
-// lanes; __shared__ variables are function statics (one block at a time uses
-// them); atomics are plain read-modify-writes (one OS thread runs every fiber).
-// A barrier that can never complete (a GPU would hang) fails the launch instead.
-// Only what rune's kernels use, plus the common intrinsics.
+// lanes (a mask is taken to name them all: rune's kernels pass the full mask);
+// __shared__ variables are function statics (one block at a time uses them);
+// atomics are plain read-modify-writes (one OS thread runs every fiber). A barrier
+// that can never complete (a GPU would hang) fails the launch instead. A thread
+// costs ~0.2 us to start and ~20 ns a barrier (measured on x86-64 with the switch
+// below; ~0.6 us and ~0.2 us through ucontext), the std::thread each once was ~10 us
+// and futex round trips. Only what rune's kernels use, plus the common intrinsics.
 #pragma once
 #include <math.h>
 #include <setjmp.h>
@@ -22,6 +25,12 @@
 #else
 #include <ucontext.h>
 #endif
+
+// Each emulation library keeps its own state (fibers, stacks, the running block):
+// nothing of the header is exported, so a process that loads several libraries (or
+// two builds of this header) never binds one's names to another's. What Python calls
+// (rn_emu_fault, the launch entries) is exported below.
+#pragma GCC visibility push(hidden)
 
 struct dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -99,12 +108,13 @@ struct Fiber {
   bool done;
 };
 
-// Each fiber's stack: 64 KiB (the kernels' frames are a few hundred bytes, the fault
-// report's snprintf a few KiB; CUDA gives a thread 1 KiB by default) under a guard
-// page, so an overflow faults instead of running into the next stack. Mapped once for
-// the largest block seen and reused by every launch after; pages are committed as
-// touched, so a fiber costs the one or two pages its frames reach.
-constexpr size_t STACK = 64 << 10, PAGE = 4096;
+// Each fiber's stack: 64 KiB (the kernels' deepest frames reach 1.4 KiB, a fault's
+// report through snprintf 3.2 KiB; CUDA gives a thread 1 KiB by default) above a
+// guard as large (it covers 4 and 64 KiB pages), so an overflow faults instead of
+// running into the next stack. Mapped once, for the largest block a launch may have,
+// and reused by every launch after; pages are committed as touched, so a fiber costs
+// the one or two pages its frames reach.
+constexpr size_t STACK = 64 << 10, GUARD = 64 << 10;
 
 struct Block {
   unsigned size = 0, returned = 0;
@@ -118,7 +128,7 @@ struct Launch {
   void (*body)(void **);
   void **args;
   Context scheduler;       // the launching thread's own context
-  Fiber *fibers = nullptr; // MAX_THREADS of them, from the first launch on
+  Fiber fibers[MAX_THREADS];
   char *stacks = nullptr;
   unsigned mapped = 0;     // how many fibers have a stack
   bool faulted = false;
@@ -127,21 +137,17 @@ struct Launch {
 inline Block block;
 inline Launch launch;
 
-inline char *stack_of(unsigned t) { return launch.stacks + (size_t)t * (STACK + PAGE) + PAGE; }
+inline char *stack_of(unsigned t) { return launch.stacks + (size_t)t * (GUARD + STACK) + GUARD; }
 
-// Stacks for `n` fibers: mapped once, for the most threads a block may have, committed
-// as touched; a guard page under each.
-inline bool map_stacks() {
-  if (launch.stacks) return true;
-  const size_t span = (size_t)MAX_THREADS * (STACK + PAGE);
-  void *p = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return false;
-  launch.stacks = (char *)p;
-  launch.fibers = new Fiber[MAX_THREADS];
-  return true;
-}
+// Stacks for the first `n` fibers: the span for every fiber a block may have is mapped
+// inaccessible once, each stack opened the first time a block needs it.
 inline bool open_stacks(unsigned n) {
-  if (!map_stacks()) return false;
+  if (!launch.stacks) {
+    void *p = mmap(nullptr, (size_t)MAX_THREADS * (GUARD + STACK), PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    launch.stacks = (char *)p;
+  }
   for (; launch.mapped < n; ++launch.mapped)
     if (mprotect(stack_of(launch.mapped), STACK, PROT_READ | PROT_WRITE)) return false;
   return true;
@@ -304,7 +310,7 @@ extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1(rn_emu::TypeMismatc
 
 // What failed the last launch ("" if it ran to the end): "misaligned: ...", "stuck: ..."
 // (a barrier that can never complete) or "launch: ..." (a shape it cannot run).
-extern "C" const char *rn_emu_fault() { return rn_emu::launch.fault; }
+extern "C" [[gnu::visibility("default")]] const char *rn_emu_fault() { return rn_emu::launch.fault; }
 
 namespace rn_emu {
 // Why the fibers of the block ended with some still parked: who waits where.
@@ -368,3 +374,4 @@ inline void rn_emu_launch(unsigned grid, unsigned block, void (*body)(void **), 
     run_block(block);
   }
 }
+#pragma GCC visibility pop
