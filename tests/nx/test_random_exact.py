@@ -27,6 +27,7 @@ from rune.errors import ArgumentError, DTypeError, ScalarOverflowError, ShapeErr
 from rune.backends.stretch import CompiledStretch
 from rune.compiler.target import TargetStretch
 from rune.nx import exact_math
+from rune.backends import compile_pending
 
 import cuda_emu
 
@@ -51,10 +52,11 @@ def _assert_same_bits(got, want, where):
         f"{where}: {differ.sum()} of {differ.size} differ, e.g. {got[differ][:4]} vs {want[differ][:4]}"
 
 
-def _check_eager_matches_jit(sample, only_kernels=True):
-    """`sample(key)` (a tuple of arrays) eager and jitted, for each key; the jitted
-    program runs as compiled C kernels (only, unless told)."""
-    jitted = rune.jit(sample)
+def _check_eager_matches_jit(name, jitted_samplers):
+    """EAGER_AND_JIT[name] eager and jitted, for each key; the jitted program runs as
+    compiled C kernels (only, unless its entry says otherwise)."""
+    sample, only_kernels = EAGER_AND_JIT[name]
+    jitted = jitted_samplers[name]
     plan = jitted.plan(KEYS[0])
     assert plan.kernels and all(k.target == "c" for k in plan.kernels)
     if only_kernels:
@@ -63,7 +65,7 @@ def _check_eager_matches_jit(sample, only_kernels=True):
         got_all, want_all = rune.tree.leaves(jitted(k)), rune.tree.leaves(sample(k))
         assert len(got_all) == len(want_all)
         for j, (got, want) in enumerate(zip(got_all, want_all)):
-            _assert_same_bits(got, want, f"key {i}, output {j}")
+            _assert_same_bits(got, want, f"{name}: key {i}, output {j}")
 
 
 def _every_shape(draw):
@@ -76,34 +78,30 @@ def test_compilers_never_fuse_multiply_add():
     assert "--fmad=false" in nvrtc.OPTIONS
 
 
-@pytest.mark.cc   # the jitted program must run as compiled C kernels
-@pytest.mark.parametrize("dtype", FLOATS, ids=str)
-def test_float_samplers_eager_and_jit_agree_bit_for_bit(dtype):
-    _check_eager_matches_jit(_every_shape(lambda k, s: (
+def _float_samplers(dtype):
+    return _every_shape(lambda k, s: (
         nx.random.normal(k, s, dtype),
         nx.random.uniform(k, s, dtype),
         nx.random.uniform(k, s, dtype, -3.0, 7.5),
         nx.random.exponential(k, s, dtype),
         nx.random.gumbel(k, s, dtype),
         nx.random.truncated_normal(k, -1.5, 2.0, s, dtype),
-        nx.random.truncated_normal(k, 2.5, np.inf, s, dtype))))
+        nx.random.truncated_normal(k, 2.5, np.inf, s, dtype)))
 
 
-@pytest.mark.cc   # the jitted program must run as compiled C kernels
-def test_samplers_with_array_bounds_eager_and_jit_agree():
+def _samplers_with_array_bounds(k):
     lower = np.array([-np.inf, -3.0, 0.0, 1.0, 4.0], np.float32)
     finite = lower[1:]
-    _check_eager_matches_jit(lambda k: (nx.random.uniform(k, (3, 4), nx.float32, finite, nx.asarray(finite) + 0.5),
-                                        nx.random.uniform(k, (2, 4), nx.float16, -5.0, nx.asarray(finite)),
-                                        nx.random.truncated_normal(k, lower, lower + 0.5),
-                                        nx.random.truncated_normal(k, lower, 6.0, (3, 5), nx.float64),
-                                        nx.random.truncated_normal(k, -lower[1:], 9.0, (2, 4), nx.bfloat16)))
+    return (nx.random.uniform(k, (3, 4), nx.float32, finite, nx.asarray(finite) + 0.5),
+            nx.random.uniform(k, (2, 4), nx.float16, -5.0, nx.asarray(finite)),
+            nx.random.truncated_normal(k, lower, lower + 0.5),
+            nx.random.truncated_normal(k, lower, 6.0, (3, 5), nx.float64),
+            nx.random.truncated_normal(k, -lower[1:], 9.0, (2, 4), nx.bfloat16))
 
 
-@pytest.mark.cc   # the jitted program must run as compiled C kernels
-def test_discrete_samplers_eager_and_jit_agree_bit_for_bit():
+def _discrete_samplers(k):
     logits = np.linspace(-2, 2, 3 * 11, dtype=np.float32).reshape(3, 11)
-    _check_eager_matches_jit(lambda k: (
+    return (
         *_every_shape(lambda k, s: (nx.random.bernoulli(k, 0.3, s),
                                     nx.random.randint(k, s, -5, 1000),
                                     nx.random.randint(k, s, 0, 7, nx.uint8)))(k),
@@ -116,8 +114,49 @@ def test_discrete_samplers_eager_and_jit_agree_bit_for_bit():
         nx.random.choice(k, logits, (2, 2), axis=1),
         nx.random.choice(k, 11, (7,), p=np.linspace(0.0, 1.0, 11, dtype=np.float32)),
         nx.random.choice(k, 11, (3,), p=np.linspace(0.0, 1.0, 11)),
-        nx.random.choice(k, 11, (4,), replace=False, p=np.linspace(0.0, 1.0, 11, dtype=np.float32))),
-        only_kernels=False)     # a weighted choice without replacement sorts on the host
+        nx.random.choice(k, 11, (4,), replace=False, p=np.linspace(0.0, 1.0, 11, dtype=np.float32)))
+
+
+def _far_tail_samplers(k):
+    return tuple(nx.random.truncated_normal(k, lo, hi, (3, 5), dtype)
+                 for lo, hi, dtype in TAIL_INTERVALS + [(2.0, 3.0, BF16)])
+
+
+# The programs the eager-and-jit tests check: name -> (sample(key), a tuple of arrays;
+# whether its plan is compiled C stretches only)
+EAGER_AND_JIT = {
+    **{f"float samplers, {np.dtype(d).name}": (_float_samplers(d), True) for d in FLOATS},
+    "array bounds": (_samplers_with_array_bounds, True),
+    "discrete": (_discrete_samplers, False),   # a weighted choice without replacement sorts on the host
+    "far tails": (_far_tail_samplers, True),
+}
+
+
+@pytest.fixture(scope="module")
+def jitted_samplers():
+    """EAGER_AND_JIT's programs jitted and planned, and all their kernels compiled in one
+    batch (compiler runs shared among them, not one or more per test)."""
+    jitted = {name: rune.jit(sample) for name, (sample, _) in EAGER_AND_JIT.items()}
+    for j in jitted.values():
+        j.plan(KEYS[0])   # held by its jitted function's cache until compiled
+    compile_pending()
+    return jitted
+
+
+@pytest.mark.cc   # the jitted program must run as compiled C kernels
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_float_samplers_eager_and_jit_agree_bit_for_bit(dtype, jitted_samplers):
+    _check_eager_matches_jit(f"float samplers, {np.dtype(dtype).name}", jitted_samplers)
+
+
+@pytest.mark.cc   # the jitted program must run as compiled C kernels
+def test_samplers_with_array_bounds_eager_and_jit_agree(jitted_samplers):
+    _check_eager_matches_jit("array bounds", jitted_samplers)
+
+
+@pytest.mark.cc   # the jitted program must run as compiled C kernels
+def test_discrete_samplers_eager_and_jit_agree_bit_for_bit(jitted_samplers):
+    _check_eager_matches_jit("discrete", jitted_samplers)
 
 
 @pytest.mark.cc   # the jitted program must run as compiled C kernels
@@ -540,9 +579,8 @@ def test_truncated_normal_far_tails_pass_kolmogorov_smirnov(lower, upper, dtype)
 
 
 @pytest.mark.cc   # the jitted program must run as compiled C kernels
-def test_truncated_normal_far_tails_eager_and_jit_agree_bit_for_bit():
-    _check_eager_matches_jit(lambda k: tuple(nx.random.truncated_normal(k, lo, hi, (3, 5), dtype)
-                                             for lo, hi, dtype in TAIL_INTERVALS + [(2.0, 3.0, BF16)]))
+def test_truncated_normal_far_tails_eager_and_jit_agree_bit_for_bit(jitted_samplers):
+    _check_eager_matches_jit("far tails", jitted_samplers)
 
 
 def test_log_ndtr_and_ndtri_exp_against_scipy_far_beyond_underflow():
