@@ -28,8 +28,8 @@
 
 // Each emulation library keeps its own state (fibers, stacks, the running block):
 // nothing of the header is exported, so a process that loads several libraries (or
-// two builds of this header) never binds one's names to another's. What Python calls
-// (rn_emu_fault, the launch entries) is exported below.
+// two builds of this header) never binds one's names to another's. Python calls
+// rn_emu_fault (exported by name) and the launch entries written after the header.
 #pragma GCC visibility push(hidden)
 
 struct dim3 {
