@@ -299,8 +299,8 @@ struct TypeMismatch {  // UBSan's TypeMismatchData
 extern "C" [[noreturn]] void __ubsan_handle_type_mismatch_v1_abort(rn_emu::TypeMismatch *data, uintptr_t ptr) {
   rn_emu::launch.faulted = true;
   snprintf(rn_emu::launch.fault, sizeof rn_emu::launch.fault,
-           "misaligned: misaligned access at %p (%u bytes past a %u-byte boundary the type needs), line %u of the unit, "
-           "thread %u of block %u", (void *)ptr, (unsigned)(ptr % (1u << data->log_alignment)),
+           "misaligned: misaligned access at %p (%u bytes past a %u-byte boundary the type needs), "
+           "line %u of the unit, thread %u of block %u", (void *)ptr, (unsigned)(ptr % (1u << data->log_alignment)),
            1u << data->log_alignment, data->line, threadIdx.x, blockIdx.x);
   longjmp(rn_emu::block.running->escape, 1);
 }
