@@ -29,6 +29,7 @@ def _script(name, *argv):
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         mp.setattr(sys, "argv", [path, *argv])
+        mp.syspath_prepend(os.path.dirname(path))   # as `python examples/X.py` puts its folder first
         runpy.run_path(path, run_name="__main__")
     return out.getvalue(), err.getvalue()
 
