@@ -448,9 +448,17 @@ print("environ:", os.environ.get("OMP_WAIT_POLICY"))
 """
 
 
-def _kernel_runtime_env(tmp_path, **env):
+@pytest.fixture(scope="module")
+def kernel_cache(tmp_path_factory):
+    """A kernel cache of the children below: the first compiles SHOW_ENV's kernel, the
+    others load it from there (the runtime's environment is set at any load, compiled or
+    cached: rune/backends/cpu/threads.py's load_kernel_library)."""
+    return tmp_path_factory.mktemp("kernels")
+
+
+def _kernel_runtime_env(kernel_cache, **env):
     clean = {k: v for k, v in os.environ.items() if k not in threads._KERNEL_ENV_SET_BY_USER}
-    clean.update(env, RUNE_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    clean.update(env, RUNE_CACHE_DIR=str(kernel_cache), PYTHONPATH=ROOT)
     p = subprocess.run([sys.executable, "-c", SHOW_ENV], env=clean, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     if "no-openmp" in p.stdout or "no-libgomp" in p.stdout:
@@ -458,16 +466,16 @@ def _kernel_runtime_env(tmp_path, **env):
     return p.stdout, p.stderr
 
 
-def test_the_kernels_openmp_runtime_spins_idle_threads_briefly_then_lets_them_sleep(tmp_path):
-    out, shown = _kernel_runtime_env(tmp_path)
+def test_the_kernels_openmp_runtime_spins_idle_threads_briefly_then_lets_them_sleep(kernel_cache):
+    out, shown = _kernel_runtime_env(kernel_cache)
     assert "GOMP_SPINCOUNT = '30000'" in shown, shown   # libgomp's own default spins 300000 times
     assert "environ: None" in out   # set for the runtime's load only
 
 
 @pytest.mark.parametrize("name, value, spins", [("OMP_WAIT_POLICY", "active", "30000000000"),
                                                 ("GOMP_SPINCOUNT", "12345", "12345")])
-def test_a_wait_policy_the_user_set_is_kept(tmp_path, name, value, spins):
-    _, shown = _kernel_runtime_env(tmp_path, **{name: value})
+def test_a_wait_policy_the_user_set_is_kept(kernel_cache, name, value, spins):
+    _, shown = _kernel_runtime_env(kernel_cache, **{name: value})
     assert f"GOMP_SPINCOUNT = '{spins}'" in shown, shown
 
 
