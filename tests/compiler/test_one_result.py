@@ -223,6 +223,33 @@ def test_a_training_step_gives_the_same_parameters_on_every_path(name, emulated_
     _assert_one_result(_every_path(fn, args, emulated_cuda.get(name), eager=_eager_runs_rune_math()))
 
 
+# ---------------------------------------------------------------- compiled ahead, in batches
+
+def _all_programs():
+    """{name: (fn, args)} of every program the tests above run on every path."""
+    programs = {name: _program(name) for name in PROGRAMS}
+    programs["the issue's sum"] = _issue()
+    programs.update((name, make()) for name, make in TRAINING_STEPS.items())
+    return programs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def c_kernels_compiled_together():
+    """Every program's C kernels under both jit settings of `_every_path` planned first
+    and compiled in one batch (compile_pending): each path's own jit then finds its
+    kernels built (by their source), where it compiled them one program and setting at a
+    time."""
+    from rune.backends import compile_pending
+    plans = []   # held until compiled: a plan nobody holds is not compiled
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RUNE_COMPILE_MIN_SIZE", str(DEFAULT_MIN_SIZE))
+        plans += [rune.jit(fn).plan(*args) for fn, args in _all_programs().values()]
+        mp.setenv("RUNE_COMPILE_MIN_SIZE", "0")
+        with parallel_everywhere(blas=False):
+            plans += [rune.jit(fn).plan(*args) for fn, args in _all_programs().values()]
+    compile_pending()
+
+
 # ---------------------------------------------------------------- the CUDA kernels, emulated
 
 @pytest.fixture(scope="module")
@@ -236,13 +263,10 @@ def emulated_cuda():
         return {}
     from rune.backends import emulator_for, kernel_dialect
     from rune.compiler import emulation
-    programs = {name: _program(name) for name in PROGRAMS}
-    programs["the issue's sum"] = _issue()
-    programs.update((name, make()) for name, make in TRAINING_STEPS.items())
     planned = {}
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RUNE_COMPILE_MIN_SIZE", "0")
-        for name, (fn, args) in programs.items():
+        for name, (fn, args) in _all_programs().items():
             plan = rune.jit(fn).plan(*args, target="cuda")
             planned[name] = (plan, [np.asarray(leaf) for leaf in rune.tree.leaves(args)], emulation.as_rendered(plan))
     units = [unit for _, _, rendered in planned.values() for unit in rendered.values()]
