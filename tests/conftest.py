@@ -52,28 +52,31 @@ NEEDS = {
 
 
 # The files that take longest on a cold kernel cache (CPU seconds of the file and of the
-# compilers and processes it starts, whole suite on 2 workers, 2026-12-06), longest
-# first. `bash ci/test` runs each file whole on one worker (--dist loadfile) in the
-# order collected (--no-loadscope-reorder): these start first and the short files fill
-# in around them, so no long file starts last and runs alone (by test count, xdist's
-# own order, the 7 tests of test_emulate.py, ~50 s, came near the end). A file not
-# listed follows them, the files with more tests first.
+# compilers and processes it starts, whole suite on 2 workers, measured 2026-12-06 after
+# the per-test compiles were batched), longest first. `bash ci/test` runs each file
+# whole on one worker (--dist loadfile) in the order collected (--no-loadscope-reorder):
+# these start first and the short files fill in around them, so no long file starts
+# last and runs alone (by test count, xdist's own order, a file of a few slow tests
+# came near the end). A file not listed follows them, the files with more tests first.
 LONGEST_FIRST = (
-    "transforms/test_op_jit.py",               # the op table's kernels, compiled in batches
-    "compiler/test_emulate.py",                # g++ builds of the CUDA emulation
-    "transforms/test_op_vmap.py",
+    "transforms/test_op_jit.py",               # the op table's kernels, compiled in batches (~39 s)
+    "nx/test_random_exact.py",                 # the samplers' kernels, each large (~27 s)
     "compiler/test_compiler.py",               # processes compiling and reading the cache
+    "transforms/test_compositions.py",         # eager loops compile their bodies as they run
     "codegen/test_cuda_kernels.py",            # NVRTC of the suite's kernels; emulation
-    "nx/test_random_exact.py",
-    "transforms/test_compositions.py",         # one compiler run per test
-    "training/test_examples.py",               # the examples' training runs, as processes
-    "distributed/test_distributed_mpi.py",
-    "distributed/test_sharding_three_mpi.py",
     "codegen/test_fuzz_kernels.py",
-    "transforms/test_op_grad.py",
-    "nx/test_low_precision.py",
+    "training/test_examples.py",               # the examples' training runs
+    "distributed/test_sharding_three_mpi.py",
     "codegen/test_reduction_determinism.py",
+    "compiler/test_one_result.py",
+    "transforms/test_op_vmap.py",
+    "distributed/test_distributed_mpi.py",
+    "nx/test_ops.py",
+    "codegen/test_codegen.py",
+    "nx/test_low_precision.py",
+    "api/test_docs.py",
     "backends/test_compile_cache.py",
+    "transforms/test_op_grad.py",
 )
 
 
