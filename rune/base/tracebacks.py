@@ -48,6 +48,8 @@ def hide_internal_frames(error):
     # (again at each entry point it leaves: a jitted function inside another's trace
     # filters first, and the outer one takes out the frames added since)
     error.with_traceback(filtered(error.__traceback__))
+    if sys.version_info < (3, 11):
+        _rethrown_as_is(error)
     if NOTE not in getattr(error, "__notes__", ()):
         add_note(error, NOTE)
     seen = {id(error)}
@@ -56,6 +58,22 @@ def hide_internal_frames(error):
         seen.add(id(linked))
         linked.with_traceback(filtered(linked.__traceback__))
         linked = linked.__cause__ or linked.__context__
+
+
+def _rethrown_as_is(error):
+    """Make the entry point's bare `raise` re-raise `error` with its (filtered) traceback on
+    Python 3.10, where `raise` takes the traceback the interpreter saved for the exception
+    being handled, not `error.__traceback__` (3.11 and later read only the exception):
+    PyErr_SetExcInfo sets that saved state to the error and its traceback. It takes (steals)
+    a reference to each argument, hence the increments."""
+    import ctypes
+    api = ctypes.pythonapi
+    parts = (type(error), error, error.__traceback__)
+    for part in parts:
+        api.Py_IncRef(ctypes.py_object(part))
+    api.PyErr_SetExcInfo.argtypes = [ctypes.py_object] * 3
+    api.PyErr_SetExcInfo.restype = None
+    api.PyErr_SetExcInfo(*parts)
 
 
 class Source:
