@@ -54,3 +54,24 @@ def from_rows_first(flat, shape, axis, xp=np):
 def flat_if(x, layout):
     """`x` flattened when its layout says it travels so."""
     return x.reshape(-1) if layout[2] is not None else x
+
+
+def by_dtype(arrays):
+    """(dtype, [indices]) of `arrays` grouped by dtype, in first-seen order: the leaves of
+    one dtype travel as one buffer."""
+    groups = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(np.dtype(a.dtype), []).append(i)
+    return groups.items()
+
+
+def split_reduced(mine, index, parts, raws, layouts, size, dtype, out, xp=np):
+    """This rank's reduced rows `mine` (the blocks of the leaves `index`, `parts` their
+    rows-first sends, concatenated) cut back into each leaf's block, in the leaf's axis
+    order and `dtype`, stored in `out`."""
+    start = 0
+    for i, part in zip(index, parts):
+        piece = mine[start:start + part.shape[1]].astype(dtype, copy=False)
+        start += part.shape[1]
+        out[i] = from_rows_first(piece, out_shape("reduce_scatter", raws[i].shape, layouts[i], size),
+                                 layouts[i][0], xp)

@@ -17,6 +17,7 @@ import numpy as np
 from ..backends import host_block
 from ..errors import DTypeError
 from ..core import dtypes as dt
+from .blocks import by_dtype
 
 BUCKET_BYTES = 1 << 27   # 128 MiB: bounds the extra memory of packing
 
@@ -126,12 +127,6 @@ def _buckets(arrays, index):
         yield run
 
 
-def _by_dtype(arrays):
-    groups = {}
-    for i, a in enumerate(arrays):
-        groups.setdefault(a.dtype, []).append(i)
-    return groups.items()
-
 
 def work_dtype(dtype, op):
     """The dtype a reduction `op` of `dtype` leaves runs in; DTypeError when it has no meaning."""
@@ -178,7 +173,7 @@ def _mpi_op(MPI, op, work):
 def all_reduce(group, arrays, op):
     """Every rank's `arrays` reduced elementwise; a list of new NumPy arrays."""
     out = [None] * len(arrays)
-    for dtype, index in _by_dtype(arrays):
+    for dtype, index in by_dtype(arrays):
         work = work_dtype(dtype, op)
         reduce_op = _mpi_op(group.MPI, op, work)
         for run in _buckets(arrays, index):

@@ -93,12 +93,13 @@ def _nan_mask(xp, flat, op):
 
 
 def all_reduce(group, arrays, op, device):
-    from .host import _buckets, _by_dtype
+    from .blocks import by_dtype
+    from .host import _buckets
     comm = communicator(group, device)
     xp = comm.xp
     out = [None] * len(arrays)
     with comm.selected():
-        for dtype, index in _by_dtype(arrays):
+        for dtype, index in by_dtype(arrays):
             work = reduction(comm, dtype, op)
             for run in _buckets(arrays, index):
                 sizes = [arrays[i].size for i in run]

@@ -14,14 +14,7 @@ order to rounding, not bit for bit.
 import numpy as np
 
 from . import nccl
-from .blocks import flat_if, from_rows_first, out_shape, rows_first
-
-
-def _by_dtype(raws):
-    groups = {}
-    for i, r in enumerate(raws):
-        groups.setdefault(np.dtype(r.dtype), []).append(i)
-    return groups.items()
+from .blocks import by_dtype, flat_if, out_shape, rows_first, split_reduced
 
 
 def _reduce_rows(comm, send, op, rank):
@@ -40,7 +33,7 @@ def reduce_scatter(group, raws, op, layouts, device):
     xp, size = comm.xp, group.size
     out = [None] * len(raws)
     with comm.selected():
-        for dtype, index in _by_dtype(raws):
+        for dtype, index in by_dtype(raws):
             work = nccl.reduction(comm, dtype, op)
             parts = [rows_first(flat_if(raws[i], layouts[i]).astype(work, copy=False), *layouts[i][:2], size, xp)
                      for i in index]
@@ -53,12 +46,7 @@ def reduce_scatter(group, raws, op, layouts, device):
                 mine = xp.where(mask.astype(bool), mine.dtype.type(np.nan), mine)
             if op == "mean":
                 mine /= mine.dtype.type(size)
-            start = 0
-            for i, part in zip(index, parts):
-                piece = mine[start:start + part.shape[1]].astype(dtype, copy=False)
-                start += part.shape[1]
-                out[i] = from_rows_first(piece, out_shape("reduce_scatter", raws[i].shape, layouts[i], size),
-                                          layouts[i][0], xp)
+            split_reduced(mine, index, parts, raws, layouts, size, dtype, out, xp)
     return out
 
 

@@ -42,7 +42,7 @@ from ..transforms.autodiff.jvp import jvp_rules
 from ..transforms.autodiff.vjp import vjp_rules
 from ..transforms.batching import batch_rules
 from . import host, runtime
-from .blocks import blocks, flat_if, flat_layout, from_rows_first, out_shape, rows_first
+from .blocks import blocks, by_dtype, flat_if, flat_layout, out_shape, rows_first, split_reduced
 from .collectives import OPS, Collective, run_by_device
 
 reduce_scatter_p = primitive("reduce_scatter", multiple_results=True, effectful=True)
@@ -128,7 +128,7 @@ def host_reduce_scatter(group, raws, op, layouts):
     travelling as one (size, K) buffer of blocks through one MPI Alltoall."""
     size = group.size
     out = [None] * len(raws)
-    for dtype, index in host._by_dtype(raws):
+    for dtype, index in by_dtype(raws):
         work = host.work_dtype(dtype, op)
         parts = [rows_first(flat_if(np.asarray(raws[i]), layouts[i]).astype(work, copy=False), *layouts[i][:2], size)
                  for i in index]
@@ -139,12 +139,7 @@ def host_reduce_scatter(group, raws, op, layouts):
         mine = _fold(received, op)
         if op == "mean":
             mine /= mine.dtype.type(size)
-        start = 0
-        for i, part in zip(index, parts):
-            piece = mine[start:start + part.shape[1]].astype(dtype, copy=False)
-            start += part.shape[1]
-            out[i] = from_rows_first(piece, out_shape("reduce_scatter", raws[i].shape, layouts[i], size),
-                                      layouts[i][0])
+        split_reduced(mine, index, parts, raws, layouts, size, dtype, out)
     return out
 
 
