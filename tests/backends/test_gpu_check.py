@@ -105,8 +105,12 @@ import json, os, sys, time
 sys.modules["jax"] = sys.modules["torch"] = None
 from bench import gpu
 path = sys.argv[1]
-os.environ[gpu.DEADLINE_ENV] = str(time.time() + 1e6)
-assert gpu.seconds_left() > 1e5                 # the variable is read as a Unix time
+now, gpu.time.time = gpu.time.time, lambda: 1_700_000_000.0   # a fixed clock: the check is of the arithmetic
+os.environ[gpu.DEADLINE_ENV] = "1700000090.5"
+assert gpu.seconds_left() == 90.5                # the variable is read as a Unix time
+gpu.time.time = now
+del os.environ[gpu.DEADLINE_ENV]
+assert gpu.seconds_left() is None                # no variable: no deadline
 gpu.seconds_left = lambda: 30.0                  # then a fixed time left, whatever this machine's speed
 seen, called = [], []
 
