@@ -21,7 +21,7 @@ skipped, and its row says so; rune's figures are always measured, and written
 before any peer's, so a run cut by its limit keeps them.
 
     python -m bench --only gpu                    # in the bench summary
-    JAX_PLATFORMS=cuda python -m bench.gpu --json out.json --md out.md
+    JAX_PLATFORMS=cuda,cpu python -m bench.gpu --json out.json --md out.md
 """
 import argparse
 import json

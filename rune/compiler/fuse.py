@@ -100,6 +100,14 @@ def _reducible(eqn, avals):
 _EMPTY_REDUCIBLE = frozenset({P["reduce_sum"], P["reduce_prod"]})   # of nothing: 0 and 1
 
 
+def _on_host(value):
+    """A plan constant's value as NumPy: a constant on a GPU (a CuPy array, which
+    refuses an implicit copy) is copied down, once, when planning."""
+    if isinstance(value, (np.ndarray, np.generic)) or not hasattr(value, "get"):
+        return np.asarray(value)
+    return value.get()
+
+
 def _known(eqn, ins, constants):
     """The operands' values where known when planning (literals, plan constants), else None."""
     out = []
@@ -107,7 +115,7 @@ def _known(eqn, ins, constants):
         if type(a) is Literal:
             out.append(np.asarray(a.value))
         elif ins is not None and constants is not None and ins[k] in constants:
-            out.append(np.asarray(constants[ins[k]]))
+            out.append(_on_host(constants[ins[k]]))
         else:
             out.append(None)
     return out
@@ -243,7 +251,7 @@ class _Fuser:
         aval = self.avals[slot]
         c = self.constants.get(slot)
         if c is not None and np.ndim(c) == 0:
-            v = Scalar(Const(np.asarray(c).item(), aval.dtype), ())
+            v = Scalar(Const(_on_host(c).item(), aval.dtype), ())
         else:
             b = self.unit.buffer(aval.dtype, aval.shape, "in")
             self.unit.inputs.append((b, slot))

@@ -38,7 +38,9 @@ def _exp_twice(x):
 
 
 def _scan_rows(xs):
-    return rune.scan(lambda c, r: (c + nx.sum(r), nx.tanh(r) * 2.0), nx.zeros((), nx.float32), xs)
+    # the carry starts beside the rows: a rune array is committed to its device, and
+    # the default device (the host) would meet the GPU's rows in c + sum(r)
+    return rune.scan(lambda c, r: (c + nx.sum(r), nx.tanh(r) * 2.0), nx.zeros((), nx.float32, device=xs.device), xs)
 
 
 def _view_between_steps(x, w):

@@ -138,7 +138,7 @@ def random_bits(key, shape, width: int = 32, xp=np):
     i = xp.arange(n, dtype=np.uint64)
     hi = (i >> np.uint64(32)).astype(np.uint32)
     lo = (i & np.uint64(_MASK32)).astype(np.uint32)
-    y0, y1 = threefry2x32(k0, k1, hi[None], lo[None])
+    y0, y1 = threefry2x32(k0, k1, hi[None], lo[None], xp=xp)
     if width == 64:
         out = (y0.astype(np.uint64) << np.uint64(32)) | y1.astype(np.uint64)
     else:
