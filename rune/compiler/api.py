@@ -368,7 +368,7 @@ class Jitted:
         leaves, struct = tree.flatten((dyn_args, dyn_kwargs))
         try:
             committed = nx.committed_device(leaves)
-            leaves = [self._leaf(x, committed) for x in leaves]
+            leaves = [self._leaf(x, committed, exact=True) for x in leaves]
         except DTypeError:
             self._raise_bad_leaf((dyn_args, dyn_kwargs), "argument")
             raise
@@ -390,13 +390,15 @@ class Jitted:
                                 f"(rune.tree.register) and pass it as a traced argument") from e
         return key, leaves
 
-    def _leaf(self, x, committed=None):
+    def _leaf(self, x, committed=None, exact=False):
         """A leaf as the staged program sees it: an Array (or tracer), on `device` if
         given. Uncommitted values (NumPy, Python) go to `committed`, the device of the
         rune arrays they came with, as in eager code (`nx.ops.committed_device`)."""
         if type(x) is not Array:
             weak = type(x) in (bool, int, float)  # Python scalars stay weak; NumPy values do not
-            x = nx.asarray(x, device=committed)
+            # an argument's Python float at its exact value: the function sees it as a weak
+            # float32 and widens it from this value (nx.narrowed_python_floats)
+            x = nx.asarray(x, np.float64 if exact and type(x) is float else None, device=committed)
             if weak:
                 x = Array(x._raw, x.device, True)
         if self.device is not None and x.device != self.device:
@@ -451,7 +453,15 @@ class Jitted:
                     a[pos] = value
                 else:
                     k[pos] = value
-            return self.f(*a, **k)
+            flat, structure = tree.flatten((a, k))
+            flat, remembered = nx.narrowed_python_floats(flat)
+            if not remembered:
+                return self.f(*a, **k)
+            try:
+                a, k = tree.unflatten(structure, flat)
+                return self.f(*a, **k)
+            finally:
+                nx.forget_exact(remembered)
 
         with default_device(self.device or _default.stack[-1]):
             program, out_struct = stage_pytree(call, [x.aval for x in leaves], struct, flatten=self._outputs)
@@ -483,7 +493,8 @@ class Jitted:
         args, kwargs = tree.map(lambda v: _SpecLeaf(v) if isinstance(v, Spec) else v, (args, kwargs),
                                 is_leaf=lambda v: isinstance(v, Spec))
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
-        leaves = [x if type(x) is _SpecLeaf else self._leaf(x) for x in tree.leaves((dyn_args, dyn_kwargs))]
+        leaves = [x if type(x) is _SpecLeaf else self._leaf(x, exact=True)
+                  for x in tree.leaves((dyn_args, dyn_kwargs))]
         program, out_struct = self._stage(leaves, args, kwargs)
         plan = Plan(program, target, self.device or _default.stack[-1])
         return (plan, leaves, out_struct) if structure else plan

@@ -216,10 +216,50 @@ def promote(name, *xs):
         if type(x) in _SCALARS or isinstance(x, np.generic):
             out.append(_literal(name, x, target) if d != target or type(x) in _SCALARS else x)
         elif d != target:
-            out.append(bind(P["convert"], x, dtype=target))
+            out.append(converted(x, target))
         else:
             out.append(x)
     return out
+
+
+# A Python float given to a jitted function is traced as two values (api.py, `_stage`):
+# its exact float64 value, the staged input, and that value rounded to float32 (weak),
+# which the function sees, as eager code sees the float itself. id(narrow) -> (narrow,
+# exact) while the function is staged: a conversion of the narrow value to a wider dtype
+# starts from the exact one, so `int32_array + 0.3` under jit is float64(0.3) added, as
+# eagerly, not float64(float32(0.3)).
+_EXACT = {}
+
+
+def converted(x, dtype):
+    """`x` (an Array or tracer) converted to `dtype`, a wider float widening the value
+    a Python float argument of jit held before it was rounded (see `_EXACT`)."""
+    if x.weak and _EXACT and dt.is_inexact(dtype) and dtype.itemsize > x.dtype.itemsize:
+        pair = _EXACT.get(id(x))
+        if pair is not None and pair[0] is x:
+            x = pair[1]
+    return bind(P["convert"], x, dtype=dtype)
+
+
+def narrowed_python_floats(leaves):
+    """Staging a jitted function: each weak float64 input (a Python float argument
+    at its exact value) as the weak float32 the function sees, remembered in `_EXACT`
+    with its exact value. Returns the leaves and the ids to forget once staged."""
+    out, remembered = [], []
+    for x in leaves:
+        if isinstance(x, Tracer) and x.aval.weak and x.aval.dtype == dt.float64:
+            narrow = bind(P["convert"], x, dtype=dt.float32)
+            narrow.var.aval = narrow.aval = narrow.aval.update(weak=True)   # a staged value: a Var's
+            _EXACT[id(narrow)] = (narrow, x)
+            remembered.append(id(narrow))
+            x = narrow
+        out.append(x)
+    return out, remembered
+
+
+def forget_exact(remembered):
+    for key in remembered:
+        _EXACT.pop(key, None)
 
 
 def _dtype_of(x):
@@ -248,7 +288,7 @@ def astype(x, dtype):
     if dt.is_complex(x.dtype) and not dt.is_complex(dtype) and dtype != dt.bool_:
         raise DTypeError(f"astype: casting {x.dtype.name} to {dtype.name} would drop the imaginary part; "
                          f"take nx.real(x) or nx.abs(x) first")
-    return bind(P["convert"], x, dtype=dtype)
+    return converted(x, dtype)
 
 
 cast = astype

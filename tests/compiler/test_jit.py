@@ -525,9 +525,13 @@ def test_one_cache_entry_per_signature():
     jf(a, f32(2.0))
     jf(a, b)
     assert len(jf.cache) == 3 and counts() == (3, 1)
-    weak = rune.jit(lambda: 2.0)()   # a weak f32[] Array takes the fast key, 2.0 the full one
+    # a weak float32 Array holds a rounded value, a Python float its exact one (staged as a
+    # weak float64 that the function sees as float32): each has its own entry
+    weak = rune.jit(lambda: 2.0)()
+    assert weak.weak and weak.dtype == np.float32
     jf(a, weak)
-    assert len(jf.cache) == 3 and counts() == (4, 2)
+    jf(a, weak)                      # the fast key finds it
+    assert len(jf.cache) == 4 and counts() == (5, 2)
 
 
 def test_cache_is_bounded_least_recently_used_first():
@@ -672,3 +676,21 @@ def test_outputs_keep_weak_type_as_eager():
                 close(g + h, e + h)
     weak = rune.jit(lambda x: x * 2)(1.0)
     assert (rune.jit(lambda y: y + 1)(weak) + h).dtype == nx.float16  # a weak Array argument
+
+
+def test_a_python_float_argument_keeps_its_exact_value_where_eager_does():
+    # NumPy is the oracle: int32 + 0.798 computes with float64(0.798), not float32(0.798)
+    ints = np.array([-2, -20, 7], np.int32)
+    q = 0.798
+    got = rune.jit(lambda x, s: x + s)(nx.asarray(ints), q)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(got), ints + q)
+    table = np.random.default_rng(3).standard_normal((3, 5))
+    got = rune.jit(lambda x, s: nx.quantile(x, s, axis=1))(nx.asarray(table), 0.3)
+    np.testing.assert_array_equal(np.asarray(got), np.quantile(table, 0.3, axis=1))
+    # alone it is float32, as the same float is eagerly
+    for fn in (lambda s: nx.multiply(s, 2.0), nx.sin, nx.negative):
+        got, eager = rune.jit(fn)(q), fn(q)
+        assert got.dtype == np.float32 == eager.dtype
+        assert np.asarray(got).tobytes() == np.asarray(eager).tobytes()
+    np.testing.assert_array_equal(np.asarray(rune.jit(lambda s: s * 2.0)(q)), np.float32(q) * np.float32(2))

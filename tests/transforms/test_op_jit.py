@@ -34,13 +34,6 @@ def compiled_table():
     compile_pending()
 
 
-def _as_jit_sees(args):
-    """The arguments as a jitted function sees them: a Python float argument is a
-    weak float32 value there (rounded at the call, as JAX's without x64), where an
-    eager op takes the exact literal (int32 + 0.8 computes in float64)."""
-    return [float(np.float32(a)) if type(a) is float else a for a in args]
-
-
 def test_the_jit_samples_cover_every_op_dtype_combination_and_layout_of_the_table():
     full = samples()
     assert_covers(JIT, full)
@@ -50,7 +43,7 @@ def test_the_jit_samples_cover_every_op_dtype_combination_and_layout_of_the_tabl
 @pytest.mark.parametrize("case,sample", JIT)
 def test_jit_matches_eager(case, sample, compiled_table):
     args = to_rune(sample.args)
-    eager = case.fn(*_as_jit_sees(args), **sample.kwargs)
+    eager = case.fn(*args, **sample.kwargs)   # Python floats as given: jit widens them exactly too
     fn = lambda *a: case.fn(*a, **sample.kwargs)  # noqa: E731
     if not case.traced:  # a data-dependent shape: refused under jit, pointing to where/size=
         with pytest.raises(rune.ConcretizationError, match="where"):
