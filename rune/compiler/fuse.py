@@ -61,10 +61,11 @@ _RECOMPUTE_LIMIT = 24  # nodes and loads: a larger tree is stored once and loade
 HOST_DIALECT = CDialect()   # the renderer `lowerable` asks when given none (it holds no state)
 
 
-def lowerable(eqn, ins=None, constants=None, renderer=None):
+def lowerable(eqn, ins=None, constants=None, renderer=None, to_host=np.asarray):
     """Whether the fuser lowers this equation (its dtypes and params included) into
     kernels `renderer` (a target's codegen dialect; default the host's C) renders.
-    `ins` (its input slots) and `constants` (slot -> value) tell constant operands.
+    `ins` (its input slots) and `constants` (slot -> value) tell constant operands;
+    `to_host` reads a constant's value (the backend's: a GPU constant is copied down).
     A library call is lowerable whatever its dtypes: the backend's library runs it."""
     prim = eqn.prim
     kind = prim.lowering
@@ -85,7 +86,7 @@ def lowerable(eqn, ins=None, constants=None, renderer=None):
     elif prim not in _MOVES and prim not in _INDEXED:
         return False   # declared, but the fuser has no rule for it
     check = _CHECKS.get(prim)
-    return check is None or check(eqn, _known(eqn, ins, constants))
+    return check is None or check(eqn, _known(eqn, ins, constants, to_host))
 
 
 def _reducible(eqn, avals):
@@ -100,22 +101,14 @@ def _reducible(eqn, avals):
 _EMPTY_REDUCIBLE = frozenset({P["reduce_sum"], P["reduce_prod"]})   # of nothing: 0 and 1
 
 
-def _on_host(value):
-    """A plan constant's value as NumPy: a constant on a GPU (a CuPy array, which
-    refuses an implicit copy) is copied down, once, when planning."""
-    if isinstance(value, (np.ndarray, np.generic)) or not hasattr(value, "get"):
-        return np.asarray(value)
-    return value.get()
-
-
-def _known(eqn, ins, constants):
+def _known(eqn, ins, constants, to_host):
     """The operands' values where known when planning (literals, plan constants), else None."""
     out = []
     for k, a in enumerate(eqn.inputs):
         if type(a) is Literal:
             out.append(np.asarray(a.value))
         elif ins is not None and constants is not None and ins[k] in constants:
-            out.append(_on_host(constants[ins[k]]))
+            out.append(np.asarray(to_host(constants[ins[k]])))
         else:
             out.append(None)
     return out
@@ -217,12 +210,13 @@ class Unit:
         return k
 
 
-def fuse(ops, constants, live_out, avals):
+def fuse(ops, constants, live_out, avals, to_host=np.asarray):
     """Kernels for a run of lowerable `ops` [(eqn, in slots, out slots)].
 
-    `constants`: slot -> value known when planning (0-d ones are inlined);
-    `live_out`: slots read after the run; `avals`: slot -> aval of the run's inputs."""
-    f = _Fuser(constants, avals, live_out)
+    `constants`: slot -> value known when planning (0-d ones are inlined, their values
+    read by `to_host`, the backend's); `live_out`: slots read after the run; `avals`:
+    slot -> aval of the run's inputs."""
+    f = _Fuser(constants, avals, live_out, to_host)
     for eqn, ins, outs in ops:
         f.op(eqn, ins, outs)
     for s in sorted(live_out):
@@ -233,9 +227,10 @@ def fuse(ops, constants, live_out, avals):
 
 
 class _Fuser:
-    def __init__(self, constants, avals, live_out=()):
+    def __init__(self, constants, avals, live_out=(), to_host=np.asarray):
         self.unit = Unit()
         self.constants = constants
+        self.to_host = to_host
         self.avals = avals
         self.live_out = frozenset(live_out)
         self.values = {}          # slot -> View | Expr | Scalar
@@ -251,7 +246,7 @@ class _Fuser:
         aval = self.avals[slot]
         c = self.constants.get(slot)
         if c is not None and np.ndim(c) == 0:
-            v = Scalar(Const(_on_host(c).item(), aval.dtype), ())
+            v = Scalar(Const(np.asarray(self.to_host(c)).item(), aval.dtype), ())
         else:
             b = self.unit.buffer(aval.dtype, aval.shape, "in")
             self.unit.inputs.append((b, slot))

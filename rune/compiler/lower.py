@@ -126,7 +126,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device, target=None, m
             for _, other in runs[:k] + runs[k + 1:]:
                 made = {s for _, _, outs in other for s in outs}   # a value recomputed there is not read
                 later.update(s for _, ins, _ in other for s in ins if s not in made)
-            unit = fuse.fuse(run, constants, produced & later, avals)
+            unit = fuse.fuse(run, constants, produced & later, avals, backend.to_host)
             if target is not None:
                 steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
             else:
@@ -138,7 +138,7 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device, target=None, m
 def _run_kind(op, constants, backend, renderer):
     """The `Run` kind of one equation [(eqn, ins, outs)] on `backend`, rendered by `renderer`."""
     eqn, ins, _ = op
-    if not fuse.lowerable(eqn, ins, constants, renderer):
+    if not fuse.lowerable(eqn, ins, constants, renderer, backend.to_host):
         return Run.OP_BY_OP
     if eqn.prim.lowering is Lowering.LIBRARY:
         if fuse.outer_product(eqn):
