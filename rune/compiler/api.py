@@ -483,6 +483,10 @@ class Jitted:
         sources), built afresh and not run."""
         if target is not None:
             return self._target_plan(target, args, kwargs)
+        if _has_spec(args, kwargs):
+            raise ArgumentError(f"plan: a rune.Spec argument describes a plan for a target from shapes "
+                                f"alone (plan(..., target=\"cuda\")); the plan this process runs needs "
+                                f"arrays, got {_spec_named(args, kwargs)}")
         key, leaves = self._key(args, kwargs)
         entry = self.cache.get(key)
         if entry is None:
@@ -506,7 +510,7 @@ class Jitted:
         thread a host thread (rune/compiler/emulation.py). Arguments are concrete arrays;
         the results are host Arrays in the function's output structure. A CI without a
         GPU checks a program's GPU kernels this way; it is slow (small inputs only)."""
-        if any(isinstance(v, Spec) for v in tree.leaves((args, kwargs), is_leaf=lambda v: isinstance(v, Spec))):
+        if _has_spec(args, kwargs):
             raise ArgumentError(f"emulate: expected concrete arrays to run on, got a rune.Spec; "
                                 f"use plan(..., target={target!r}) to inspect kernels from shapes alone")
         from .emulation import emulate as run_emulated   # the emulator is built on first use only
@@ -697,3 +701,17 @@ def _hashable(value):
 # The exact math behind the random samplers runs compiled when called eagerly on
 # large arrays (rune/nx/exact_math.py): registered here, since nx sits below jit.
 _exact_math.use_compiler(jit)
+
+
+def _has_spec(args, kwargs):
+    return any(isinstance(v, Spec) for v in tree.leaves((args, kwargs), is_leaf=lambda v: isinstance(v, Spec)))
+
+
+def _spec_named(args, kwargs):
+    """The first rune.Spec among the arguments, with where it is."""
+    for path, v in tree.flatten_with_paths((args, kwargs), is_leaf=lambda v: isinstance(v, Spec))[0]:
+        if isinstance(v, Spec):
+            path = str(path)
+            where = ("args" + path[3:]) if path.startswith("[0]") else ("kwargs" + path[3:])
+            return f"{v!r} at {where}"
+    return "a rune.Spec"

@@ -694,3 +694,10 @@ def test_a_python_float_argument_keeps_its_exact_value_where_eager_does():
         assert got.dtype == np.float32 == eager.dtype
         assert np.asarray(got).tobytes() == np.asarray(eager).tobytes()
     np.testing.assert_array_equal(np.asarray(rune.jit(lambda s: s * 2.0)(q)), np.float32(q) * np.float32(2))
+
+
+def test_a_spec_without_a_target_is_refused_naming_the_argument():
+    jf = rune.jit(lambda x, y: x + y)
+    with pytest.raises(rune.ArgumentError, match=r"target=\"cuda\".*Spec\(\(3,\).*at args\[1\]"):
+        jf.plan(f32([1.0, 2.0, 3.0]), rune.Spec((3,), np.float32))
+    assert jf.plan(rune.Spec((3,), np.float32), rune.Spec((3,), np.float32), target="cuda").kernels
