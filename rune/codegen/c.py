@@ -79,6 +79,7 @@ class CDialect(CStyle):
 
     target = "c"
     restrict = "restrict"
+    stores_shared_costly = True   # (CStyle): a row group's rows stay in cache
     parallel_threshold = 1 << 20   # elements; below it one thread is faster than waking more (and than
                                    # contending with BLAS threads for the cores between kernels)
     # a row group's points (summed over its kernels): one parallel loop serves all its kernels

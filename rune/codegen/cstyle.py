@@ -52,6 +52,11 @@ class CStyle:
     """What every C-like target shares: types, constants, expressions, the unit layout."""
 
     target = None
+    # A costly elementwise value (a libm call's tree: softmax's exp) that a reduction and
+    # another op both read is stored once and loaded back, instead of computed in each: on
+    # the CPU a row group keeps the row in cache (rows.py). The CUDA dialect recomputes it,
+    # where a store and two loads of the whole array cost more than the math.
+    stores_shared_costly = False
     # dtype name -> the C type its values are stored as (the dtypes the dialect renders)
     CTYPES = {"bool": "_Bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
               "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",

@@ -39,6 +39,8 @@ and builds `Kernel`s (rune/codegen/kernel.py):
 Kernels only read what earlier kernels stored, so running them in creation
 order is correct.
 """
+import collections
+
 import numpy as np
 
 from ..core import dtypes as _dtypes
@@ -210,13 +212,18 @@ class Unit:
         return k
 
 
-def fuse(ops, constants, live_out, avals, to_host=np.asarray):
+def fuse(ops, constants, live_out, avals, to_host=np.asarray, store_shared_costly=False):
     """Kernels for a run of lowerable `ops` [(eqn, in slots, out slots)].
 
     `constants`: slot -> value known when planning (0-d ones are inlined, their values
     read by `to_host`, the backend's); `live_out`: slots read after the run; `avals`:
-    slot -> aval of the run's inputs."""
+    slot -> aval of the run's inputs. With `store_shared_costly` (the dialect's
+    `stores_shared_costly`), a costly value a reduction reads that another op or a
+    later run reads too is stored once, not computed again in each reader."""
     f = _Fuser(constants, avals, live_out, to_host)
+    if store_shared_costly:
+        readers = collections.Counter(s for _, ins, _ in ops for s in set(ins))
+        f.shared = {s for s, n in readers.items() if n > 1} | set(live_out)
     for eqn, ins, outs in ops:
         f.op(eqn, ins, outs)
     for s in sorted(live_out):
@@ -231,6 +238,7 @@ class _Fuser:
         self.unit = Unit()
         self.constants = constants
         self.to_host = to_host
+        self.shared = frozenset()  # slots whose costly values a reduction stores (`fuse`)
         self.avals = avals
         self.live_out = frozenset(live_out)
         self.values = {}          # slot -> View | Expr | Scalar
@@ -360,7 +368,10 @@ class _Fuser:
         if kind is Lowering.ELEMENTWISE:
             result = self.elementwise(eqn, op, args)
         elif kind is Lowering.REDUCE:
-            result = self.reduce(eqn, op, args[0])
+            x = args[0]
+            if ins[0] in self.shared and type(x) is Expr and not x.kernel.reduce_shape and _costly(x.node):
+                x = self.materialise(x)   # its other readers load it too (`stored` and costly)
+            result = self.reduce(eqn, op, x)
         else:
             result = _RULES[eqn.prim](self, eqn, *args)
         if outs[0] in self.live_out and type(result) is Expr and _costly(result.node):

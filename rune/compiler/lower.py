@@ -126,7 +126,8 @@ def lower(ops, constants, live_out, avals, numpy_stretch, device, target=None, m
             for _, other in runs[:k] + runs[k + 1:]:
                 made = {s for _, _, outs in other for s in outs}   # a value recomputed there is not read
                 later.update(s for _, ins, _ in other for s in ins if s not in made)
-            unit = fuse.fuse(run, constants, produced & later, avals, backend.to_host)
+            unit = fuse.fuse(run, constants, produced & later, avals, backend.to_host,
+                             renderer.stores_shared_costly)
             if target is not None:
                 steps.append(TargetStretch(target, [e for e, _, _ in run], unit))
             else:
