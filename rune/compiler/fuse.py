@@ -101,6 +101,7 @@ def _reducible(eqn, avals):
 
 
 _EMPTY_REDUCIBLE = frozenset({P["reduce_sum"], P["reduce_prod"]})   # of nothing: 0 and 1
+_FORWARD_IDENTITY = P["stop_gradient"]   # differentiation's business only: a plan computes its operand
 
 
 def _known(eqn, ins, constants, to_host):
@@ -365,7 +366,9 @@ class _Fuser:
     def op(self, eqn, ins, outs):
         args = [self.value(s) for s in ins]
         kind, op = eqn.prim.lowering, eqn.prim.ir_op
-        if kind is Lowering.ELEMENTWISE:
+        if eqn.prim is _FORWARD_IDENTITY and eqn.inputs[0].aval.dtype == eqn.outputs[0].aval.dtype:
+            result = args[0]   # the value itself: no node, and no kernel copying a reduction's rows
+        elif kind is Lowering.ELEMENTWISE:
             result = self.elementwise(eqn, op, args)
         elif kind is Lowering.REDUCE:
             x = args[0]

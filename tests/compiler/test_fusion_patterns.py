@@ -245,3 +245,23 @@ def test_a_stack_times_a_vector_drops_the_vector_axis_as_numpy():
         for f in (lambda a, b: a @ b, rune.jit(lambda a, b: a @ b)):
             got = np.asarray(f(nx.asarray(x), nx.asarray(v)))
             assert got.shape == want.shape and np.array_equal(got, want)
+
+
+# ---------------------------------------------------------------- stop_gradient
+
+def test_stop_gradient_adds_no_kernel_and_keeps_eager_bits():
+    # softmax's max goes through stop_gradient: a plan computes the operand itself, so the
+    # row maxima are read where they were reduced, not copied by a kernel of their own
+    x = np.random.default_rng(4).standard_normal((64, 300)).astype(np.float32)
+    softmax = lambda v: rune.nn.softmax(v, axis=-1)   # noqa: E731
+    plain = lambda v: nx.exp(v - nx.max(v, axis=-1, keepdims=True))   # noqa: E731
+    stopped = lambda v: nx.exp(v - nx.stop_gradient(nx.max(v, axis=-1, keepdims=True)))   # noqa: E731
+    for target in (None, "cuda"):
+        kernels = [len(rune.jit(f).plan(x, target=target).kernels) for f in (plain, stopped)]
+        assert kernels[0] == kernels[1], (target, kernels)
+    cuda = rune.jit(softmax).plan(rune.Spec((64, 300), np.float32), target="cuda").kernels
+    assert len(cuda) == 3   # the maxima, the sums, the quotients
+    for f in (softmax, stopped):
+        assert np.asarray(rune.jit(f)(x)).tobytes() == np.asarray(f(nx.asarray(x))).tobytes()
+    y = rune.jit(nx.stop_gradient)(nx.asarray(x))   # an output of its input alone is its own buffer
+    np.testing.assert_array_equal(np.asarray(y), x)
