@@ -22,32 +22,12 @@ import math
 
 from ..base.tuning import COLUMN_TILE
 from . import complexc, mathlib, rows
-from .cstyle import CStyle, RenderedUnit, unit_name
-from .expressions import COSTLY_OPS, kind
+from .cstyle import CStyle, RenderedUnit, columns_form as _columns, unit_name
+from .expressions import COSTLY_OPS
 from .helpers import c_helpers, index_helpers, read
 from .index_math import flat_index, nest, offset
 from .kernel import Const, Load, rendered
-from .reductions import REDUCE_BLOCK, REDUCE_LANES, REDUCERS, Fold, fold_plan, tree_depth, tree_push, tree_total
-
-# Column reductions (CDialect.column_reduction_kernel): the columns of the output's last
-# axis folded side by side, each with its own lanes and tree.
-
-
-def _columns(lay):
-    """Whether a reduction reads its values contiguously along the output's last axis
-    and strided along the reduced ones: then it runs in the column form. Not arg
-    reductions (in order), complex sums (their user reductions) or short rows."""
-    inner_loads, inner_nodes, reduces, _, _ = lay.phases
-    if not lay.oshape or not lay.rshape or lay.oshape[-1] < 8:
-        return False
-    if any(r.op not in REDUCERS or kind(r.dtype) == "c" for r in reduces):
-        return False
-    if any(ld.guard or ld.dynamic for ld in inner_loads):
-        return False
-    walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
-    # a read broadcast along the output (o == 0) is one value per row of the column form
-    return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
-
+from .reductions import REDUCE_BLOCK, REDUCE_LANES, Fold, fold_plan, tree_depth, tree_push, tree_total
 
 def _cost(nodes):
     """What a point of these nodes costs, in adds: a libm call is tens."""
@@ -332,33 +312,6 @@ class CDialect(CStyle):
         calls = [f"    @U@_k{group.start + j}(b, r);" for j in range(len(kernels))]
         return "\n".join([f"static void {name}(void **{self.restrict} b) {{"] + pragma
                          + [f"  for (int64_t r = 0; r < {group.rows}; r++) {{"] + calls + ["  }", "}"])
-
-    def row_form(self, kernel):
-        """`kernel` seen as the iterations of its outermost (collapsed) loop, for
-        rune/codegen/rows.py; None where it runs only whole: a serial or closed
-        kernel, one storing anywhere but contiguously, a column reduction, one
-        without loops."""
-        if kernel.serial or kernel.closed or any(st.strides is not None or st.offset or st.dynamic
-                                                 for st in kernel.stores):
-            return None
-        if kernel.reduce_shape:
-            lay = self.reduction_layout(kernel)
-            if not lay.oshape or _columns(lay):
-                return None
-            inner_loads, _, _, outer_loads, _ = lay.phases
-            inner = [(ld, lay.oacc[k] + lay.racc[k]) for k, ld in enumerate(inner_loads)]
-            outer = [(ld, lay.oacc[lay.n_inner + k] + [0] * len(lay.rshape)) for k, ld in enumerate(outer_loads)]
-            walks, extents, out = inner + outer, list(lay.oshape) + list(lay.rshape), lay.oshape
-        else:
-            loads, _, _, _, shape, acc, _ = self.collapsed_walk(kernel)
-            if not shape:
-                return None
-            walks, extents, out = list(zip(loads, acc)), list(shape), shape
-        reads = tuple(rows.Read(ld.buffer.index, strides[0], tuple(extents[1:]), tuple(strides[1:]), ld.offset,
-                                bool(ld.dynamic)) for ld, strides in walks)
-        each = math.prod(out[1:])
-        return rows.RowForm(out[0], reads, {st.buffer.index: each for st in kernel.stores},
-                            kernel.size * math.prod(kernel.reduce_shape))
 
     def driver(self, names):
         calls = "\n".join(f"  {n}(b);" for n in names)

@@ -22,12 +22,13 @@ copies in a `RenderedUnit`), so any thread may render with a shared dialect.
 Nothing here imports the backends or the compiler.
 """
 import hashlib
+import math
 from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 
-from . import complexc
+from . import complexc, rows
 from .expressions import ARITY, EXACT_OPS, RULES, is_float, kind
 from .helpers import float_literal
 from .index_math import collapse, condition, flat_index, guarded_axes, offset
@@ -423,6 +424,33 @@ class CStyle:
         # placeholder C operands (an `index` node's one is its index expression)
         return rule(self, node, ["a0", "a1", "a2"], dtypes) is not None
 
+    def row_form(self, kernel):
+        """`kernel` seen as the iterations of its outermost (collapsed) loop, for
+        rune/codegen/rows.py; None where it runs only whole: a serial or closed
+        kernel, one storing anywhere but contiguously, a column reduction, one
+        without loops."""
+        if kernel.serial or kernel.closed or any(st.strides is not None or st.offset or st.dynamic
+                                                 for st in kernel.stores):
+            return None
+        if kernel.reduce_shape:
+            lay = self.reduction_layout(kernel)
+            if not lay.oshape or columns_form(lay):
+                return None
+            inner_loads, _, _, outer_loads, _ = lay.phases
+            inner = [(ld, lay.oacc[k] + lay.racc[k]) for k, ld in enumerate(inner_loads)]
+            outer = [(ld, lay.oacc[lay.n_inner + k] + [0] * len(lay.rshape)) for k, ld in enumerate(outer_loads)]
+            walks, extents, out = inner + outer, list(lay.oshape) + list(lay.rshape), lay.oshape
+        else:
+            loads, _, _, _, shape, acc, _ = self.collapsed_walk(kernel)
+            if not shape:
+                return None
+            walks, extents, out = list(zip(loads, acc)), list(shape), shape
+        reads = tuple(rows.Read(ld.buffer.index, strides[0], tuple(extents[1:]), tuple(strides[1:]), ld.offset,
+                                bool(ld.dynamic)) for ld, strides in walks)
+        each = math.prod(out[1:])
+        return rows.RowForm(out[0], reads, {st.buffer.index: each for st in kernel.stores},
+                            kernel.size * math.prod(kernel.reduce_shape))
+
 
 _CAN_RENDER = {}   # (dialect class, op, rule, operand dtypes, result dtype) -> whether it renders
 
@@ -442,3 +470,19 @@ class RenderedUnit(NamedTuple):
 def unit_name(text):
     """The symbol prefix of a unit whose text (with its placeholder name) is `text`."""
     return "rn_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def columns_form(lay):
+    """Whether a reduction reads its values contiguously along the output's last axis
+    and strided along the reduced ones: then it runs in the column form. Not arg
+    reductions (in order), complex sums (their user reductions) or short rows."""
+    inner_loads, inner_nodes, reduces, _, _ = lay.phases
+    if not lay.oshape or not lay.rshape or lay.oshape[-1] < 8:
+        return False
+    if any(r.op not in REDUCERS or kind(r.dtype) == "c" for r in reduces):
+        return False
+    if any(ld.guard or ld.dynamic for ld in inner_loads):
+        return False
+    walks = [(lay.oacc[k][-1], lay.racc[k][-1]) for k in range(lay.n_inner)]
+    # a read broadcast along the output (o == 0) is one value per row of the column form
+    return any(o == 1 for o, _ in walks) and all(o == 0 or (o == 1 and r != 1) for o, r in walks)
