@@ -21,7 +21,7 @@ running its kernels in order; buffers are indexed as rune/compiler/fuse.py's
 import math
 
 from ..base.tuning import COLUMN_TILE
-from . import complexc, mathlib, rows
+from . import complexc, mathlib
 from .cstyle import CStyle, RenderedUnit, columns_form as _columns, unit_name
 from .expressions import COSTLY_OPS
 from .helpers import c_helpers, index_helpers, read
@@ -289,7 +289,7 @@ class CDialect(CStyle):
         (rune/codegen/rows.py). The IR is left untouched; each rendered kernel is a
         copy carrying its `name`, `source` and `target` (kernel.rendered): a kernel
         of a row group, its row function (the group's loop with the last)."""
-        found = rows.groups([self.row_form(k) for k in kernels], _writers(kernels))
+        found = self.row_groups(kernels)
         texts = [self.kernel(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
         calls = [f"@U@_k{j}" for j in range(len(kernels))]
         for g in found:
@@ -316,15 +316,6 @@ class CDialect(CStyle):
     def driver(self, names):
         calls = "\n".join(f"  {n}(b);" for n in names)
         return f"void @U@_run(void **b) {{\n{calls}\n}}"
-
-
-def _writers(kernels):
-    """Buffer index -> how many of `kernels` store into it."""
-    count = {}
-    for k in kernels:
-        for st in k.stores:
-            count[st.buffer.index] = count.get(st.buffer.index, 0) + 1
-    return count
 
 
 _C_PRELUDE = read("c_prelude.h")   # headers and RN_FN

@@ -424,6 +424,14 @@ class CStyle:
         # placeholder C operands (an `index` node's one is its index expression)
         return rule(self, node, ["a0", "a1", "a2"], dtypes) is not None
 
+    def row_groups(self, kernels):
+        """The row groups (rows.py) of a unit's `kernels` as this dialect renders them."""
+        writers = {}   # buffer index -> how many of `kernels` store into it
+        for k in kernels:
+            for st in k.stores:
+                writers[st.buffer.index] = writers.get(st.buffer.index, 0) + 1
+        return rows.groups([self.row_form(k) for k in kernels], writers)
+
     def row_form(self, kernel):
         """`kernel` seen as the iterations of its outermost (collapsed) loop, for
         rune/codegen/rows.py; None where it runs only whole: a serial or closed

@@ -194,19 +194,86 @@ class CudaDialect(CStyle):
 
     def render_unit(self, kernels):
         """The `RenderedUnit` of IR `kernels` (CudaKernels, launched in list order); the IR
-        is left untouched."""
-        rendered = [self.render(k, f"@U@_k{j}") for j, k in enumerate(kernels)]
-        text = "\n\n".join(r[0] for r in rendered)
+        is left untouched. Consecutive kernels over the same rows (rune/codegen/rows.py)
+        run as one kernel, a block per row (`row_group`): the group's first kernel carries
+        its source and launch, the others none."""
+        groups = {g.start: g for g in self.row_groups(kernels) if self._fills_a_block(kernels[g.start:g.stop], g)}
+        parts, j = [], 0   # (kernel index, source, launches, scratch, strategy, buffers)
+        while j < len(kernels):
+            g = groups.get(j)
+            if g is None:
+                src, launches, scratch, strategy = self.render(kernels[j], f"@U@_k{j}")
+                parts.append((j, src, launches, scratch, strategy, self.buffers(kernels[j])))
+                j += 1
+                continue
+            members = kernels[g.start:g.stop]
+            src, launch = self.row_group(members, g, f"@U@_g{j}")
+            parts.append((j, src, [launch], [], "row group", self.buffers(*members)))
+            # the later kernels carry the group's source too, and no launch of their own
+            parts += [(m, src, [], [], "row group", []) for m in range(g.start + 1, g.stop)]
+            j = g.stop
+        text = "\n\n".join(p[1] for p in parts if p[2])
         name = unit_name(text)
-        out = []
-        for j, (src, launches, scratch, strategy) in enumerate(rendered):
+        out, entry = [], None
+        for j, src, launches, scratch, strategy, buffers in parts:
             for ln in launches:   # made by this call: renamed in place
                 ln.name = ln.name.replace("@U@", name)
-            args = ([("buffer", i) for i in self.buffers(kernels[j])]
-                    + [("scratch", s) for s in range(len(scratch))])
-            out.append(rendered_kernel(kernels[j], self.target, launches[0].name, src.replace("@U@", name),
+            entry = launches[0].name if launches else entry   # a group's later kernels: its entry
+            args = [("buffer", i) for i in buffers] + [("scratch", s) for s in range(len(scratch))]
+            out.append(rendered_kernel(kernels[j], self.target, entry, src.replace("@U@", name),
                                        launches=launches, scratch=scratch, strategy=strategy, args=args))
         return RenderedUnit(name, text.replace("@U@", name), tuple(out))
+
+    def row_form(self, kernel):
+        """CStyle's row form, for kernels a block can run row by row: a reduction only
+        under the block strategy (one block folds a row)."""
+        if kernel.reduce_shape and self.strategy(kernel.size, math.prod(kernel.reduce_shape)) != "block":
+            return None
+        return super().row_form(kernel)
+
+    def _fills_a_block(self, kernels, group):
+        """Whether each kernel of a row group has a block's worth of work in a row (a
+        reduction's row length, an elementwise kernel's points): shorter rows keep their
+        own kernels, whose elementwise ones spread over all threads, not a block's few."""
+        return all((math.prod(k.reduce_shape) if k.reduce_shape else k.size // group.rows) >= self.block
+                   for k in kernels)
+
+    def row_group(self, kernels, group, name):
+        """(source, Launch) of one kernel running a row group's `kernels` row by row:
+        a block per group row (grid-stride over them), each kernel's part of the row in
+        turn, with __syncthreads() between (a kernel reads what an earlier one wrote
+        in the row; its writes are then visible to the whole block). A row stays in the
+        SM's caches from one kernel to the next, where separate kernels each stream the
+        whole array through memory. Each kernel's points and folds are its own kernel's,
+        so the bits are the same."""
+        params = self.params(kernels, [])
+        lines = [self.signature(name, params) + " {", "  " + _WARP_IDS,
+                 f"  for (int64_t g = blockIdx.x; g < {group.rows}; g += gridDim.x) {{"]
+        for pos, (kernel, chunk) in enumerate(zip(kernels, group.chunks)):
+            if pos:
+                lines.append("    __syncthreads();  // the row's earlier parts are written")
+            lines += ["    {"] + ["      " + x for x in self._row_part(kernel, chunk)] + ["    }"]
+        lines += ["  }", "}"]
+        return "\n".join(lines), Launch(name, self.grid(group.rows), self.block, 0, params)
+
+    def _row_part(self, kernel, chunk):
+        """The lines by which a block runs `kernel`'s part of group row `g`: `chunk`
+        iterations of its outermost loop, a reduction's output rows one after another,
+        an elementwise kernel's points over the block's threads."""
+        if kernel.reduce_shape:
+            c, _ = self._reduction_parts(kernel, None)
+            span = chunk * math.prod(c["oshape"][1:])
+            rt = c["row_t"]
+            return self.shared(c["accs"]) + [
+                f"for ({rt} row = ({rt})g * {span}; row < ({rt})(g + 1) * {span}; row++) {{"] + [
+                "  " + x for x in self._block_row(c)] + ["}"]
+        loads, nodes, indices, shape, acc, at, idx, position, body_parts = self._point(kernel)
+        names = {}
+        body = _decompose("t", shape, [f"i{a}" for a in range(len(shape))], idx) + body_parts(names)
+        body += self.stores(kernel, names, position)
+        span, lt = chunk * math.prod(shape[1:]), _loop_type(kernel.size, idx)
+        return _grid_stride("t", lt, f"({lt})(g + 1) * {span}", f"({lt})g * {span} + threadIdx.x", "blockDim.x",
+                            body, 0)
 
     def render(self, kernel, name):
         """(source, [Launch], scratch, strategy) of one IR kernel."""
@@ -214,16 +281,21 @@ class CudaDialect(CStyle):
             return self.reduction(kernel, name)
         return self.elementwise(kernel, name)
 
-    def buffers(self, kernel):
-        return sorted({ld.buffer.index for ld in kernel.loads} | {s.buffer.index for s in kernel.stores})
+    def buffers(self, *kernels):
+        """The buffers `kernels` read or write, by index."""
+        return sorted({b.buffer.index for k in kernels for b in (*k.loads, *k.stores)})
 
-    def params(self, kernel, scratch):
-        """The C parameters: each buffer (stored ones writable), then the scratch buffers."""
-        stored = {s.buffer.index for s in kernel.stores}
-        dtypes = {ld.buffer.index: ld.buffer.dtype for ld in kernel.loads}
-        dtypes.update({s.buffer.index: s.buffer.dtype for s in kernel.stores})
+    def params(self, kernels, scratch):
+        """The C parameters of one kernel or of a row group's list of them: each buffer
+        (writable where one of them stores it), then the scratch buffers."""
+        kernels = kernels if isinstance(kernels, list) else [kernels]
+        stored = {s.buffer.index for k in kernels for s in k.stores}
+        dtypes = {}
+        for k in kernels:
+            dtypes.update({ld.buffer.index: ld.buffer.dtype for ld in k.loads})
+            dtypes.update({s.buffer.index: s.buffer.dtype for s in k.stores})
         params = []
-        for i in self.buffers(kernel):
+        for i in self.buffers(*kernels):
             t = self.ctype(dtypes[i])
             params.append((f"{t} *" if i in stored else f"const {t} *", f"p{i}"))
         for k, (dt, _) in enumerate(scratch):
@@ -248,19 +320,9 @@ class CudaDialect(CStyle):
         repeated indices combine in NumPy's order) sorts its points by target and folds
         each target's in order (`scatter_sorted`), or takes atomics where its combination
         is an integer add/min/max; a form neither fits runs its points on one thread."""
-        loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
-        idx = self.index_type(kernel)
-        ivars = [f"i{a}" for a in range(len(shape))]
-        at = {id(w): s for w, s in zip(walkers, acc)}
-        def position(s):
-            return offset(ivars, at[id(s)], s.offset)
-
-        def body_parts(names):
-            """The lines computing a point's values, in the axis variables `ivars`."""
-            return self.walk_statements(kernel, loads, nodes, names, ivars, at, amap)
-
+        loads, nodes, indices, shape, acc, at, idx, position, body_parts = self._point(kernel)
         names = {}
-        body = _decompose("t", shape, ivars, idx) + body_parts(names)
+        body = _decompose("t", shape, [f"i{a}" for a in range(len(shape))], idx) + body_parts(names)
 
         atomic = self.atomic_combines(kernel)
         if atomic:
@@ -291,6 +353,22 @@ class CudaDialect(CStyle):
         lines += _grid_stride("t", lt, str(n), start, step, body, 1)
         grid = self.grid(-(-n // (self.block * width)))
         return "\n".join(lines + ["}"]), [Launch(name, grid, self.block, 0, params)], [], None
+
+    def _point(self, kernel):
+        """An elementwise kernel's collapsed walk, and how its point of axis indices
+        i0, i1, ... is computed: (loads, nodes, index nodes, collapsed shape, each
+        walker's strides, walker -> strides, index type, position(store), body_parts(names))."""
+        loads, nodes, indices, walkers, shape, acc, amap = self.collapsed_walk(kernel)
+        ivars = [f"i{a}" for a in range(len(shape))]
+        at = {id(w): s for w, s in zip(walkers, acc)}
+
+        def position(s):
+            return offset(ivars, at[id(s)], s.offset)
+
+        def body_parts(names):
+            """The lines computing a point's values, in the axis variables `ivars`."""
+            return self.walk_statements(kernel, loads, nodes, names, ivars, at, amap)
+        return loads, nodes, indices, shape, acc, at, self.index_type(kernel), position, body_parts
 
     def scatter_sorted(self, kernel, name, shape, at, loads, indices, body_parts):
         """A scatter whose repeated targets combine in NumPy's order, in parallel at any
@@ -504,7 +582,13 @@ class CudaDialect(CStyle):
         return "split"
 
     def reduction(self, kernel, name):
-        """A reduction kernel under its strategy. Every strategy folds a row's elements
+        """A reduction kernel under its strategy (`_reduction_parts`)."""
+        ctx, how = self._reduction_parts(kernel, name)
+        return getattr(self, f"_reduce_{how}")(kernel, ctx) + (how,)
+
+    def _reduction_parts(self, kernel, name):
+        """A reduction kernel's parts (a dict of its shapes, loop types and lines) and
+        its strategy. Every strategy folds a row's elements
         in the order reductions.py fixes, the C dialect's: a warp folds a block (lane l the
         elements l, l + 32, ... of it, then the shuffle tree), thread 0 of the CUDA block
         combines the blocks' partials by the block tree; the split strategy's blocks take
@@ -538,10 +622,9 @@ class CudaDialect(CStyle):
                                    guard, index)
         epilogue += self.stores(kernel, names, offset(ov, oacc[-1], 0))
         row_t, len_t = _loop_type(rows, idx), _loop_type(length, idx)
-        ctx = dict(name=name, idx=idx, oshape=oshape, ov=ov, rshape=rshape, rv=rv, rows=rows,
-                   length=math.prod(rshape), row_t=row_t, len_t=len_t, prologue=prologue, point=point,
-                   epilogue=epilogue, accs=accs)
-        return getattr(self, f"_reduce_{how}")(kernel, ctx) + (how,)
+        return dict(name=name, idx=idx, oshape=oshape, ov=ov, rshape=rshape, rv=rv, rows=rows,
+                    length=math.prod(rshape), row_t=row_t, len_t=len_t, prologue=prologue, point=point,
+                    epilogue=epilogue, accs=accs), how
 
     def _reduce_thread(self, kernel, c):
         """Each thread folds whole rows, as the C loop nest folds a point (scalar lanes)."""
@@ -562,15 +645,20 @@ class CudaDialect(CStyle):
         """One block per row (grid-stride over rows): its warps fold the row's blocks, a
         round of as many blocks as warps at a time, and thread 0 combines their partials
         by the block tree, then runs the epilogue."""
-        plan = fold_plan(c["length"])
-        body = _decompose("row", c["oshape"], c["ov"], c["idx"])
-        body += self.warp_rounds(c, plan, "0", str(plan.blocks))
-        body += ["if (threadIdx.x == 0) {"] + ["  " + x for x in self.totals(c["accs"]) + c["epilogue"]] + ["}"]
+        body = self._block_row(c)
         params = self.params(kernel, [])
         lines = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(c["accs"])]
         lines += ["  " + _WARP_IDS]
         lines += _grid_stride("row", c["row_t"], str(c["rows"]), "blockIdx.x", "gridDim.x", body, 1)
         return "\n".join(lines + ["}"]), [Launch(c["name"], self.grid(c["rows"]), self.block, 0, params)], []
+
+    def _block_row(self, c):
+        """The lines one block runs for output row `row`: its warps fold the row's
+        blocks, thread 0 combines them by the block tree and runs the epilogue."""
+        plan = fold_plan(c["length"])
+        body = _decompose("row", c["oshape"], c["ov"], c["idx"])
+        body += self.warp_rounds(c, plan, "0", str(plan.blocks))
+        return body + ["if (threadIdx.x == 0) {"] + ["  " + x for x in self.totals(c["accs"]) + c["epilogue"]] + ["}"]
 
     def _reduce_split(self, kernel, c):
         """Few long rows: each row's blocks in `chunks` aligned runs (a power of two of

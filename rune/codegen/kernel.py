@@ -220,6 +220,9 @@ def describe_launched(kind, name, eqns, kernels, where):
     lines = [f"{kind} {name} of {len(eqns)} ops ({names}){where}: "
              f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"]
     for k in kernels:
+        if not k.launches:   # a later kernel of a row group: it runs inside the group's kernel
+            lines.append(f"  kernel over {list(k.shape)}: in {k.name}, row by row")
+            continue
         launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
         lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
         lines.extend("    " + ln for ln in k.source.splitlines())

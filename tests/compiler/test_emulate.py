@@ -51,6 +51,11 @@ PROGRAMS = {
                              lambda r: (r.standard_normal((128, 33)).astype(np.float32),
                                         r.standard_normal(33).astype(np.float32))),
     "scan with a callback": (_scan_with_callback, lambda r: (r.standard_normal((5, 40)).astype(np.float32),)),
+    # rows of at least a block's 256 threads: the CUDA dialect runs each as one row group
+    "softmax rows": (lambda x: rune.nn.softmax(x, axis=-1), lambda r: (r.standard_normal((40, 300)).astype(np.float32),)),
+    "layer norm rows": (_layer_norm, lambda r: (r.standard_normal((3, 24, 257)).astype(np.float32),
+                                                r.standard_normal(257).astype(np.float32),
+                                                r.standard_normal(257).astype(np.float32))),
 }
 
 
@@ -104,8 +109,18 @@ def test_emulate_refuses_specs_and_unknown_targets():
         jf.emulate(nx.ones(3), target="metal")
 
 
+@pytest.mark.parametrize("shape,launches", [((16384, 4096), 1), ((4096, 64), 3), ((40, 300), 1)])
+def test_cuda_row_groups_run_a_softmax_row_by_row_in_one_launch_where_rows_fill_a_block(shape, launches):
+    plan = rune.jit(lambda x: rune.nn.softmax(x, axis=-1)).plan(rune.Spec(shape, "float32"), target="cuda")
+    assert len(plan.kernels) == 3   # the row maxima, the sums, the quotients
+    assert sum(len(k.launches) for k in plan.kernels) == launches
+    if launches == 1:
+        src = plan.kernels[0].source
+        assert src.count("__syncthreads();  // the row's earlier parts are written") == 2, src
+
+
 # the programs ci/gpu-check compares (its cost model counts their emulation builds: ci/gpu_budget.py)
-GPU_PROGRAMS = ("layer norm", "reductions f32", "reductions f64")
+GPU_PROGRAMS = ("layer norm", "reductions f32", "reductions f64", "softmax rows", "layer norm rows")
 
 
 @requires_gxx
