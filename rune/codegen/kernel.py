@@ -214,16 +214,22 @@ def rendered(kernel, target, name, source, **extra):
     return out
 
 
+def launch_line(kernel):
+    """A rendered GPU kernel's line in a plan's text: its launches, or the row group's
+    kernel it runs in (a row group's later kernels have no launch of their own)."""
+    if not kernel.launches:
+        return f"kernel over {list(kernel.shape)}: in {kernel.name}, row by row"
+    launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in kernel.launches)
+    return f"kernel {kernel.name} over {list(kernel.shape)}: {launches}"
+
+
 def describe_launched(kind, name, eqns, kernels, where):
     """A stretch of GPU kernels as text: its ops, then each kernel's launches and source."""
     names = " ".join(e.prim.name for e in eqns)
     lines = [f"{kind} {name} of {len(eqns)} ops ({names}){where}: "
              f"{len(kernels)} kernel{'s' if len(kernels) != 1 else ''}"]
     for k in kernels:
-        if not k.launches:   # a later kernel of a row group: it runs inside the group's kernel
-            lines.append(f"  kernel over {list(k.shape)}: in {k.name}, row by row")
-            continue
-        launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in k.launches)
-        lines.append(f"  kernel {k.name} over {list(k.shape)}: {launches}")
-        lines.extend("    " + ln for ln in k.source.splitlines())
+        lines.append("  " + launch_line(k))
+        if k.launches:
+            lines.extend("    " + ln for ln in k.source.splitlines())
     return "\n".join(lines)

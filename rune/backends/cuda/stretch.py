@@ -17,6 +17,7 @@ launch shapes and argument lists are fixed at construction.
 import cupy
 
 from ...codegen.cuda import CudaDialect
+from ...codegen.kernel import launch_line
 from ..stretch import Kernels
 from . import owned
 
@@ -38,8 +39,7 @@ class CudaKernels(Kernels):
         return DeviceBuffers(stretch, self.index)
 
     def describe_kernel(self, kernel):
-        launches = ", ".join(f"{ln.name}<<<{ln.grid}, {ln.block}>>>" for ln in kernel.launches)
-        return f"kernel {kernel.name} over {list(kernel.shape)}: {launches}"
+        return launch_line(kernel)
 
 
 class DeviceBuffers:
