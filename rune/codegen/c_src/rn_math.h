@@ -166,9 +166,10 @@ RN_FN double rn_exp_d(double x) {
   return ((1.0 + rn_expm1_poly(r)) * rn_pow2i(k1)) * rn_pow2i(k - k1);
 }
 
-/* e^x - 1 in double for |x| <= 700 */
+/* e^x - 1 in double for |x| <= 700, x != 0. No branch for small x: there k = 0,
+   r = x and s * em + (s - 1) = em exactly, so one polynomial serves every x (a
+   vector clone evaluates both sides of a branch) */
 RN_FN double rn_expm1_d(double x) {
-  if (rn_fabs(x) < 0.34) return rn_expm1_poly(x);
   int k;
   double r = rn_exp_reduce(x, &k);
   double em = rn_expm1_poly(r);
