@@ -226,27 +226,40 @@ RN_FN double rn_log1p_red(double f) {
   return t + t * (z * rn_atanh_poly(z));
 }
 
-/* u = 2^e (1 + f) with positive normal u, 1 + f in [sqrt(1/2), sqrt(2)): log(1 + f) */
-RN_FN double rn_log_parts(double u, double *e) {
+/* u = 2^e (1 + f) with positive normal u, 1 + f in [sqrt(1/2), sqrt(2)): f (exact) */
+RN_FN double rn_log_split(double u, double *e) {
   uint64_t b = rn_dbits(u);
   int k = (int)(b >> 52) - 1023;
   double m = rn_bitsd((b & 0x000fffffffffffffull) | 0x3ff0000000000000ull);
   if (m > 0x1.6a09e667f3bcdp+0) { m *= 0.5; k += 1; }
   *e = (double)k;
-  return rn_log1p_red(m - 1.0);                       /* m - 1 exact */
+  return m - 1.0;                                     /* exact */
+}
+
+/* u = 2^e (1 + f) as above: log(1 + f) */
+RN_FN double rn_log_parts(double u, double *e) { return rn_log1p_red(rn_log_split(u, e)); }
+
+/* e ln 2 + l, for l = log(1 + f) */
+RN_FN double rn_log_join(double e, double l) {
+  double p = e * RN_LN2_HI, pe = fma(e, RN_LN2_HI, -p);  /* e ln 2 = p + pe + e lo */
+  return p + ((pe + e * RN_LN2_LO) + l);
 }
 
 /* log(u) for positive normal u */
 RN_FN double rn_log_d(double u) {
   double e, l = rn_log_parts(u, &e);
-  double p = e * RN_LN2_HI, pe = fma(e, RN_LN2_HI, -p);  /* e ln 2 = p + pe + e lo */
-  return p + ((pe + e * RN_LN2_LO) + l);
+  return rn_log_join(e, l);
 }
 
-/* log(1 + u) for u > -1 */
+/* log(1 + u) for u > -1, u != 0: log1p_red(u) near 0, else log(1 + u) as rn_log_d.
+   One polynomial either way: near 0 the split's e is taken as 0, and rn_log_join(0, l)
+   is l exactly (a vector clone evaluates both sides of a branch) */
 RN_FN double rn_log1p_d(double u) {
-  if (u > -0.2928 && u < 0.4142) return rn_log1p_red(u);
-  return rn_log_d(1.0 + u);
+  int near0 = u > -0.2928 && u < 0.4142;
+  double e, f = rn_log_split(1.0 + u, &e);
+  f = near0 ? u : f;
+  e = near0 ? 0.0 : e;
+  return rn_log_join(e, rn_log1p_red(f));
 }
 
 /* the special values of a log: NaN below 0 and at NaN, -inf at 0, inf at inf; else 0 */
