@@ -56,9 +56,9 @@ __global__ void votes(const int *pred, unsigned *ballot, unsigned *masked, int *
   all[i] = __all_sync(0xffffffffu, pred[i]);
 }
 
-// acc: sum, max, min, minus the sum, float sum; owner[k]: the first thread to claim key k
-// (atomicCAS); last: every thread's index swapped in (atomicExch), the one it replaced in
-// seen.
+// acc: sum, max, min, minus the sum, float sum; owner[k]: the first thread to claim key k,
+// x mod 8 as Python takes it (atomicCAS); last: every thread's index swapped in
+// (atomicExch), the one it replaced in seen.
 __global__ void atomics(const int *x, int *acc, float *fsum, int *owner, int *claimed, int *last, int *seen) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   atomicAdd(&acc[0], x[i]);
@@ -66,7 +66,7 @@ __global__ void atomics(const int *x, int *acc, float *fsum, int *owner, int *cl
   atomicMin(&acc[2], x[i]);
   atomicSub(&acc[3], x[i]);
   atomicAdd(fsum, (float)x[i]);
-  claimed[i] = atomicCAS(&owner[x[i] % 8], -1, i) == -1;
+  claimed[i] = atomicCAS(&owner[(x[i] % 8 + 8) % 8], -1, i) == -1;   // C's % keeps x's sign: key in [0, 8)
   seen[i] = atomicExch(last, i);
 }
 
