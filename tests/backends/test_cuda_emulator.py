@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from rune.backends.cuda import emulator
-from rune.backends.cuda.emulator import BarrierDeadlock, Library, MisalignedAccess
+from rune.backends.cuda.emulator import BarrierDeadlock, Library, MisalignedAccess, OutOfBoundsWrite
 from rune.codegen.cuda import Launch
 from rune.errors import ArgumentError
 
@@ -91,6 +91,12 @@ __global__ void half_warps_shuffle(int *out) {
   out[i] = __shfl_down_sync(0xffffffffu, (int)i, 1);
 }
 
+// thread t stores at out[t + shift]: a shift of 1 writes one element past the end (the
+// last thread), -2 two before the start (threads 0 and 1)
+__global__ void store_shifted(int *out, const int *shift) {
+  out[(int)(blockIdx.x * blockDim.x + threadIdx.x) + *shift] = 7;
+}
+
 // thread 7 stores a double 4 bytes past an 8-byte boundary between two barriers
 __global__ void misaligned_between_barriers(double *out) {
   __syncthreads();
@@ -107,7 +113,8 @@ PARAMS = {"block_sums": ["const float *", "float *", "float *"],
           "diverge_at_syncthreads": ["int *"],
           "one_thread_leaves_block_1": ["int *"],
           "half_warps_shuffle": ["int *"],
-          "misaligned_between_barriers": ["double *"]}
+          "misaligned_between_barriers": ["double *"],
+          "store_shifted": ["int *", "const int *"]}
 LAUNCHES = {name: Launch(name, 1, 32, 0, [(t, f"a{i}") for i, t in enumerate(types_)])
             for name, types_ in PARAMS.items()}
 # the ucontext switch asked for where the header would take its own (the same on other hosts)
@@ -232,6 +239,25 @@ def test_a_misaligned_store_between_barriers_fails_the_launch_not_hangs_it(libra
                                                r"misaligned access at 0x[0-9a-f]+ \(4 bytes past a 8-byte boundary "
                                                r"the type needs\), line \d+ of the unit, thread 7 of block 0$"):
         _run(library, "misaligned_between_barriers", 2, 64, out)
+
+
+def test_a_store_just_outside_an_allocated_buffer_fails_the_launch_naming_it(library):
+    # buffers the emulation allocates (a plan's outputs, intermediates, scratch) lie between
+    # red zones, checked after each launch: on a GPU the store would land in another allocation
+    for shift, message in ((0, None),
+                           (1, r"argument 0 \(int32\[64\], 256 bytes\): wrote 4 byte\(s\) after its end, "
+                               r"at byte offsets 256 to 259"),
+                           (-2, r"argument 0 \(int32\[64\], 256 bytes\): wrote 8 byte\(s\) before its start, "
+                                r"at byte offsets -8 to -1")):
+        out = library.alloc(np.int32, (64,))
+        args = (library, "store_shifted", 2, 32, out, np.array([shift], np.int32))
+        if message is None:
+            _run(*args)
+            assert (out == 7).all()   # every element written once, nothing outside
+            continue
+        with pytest.raises(OutOfBoundsWrite, match=r"^kernel store_shifted \(grid 2, block 32\), " + message):
+            _run(*args)
+    _run(library, "store_shifted", 2, 32, np.zeros(64, np.int32), np.array([0], np.int32))   # not ours: unchecked
 
 
 def test_a_block_larger_than_cuda_allows_is_refused(library):

@@ -18,7 +18,12 @@ UBSan's alignment check, so a kernel that reads or writes a value at an address
 its type's alignment forbids fails its launch with `MisalignedAccess`, naming
 the kernel, the address and the line; a block whose threads wait at a barrier
 the rest never reach (they returned, or wait at another) fails it with
-`BarrierDeadlock`, naming the kernel, the block and who waits where.
+`BarrierDeadlock`, naming the kernel, the block and who waits where; a kernel
+that writes just outside a buffer the library allocated (`alloc`: outputs,
+intermediates, scratch) fails it with `OutOfBoundsWrite`, naming the kernel, the
+argument and where: each such buffer lies between two red zones of RED_ZONE bytes
+filled with a pattern, checked after every launch (on a GPU such a write corrupts
+another allocation, silently).
 """
 import ctypes
 import hashlib
@@ -26,6 +31,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 
 import numpy as np
 
@@ -56,6 +62,17 @@ class BarrierDeadlock(RuneError):
     `__syncwarp`, a shuffle or vote) that the rest can never reach, having returned or
     waiting at another (on a GPU: the kernel hangs)."""
 
+
+class OutOfBoundsWrite(RuneError):
+    """An emulated kernel wrote just before or after a buffer the emulation allocated
+    (on a GPU: another allocation's memory changes, or the context faults)."""
+
+
+# Bytes on each side of a buffer `Library.alloc` makes, and their pattern: a CUDA
+# allocation is 256-byte aligned, so a write up to 256 bytes past a buffer's end lands in
+# padding or another buffer there; here it lands in a red zone, checked after each launch.
+RED_ZONE = 256
+_RED = 0xCB
 
 # what cuda_emu.h's rn_emu_fault() names before ": " -> the error it is
 _FAULTS = {"misaligned": MisalignedAccess, "stuck": BarrierDeadlock, "launch": ArgumentError}
@@ -112,15 +129,21 @@ class Library:
                     os.replace(lib, path)
         self.lib = ctypes.CDLL(path)
         self.lib.rn_emu_fault.restype = ctypes.c_char_p
+        self._zoned = weakref.WeakValueDictionary()   # data address -> the red-zoned block holding it
 
     def upload(self, a):
         """As a stretch passes an input: a contiguous array (a view included) as it is."""
         return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
     def alloc(self, dtype, shape):
-        """Garbage, as fresh GPU memory holds: a kernel must write what it stores."""
-        a = np.empty(shape, dtype)
-        a.reshape(-1).view(np.uint8).fill(0xA5)
+        """Garbage, as fresh GPU memory holds (a kernel must write what it stores),
+        between two red zones (`RED_ZONE`) that `launch` checks."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        block = np.full(nbytes + 2 * RED_ZONE, _RED, np.uint8)
+        block[RED_ZONE:RED_ZONE + nbytes] = 0xA5
+        a = block[RED_ZONE:RED_ZONE + nbytes].view(dtype).reshape(shape)
+        self._zoned[a.ctypes.data] = block
         return a
 
     def download(self, buf, dtype, shape):
@@ -136,3 +159,21 @@ class Library:
         if fault:
             kind, _, what = fault.partition(": ")
             raise _FAULTS[kind](f"kernel {launch.name} (grid {grid}, block {block}): {what}")
+        for i, b in enumerate(buffers):
+            zoned = self._zoned.get(b.ctypes.data)
+            if zoned is not None and zoned.nbytes == b.nbytes + 2 * RED_ZONE:   # not a view of part of one
+                _check_red_zones(zoned, b, f"kernel {launch.name} (grid {grid}, block {block}), argument {i}")
+
+
+def _check_red_zones(zoned, buffer, where):
+    """Raise OutOfBoundsWrite where a byte of `zoned`'s red zones around `buffer` changed,
+    naming the changed bytes by their offsets from the buffer's start."""
+    n = buffer.nbytes
+    changed = np.flatnonzero(np.concatenate([zoned[:RED_ZONE], zoned[RED_ZONE + n:]]) != _RED)
+    if changed.size:
+        offsets = np.where(changed < RED_ZONE, changed - RED_ZONE, changed - RED_ZONE + n)
+        side = "before its start" if offsets[-1] < 0 else ("after its end" if offsets[0] >= n else
+                                                            "before its start and after its end")
+        raise OutOfBoundsWrite(f"{where} ({buffer.dtype.name}{list(buffer.shape)}, {n} bytes): wrote "
+                               f"{changed.size} byte(s) {side}, at byte offsets {offsets[0]} to {offsets[-1]} "
+                               f"(on a GPU, another allocation's memory)")
