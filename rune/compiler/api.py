@@ -30,7 +30,7 @@ from ..core.aval import Aval
 from ..core.program import dce
 from ..core.staging import stage_pytree
 from ..core.devices import _default, default_device, get_device
-from ..errors import ArgumentError, DTypeError, UsageError
+from ..errors import ArgumentError, DTypeError, ScalarOverflowError, UsageError
 from ..nx import exact_math as _exact_math
 from ..nx import ops as nx
 from ..nx.buffers import Array
@@ -66,7 +66,7 @@ class _Entry:
     Where each output lies is fixed when it is traced (the device the function is
     traced on is part of the key), so a call wraps buffers without looking it up."""
     __slots__ = ("plan", "key", "out_struct", "out_places", "out_avals", "checked", "bare", "reuse", "call",
-                 "runs", "hot_call", "hot_cell")
+                 "runs", "hot_call", "hot_cell", "scalar_ranges")
 
     def __init__(self, plan, key, in_avals, out_struct, where):
         self.plan, self.key, self.out_struct = plan, key, out_struct
@@ -89,6 +89,7 @@ class _Entry:
         self.runs = 0
         self.hot_call = None   # the same, as a Jitted's own `__call__` (Jitted._write_hot_call)
         self.hot_cell = None   # where hot_call counts its calls (rune/base/stats.py)
+        self.scalar_ranges = ()   # (leaf, lo, hi, message) a Python int argument must satisfy (`_stage`)
 
     def single_call(self):
         """`call` once it is worth writing (the plan has run twice), else None."""
@@ -256,6 +257,8 @@ class Jitted:
                         pass
                     self._latest = entry
             raws = [leaves[0]._raw] if len(leaves) == 1 else [x._raw for x in leaves]  # one arg: no comprehension frame
+            if entry.scalar_ranges:
+                _check_scalar_ranges(entry.scalar_ranges, raws)
             if self.donate_argnums:
                 return entry.outputs(self._run_donating(entry, args, leaves, raws))
             return entry.outputs(entry.plan.run(raws))
@@ -396,9 +399,9 @@ class Jitted:
         rune arrays they came with, as in eager code (`nx.ops.committed_device`)."""
         if type(x) is not Array:
             weak = type(x) in (bool, int, float)  # Python scalars stay weak; NumPy values do not
-            # an argument's Python float at its exact value: the function sees it as a weak
-            # float32 and widens it from this value (nx.narrowed_python_floats)
-            x = nx.asarray(x, np.float64 if exact and type(x) is float else None, device=committed)
+            # an argument's Python float or int at its exact value: the function sees a weak
+            # float32 / int32 that converts from this value (nx.narrowed_python_scalars)
+            x = nx.asarray(x, _EXACT_DTYPES.get(type(x)) if exact else None, device=committed)
             if weak:
                 x = Array(x._raw, x.device, True)
         if self.device is not None and x.device != self.device:
@@ -430,10 +433,11 @@ class Jitted:
                                  f"which is not an array{hint}")
 
     def _compile(self, key, leaves, args, kwargs):
-        program, out_struct = self._stage(leaves, args, kwargs)
+        program, out_struct, ranges = self._stage(leaves, args, kwargs)
         key = _interned(key)
         where = self.device or _default.stack[-1]   # staged there: unplaced values lie there
         entry = _Entry(Plan(program, None, where), key, _avals_of(key), out_struct, where)
+        entry.scalar_ranges = ranges
         # Counted and kept once both succeeded: a failed trace leaves counters and cache as they were.
         COUNTERS["traces"] += 1
         COUNTERS["compiles"] += 1
@@ -454,22 +458,25 @@ class Jitted:
                 else:
                     k[pos] = value
             flat, structure = tree.flatten((a, k))
-            flat, remembered = nx.narrowed_python_floats(flat)
-            if not remembered:
+            flat, found = nx.narrowed_python_scalars(flat)
+            scalars.extend(x for x in found if x is not None)
+            if not scalars:
                 return self.f(*a, **k)
             try:
                 a, k = tree.unflatten(structure, flat)
                 return self.f(*a, **k)
             finally:
-                nx.forget_exact(remembered)
+                nx.forget_exact(scalars)
 
+        scalars = []
         with default_device(self.device or _default.stack[-1]):
             program, out_struct = stage_pytree(call, [x.aval for x in leaves], struct, flatten=self._outputs)
         for value in program.consts:
             # jit stages only when nothing else is tracing: a captured tracer escaped.
             if isinstance(value, _trace.Tracer):
                 raise _trace.escaped_tracer(value, "jit")
-        return dce(program), out_struct
+        program = dce(program)
+        return program, out_struct, _scalar_ranges(program, scalars)
 
     def trace(self, *args, **kwargs):
         """The staged Program for these arguments."""
@@ -499,7 +506,7 @@ class Jitted:
         dyn_args, dyn_kwargs, _ = self._split(args, kwargs)
         leaves = [x if type(x) is _SpecLeaf else self._leaf(x, exact=True)
                   for x in tree.leaves((dyn_args, dyn_kwargs))]
-        program, out_struct = self._stage(leaves, args, kwargs)
+        program, out_struct, _ = self._stage(leaves, args, kwargs)
         plan = Plan(program, target, self.device or _default.stack[-1])
         return (plan, leaves, out_struct) if structure else plan
 
@@ -703,6 +710,10 @@ def _hashable(value):
 _exact_math.use_compiler(jit)
 
 
+# a Python scalar argument's dtype as staged: its exact value (nx.narrowed_python_scalars)
+_EXACT_DTYPES = {float: np.float64, int: np.int64}
+
+
 def _has_spec(args, kwargs):
     return any(isinstance(v, Spec) for v in tree.leaves((args, kwargs), is_leaf=lambda v: isinstance(v, Spec)))
 
@@ -715,3 +726,29 @@ def _spec_named(args, kwargs):
             where = ("args" + path[3:]) if path.startswith("[0]") else ("kwargs" + path[3:])
             return f"{v!r} at {where}"
     return "a rune.Spec"
+
+
+def _scalar_ranges(program, scalars):
+    """The ranges the Python int arguments of a staged function must lie in, as
+    (leaf position, lowest, highest, message): each integer dtype the function narrowed
+    one to (`int8_array + n`), and int32 where it used the weak int32 it saw itself.
+    Eagerly such a value that does not fit raises; staged it would wrap silently."""
+    used = {id(v) for e in program.eqns for v in e.inputs} | {id(v) for v in program.outvars}
+    ranges = []
+    for s in scalars:
+        if s.exact.aval.dtype.kind != "i":
+            continue
+        leaf = program.invars.index(s.exact.var)
+        narrowed = list(s.ranges) + ([(np.dtype(np.int32), "asarray")] if id(s.narrow.var) in used else [])
+        for dtype, name in dict.fromkeys(narrowed):
+            info = np.iinfo(dtype)
+            ranges.append((leaf, int(info.min), int(info.max),
+                           f"{name}: the Python scalar {{}} does not fit in {dtype.name}"))
+    return tuple(ranges)
+
+
+def _check_scalar_ranges(ranges, raws):
+    for leaf, lo, hi, message in ranges:
+        value = int(raws[leaf])
+        if not lo <= value <= hi:
+            raise ScalarOverflowError(message.format(value))

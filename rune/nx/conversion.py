@@ -216,50 +216,69 @@ def promote(name, *xs):
         if type(x) in _SCALARS or isinstance(x, np.generic):
             out.append(_literal(name, x, target) if d != target or type(x) in _SCALARS else x)
         elif d != target:
-            out.append(converted(x, target))
+            out.append(converted(x, target, name))
         else:
             out.append(x)
     return out
 
 
-# A Python float given to a jitted function is traced as two values (api.py, `_stage`):
-# its exact float64 value, the staged input, and that value rounded to float32 (weak),
-# which the function sees, as eager code sees the float itself. id(narrow) -> (narrow,
-# exact) while the function is staged: a conversion of the narrow value to a wider dtype
-# starts from the exact one, so `int32_array + 0.3` under jit is float64(0.3) added, as
-# eagerly, not float64(float32(0.3)).
+# A Python float or int given to a jitted function is traced as two values (api.py,
+# `_stage`): its exact value (float64, int64), the staged input, and that value as the
+# weak float32 / int32 the function sees, as eager code sees the scalar itself.
+# id(narrow) -> _Scalar while the function is staged: a conversion of the narrow value to
+# another dtype starts from the exact one, so `int32_array + 0.3` under jit adds
+# float64(0.3) and `int64_array + 2**40` adds 2**40, as eagerly; an int converted to a
+# narrower integer (`int8_array + n`) records the range the value must lie in, which each
+# call checks (eagerly: ScalarOverflowError), instead of wrapping silently.
 _EXACT = {}
 
 
-def converted(x, dtype):
-    """`x` (an Array or tracer) converted to `dtype`, a wider float widening the value
-    a Python float argument of jit held before it was rounded (see `_EXACT`)."""
-    if x.weak and _EXACT and dt.is_inexact(dtype) and dtype.itemsize > x.dtype.itemsize:
-        pair = _EXACT.get(id(x))
-        if pair is not None and pair[0] is x:
-            x = pair[1]
+class _Scalar:
+    """A Python scalar argument while its function is staged: the value the function
+    sees (`narrow`), its exact value (`exact`), and the integer dtypes it was narrowed
+    to, with the operation that did it (`ranges`)."""
+    __slots__ = ("narrow", "exact", "ranges")
+
+    def __init__(self, narrow, exact):
+        self.narrow, self.exact, self.ranges = narrow, exact, []
+
+
+def converted(x, dtype, name="astype"):
+    """`x` (an Array or tracer) converted to `dtype`; a Python scalar argument of jit
+    converts from its exact value (see `_EXACT`), `name` the operation converting it."""
+    if x.weak and _EXACT:
+        scalar = _EXACT.get(id(x))
+        if scalar is not None and scalar.narrow is x:
+            if dt.is_int(dtype) and dtype != dt.int64:
+                scalar.ranges.append((np.dtype(dtype), name))
+            x = scalar.exact
     return bind(P["convert"], x, dtype=dtype)
 
 
-def narrowed_python_floats(leaves):
-    """Staging a jitted function: each weak float64 input (a Python float argument
-    at its exact value) as the weak float32 the function sees, remembered in `_EXACT`
-    with its exact value. Returns the leaves and the ids to forget once staged."""
-    out, remembered = [], []
+def narrowed_python_scalars(leaves):
+    """Staging a jitted function: each weak float64 / int64 input (a Python float or int
+    argument at its exact value) as the weak float32 / int32 the function sees, kept in
+    `_EXACT` with its exact value. Returns the leaves and, per leaf, its _Scalar or None."""
+    out, scalars = [], []
     for x in leaves:
-        if isinstance(x, Tracer) and x.aval.weak and x.aval.dtype == dt.float64:
-            narrow = bind(P["convert"], x, dtype=dt.float32)
+        scalar = None
+        if isinstance(x, Tracer) and x.aval.weak and x.aval.dtype in _NARROW:
+            narrow = bind(P["convert"], x, dtype=_NARROW[x.aval.dtype])
             narrow.var.aval = narrow.aval = narrow.aval.update(weak=True)   # a staged value: a Var's
-            _EXACT[id(narrow)] = (narrow, x)
-            remembered.append(id(narrow))
+            scalar = _EXACT[id(narrow)] = _Scalar(narrow, x)
             x = narrow
         out.append(x)
-    return out, remembered
+        scalars.append(scalar)
+    return out, scalars
 
 
-def forget_exact(remembered):
-    for key in remembered:
-        _EXACT.pop(key, None)
+_NARROW = {dt.float64: dt.float32, dt.int64: dt.int32}   # a Python scalar's exact dtype -> its own
+
+
+def forget_exact(scalars):
+    for scalar in scalars:
+        if scalar is not None:
+            _EXACT.pop(id(scalar.narrow), None)
 
 
 def _dtype_of(x):

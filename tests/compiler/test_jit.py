@@ -701,3 +701,26 @@ def test_a_spec_without_a_target_is_refused_naming_the_argument():
     with pytest.raises(rune.ArgumentError, match=r"target=\"cuda\".*Spec\(\(3,\).*at args\[1\]"):
         jf.plan(f32([1.0, 2.0, 3.0]), rune.Spec((3,), np.float32))
     assert jf.plan(rune.Spec((3,), np.float32), rune.Spec((3,), np.float32), target="cuda").kernels
+
+
+def test_a_python_int_argument_is_checked_and_widened_as_eagerly():
+    # eagerly a Python int that does not fit the array's dtype raises (NumPy 2 as well);
+    # under jit it must not wrap silently, and a wide one meeting int64 stays exact
+    add = rune.jit(lambda x, n: x + n)
+    small = nx.asarray(np.array([1, 2, 3], np.int8))
+    for n in (300, -129):
+        with pytest.raises(rune.ScalarOverflowError, match=f"add: the Python scalar {n} does not fit in int8"):
+            add(small, n)
+        with pytest.raises(OverflowError):
+            np.array([1, 2, 3], np.int8) + n   # NumPy's own rule, the oracle
+    np.testing.assert_array_equal(np.asarray(add(small, 100)), np.array([1, 2, 3], np.int8) + 100)
+    with pytest.raises(rune.ScalarOverflowError, match="does not fit in uint8"):
+        add(nx.asarray(np.array([1, 2], np.uint8)), -1)
+    wide = np.array([1, -5, 7], np.int64)
+    got = add(nx.asarray(wide), 2 ** 40)
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(got), wide + 2 ** 40)
+    # the weak int32 the function sees itself: a value past int32 is refused, as nx.asarray(2**40) is
+    with pytest.raises(rune.ScalarOverflowError, match="asarray: the Python scalar 1099511627776 does not fit in int32"):
+        rune.jit(lambda n: n * 2)(2 ** 40)
+    assert int(rune.jit(lambda n: n * 2)(7)) == 14
