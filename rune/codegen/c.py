@@ -22,12 +22,13 @@ import math
 
 from ..base.tuning import COLUMN_TILE
 from . import complexc, mathlib
-from .cstyle import CStyle, RenderedUnit, columns_form as _columns, unit_name
+from .cstyle import CStyle, RenderedUnit, columns_form, unit_name
 from .expressions import COSTLY_OPS
 from .helpers import c_helpers, index_helpers, read
 from .index_math import flat_index, nest, offset
 from .kernel import Const, Load, rendered
 from .reductions import REDUCE_BLOCK, REDUCE_LANES, Fold, fold_plan, tree_depth, tree_push, tree_total
+
 
 def _cost(nodes):
     """What a point of these nodes costs, in adds: a libm call is tens."""
@@ -141,7 +142,7 @@ class CDialect(CStyle):
         that are subtrees of the block tree (`fold_plan`): any thread count gives the
         same bits."""
         lay = self.reduction_layout(kernel)
-        if _columns(lay):
+        if columns_form(lay):
             return self.column_reduction_kernel(kernel, name, lay)
         inner_loads, inner_nodes, reduces, _, _ = lay.phases
         oshape, rshape, ov, rv, index, guard = lay.oshape, lay.rshape, lay.ov, lay.rv, lay.index, lay.guard

@@ -246,7 +246,7 @@ class CudaDialect(CStyle):
         SM's caches from one kernel to the next, where separate kernels each stream the
         whole array through memory. Each kernel's points and folds are its own kernel's,
         so the bits are the same."""
-        params = self.params(kernels, [])
+        params = self.params([], *kernels)
         lines = [self.signature(name, params) + " {", "  " + _WARP_IDS,
                  f"  for (int64_t g = blockIdx.x; g < {group.rows}; g += gridDim.x) {{"]
         for pos, (kernel, chunk) in enumerate(zip(kernels, group.chunks)):
@@ -285,10 +285,9 @@ class CudaDialect(CStyle):
         """The buffers `kernels` read or write, by index."""
         return sorted({b.buffer.index for k in kernels for b in (*k.loads, *k.stores)})
 
-    def params(self, kernels, scratch):
-        """The C parameters of one kernel or of a row group's list of them: each buffer
-        (writable where one of them stores it), then the scratch buffers."""
-        kernels = kernels if isinstance(kernels, list) else [kernels]
+    def params(self, scratch, *kernels):
+        """The C parameters of `kernels` (one, or a row group's): each buffer (writable
+        where one of them stores it), then the `scratch` buffers."""
         stored = {s.buffer.index for k in kernels for s in k.stores}
         dtypes = {}
         for k in kernels:
@@ -330,7 +329,7 @@ class CudaDialect(CStyle):
         else:
             body += self.stores(kernel, names, position)
         n = kernel.size
-        params = self.params(kernel, [])
+        params = self.params([], kernel)
         lines = [self.signature(name, params) + " {"]
         lt = _loop_type(n, idx)
         if kernel.serial and not atomic:
@@ -408,7 +407,7 @@ class CudaDialect(CStyle):
         ut = _loop_type(cols * m, idx)
         ivars = [f"i{a}" for a in range(len(shape))]
         scratch = [(np.dtype(np.int64), m), (np.dtype(np.int64), m), (np.dtype(np.uint32), 2)]
-        params = self.params(kernel, scratch)
+        params = self.params(scratch, kernel)
         point_axes = _decompose("j", [shape[a] for a in points], [ivars[a] for a in points], idx)
 
         def launch(suffix, var, vtype, count, body):
@@ -633,7 +632,7 @@ class CudaDialect(CStyle):
         folded = self.fold_blocks(c["idx"], c["rshape"], c["rv"], folds, c["prologue"] + in_order, plan,
                                   "0", str(plan.blocks), simd=False)
         body = _decompose("row", c["oshape"], c["ov"], c["idx"]) + accs + folded + finals + c["epilogue"]
-        params = self.params(kernel, [])
+        params = self.params([], kernel)
         lines = [self.signature(c["name"], params) + " {"]
         rt = c["row_t"]
         lines += _grid_stride("row", rt, str(c["rows"]), f"({rt})blockIdx.x * blockDim.x + threadIdx.x",
@@ -646,7 +645,7 @@ class CudaDialect(CStyle):
         round of as many blocks as warps at a time, and thread 0 combines their partials
         by the block tree, then runs the epilogue."""
         body = self._block_row(c)
-        params = self.params(kernel, [])
+        params = self.params([], kernel)
         lines = [self.signature(c["name"], params) + " {"] + ["  " + x for x in self.shared(c["accs"])]
         lines += ["  " + _WARP_IDS]
         lines += _grid_stride("row", c["row_t"], str(c["rows"]), "blockIdx.x", "gridDim.x", body, 1)
@@ -677,7 +676,7 @@ class CudaDialect(CStyle):
         for a in accs:
             a.slot = len(scratch)
             scratch += [(dt, parts) for dt in a.scratch_dtypes()]
-        params = self.params(kernel, scratch)
+        params = self.params(scratch, kernel)
         # pass 1: block `part` folds run `part % chunks` of row `part / chunks`
         last = f"(chunk + 1) * {plan.span} < {plan.blocks} ? (chunk + 1) * {plan.span} : {plan.blocks}"
         body = [f"const {part_t} row = part / {chunks}, chunk = part % {chunks};"]

@@ -459,7 +459,7 @@ class Jitted:
                     k[pos] = value
             flat, structure = tree.flatten((a, k))
             flat, found = nx.narrowed_python_scalars(flat)
-            scalars.extend(x for x in found if x is not None)
+            scalars.extend(found)
             if not scalars:
                 return self.f(*a, **k)
             try:

@@ -101,7 +101,6 @@ def _reducible(eqn, avals):
 
 
 _EMPTY_REDUCIBLE = frozenset({P["reduce_sum"], P["reduce_prod"]})   # of nothing: 0 and 1
-_FORWARD_IDENTITY = P["stop_gradient"]   # differentiation's business only: a plan computes its operand
 
 
 def _known(eqn, ins, constants, to_host):
@@ -221,10 +220,11 @@ def fuse(ops, constants, live_out, avals, to_host=np.asarray, store_shared_costl
     slot -> aval of the run's inputs. With `store_shared_costly` (the dialect's
     `stores_shared_costly`), a costly value a reduction reads that another op or a
     later run reads too is stored once, not computed again in each reader."""
-    f = _Fuser(constants, avals, live_out, to_host)
+    shared = ()
     if store_shared_costly:
         readers = collections.Counter(s for _, ins, _ in ops for s in set(ins))
-        f.shared = {s for s, n in readers.items() if n > 1} | set(live_out)
+        shared = {s for s, n in readers.items() if n > 1} | set(live_out)
+    f = _Fuser(constants, avals, live_out, to_host, shared)
     for eqn, ins, outs in ops:
         f.op(eqn, ins, outs)
     for s in sorted(live_out):
@@ -235,11 +235,11 @@ def fuse(ops, constants, live_out, avals, to_host=np.asarray, store_shared_costl
 
 
 class _Fuser:
-    def __init__(self, constants, avals, live_out=(), to_host=np.asarray):
+    def __init__(self, constants, avals, live_out=(), to_host=np.asarray, shared=()):
         self.unit = Unit()
         self.constants = constants
         self.to_host = to_host
-        self.shared = frozenset()  # slots whose costly values a reduction stores (`fuse`)
+        self.shared = frozenset(shared)  # slots whose costly values a reduction stores (`fuse`)
         self.avals = avals
         self.live_out = frozenset(live_out)
         self.values = {}          # slot -> View | Expr | Scalar
@@ -366,17 +366,16 @@ class _Fuser:
     def op(self, eqn, ins, outs):
         args = [self.value(s) for s in ins]
         kind, op = eqn.prim.lowering, eqn.prim.ir_op
-        if eqn.prim is _FORWARD_IDENTITY and eqn.inputs[0].aval.dtype == eqn.outputs[0].aval.dtype:
-            result = args[0]   # the value itself: no node, and no kernel copying a reduction's rows
+        rule = _RULES.get(eqn.prim)
+        if rule is not None:
+            result = rule(self, eqn, *args)
         elif kind is Lowering.ELEMENTWISE:
             result = self.elementwise(eqn, op, args)
-        elif kind is Lowering.REDUCE:
+        else:   # Lowering.REDUCE: `lowerable` lets no other kind through without a rule
             x = args[0]
             if ins[0] in self.shared and type(x) is Expr and not x.kernel.reduce_shape and _costly(x.node):
                 x = self.materialise(x)   # its other readers load it too (`stored` and costly)
             result = self.reduce(eqn, op, x)
-        else:
-            result = _RULES[eqn.prim](self, eqn, *args)
         if outs[0] in self.live_out and type(result) is Expr and _costly(result.node):
             self.materialise(result)   # stored anyway: its readers load it, not recompute libm calls
         self.values[outs[0]] = result
@@ -848,4 +847,6 @@ def _outer_product(f, eqn, x, y):
     return Expr(kernel, kernel.node("mul", out.dtype, [f.operand(kernel, v) for v in operands]))
 
 
-_RULES = {**_MOVES, **_INDEXED, P["dot_general"]: _outer_product}   # what op() lowers besides the math
+# what op() lowers besides the math; stop_gradient is differentiation's business only: a plan
+# computes its operand (no node, and no kernel copying a reduction's rows)
+_RULES = {**_MOVES, **_INDEXED, P["dot_general"]: _outer_product, P["stop_gradient"]: lambda f, eqn, x: x}

@@ -258,17 +258,16 @@ def converted(x, dtype, name="astype"):
 def narrowed_python_scalars(leaves):
     """Staging a jitted function: each weak float64 / int64 input (a Python float or int
     argument at its exact value) as the weak float32 / int32 the function sees, kept in
-    `_EXACT` with its exact value. Returns the leaves and, per leaf, its _Scalar or None."""
+    `_EXACT` with its exact value. Returns the leaves and their _Scalars."""
     out, scalars = [], []
     for x in leaves:
-        scalar = None
         if isinstance(x, Tracer) and x.aval.weak and x.aval.dtype in _NARROW:
             narrow = bind(P["convert"], x, dtype=_NARROW[x.aval.dtype])
             narrow.var.aval = narrow.aval = narrow.aval.update(weak=True)   # a staged value: a Var's
-            scalar = _EXACT[id(narrow)] = _Scalar(narrow, x)
+            scalars.append(_Scalar(narrow, x))
+            _EXACT[id(narrow)] = scalars[-1]
             x = narrow
         out.append(x)
-        scalars.append(scalar)
     return out, scalars
 
 
@@ -277,8 +276,7 @@ _NARROW = {dt.float64: dt.float32, dt.int64: dt.int32}   # a Python scalar's exa
 
 def forget_exact(scalars):
     for scalar in scalars:
-        if scalar is not None:
-            _EXACT.pop(id(scalar.narrow), None)
+        _EXACT.pop(id(scalar.narrow), None)
 
 
 def _dtype_of(x):
