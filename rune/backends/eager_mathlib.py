@@ -4,9 +4,10 @@
 NumPy computes float32 exp, log, tanh, ... with its own SIMD routines and SciPy its
 erf and expit; rune's kernels call the library's correctly rounded functions. Here
 each op is a one-op C unit (a loop calling the library function, OpenMP across the
-threads rune's policy allows from PARALLEL elements) built through the compile
-pipeline with the C dialect's prelude, so it is cached on disk like every kernel and
-computes the very function the kernels compute. float16 and bfloat16 compute in
+threads rune's policy allows from PARALLEL elements) built at the op's first call
+through the compile pipeline with the C dialect's prelude, so it is cached on disk
+like every kernel and calls the very function the kernels call (compiled once per
+machine: rune/backends/cpu/math_library.py). float16 and bfloat16 compute in
 float32 and round once, as the kernels do; other dtypes, other array modules (CuPy)
 and a host without a C compiler keep the implementation they had.
 
@@ -79,8 +80,9 @@ class _Entry:
 
 
 def _entry(op):
-    """The compiled entry of `op`'s unit (None without a compiler). Every op's unit is
-    built on the first call, in one batch (one compiler run; cached on disk after)."""
+    """The compiled entry of `op`'s unit (None without a compiler), built on its first
+    call (cached on disk after): the library function it calls is compiled once per
+    machine too (rune/backends/cpu/math_library.py), so an op costs only what it uses."""
     entry = _BUILT.get(op, False)
     if entry is not False:
         return entry
@@ -89,12 +91,11 @@ def _entry(op):
             from ..codegen.c import CDialect
             from .cpu import compiler
             path = compiler.find()
-            ops = [*UNARY, *BINARY]
-            arity = [1 if o in UNARY else 2 for o in ops]
-            units = [_unit(o, (UNARY if k == 1 else BINARY)[o], k) for o, k in zip(ops, arity)]
-            programs = pipeline.build(path, CDialect().prelude(), units) if path else [None] * len(ops)
-            _BUILT.update((o, _Entry(p, u[0], k) if p is not None and not isinstance(p, CompileError) else None)
-                          for o, p, u, k in zip(ops, programs, units, arity))
+            arity = 1 if op in UNARY else 2
+            unit = _unit(op, (UNARY if arity == 1 else BINARY)[op], arity)
+            program, = pipeline.build(path, CDialect().prelude(), [unit]) if path else [None]
+            ok = program is not None and not isinstance(program, CompileError)
+            _BUILT[op] = _Entry(program, unit[0], arity) if ok else None
         return _BUILT[op]
 
 

@@ -6,9 +6,12 @@ manipulation, so the C kernels (-ffp-contract=off) and the CUDA kernels
 rounded (docs/numerics.md: how, and what the exhaustive checker found).
 
 `source()` is the library's text (its table of hard cases inlined), for a dialect's
-prelude after `RN_FN` is defined and <stdint.h>/<string.h> (or CUDA's) are in.
-`UNARY` and `BINARY` map rune's op names to the library's float32 functions; 16-bit
-floats compute in float32 and round once on store, as before.
+prelude after `RN_FN` and `RN_MATH_FN` are defined and <stdint.h>/<string.h> (or
+CUDA's) are in: the CUDA dialect includes it in every prelude; the C dialect compiles
+it once per machine into a shared library (rune/backends/cpu/math_library.py) and its
+kernels declare the functions (`declarations`). `UNARY` and `BINARY` map rune's op
+names to the library's float32 functions; 16-bit floats compute in float32 and round
+once on store, as before.
 """
 import functools
 import os
@@ -40,3 +43,18 @@ def source():
 def function(op):
     """The library's float32 function for rune op `op`, or None."""
     return UNARY.get(op) or BINARY.get(op)
+
+
+def functions():
+    """The library's public functions' C names."""
+    return (*UNARY.values(), *BINARY.values())
+
+
+def arity(fn):
+    """How many float arguments the library function `fn` takes."""
+    return 2 if fn in BINARY.values() else 1
+
+
+def declarations(attributes):
+    """C declarations of the library's public functions, each with `attributes`."""
+    return "".join(f"{attributes} float {fn}({', '.join(['float'] * arity(fn))});\n" for fn in functions())

@@ -598,19 +598,21 @@ print(json.dumps({"stats": rune.stats(), "kernels": len(f.plan(x).kernels), "y":
 def test_second_process_compiles_nothing_and_corrupt_entries_are_rebuilt(tmp_path):
     env = {"RUNE_CACHE_DIR": str(tmp_path), "RUNE_CACHE": "1"}
     first = _script(_W1, **env)
-    assert first["stats"]["kernels_compiled"] == 1 and first["kernels"] == 1
+    # two compiler runs: the kernel, then the math library's sin, exp and tanh that it
+    # calls (rune/backends/cpu/math_library.py), four units in the cache
+    assert first["stats"]["kernels_compiled"] == 2 and first["kernels"] == 1
     second = _script(_W1, **env)
-    assert second["stats"]["kernels_compiled"] == 0 and second["stats"]["disk_cache_hits"] == 1
+    assert second["stats"]["kernels_compiled"] == 0 and second["stats"]["disk_cache_hits"] == 4
     assert second["y"] == first["y"]
     kdir = tmp_path / "kernels"
     for lib in kdir.glob("lib-*.so"):
         lib.write_bytes(lib.read_bytes()[:100])      # truncated library
     third = _script(_W1, **env)
-    assert third["stats"]["kernels_compiled"] == 1 and third["y"] == first["y"]
+    assert third["stats"]["kernels_compiled"] == 2 and third["y"] == first["y"]
     for entry in kdir.glob("*.json"):
         entry.write_text("{not json")                 # corrupt entry
     fourth = _script(_W1, **env)
-    assert fourth["stats"]["kernels_compiled"] == 1 and fourth["y"] == first["y"]
+    assert fourth["stats"]["kernels_compiled"] == 2 and fourth["y"] == first["y"]
 
 
 def test_two_processes_racing_on_one_cold_key_both_succeed(tmp_path):
@@ -631,7 +633,7 @@ def test_two_processes_racing_on_one_cold_key_both_succeed(tmp_path):
 
 def test_cache_off_and_no_compiler_fallback(tmp_path):
     off = _script(_W1, RUNE_CACHE_DIR=str(tmp_path), RUNE_CACHE="0")
-    assert off["stats"]["kernels_compiled"] == 1 and not list(tmp_path.rglob("*"))
+    assert off["stats"]["kernels_compiled"] >= 1 and not list(tmp_path.rglob("*"))
     none = _script(_W1, RUNE_CC="none", RUNE_CACHE_DIR=str(tmp_path))
     assert none["kernels"] == 0 and none["stats"]["kernels_compiled"] == 0
     np.testing.assert_allclose(none["y"], off["y"], rtol=1e-6, atol=1e-7)

@@ -15,6 +15,7 @@ is loaded from the disk cache, or, where that folder will not load libraries
 rune.backends.cpu.threads (which sets how the OpenMP runtime waits), and an entry point with
 parallel loops runs on the threads rune.backends.cpu.threads gives it.
 """
+import copy
 import ctypes
 import functools
 import hashlib
@@ -25,7 +26,7 @@ import sys
 
 from ...base.tuning import C_UNITS_PER_RUN
 from ...base import config
-from . import threads
+from . import math_library, threads
 from ...errors import CompileError
 from .. import disk_cache as cache
 from .. import pipeline
@@ -50,12 +51,23 @@ class Compiler(_Compiler):
     suffix = ".so"
     batch = BATCH
 
+    mode = ctypes.DEFAULT_MODE   # how its libraries load: each keeps its names to itself
+
     def __init__(self, path):
         self.path = path
         self.name = f"the C compiler ({path})"
         self.version = _version(path)
         self.identity = "\0".join((os.path.realpath(path), self.version, " ".join(FLAGS + LIBS),
                                    _cpu_features(), _platform()))
+
+    def global_scope(self):
+        """This compiler, its libraries loaded into the process's global scope: the
+        functions they define resolve the names other libraries leave undefined (rune's
+        math library, rune/backends/cpu/math_library.py)."""
+        scoped = copy.copy(self)
+        scoped.mode = os.RTLD_GLOBAL
+        scoped.identity = self.identity + "\0global"
+        return scoped
 
     def key(self, source):
         return cache.key(self.identity, source)
@@ -85,16 +97,31 @@ class Compiler(_Compiler):
         where the cache folder will not load libraries."""
         if path is not None:
             try:
-                return Library(threads.load_kernel_library(path))
+                return Library(self._dlopen(lambda: threads.load_kernel_library(path, self.mode), path, data))
             except OSError as e:
                 cached_error = e
             if data is None:
                 with open(path, "rb") as f:
                     data = f.read()
-        lib = Library(_open_private(data))
+        lib = Library(self._dlopen(lambda: _open_private(data, self.mode), None, data))
         if path is not None:   # intact (its hash was checked), so the folder is what will not load it
             _warn_noexec(path, cached_error)
         return lib
+
+    def _dlopen(self, opener, path, data):
+        """opener()'s library (at `path`, or of `data`); one that calls functions of rune's
+        math library that this process has not loaded is opened again once they are (a
+        kernel's library leaves them undefined, and the loader looks in the global scope)."""
+        try:
+            return opener()
+        except OSError as e:
+            if not math_library.names_in(str(e)):
+                raise
+        if data is None:
+            with open(path, "rb") as f:
+                data = f.read()
+        math_library.load(self, math_library.needed(data))
+        return opener()
 
     def symbols(self, unit):
         return (unit[0] + "_run",)
@@ -188,7 +215,7 @@ _MEMFDS = []      # in-memory libraries' files, kept open: a reused /proc/self/f
 #                   make the dynamic loader hand back the library first loaded under it
 
 
-def _open_private(data):
+def _open_private(data, mode=ctypes.DEFAULT_MODE):
     """Library bytes loaded from a private copy: a temporary file, unlinked once
     mapped, or an in-memory file where the temporary folder will not load
     libraries either (mounted noexec). Raises the loader's OSError."""
@@ -201,7 +228,7 @@ def _open_private(data):
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-            return threads.load_kernel_library(path)   # the mapping stays valid after unlinking
+            return threads.load_kernel_library(path, mode)   # the mapping stays valid after unlinking
         except OSError as e:
             error = e
         finally:
@@ -215,7 +242,7 @@ def _open_private(data):
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
-        lib = threads.load_kernel_library(f"/proc/self/fd/{fd}")
+        lib = threads.load_kernel_library(f"/proc/self/fd/{fd}", mode)
     except OSError:
         os.close(fd)
         raise error from None   # the first failure says more (a bad library, say)

@@ -321,21 +321,21 @@ _openmp = None
 _load_lock = threading.Lock()
 
 
-def load_kernel_library(path):
-    """ctypes.CDLL(path) for a library of kernels: until the OpenMP runtime it links
-    is found, it is loaded with idle threads that sleep (see the module's doc)."""
+def load_kernel_library(path, mode=ctypes.DEFAULT_MODE):
+    """ctypes.CDLL(path, mode) for a library of kernels: until the OpenMP runtime it
+    links is found, it is loaded with idle threads that sleep (see the module's doc)."""
     global _openmp
     if _openmp is not None:
-        return ctypes.CDLL(path)
+        return ctypes.CDLL(path, mode)
     with _load_lock:
         if _openmp is not None:
-            return ctypes.CDLL(path)
+            return ctypes.CDLL(path, mode)
         user_set = any(os.environ.get(name) for name in _KERNEL_ENV_SET_BY_USER)
         saved = {name: os.environ.get(name) for name in _KERNEL_ENV}
         if not user_set:
             os.environ.update(_KERNEL_ENV)
         try:
-            lib = ctypes.CDLL(path)
+            lib = ctypes.CDLL(path, mode)
         finally:
             if not user_set:
                 for name, value in saved.items():

@@ -1,7 +1,8 @@
 /* rune's float32 math library: correctly rounded results, the same bits in the C
    and the CUDA dialect (docs/numerics.md).
 
-   Written once, included by both dialects' preludes (rune/codegen/mathlib.py), with
+   Written once for both dialects (rune/codegen/mathlib.py: the CUDA prelude includes
+   it; the C dialect builds it once per machine as a shared library), with
    only IEEE 754 basic operations (+ - * / sqrt), explicit fma, conversions and
    integer bit manipulation: every operation is correctly rounded on both targets,
    so the same text gives the same bits (C: -ffp-contract=off; NVRTC: --fmad=false,
@@ -16,7 +17,7 @@
    their correctly rounded results (rn_math_fixes.h; `rn_finish`).
 
    Every function takes and returns float; rn_<name>f as libm's names. */
-#ifndef RN_MATH_FN   /* the public functions: SIMD clones in the C dialect (c_prelude.h) */
+#ifndef RN_MATH_FN   /* the public functions: exported SIMD clones in the C dialect (c.py) */
 #define RN_MATH_FN RN_FN
 #endif
 
@@ -133,22 +134,20 @@ RN_TABLE double rn_atan_j8[18] = {
   0x1.700a7c5784634p-1, -0x1.8c34d25aadef6p-56, 0x1.921fb54442d18p-1, 0x1.1a62633145c07p-55};
 
 /* ------------------------------------------------------------------ exp */
-/* e^r - 1 for |r| <= 0.35: Taylor to r^13 / 13! (the rest below 2^-55 relative) */
+/* e^r - 1 for |r| <= 0.35: Taylor to r^13 / 13! (the rest below 2^-55 relative), as
+   r q(r) with q's 13 terms in Estrin's form with fma: a tree of depth 4 where Horner's
+   chain was 12 multiply-adds long (the vector clones were latency bound) */
 RN_FN double rn_expm1_poly(double r) {
-  double p = 0x1.6124613a86d09p-33;                   /* 1/14! ... */
-  p = p * r + 0x1.1eed8eff8d898p-29;                  /* 1/13! */
-  p = p * r + 0x1.ae64567f544e4p-26;
-  p = p * r + 0x1.27e4fb7789f5cp-22;
-  p = p * r + 0x1.71de3a556c734p-19;
-  p = p * r + 0x1.a01a01a01a01ap-16;
-  p = p * r + 0x1.a01a01a01a01ap-13;
-  p = p * r + 0x1.6c16c16c16c17p-10;
-  p = p * r + 0x1.1111111111111p-7;
-  p = p * r + 0x1.5555555555555p-5;
-  p = p * r + 0x1.5555555555555p-3;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  return p * r;
+  double r2 = r * r, r4 = r2 * r2, r8 = r4 * r4;
+  double a0 = fma(0.5, r, 1.0);                                      /* 1 + r/2 */
+  double a1 = fma(0x1.5555555555555p-5, r, 0x1.5555555555555p-3);   /* 1/3! + r/4! */
+  double a2 = fma(0x1.6c16c16c16c17p-10, r, 0x1.1111111111111p-7);  /* 1/5!, 1/6! */
+  double a3 = fma(0x1.a01a01a01a01ap-16, r, 0x1.a01a01a01a01ap-13);  /* 1/7!, 1/8! */
+  double a4 = fma(0x1.27e4fb7789f5cp-22, r, 0x1.71de3a556c734p-19);  /* 1/9!, 1/10! */
+  double a5 = fma(0x1.1eed8eff8d898p-29, r, 0x1.ae64567f544e4p-26);  /* 1/11!, 1/12! */
+  double b0 = fma(a1, r2, a0), b1 = fma(a3, r2, a2);
+  double b2 = fma(0x1.6124613a86d09p-33, r4, fma(a5, r2, a4));       /* 1/13! r^12 */
+  return r * fma(b2, r8, fma(b1, r4, b0));
 }
 
 /* x = k ln 2 + r, |r| <= ln(2)/2 + tiny, for |x| <= 745: returns r, sets k */
@@ -205,20 +204,17 @@ RN_MATH_FN float rn_expm1f(float x) {
 /* ------------------------------------------------------------------ log */
 /* log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s), s = f / (2 + f),
    |s| <= 0.1716, the series to s^23 (the rest below 2^-56 relative) */
-/* 1/3 + z/5 + z^2/7 + ... + z^10/23 */
+/* 1/3 + z/5 + z^2/7 + ... + z^10/23, in Estrin's form with fma (depth 4, not a chain of 10) */
 RN_FN double rn_atanh_poly(double z) {
-  double p = 0x1.642c8590b2164p-5;                    /* 1/23 */
-  p = p * z + 0x1.8618618618618p-5;                   /* 1/21 */
-  p = p * z + 0x1.af286bca1af28p-5;
-  p = p * z + 0x1.e1e1e1e1e1e1ep-5;
-  p = p * z + 0x1.1111111111111p-4;
-  p = p * z + 0x1.3b13b13b13b14p-4;
-  p = p * z + 0x1.745d1745d1746p-4;
-  p = p * z + 0x1.c71c71c71c71cp-4;
-  p = p * z + 0x1.2492492492492p-3;
-  p = p * z + 0x1.999999999999ap-3;
-  p = p * z + 0x1.5555555555555p-2;                   /* 1/3 */
-  return p;
+  double z2 = z * z, z4 = z2 * z2, z8 = z4 * z4;
+  double a0 = fma(0x1.999999999999ap-3, z, 0x1.5555555555555p-2);    /* 1/3 + z/5 */
+  double a1 = fma(0x1.c71c71c71c71cp-4, z, 0x1.2492492492492p-3);    /* 1/7, 1/9 */
+  double a2 = fma(0x1.3b13b13b13b14p-4, z, 0x1.745d1745d1746p-4);    /* 1/11, 1/13 */
+  double a3 = fma(0x1.e1e1e1e1e1e1ep-5, z, 0x1.1111111111111p-4);    /* 1/15, 1/17 */
+  double a4 = fma(0x1.8618618618618p-5, z, 0x1.af286bca1af28p-5);    /* 1/19, 1/21 */
+  double b0 = fma(a1, z2, a0), b1 = fma(a3, z2, a2);
+  double b2 = fma(0x1.642c8590b2164p-5, z2, a4);                     /* 1/23 */
+  return fma(b2, z8, fma(b1, z4, b0));
 }
 
 RN_FN double rn_log1p_red(double f) {

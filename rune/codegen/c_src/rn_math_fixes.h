@@ -3,25 +3,25 @@
    of a nearby midpoint, each with its correctly rounded result (bits), sorted by
    input, ending in an unused pair (docs/numerics.md). */
 RN_TABLE uint32_t rn_expf_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_exp2f_fix[] = {0x3b429d37u, 0x3f804385u, 0xbcf3a937u, 0x3f7ac6b1u, 0xffffffffu, 0};
+RN_TABLE uint32_t rn_exp2f_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_expm1f_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_logf_fix[] = {0x3c413d3au, 0xc08e158fu, 0x41178febu, 0x400fe5e7u, 0x4c5d65a5u, 0x418f034bu, 0x65d890d3u, 0x4254d1f9u, 0x6f31a8ecu, 0x42845a89u, 0xffffffffu, 0};
+RN_TABLE uint32_t rn_logf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_log2f_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_log10f_fix[] = {0x0efeee7au, 0xc1e99d23u, 0xffffffffu, 0};
-RN_TABLE uint32_t rn_log1pf_fix[] = {0x35400003u, 0x353fffffu, 0x3710001bu, 0x370ffff3u, 0x41078febu, 0x400fe5e7u, 0x65d890d3u, 0x4254d1f9u, 0x6f31a8ecu, 0x42845a89u, 0xb53ffffdu, 0xb5400001u, 0xb70fffe5u, 0xb710000du, 0xbb0ec8c4u, 0xbb0ef0a5u, 0xffffffffu, 0};
+RN_TABLE uint32_t rn_log10f_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_log1pf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_sinf_fix[] = {0x46199998u, 0xbeb1fa5du, 0xc6199998u, 0x3eb1fa5du, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_cosf_fix[] = {0x5922aa80u, 0x3f08aebfu, 0x5f18b878u, 0x3f7f14bbu, 0x6115cb11u, 0x3f78142fu, 0xd922aa80u, 0x3f08aebfu, 0xdf18b878u, 0x3f7f14bbu, 0xe115cb11u, 0x3f78142fu, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_tanf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_tanhf_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_sinhf_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_sinhf_fix[] = {0x3a1285ffu, 0x3a1285ffu, 0xba1285ffu, 0xba1285ffu, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_coshf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_asinf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_acosf_fix[] = {0x328885a3u, 0x3fc90fdbu, 0x39826222u, 0x3fc907b5u, 0xffffffffu, 0};
 RN_TABLE uint32_t rn_atanf_fix[] = {0x3d8d6b23u, 0x3d8d31c3u, 0xbd8d6b23u, 0xbd8d31c3u, 0xffffffffu, 0};
-RN_TABLE uint32_t rn_asinhf_fix[] = {0x4bdd65a5u, 0x418f034bu, 0x655890d3u, 0x4254d1f9u, 0x6eb1a8ecu, 0x42845a89u, 0xcbdd65a5u, 0xc18f034bu, 0xe55890d3u, 0xc254d1f9u, 0xeeb1a8ecu, 0xc2845a89u, 0xffffffffu, 0};
-RN_TABLE uint32_t rn_acoshf_fix[] = {0x655890d3u, 0x4254d1f9u, 0x6eb1a8ecu, 0x42845a89u, 0xffffffffu, 0};
-RN_TABLE uint32_t rn_atanhf_fix[] = {0x39b89ba2u, 0x39b89ba3u, 0xb9b89ba2u, 0xb9b89ba3u, 0xffffffffu, 0};
+RN_TABLE uint32_t rn_asinhf_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_acoshf_fix[] = {0xffffffffu, 0};
+RN_TABLE uint32_t rn_atanhf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_erff_fix[] = {0xffffffffu, 0};
-RN_TABLE uint32_t rn_erfcf_fix[] = {0xb76c9f62u, 0x3f800085u, 0xffffffffu, 0};
+RN_TABLE uint32_t rn_erfcf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_cbrtf_fix[] = {0xffffffffu, 0};
 RN_TABLE uint32_t rn_logisticf_fix[] = {0xffffffffu, 0};
