@@ -14,12 +14,12 @@ import platform
 import sys
 import time
 
-from . import (callbacks, cuda_compile, cuda_indexed, cuda_jit, data, distributed, eager, eager_control, gpu,
-               grad, kernels, sharded, statistics, threads, train, vmap)
+from . import (callbacks, cuda_compile, cuda_indexed, cuda_jit, data, distributed, eager, eager_control, functions,
+               gpu, grad, kernels, sharded, statistics, threads, train, vmap)
 from . import complex as complex_numbers
 from .common import print_table
 
-BENCHES = (("eager", eager), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
+BENCHES = (("eager", eager), ("functions", functions), ("grad", grad), ("callbacks", callbacks), ("vmap", vmap), ("kernels", kernels),
            ("threads", threads),
            ("train", train), ("data", data), ("distributed", distributed), ("sharded", sharded),
            ("eager_control", eager_control),

@@ -319,32 +319,25 @@ RN_FN int rn_rem_pio2(double x, double *rh, double *rl) {
 }
 
 /* sin(t), cos(t) for |t| <= pi/4 + tiny: Taylor to t^17 / 17!, t^18 / 18! (the rest
-   below 2^-60 relative) */
+   below 2^-60 relative), the polynomials in z = t^2 in Estrin's form with fma */
 RN_FN double rn_sin_poly(double t) {
-  double z = t * t;
-  double p = 0x1.952c77030ad4ap-49;
-  p = p * z - 0x1.ae7f3e733b81fp-41;
-  p = p * z + 0x1.6124613a86d09p-33;
-  p = p * z - 0x1.ae64567f544e4p-26;
-  p = p * z + 0x1.71de3a556c734p-19;
-  p = p * z - 0x1.a01a01a01a01ap-13;
-  p = p * z + 0x1.1111111111111p-7;
-  p = p * z - 0x1.5555555555555p-3;
+  double z = t * t, z2 = z * z, z4 = z2 * z2;
+  double a0 = fma(0x1.1111111111111p-7, z, -0x1.5555555555555p-3);   /* -1/3! + z/5! */
+  double a1 = fma(0x1.71de3a556c734p-19, z, -0x1.a01a01a01a01ap-13);  /* -1/7!, 1/9! */
+  double a2 = fma(0x1.6124613a86d09p-33, z, -0x1.ae64567f544e4p-26);  /* -1/11!, 1/13! */
+  double a3 = fma(0x1.952c77030ad4ap-49, z, -0x1.ae7f3e733b81fp-41);  /* -1/15!, 1/17! */
+  double p = fma(fma(a3, z2, a2), z4, fma(a1, z2, a0));
   return t + t * (z * p);
 }
 
 RN_FN double rn_cos_poly(double t) {
-  double z = t * t;
-  double p = -0x1.6827863b97d97p-53;
-  p = p * z + 0x1.ae7f3e733b81fp-45;
-  p = p * z - 0x1.93974a8c07c9dp-37;
-  p = p * z + 0x1.1eed8eff8d898p-29;
-  p = p * z - 0x1.27e4fb7789f5cp-22;
-  p = p * z + 0x1.a01a01a01a01ap-16;
-  p = p * z - 0x1.6c16c16c16c17p-10;
-  p = p * z + 0x1.5555555555555p-5;
-  p = p * z - 0.5;
-  return 1.0 + z * p;
+  double z = t * t, z2 = z * z, z4 = z2 * z2;
+  double a0 = fma(0x1.5555555555555p-5, z, -0.5);                     /* -1/2! + z/4! */
+  double a1 = fma(0x1.a01a01a01a01ap-16, z, -0x1.6c16c16c16c17p-10);  /* -1/6!, 1/8! */
+  double a2 = fma(0x1.1eed8eff8d898p-29, z, -0x1.27e4fb7789f5cp-22);  /* -1/10!, 1/12! */
+  double a3 = fma(0x1.ae7f3e733b81fp-45, z, -0x1.93974a8c07c9dp-37);  /* -1/14!, 1/16! */
+  double b1 = fma(-0x1.6827863b97d97p-53, z4, fma(a3, z2, a2));       /* -1/18! */
+  return 1.0 + z * fma(b1, z4, fma(a1, z2, a0));
 }
 
 /* x = (q + r) pi/2 for a finite float x: t = r pi/2 in double, q mod 4 returned */
