@@ -91,8 +91,9 @@ def _entry(op):
             from ..codegen.c import CDialect
             from .cpu import compiler
             path = compiler.find()
-            arity = 1 if op in UNARY else 2
-            unit = _unit(op, (UNARY if arity == 1 else BINARY)[op], arity)
+            fn = mathlib.function(op)
+            arity = mathlib.arity(fn)
+            unit = _unit(op, fn, arity)
             program, = pipeline.build(path, CDialect().prelude(), [unit]) if path else [None]
             ok = program is not None and not isinstance(program, CompileError)
             _BUILT[op] = _Entry(program, unit[0], arity) if ok else None
