@@ -1,6 +1,6 @@
 """Eager float32 transcendental functions on 1e6 elements: rune's own correctly rounded
 library (rune/codegen/c_src/rn_math.h, a compiled one-op loop on the threads rune's
-policy gives it) against NumPy's SIMD routines, JAX (`jax.jit` of the function) and
+policy gives it; exp, log and tanh through their fast paths, rn_math_fast.h) against NumPy's SIMD routines, JAX (`jax.jit` of the function) and
 PyTorch, each on its own default threads.
 
 Target: rune within 1.5x NumPy for exp, log and tanh. NumPy's and JAX's float32 routines

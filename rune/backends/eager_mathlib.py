@@ -27,6 +27,7 @@ from .cpu import threads
 from .cpu.address import address
 
 PARALLEL = 1 << 15   # elements from which a call's loop runs on several threads
+BLOCK = 512          # elements per pass of a fast path (mathlib.FAST) and its fix-up
 F32 = np.dtype(np.float32)
 LOW = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))   # computed in float32, rounded once
 # rune op -> the library's function (`wrap` replaces those the eager table has)
@@ -43,18 +44,38 @@ def _unit(op, fn, arity):
     params = "".join(f"const float *x{i}, " for i in range(arity))
     ins = ", ".join(f"x{i}[i]" for i in range(arity))
     args = "".join(f"(const float *)b[{i}], " for i in range(arity))
+    fast = mathlib.FAST.get(fn)
+    if fast:   # blocks of the fast path (threads split the blocks)
+        text = _blocks(name, fn, fast)
+        serial = (f"for (int64_t s = 0; s < n; s += {BLOCK}) "
+                  f"{name}_block(x0 + s, y + s, n - s < {BLOCK} ? n - s : {BLOCK});")
+        parallel = f"#pragma omp parallel for schedule(static)\n  {serial}"
+    else:
+        text, loop = "", f"for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});"
+        serial, parallel = f"#pragma omp simd\n    {loop}", f"#pragma omp parallel for simd schedule(static)\n  {loop}"
     # (a short call never enters an OpenMP region: even one an `if` clause keeps to
     # one thread costs microseconds, more than the loop over a few elements)
-    text = (f"void {name}_call({params}float *y, int64_t n) {{\n"
-            f"  if (n < {PARALLEL}) {{\n"
-            f"    #pragma omp simd\n"
-            f"    for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n"
-            f"    return;\n  }}\n"
-            f"  #pragma omp parallel for simd schedule(static)\n"
-            f"  for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});\n}}\n"
-            f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
-            f"*(const int64_t *)b[{arity + 1}]); }}\n")
+    text += (f"void {name}_call({params}float *y, int64_t n) {{\n"
+             f"  if (n < {PARALLEL}) {{\n"
+             f"    {serial}\n"
+             f"    return;\n  }}\n"
+             f"  {parallel}\n}}\n"
+             f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
+             f"*(const int64_t *)b[{arity + 1}]); }}\n")
     return name, text, ()
+
+
+def _blocks(name, fn, fast):
+    """The block function of an op with a fast path (mathlib.FAST): the fast path over a
+    block of elements as one vector loop, which also marks the elements it cannot round,
+    then the library's function on those (about one in 2^15). Flags are ints: a char
+    array made gcc vectorize over 64 lanes and spill."""
+    return (f"static void {name}_block(const float *x, float *y, int64_t n) {{\n"
+            f"  int slow[{BLOCK}], any = 0;\n"
+            f"  #pragma omp simd reduction(|:any)\n"
+            f"  for (int64_t i = 0; i < n; i++) {{ int s; y[i] = {fast}(x[i], &s); slow[i] = s; any |= s; }}\n"
+            f"  if (any)\n"
+            f"    for (int64_t i = 0; i < n; i++) if (slow[i]) y[i] = {fn}(x[i]);\n}}\n")
 
 
 class _Entry:
@@ -94,7 +115,7 @@ def _entry(op):
             fn = mathlib.function(op)
             arity = mathlib.arity(fn)
             unit = _unit(op, fn, arity)
-            program, = pipeline.build(path, CDialect().prelude(), [unit]) if path else [None]
+            program, = pipeline.build(path, CDialect().prelude() + mathlib.fast_source(), [unit]) if path else [None]
             ok = program is not None and not isinstance(program, CompileError)
             _BUILT[op] = _Entry(program, unit[0], arity) if ok else None
         return _BUILT[op]

@@ -28,6 +28,9 @@ UNARY = {
 }
 # (float, float) -> float
 BINARY = {"atan2": "rn_atan2f", "hypot": "rn_hypotf", "pow": "rn_powf", "logaddexp": "rn_logaddexpf"}
+# library function -> its fast path (c_src/rn_math_fast.h: `float f(float x, int *slow)`,
+# the library's bits wherever it leaves *slow at 0)
+FAST = {"rn_expf": "rn_expf_fast", "rn_logf": "rn_logf_fast", "rn_tanhf": "rn_tanhf_fast"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,6 +41,13 @@ def source():
     with open(os.path.join(HERE, "rn_math_fixes.h")) as f:
         fixes = f.read()
     return text.replace('#include "rn_math_fixes.h"\n', fixes)
+
+
+@functools.lru_cache(maxsize=None)
+def fast_source():
+    """rn_math_fast.h: the fast paths of `FAST`, for a dialect's prelude (as `source()`)."""
+    with open(os.path.join(HERE, "rn_math_fast.h")) as f:
+        return f.read()
 
 
 def function(op):

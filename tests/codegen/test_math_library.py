@@ -106,7 +106,10 @@ def library():
              f"y[i] = {fn}(x[i]); }}" for op, fn in mathlib.UNARY.items()]
     loops += [f"void b_{op}(const float *x, const float *z, float *y, int64_t n) {{ for (int64_t i = 0; "
               f"i < n; i++) y[i] = {fn}(x[i], z[i]); }}" for op, fn in mathlib.BINARY.items()]
-    source = HEADER + mathlib.source() + "\n".join(loops) + "\n"
+    loops += [f"void f_{op}(const float *x, float *y, int32_t *slow, int64_t n) {{ for (int64_t i = 0; "
+              f"i < n; i++) {{ int s; y[i] = {mathlib.FAST[fn]}(x[i], &s); slow[i] = s; }} }}"
+              for op, fn in mathlib.UNARY.items() if fn in mathlib.FAST]
+    source = HEADER + mathlib.source() + mathlib.fast_source() + "\n".join(loops) + "\n"
     flags = [f for f in FLAGS if f != "-shared"]
     key = hashlib.sha256((source + " ".join(flags)).encode()).hexdigest()[:24]
     folder = os.path.join(os.path.dirname(disk_cache.directory()), "mathlib-test")
@@ -128,6 +131,15 @@ def run_unary(lib, op, x):
     getattr(lib, f"u_{op}")(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p),
                             ctypes.c_int64(x.size))
     return y
+
+
+def run_fast(lib, op, x):
+    """The fast path of `op` (rn_math_fast.h) on x: its results and its slow flags."""
+    x = np.ascontiguousarray(x, F32)
+    y, slow = np.empty_like(x), np.empty(x.shape, np.int32)
+    getattr(lib, f"f_{op}")(x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p),
+                            slow.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(x.size))
+    return y, slow.astype(bool)
 
 
 def run_binary(lib, op, a, b):
@@ -267,6 +279,38 @@ def test_binary_functions_are_correctly_rounded(library, op):
 
 
 # ---------------------------------------------------------------- through the kernels
+
+FAST_OPS = [op for op, fn in mathlib.UNARY.items() if fn in mathlib.FAST]
+
+
+@pytest.mark.parametrize("op", FAST_OPS)
+def test_fast_paths_give_the_library_bits_and_the_eager_ops_use_them(library, op):
+    """rn_math_fast.h: wherever a fast path leaves its slow flag at 0 its result is the
+    library's (correctly rounded) one, it flags every special value and few others, and
+    the eager op, which runs it in blocks and the library's function on what it flags,
+    gives the library's bits, flagged inputs included (the exhaustive form of the first
+    claim is scripts/check_fast_paths.py)."""
+    from rune.backends import eager_mathlib
+    from rune.backends.cpu.backend import IMPLS
+    rng = np.random.default_rng(11)
+    lo, hi = (1e-3, 1e3) if op == "log" else (-20, 20)
+    inside = rng.uniform(lo, hi, 1 << 17).astype(F32)
+    # 2^20 consecutive floats: near-midpoint results (one in 2^14 to 2^17) among them
+    run = (np.arange(1 << 20, dtype=np.uint32) + np.float32(1.5).view(np.uint32)).view(F32)
+    bits = rng.integers(0, 2 ** 32, 1 << 17, dtype=np.uint64).astype(np.uint32).view(F32)
+    x = np.concatenate([inside, run, bits, SPECIALS])
+    got, slow = run_fast(library, op, x)
+    want = run_unary(library, op, x)
+    assert_bits(got[~slow], want[~slow], [x[~slow]], f"{op}'s fast path where it did not flag")
+    assert slow[~np.isfinite(x)].all() and slow[x == 0].all() == (op != "exp")
+    assert slow[:inside.size].mean() < 2 ** -10, "the fast path flags more than its gate allows"
+    flagged = x[slow & np.isfinite(x)]
+    assert 0 < flagged.size and slow[inside.size:inside.size + run.size].any()
+    eager = eager_mathlib.wrap(np, IMPLS)[op]
+    with np.errstate(all="ignore"):
+        for args in (x, flagged, x[:1000]):   # threaded blocks, the flagged alone, one short call
+            assert_bits(eager(args), run_unary(library, op, args), [args], f"eager {op}")
+
 
 def _program_inputs(n=2048):
     """Inputs for every function in one program: bit patterns, moderate values, specials."""

@@ -1,0 +1,94 @@
+/* Fast paths of rune's float32 exp, log and tanh: the library's bits (rn_math.h), for
+   nearly every input, at about half the cost.
+
+   Each `rn_<name>f_fast(x, &slow)` evaluates in double with short polynomials (relative
+   error near 2^-40 where the library's functions keep below 2^-52) and rounds once to
+   float. That float is the correctly rounded result unless the double lies within the
+   function's gate (its error bound, in double ulps) of a midpoint between two floats;
+   there, and outside the range the fast path covers (special values, overflow,
+   subnormal results), it sets *slow and the caller must use the library's function.
+   Where *slow is 0 the result is the library's result, bit for bit: both are the
+   correctly rounded value. scripts/check_fast_paths.py checks this on all 2^32 inputs
+   of each function (docs/numerics.md); about one input in 2^15 takes the slow path.
+
+   No branch: a loop of calls vectorizes, computing *slow with the result, and a second
+   pass redoes the rare flagged elements (rune/backends/eager_mathlib.py). The
+   coefficients are Chebyshev fits by scripts/fit_fast_paths.py. Same operations as the
+   library (IEEE basic operations, explicit fma, bit manipulation), so the text is valid
+   in both dialects. */
+
+RN_FN uint64_t rn_fast_dbits(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
+RN_FN double rn_fast_bitsd(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
+RN_FN uint32_t rn_fast_fbits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
+RN_FN float rn_fast_bitsf(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+/* Whether the normal double with bits b lies within `gate` double ulps of a midpoint
+   between two floats (the 29 bits a float drops are 2^28 there). One unsigned
+   comparison: the difference wraps around for bits below the window. */
+RN_FN int rn_fast_near_midpoint(uint64_t b, uint64_t gate) {
+  return ((b & 0x1fffffffull) - (0x10000000ull - gate)) < 2 * gate;
+}
+
+#define RN_FAST_INVLN2 0x1.71547652b82fep+0
+#define RN_FAST_LN2 0x1.62e42fefa39efp-1
+
+/* e^x = 2^k e^r, r = x - k ln 2 (one fma: |k| <= 128 and ln 2's double is within 2^-54
+   of it, so r is within 2^-47 of exact), e^r by a degree-8 fit on |r| <= ln(2)/2
+   (error 2^-40.2, relative 2^-39.7); gate 2^14 ulps (2^-39 relative). Covers
+   -87 < x < 88.7, where e^x is a normal float. */
+RN_FN float rn_expf_fast(float x, int *slow) {
+  double xd = x;
+  double t = xd * RN_FAST_INVLN2 + 0x1.8p52;   /* k in t's low bits */
+  double k = t - 0x1.8p52;
+  double r = fma(k, -RN_FAST_LN2, xd);
+  double r2 = r * r, r4 = r2 * r2;
+  double a0 = fma(0x1.ffffffffd38bdp-1, r, 1.0);
+  double a1 = fma(0x1.555555a26e454p-3, r, 0x1.fffffffff71cep-2);
+  double a2 = fma(0x1.111080ad98b3fp-7, r, 0x1.5555557428fc1p-5);
+  double a3 = fma(0x1.a1aa7fabf2756p-13, r, 0x1.6c164df3ec5dfp-10);
+  double p = fma(fma(0x1.a15a501238ce0p-16, r4, fma(a3, r2, a2)), r4, fma(a1, r2, a0));
+  uint64_t y = rn_fast_dbits(p) + (rn_fast_dbits(t) << 52);   /* p 2^k (t's bits << 52 = k << 52) */
+  *slow = !(x > -87.0f && x < 88.7f) | rn_fast_near_midpoint(y, 1ull << 14);
+  return (float)rn_fast_bitsd(y);
+}
+
+/* log x = e ln 2 + log(m), x = 2^e m with m in [sqrt(1/2), sqrt(2)) (m - 1 = f exact),
+   log(m) = 2 atanh(s) = 2s + 2s z P(z), s = f / (2 + f), z = s^2 <= 0.0295, P a
+   degree-4 fit (error 2^-38.0 on P, 2^-43.1 relative on log m); gate 2^12 ulps.
+   Covers positive normal x. */
+RN_FN float rn_logf_fast(float x, int *slow) {
+  uint32_t u = rn_fast_fbits(x);
+  int e = (int32_t)(u - 0x3f3504f3u) >> 23;      /* the binade of x / sqrt(1/2) */
+  float m = rn_fast_bitsf(u - ((uint32_t)e << 23));
+  double f = (double)m - 1.0, s = f / (2.0 + f), z = s * s, z2 = z * z;
+  double P = fma(fma(0x1.8c8c11e5b9853p-4, z2, fma(0x1.c67ada0177669p-4, z, 0x1.249323e4d807bp-3)), z2,
+                 fma(0x1.999998cafbf29p-3, z, 0x1.5555555564e96p-2));
+  double t = s + s;
+  double y = fma((double)e, RN_FAST_LN2, fma(t * z, P, t));
+  *slow = !(x >= 0x1p-126f && x <= 0x1.fffffep127f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 12);
+  return (float)y;
+}
+
+/* tanh |x| = em / (em + 2), em = e^(2|x|) - 1 = 2^k r Q(r) + (2^k - 1), with
+   r = |x| - k ln(2)/2 (|r| <= ln(2)/4) and r Q(r) = e^(2r) - 1 by a degree-8 fit of Q
+   (relative error 2^-43.5; em's is at most 3.4 times that, at k = 1, r = -ln(2)/4);
+   gate 2^13 ulps. The sign is x's. Covers 2^-60 <= |x| <= 88 (2^k stays a double;
+   past 9.01 the result rounds to 1). */
+RN_FN float rn_tanhf_fast(float x, int *slow) {
+  float a = rn_fast_bitsf(rn_fast_fbits(x) & 0x7fffffffu);
+  double ad = a;
+  double t = ad * (2 * RN_FAST_INVLN2) + 0x1.8p52;
+  double k = t - 0x1.8p52;
+  double r = fma(k, -0.5 * RN_FAST_LN2, ad);
+  double r2 = r * r, r4 = r2 * r2;
+  double b0 = fma(0x1.fffffffff71cdp+0, r, 2.0);
+  double b1 = fma(0x1.55555574291f1p-1, r, 0x1.5555555553b7dp+0);
+  double b2 = fma(0x1.6c164df394f2ep-4, r, 0x1.1111111c45ef2p-2);
+  double b3 = fma(0x1.a15a508b8668cp-8, r, 0x1.a019adab7c510p-6);
+  double q = fma(fma(0x1.72c721633e56ap-10, r4, fma(b3, r2, b2)), r4, fma(b1, r2, b0));
+  double scale = rn_fast_bitsd(0x3ff0000000000000ull + (rn_fast_dbits(t) << 52));   /* 2^k */
+  double em = fma(scale * r, q, scale - 1.0);
+  double y = em / (em + 2.0);
+  *slow = !(a >= 0x1p-60f && a <= 88.0f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 13);
+  return rn_fast_bitsf(rn_fast_fbits((float)y) | (rn_fast_fbits(x) & 0x80000000u));
+}
