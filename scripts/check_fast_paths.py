@@ -5,11 +5,12 @@ rn_math_fast.h) against the library's functions, bit for bit, over every float32
     python scripts/check_fast_paths.py tanh --start 0 --stop 0x80000000
 
 What runs is the eager op's own C unit (rune/backends/eager_mathlib.py: the fast path in
-blocks, the library's function where it flags an element), compiled with rune's C flags
-beside the library's text. The library's functions are correctly rounded on every input
-(scripts/check_math_exhaustive.py), so no mismatch here means the eager ops are too.
-Reports the mismatches and how many inputs took the slow path. Not a CI test: about 20 s
-a function on two cores.
+blocks, the library's function where it flags an element) and the function's SIMD clones
+that the kernels call (rune/codegen/c_src/simd_clones.h: each ISA variant this CPU has),
+compiled with rune's C flags beside the library's text. The library's functions are
+correctly rounded on every input (scripts/check_math_exhaustive.py), so no mismatch here
+means the eager ops and the kernels are too. Reports the mismatches and how many inputs
+took the slow path. Not a CI test: about a minute a function on two cores.
 """
 import argparse
 import ctypes
@@ -29,44 +30,76 @@ from rune.codegen.c import CDialect  # noqa: E402
 
 CHUNK = 1 << 22
 
+COMMON = r"""
+/* a mismatch (input, path, result, library's) of the eager unit (path 0) or a SIMD
+   clone (paths 1-4: b, c, d, e) */
+static void record(uint32_t *bad, int64_t *nbad, int64_t cap, uint32_t x, uint32_t path, float got, float want) {
+  if (rn_fbits(got) == rn_fbits(want) || (got != got && want != want)) return;
+  int64_t j;
+  #pragma omp atomic capture
+  j = (*nbad)++;
+  if (j < cap) { bad[4 * j] = x; bad[4 * j + 1] = path; bad[4 * j + 2] = rn_fbits(got); bad[4 * j + 3] = rn_fbits(want); }
+}
+#define CLONE_CHECK(isa, path, lanes, fn)                                               \
+  for (int64_t i = 0; i + lanes <= n; i += lanes) {                                    \
+    fn##_##isa##_vector v;                                                              \
+    memcpy(&v, x + i, sizeof v);                                                        \
+    v = _ZGV##isa##N##lanes##v_##fn(v);                                                 \
+    memcpy(y + i, &v, sizeof v);                                                        \
+  }                                                                                     \
+  for (int64_t i = 0; i < n; i++) record(bad, nbad, cap, (uint32_t)(c + i), path, y[i], want[i]);
+"""
+
 CHECK = r"""
-/* inputs [start, stop): mismatches (input, eager, library); the slow path's count */
+/* inputs [start, stop): the mismatches and the slow path's count */
 void check_%(op)s(uint64_t start, uint64_t stop, uint32_t *bad, int64_t *nbad, int64_t *nslow, int64_t cap) {
   #pragma omp parallel for schedule(dynamic, 1)
   for (uint64_t c = start; c < stop; c += %(chunk)d) {
     float *x = malloc(sizeof(float) * %(chunk)d), *y = malloc(sizeof(float) * %(chunk)d);
+    float *want = malloc(sizeof(float) * %(chunk)d);
     int64_t n = stop - c < %(chunk)d ? (int64_t)(stop - c) : %(chunk)d, slow = 0;
-    for (int64_t i = 0; i < n; i++) x[i] = rn_bitsf((uint32_t)(c + i));
-    rn_eager_%(op)s_call(x, y, n);
     for (int64_t i = 0; i < n; i++) {
       int s;
+      x[i] = rn_bitsf((uint32_t)(c + i));
+      want[i] = %(fn)s_impl(x[i]);
       (void)%(fast)s(x[i], &s);
       slow += s;
-      float want = %(fn)s_impl(x[i]);
-      if (rn_fbits(y[i]) == rn_fbits(want) || (y[i] != y[i] && want != want)) continue;
-      int64_t j;
-      #pragma omp atomic capture
-      j = (*nbad)++;
-      if (j < cap) { bad[3 * j] = (uint32_t)(c + i); bad[3 * j + 1] = rn_fbits(y[i]); bad[3 * j + 2] = rn_fbits(want); }
     }
+    rn_eager_%(op)s_call(x, y, n);
+    for (int64_t i = 0; i < n; i++) record(bad, nbad, cap, (uint32_t)(c + i), 0, y[i], want[i]);
+#if RN_X86_CLONES
+    CLONE_CHECK(b, 1, 4, %(fn)s)
+#if defined(__AVX__)
+    CLONE_CHECK(c, 2, 8, %(fn)s)
+#endif
+#if defined(__AVX2__)
+    CLONE_CHECK(d, 3, 8, %(fn)s)
+#endif
+#if defined(__AVX512F__)
+    CLONE_CHECK(e, 4, 16, %(fn)s)
+#endif
+#endif
     #pragma omp atomic
     *nslow += slow;
     free(x);
     free(y);
+    free(want);
   }
 }
 """
+PATHS = ("the eager unit", "clone b (SSE2)", "clone c (AVX)", "clone d (AVX2)", "clone e (AVX-512)")
 
 
 def build(ops):
-    """The harness: the library inlined (`<fn>_impl`), each public name a function over
-    it, the fast paths, each op's eager unit and its check."""
-    wrappers = "".join(f"float {fn}(float x) {{ return {fn}_impl(x); }}\n"
-                       for fn in (mathlib.UNARY[op] for op in ops))
+    """The harness: the library inlined (`<fn>_impl`), each function's unit of the
+    library as the kernels load it (the function and its SIMD clones), each op's eager
+    unit and its check."""
+    dialect = CDialect()
+    functions = "".join(dialect.math_function(mathlib.UNARY[op])[1] for op in ops)
     units = "".join(eager_mathlib._unit(op, mathlib.UNARY[op], 1)[1] for op in ops)
     checks = "".join(CHECK % {"op": op, "fn": mathlib.UNARY[op], "fast": mathlib.FAST[mathlib.UNARY[op]],
                               "chunk": CHUNK} for op in ops)
-    text = "#include <stdlib.h>\n" + CDialect().math_library() + wrappers + mathlib.fast_source() + units + checks
+    text = "#include <stdlib.h>\n" + dialect.math_library() + functions + units + COMMON + checks
     folder = tempfile.mkdtemp(prefix="rune-fastcheck-")
     src, lib = os.path.join(folder, "check.c"), os.path.join(folder, "check.so")
     with open(src, "w") as f:
@@ -76,13 +109,14 @@ def build(ops):
 
 
 def run(lib, op, start, stop, cap=64):
-    """(mismatches as (input, eager, library) bit triples, slow-path count) over [start, stop)."""
-    bad = (ctypes.c_uint32 * (3 * cap))()
+    """(mismatch count, the first as (input, path, result, library's) bits, slow-path count)
+    over [start, stop)."""
+    bad = (ctypes.c_uint32 * (4 * cap))()
     nbad, nslow = ctypes.c_int64(0), ctypes.c_int64(0)
     getattr(lib, f"check_{op}")(ctypes.c_uint64(start), ctypes.c_uint64(stop), bad, ctypes.byref(nbad),
                                 ctypes.byref(nslow), ctypes.c_int64(cap))
     shown = min(nbad.value, cap)
-    return nbad.value, [tuple(bad[3 * i:3 * i + 3]) for i in range(shown)], nslow.value
+    return nbad.value, [tuple(bad[4 * i:4 * i + 4]) for i in range(shown)], nslow.value
 
 
 def main():
@@ -102,10 +136,11 @@ def main():
         t0 = time.time()
         count, shown, slow = run(lib, op, args.start, args.stop)
         total = args.stop - args.start
-        print(f"{op}: {total} inputs, {count} differ from the library, {slow} took the slow path "
+        print(f"{op}: {total} inputs, {count} results of the eager unit and the SIMD clones differ from "
+              f"the library, {slow} took the slow path "
               f"({slow / total:.2e}), {time.time() - t0:.0f} s")
-        for x, got, want in shown:
-            print(f"  x=0x{x:08x}: eager 0x{got:08x}, library 0x{want:08x}")
+        for x, path, got, want in shown:
+            print(f"  x=0x{x:08x}: {PATHS[path]} 0x{got:08x}, library 0x{want:08x}")
         failed |= count > 0
     sys.exit(1 if failed else 0)
 

@@ -98,16 +98,22 @@ class CDialect(CStyle):
         names = mathlib.functions()
         return (_C_PRELUDE + "#define RN_MATH_FN static inline __attribute__((always_inline))\n"
                 + "".join(f"#define {fn} {fn}_impl\n" for fn in names) + mathlib.source()
-                + "".join(f"#undef {fn}\n" for fn in names))
+                + "".join(f"#undef {fn}\n" for fn in names) + mathlib.fast_source() + _SIMD_CLONES)
 
     def math_function(self, fn):
         """The math library's unit exporting `fn` and its SIMD clones under the name the
-        kernels' prelude declares (after `math_library()`), with its (empty) entry point."""
+        kernels' prelude declares (after `math_library()`), with its (empty) entry point.
+        A function with a fast path gets the clones of simd_clones.h where that header
+        can write them (gcc on x86-64), gcc's elsewhere."""
         params = ", ".join(f"float x{i}" for i in range(mathlib.arity(fn)))
         args = ", ".join(f"x{i}" for i in range(mathlib.arity(fn)))
         name = f"rn_library_{fn}"
-        return name, (f"__attribute__(({_MATH_ATTRIBUTES})) float {fn}({params}) {{ return {fn}_impl({args}); }}\n"
-                      f"void {name}_run(void **b) {{ (void)b; }}\n")
+        body = f"float {fn}({params}) {{ return {fn}_impl({args}); }}\n"
+        exported = f"__attribute__(({_MATH_ATTRIBUTES})) {body}"
+        if fn in mathlib.FAST:
+            exported = (f"#if RN_X86_CLONES\n__attribute__((const)) {body}RN_CLONES({fn}, {mathlib.FAST[fn]})\n"
+                        f"#else\n{exported}#endif\n")
+        return name, exported + f"void {name}_run(void **b) {{ (void)b; }}\n"
 
     def kernel(self, kernel, name, row=None):
         """`kernel` as a C function `name(void **b)`; with `row` (rune/codegen/rows.py),
@@ -339,6 +345,7 @@ class CDialect(CStyle):
 
 
 _C_PRELUDE = read("c_prelude.h")   # headers and RN_FN
+_SIMD_CLONES = read("simd_clones.h")   # the math library's clones of functions with a fast path
 
 # rune's math functions (rn_math.h) as SIMD clones, GCC's vector variants as libmvec's: a
 # fused loop calls the clone on whole vectors (_ZGVeN16v_rn_expf: 16 floats, AVX-512).

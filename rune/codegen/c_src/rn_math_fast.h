@@ -35,7 +35,8 @@ RN_FN int rn_fast_near_midpoint(uint64_t b, uint64_t gate) {
 /* e^x = 2^k e^r, r = x - k ln 2 (one fma: |k| <= 128 and ln 2's double is within 2^-54
    of it, so r is within 2^-47 of exact), e^r by a degree-8 fit on |r| <= ln(2)/2
    (error 2^-40.2, relative 2^-39.7); gate 2^14 ulps (2^-39 relative). Covers
-   -87 < x < 88.7, where e^x is a normal float. */
+   -87 < x < 88.7, where e^x is a normal float, and x < -104 (-inf included), where it
+   rounds to +0: a softmax's masked scores take no slow path. */
 RN_FN float rn_expf_fast(float x, int *slow) {
   double xd = x;
   double t = xd * RN_FAST_INVLN2 + 0x1.8p52;   /* k in t's low bits */
@@ -48,8 +49,9 @@ RN_FN float rn_expf_fast(float x, int *slow) {
   double a3 = fma(0x1.a1aa7fabf2756p-13, r, 0x1.6c164df3ec5dfp-10);
   double p = fma(fma(0x1.a15a501238ce0p-16, r4, fma(a3, r2, a2)), r4, fma(a1, r2, a0));
   uint64_t y = rn_fast_dbits(p) + (rn_fast_dbits(t) << 52);   /* p 2^k (t's bits << 52 = k << 52) */
-  *slow = !(x > -87.0f && x < 88.7f) | rn_fast_near_midpoint(y, 1ull << 14);
-  return (float)rn_fast_bitsd(y);
+  int zero = x < -104.0f;
+  *slow = !zero & (!(x > -87.0f && x < 88.7f) | rn_fast_near_midpoint(y, 1ull << 14));
+  return zero ? 0.0f : (float)rn_fast_bitsd(y);
 }
 
 /* log x = e ln 2 + log(m), x = 2^e m with m in [sqrt(1/2), sqrt(2)) (m - 1 = f exact),
@@ -72,11 +74,11 @@ RN_FN float rn_logf_fast(float x, int *slow) {
 /* tanh |x| = em / (em + 2), em = e^(2|x|) - 1 = 2^k r Q(r) + (2^k - 1), with
    r = |x| - k ln(2)/2 (|r| <= ln(2)/4) and r Q(r) = e^(2r) - 1 by a degree-8 fit of Q
    (relative error 2^-43.5; em's is at most 3.4 times that, at k = 1, r = -ln(2)/4);
-   gate 2^13 ulps. The sign is x's. Covers 2^-60 <= |x| <= 88 (2^k stays a double;
-   past 9.01 the result rounds to 1). */
+   gate 2^13 ulps. The sign is x's. Covers |x| >= 2^-60, infinities included: past 9.01
+   the result rounds to 1, and |x| is taken as at most 88 (2^k stays a double). */
 RN_FN float rn_tanhf_fast(float x, int *slow) {
   float a = rn_fast_bitsf(rn_fast_fbits(x) & 0x7fffffffu);
-  double ad = a;
+  double ad = a < 88.0f ? a : 88.0f;
   double t = ad * (2 * RN_FAST_INVLN2) + 0x1.8p52;
   double k = t - 0x1.8p52;
   double r = fma(k, -0.5 * RN_FAST_LN2, ad);
@@ -89,6 +91,6 @@ RN_FN float rn_tanhf_fast(float x, int *slow) {
   double scale = rn_fast_bitsd(0x3ff0000000000000ull + (rn_fast_dbits(t) << 52));   /* 2^k */
   double em = fma(scale * r, q, scale - 1.0);
   double y = em / (em + 2.0);
-  *slow = !(a >= 0x1p-60f && a <= 88.0f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 13);
+  *slow = !(a >= 0x1p-60f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 13);
   return rn_fast_bitsf(rn_fast_fbits((float)y) | (rn_fast_fbits(x) & 0x80000000u));
 }
