@@ -24,7 +24,7 @@ from ..codegen import mathlib
 from ..errors import CompileError
 from . import pipeline
 from .cpu import threads
-from .cpu.address import address
+from .cpu.address import DATA_OFFSET, address
 
 PARALLEL = 1 << 15   # elements from which a call's loop runs on several threads
 BLOCK = 512          # elements per pass of a fast path (mathlib.FAST) and its fix-up
@@ -62,6 +62,12 @@ def _unit(op, fn, arity):
              f"  {parallel}\n}}\n"
              f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
              f"*(const int64_t *)b[{arity + 1}]); }}\n")
+    # <name>_arrays(array objects..., n, offset): the arrays' data pointers read at
+    # `offset` in their objects (address.DATA_OFFSET)
+    objects = "".join(f"const char *a{i}, " for i in range(arity))
+    data = "".join(f"*(const float **)(a{i} + offset), " for i in range(arity))
+    text += (f"void {name}_arrays({objects}const char *out, int64_t n, int64_t offset) {{ "
+             f"{name}_call({data}*(float **)(out + offset), n); }}\n")
     return name, text, ()
 
 
@@ -88,6 +94,13 @@ class _Entry:
         self.direct = getattr(program.lib, name + "_call")
         self.direct.argtypes = [ctypes.c_void_p] * (arity + 1) + [ctypes.c_int64]
         self.direct.restype = None
+        # (id(x)..., id(out), n, DATA_OFFSET), on the calling thread; None where the
+        # offset is unknown
+        self.arrays = None
+        if DATA_OFFSET is not None:
+            self.arrays = getattr(program.lib, name + "_arrays")
+            self.arrays.argtypes = [ctypes.c_void_p] * (arity + 1) + [ctypes.c_int64, ctypes.c_int64]
+            self.arrays.restype = None
 
     def __call__(self, args):
         out = np.empty(args[0].shape, F32)
@@ -124,6 +137,15 @@ def _entry(op):
 def _replacement(op, before):
     """`op` through the library for float32 (and 16-bit float) operands, `before` else."""
     def run(*args):
+        # the common call first: one C-ordered float32 array (an eager op on a small
+        # array costs about what NumPy's does plus the C call through ctypes)
+        a = args[0]
+        if len(args) == 1 and type(a) is np.ndarray and a.dtype is F32 and a.flags.c_contiguous:
+            entry = _BUILT.get(op)
+            if entry is not None and entry.arrays is not None and a.size < PARALLEL:
+                out = np.empty_like(a)
+                entry.arrays(id(a), id(out), a.size, DATA_OFFSET)
+                return out
         dtype = getattr(args[0], "dtype", None)
         if dtype != F32 and dtype not in LOW or any(getattr(a, "dtype", None) != dtype for a in args):
             return before(*args)

@@ -156,9 +156,26 @@ def current():
 def bind(prim, *args, **params):
     """Apply primitive `prim` to `args` in the current interpreter."""
     interp = _current.interp
-    if interp is EVAL and not params and len(args) == 2:   # eager: bind_binary's shortcut
-        return bind_binary(prim, args[0], args[1])
+    if interp is EVAL and not params:   # eager: the shortcuts of one and two operands
+        if len(args) == 2:
+            return bind_binary(prim, args[0], args[1])
+        if len(args) == 1 and type(args[0]) is Array:
+            return _bind_unary(prim, args[0])
     return interp.process(prim, args, params)
+
+
+def _bind_unary(prim, x):
+    """`bind(prim, x)` eagerly for one Array operand and no parameters (exp, tanh,
+    negative, ...): the eval interpreter's rule, as `bind_binary` runs it for two."""
+    raw = x._raw
+    impl = prim.impls.get(x.device.nd_name if raw.ndim else x.device.name)
+    if impl is None or prim.multiple_results:   # the first call on this device, or not a backend op
+        return EVAL.process(prim, (x,), {})
+    try:
+        out = impl(raw)
+    except Exception as e:
+        raise_user_error(prim, (x,), {}, e)
+    return Array(out, x.device, x.weak)
 
 
 def bind_binary(prim, x, y):
