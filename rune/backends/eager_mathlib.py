@@ -24,7 +24,8 @@ from ..codegen import mathlib
 from ..errors import CompileError
 from . import pipeline
 from .cpu import threads
-from .cpu.address import DATA_OFFSET, address
+from .cpu import ufunc
+from .cpu.address import address
 
 PARALLEL = 1 << 15   # elements from which a call's loop runs on several threads
 BLOCK = 512          # elements per pass of a fast path (mathlib.FAST) and its fix-up
@@ -35,6 +36,7 @@ UNARY, BINARY = dict(mathlib.UNARY), dict(mathlib.BINARY)
 
 _LOCK = threading.Lock()
 _BUILT = {}   # op -> compiled entry (or None: no compiler)
+_UFUNCS = {}  # op -> its entry's ufunc, where it has one (small calls)
 
 
 def _unit(op, fn, arity):
@@ -62,12 +64,16 @@ def _unit(op, fn, arity):
              f"  {parallel}\n}}\n"
              f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
              f"*(const int64_t *)b[{arity + 1}]); }}\n")
-    # <name>_arrays(array objects..., n, offset): the arrays' data pointers read at
-    # `offset` in their objects (address.DATA_OFFSET)
-    objects = "".join(f"const char *a{i}, " for i in range(arity))
-    data = "".join(f"*(const float **)(a{i} + offset), " for i in range(arity))
-    text += (f"void {name}_arrays({objects}const char *out, int64_t n, int64_t offset) {{ "
-             f"{name}_call({data}*(float **)(out + offset), n); }}\n")
+    # <name>_loop: a NumPy ufunc's loop (rune/backends/cpu/ufunc.py), contiguous
+    # operands through <name>_call, strided ones (a view, a broadcast operand) one by one
+    contiguous = " && ".join(f"steps[{i}] == 4" for i in range(arity + 1))
+    pointers = "".join(f"(const float *)args[{i}], " for i in range(arity))
+    strided = ", ".join(f"*(const float *)(args[{i}] + i * steps[{i}])" for i in range(arity))
+    text += (f"void {name}_loop(char **args, const int64_t *dims, const int64_t *steps, void *data) {{\n"
+             f"  (void)data;\n"
+             f"  if ({contiguous}) {{ {name}_call({pointers}(float *)args[{arity}], dims[0]); return; }}\n"
+             f"  for (int64_t i = 0; i < dims[0]; i++) *(float *)(args[{arity}] + i * steps[{arity}]) = {fn}({strided});\n"
+             f"}}\n")
     return name, text, ()
 
 
@@ -94,13 +100,10 @@ class _Entry:
         self.direct = getattr(program.lib, name + "_call")
         self.direct.argtypes = [ctypes.c_void_p] * (arity + 1) + [ctypes.c_int64]
         self.direct.restype = None
-        # (id(x)..., id(out), n, DATA_OFFSET), on the calling thread; None where the
-        # offset is unknown
-        self.arrays = None
-        if DATA_OFFSET is not None:
-            self.arrays = getattr(program.lib, name + "_arrays")
-            self.arrays.argtypes = [ctypes.c_void_p] * (arity + 1) + [ctypes.c_int64, ctypes.c_int64]
-            self.arrays.restype = None
+        # the unit's loop as a NumPy ufunc, for small calls (None where NumPy's C API is
+        # out of reach): NumPy's call costs a microsecond less than one through ctypes
+        self.ufunc = ufunc.make(name, ctypes.cast(getattr(program.lib, name + "_loop"), ctypes.c_void_p).value,
+                                arity)
 
     def __call__(self, args):
         out = np.empty(args[0].shape, F32)
@@ -131,21 +134,24 @@ def _entry(op):
             program, = pipeline.build(path, CDialect().prelude() + mathlib.fast_source(), [unit]) if path else [None]
             ok = program is not None and not isinstance(program, CompileError)
             _BUILT[op] = _Entry(program, unit[0], arity) if ok else None
+            if ok and _BUILT[op].ufunc is not None:
+                _UFUNCS[op] = _BUILT[op].ufunc
         return _BUILT[op]
 
 
 def _replacement(op, before):
     """`op` through the library for float32 (and 16-bit float) operands, `before` else."""
     def run(*args):
-        # the common call first: one C-ordered float32 array (an eager op on a small
-        # array costs about what NumPy's does plus the C call through ctypes)
+        # the common call first: small float32 arrays through the unit's ufunc, which
+        # costs about what NumPy's own call does (a 0-d result stays an array below)
         a = args[0]
-        if len(args) == 1 and type(a) is np.ndarray and a.dtype is F32 and a.flags.c_contiguous:
-            entry = _BUILT.get(op)
-            if entry is not None and entry.arrays is not None and a.size < PARALLEL:
-                out = np.empty_like(a)
-                entry.arrays(id(a), id(out), a.size, DATA_OFFSET)
-                return out
+        small = _UFUNCS.get(op)
+        if small is not None and type(a) is np.ndarray and a.dtype is F32 and a.ndim and a.size < PARALLEL:
+            if len(args) == 1:
+                return small(a)
+            b = args[1]
+            if type(b) is np.ndarray and b.dtype is F32 and b.shape == a.shape:
+                return small(a, b)
         dtype = getattr(args[0], "dtype", None)
         if dtype != F32 and dtype not in LOW or any(getattr(a, "dtype", None) != dtype for a in args):
             return before(*args)
