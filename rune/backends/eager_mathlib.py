@@ -43,17 +43,18 @@ def _unit(op, fn, arity):
     """The C unit of one op: <name>_call(x..., y, n) and the pipeline's entry
     <name>_run(b) over b = (x..., y, &n)."""
     name = f"rn_eager_{op}"
+    text = "#include <fenv.h>\n"
     params = "".join(f"const float *x{i}, " for i in range(arity))
     ins = ", ".join(f"x{i}[i]" for i in range(arity))
     args = "".join(f"(const float *)b[{i}], " for i in range(arity))
     fast = mathlib.FAST.get(fn)
     if fast:   # blocks of the fast path (threads split the blocks)
-        text = _blocks(name, fn, fast)
+        text += _blocks(name, fn, fast)
         serial = (f"for (int64_t s = 0; s < n; s += {BLOCK}) "
                   f"{name}_block(x0 + s, y + s, n - s < {BLOCK} ? n - s : {BLOCK});")
         parallel = f"#pragma omp parallel for schedule(static)\n  {serial}"
     else:
-        text, loop = "", f"for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});"
+        loop = f"for (int64_t i = 0; i < n; i++) y[i] = {fn}({ins});"
         serial, parallel = f"#pragma omp simd\n    {loop}", f"#pragma omp parallel for simd schedule(static)\n  {loop}"
     # (a short call never enters an OpenMP region: even one an `if` clause keeps to
     # one thread costs microseconds, more than the loop over a few elements)
@@ -65,14 +66,18 @@ def _unit(op, fn, arity):
              f"void {name}_run(void **b) {{ {name}_call({args}(float *)b[{arity}], "
              f"*(const int64_t *)b[{arity + 1}]); }}\n")
     # <name>_loop: a NumPy ufunc's loop (rune/backends/cpu/ufunc.py), contiguous
-    # operands through <name>_call, strided ones (a view, a broadcast operand) one by one
+    # operands through <name>_call, strided ones (a view, a broadcast operand) one by one.
+    # It clears the floating-point flags it raised: NumPy turns them into warnings after
+    # a ufunc's loop, and rune's math functions are quiet (their flags come from the
+    # evaluation, not from the result: a fast path's NaN test, a clamped argument)
     contiguous = " && ".join(f"steps[{i}] == 4" for i in range(arity + 1))
     pointers = "".join(f"(const float *)args[{i}], " for i in range(arity))
     strided = ", ".join(f"*(const float *)(args[{i}] + i * steps[{i}])" for i in range(arity))
     text += (f"void {name}_loop(char **args, const int64_t *dims, const int64_t *steps, void *data) {{\n"
              f"  (void)data;\n"
-             f"  if ({contiguous}) {{ {name}_call({pointers}(float *)args[{arity}], dims[0]); return; }}\n"
-             f"  for (int64_t i = 0; i < dims[0]; i++) *(float *)(args[{arity}] + i * steps[{arity}]) = {fn}({strided});\n"
+             f"  if ({contiguous}) {name}_call({pointers}(float *)args[{arity}], dims[0]);\n"
+             f"  else for (int64_t i = 0; i < dims[0]; i++) *(float *)(args[{arity}] + i * steps[{arity}]) = {fn}({strided});\n"
+             f"  feclearexcept(FE_ALL_EXCEPT);\n"
              f"}}\n")
     return name, text, ()
 
