@@ -188,7 +188,7 @@ class CudaDialect(CStyle):
         return super().expression(node, args)
 
     def prelude(self):
-        return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers() + mathlib.source()
+        return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers() + mathlib.branching_source()
 
     # -------------------------------------------------------------- units
 

@@ -7,9 +7,13 @@ rounded (docs/numerics.md: how, and what the exhaustive checker found).
 
 `source()` is the library's text (its table of hard cases inlined), for a dialect's
 prelude after `RN_FN` and `RN_MATH_FN` are defined and <stdint.h>/<string.h> (or
-CUDA's) are in: the CUDA dialect includes it in every prelude; the C dialect compiles
-it once per machine into a shared library (rune/backends/cpu/math_library.py) and its
-kernels declare the functions (`declarations`). `UNARY` and `BINARY` map rune's op
+CUDA's) are in: the C dialect compiles it once per machine into a shared library
+(rune/backends/cpu/math_library.py) and its kernels declare the functions
+(`declarations`); the CUDA dialect includes `branching_source()` in every prelude.
+`FAST` names the functions with a fast path (c_src/rn_math_fast.h: the same bits for
+about half the work, the full evaluation where it flags an element): eager units run
+it in blocks, the C dialect's SIMD clones lane by lane (c_src/simd_clones.h), CUDA
+kernels per thread (`branching_source`). `UNARY` and `BINARY` map rune's op
 names to the library's float32 functions; 16-bit floats compute in float32 and round
 once on store, as before.
 """
@@ -48,6 +52,19 @@ def fast_source():
     """rn_math_fast.h: the fast paths of `FAST`, for a dialect's prelude (as `source()`)."""
     with open(os.path.join(HERE, "rn_math_fast.h")) as f:
         return f.read()
+
+
+def branching_source():
+    """The library for a dialect whose functions may branch per element (CUDA, where a
+    warp runs the library's full evaluation only when one of its lanes needs it): each
+    function with a fast path tries it first and calls the full evaluation, renamed
+    `<name>_full`, on what it flags. The same bits as `source()` (both are the correctly
+    rounded value: scripts/check_fast_paths.py), at about half the double-precision work."""
+    full = "".join(f"#define {fn} {fn}_full\n" for fn in FAST)
+    public = "".join(f"#undef {fn}\n" for fn in FAST)
+    tried = "".join(f"RN_MATH_FN float {fn}(float x) {{ int slow; float y = {fast}(x, &slow); "
+                    f"return slow ? {fn}_full(x) : y; }}\n" for fn, fast in FAST.items())
+    return full + source() + public + fast_source() + tried
 
 
 def function(op):

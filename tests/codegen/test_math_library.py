@@ -314,9 +314,9 @@ FAST_OPS = [op for op, fn in mathlib.UNARY.items() if fn in mathlib.FAST]
 def test_fast_paths_give_the_library_bits_and_eager_ops_and_kernels_use_them(library, op):
     """rn_math_fast.h: wherever a fast path leaves its slow flag at 0 its result is the
     library's (correctly rounded) one, it flags NaNs and few values in range, and
-    the eager op and the jitted kernel, which run it and the library's function on what
-    it flags, give the library's bits, flagged inputs included (the exhaustive form of
-    these claims is scripts/check_fast_paths.py)."""
+    the eager op, the jitted C kernel and the emulated CUDA kernel, which run it and the
+    library's function on what it flags, give the library's bits, flagged inputs
+    included (the exhaustive form of these claims for C is scripts/check_fast_paths.py)."""
     from rune.backends import eager_mathlib
     from rune.backends.cpu.backend import IMPLS
     rng = np.random.default_rng(11)
@@ -344,6 +344,14 @@ def test_fast_paths_give_the_library_bits_and_eager_ops_and_kernels_use_them(lib
     from rune.core.trace import bind
     kernel = rune.jit(lambda v: bind(P[op], v))
     assert_bits(np.asarray(kernel(x)), want, [x], f"jitted {op}")
+    # CUDA kernels try the fast path per thread (mathlib.branching_source): the emulated
+    # kernel on the flagged inputs, the special values and a stretch of the others
+    pytest.importorskip("rune.backends.cuda.emulator")
+    from rune.backends.cuda.emulator import compiler
+    if compiler() is not None:
+        some = np.concatenate([flagged, SPECIALS, run[:4096]])
+        assert_bits(np.asarray(kernel.emulate(some, target="cuda")), run_unary(library, op, some), [some],
+                    f"{op} in an emulated CUDA kernel")
 
 
 def _program_inputs(n=2048):
