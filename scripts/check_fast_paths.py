@@ -1,7 +1,7 @@
 """Check the eager fast paths of rune's float32 math library (rune/codegen/c_src/
 rn_math_fast.h) against the library's functions, bit for bit, over every float32 input.
 
-    python scripts/check_fast_paths.py            # exp, log and tanh: all 2**32 inputs each
+    python scripts/check_fast_paths.py            # every function with one: all 2**32 inputs each
     python scripts/check_fast_paths.py tanh --start 0 --stop 0x80000000
 
 What runs is the eager op's own C unit (rune/backends/eager_mathlib.py: the fast path in

@@ -1,5 +1,5 @@
-/* Fast paths of rune's float32 exp, log and tanh: the library's bits (rn_math.h), for
-   nearly every input, at about half the cost.
+/* Fast paths of rune's float32 exp, log, tanh and logistic: the library's bits
+   (rn_math.h), for nearly every input, at about half the cost.
 
    Each `rn_<name>f_fast(x, &slow)` evaluates in double with short polynomials (relative
    error near 2^-40 where the library's functions keep below 2^-52) and rounds once to
@@ -32,26 +32,40 @@ RN_FN int rn_fast_near_midpoint(uint64_t b, uint64_t gate) {
 #define RN_FAST_INVLN2 0x1.71547652b82fep+0
 #define RN_FAST_LN2 0x1.62e42fefa39efp-1
 
-/* e^x = 2^k e^r, r = x - k ln 2 (one fma: |k| <= 128 and ln 2's double is within 2^-54
-   of it, so r is within 2^-47 of exact), e^r by a degree-8 fit on |r| <= ln(2)/2
-   (error 2^-40.2, relative 2^-39.7); gate 2^14 ulps (2^-39 relative). Covers
-   -87 < x < 88.7, where e^x is a normal float, and x < -104 (-inf included), where it
-   rounds to +0: a softmax's masked scores take no slow path. */
-RN_FN float rn_expf_fast(float x, int *slow) {
-  double xd = x;
-  double t = xd * RN_FAST_INVLN2 + 0x1.8p52;   /* k in t's low bits */
+/* The bits of e^x = 2^k e^r for -104 <= x <= 88.7 (a normal double): r = x - k ln 2 (one
+   fma: |k| <= 150 and ln 2's double is within 2^-54 of it, so r is within 2^-46 of
+   exact), e^r by a degree-8 fit on |r| <= ln(2)/2 (error 2^-40.2, relative 2^-39.7). */
+RN_FN uint64_t rn_fast_exp_bits(double x) {
+  double t = x * RN_FAST_INVLN2 + 0x1.8p52;   /* k in t's low bits */
   double k = t - 0x1.8p52;
-  double r = fma(k, -RN_FAST_LN2, xd);
+  double r = fma(k, -RN_FAST_LN2, x);
   double r2 = r * r, r4 = r2 * r2;
   double a0 = fma(0x1.ffffffffd38bdp-1, r, 1.0);
   double a1 = fma(0x1.555555a26e454p-3, r, 0x1.fffffffff71cep-2);
   double a2 = fma(0x1.111080ad98b3fp-7, r, 0x1.5555557428fc1p-5);
   double a3 = fma(0x1.a1aa7fabf2756p-13, r, 0x1.6c164df3ec5dfp-10);
   double p = fma(fma(0x1.a15a501238ce0p-16, r4, fma(a3, r2, a2)), r4, fma(a1, r2, a0));
-  uint64_t y = rn_fast_dbits(p) + (rn_fast_dbits(t) << 52);   /* p 2^k (t's bits << 52 = k << 52) */
+  return rn_fast_dbits(p) + (rn_fast_dbits(t) << 52);   /* p 2^k (t's bits << 52 = k << 52) */
+}
+
+/* e^x: gate 2^14 ulps (2^-39 relative). Covers -87 < x < 88.7, where e^x is a normal
+   float, and x < -104 (-inf included), where it rounds to +0: a softmax's masked scores
+   take no slow path. */
+RN_FN float rn_expf_fast(float x, int *slow) {
+  uint64_t y = rn_fast_exp_bits(x);
   int zero = x < -104.0f;
   *slow = !zero & (!(x > -87.0f && x < 88.7f) | rn_fast_near_midpoint(y, 1ull << 14));
   return zero ? 0.0f : (float)rn_fast_bitsd(y);
+}
+
+/* logistic x = 1 / (1 + e^-x), e^-x as exp's (relative error 2^-39.7; y's is at most
+   that, E / (1 + E) times it, plus the division's); gate 2^14 ulps. Covers x > -87
+   (+inf included): past 104, e^-x is taken as e^-104 and y rounds to 1 either way. */
+RN_FN float rn_logisticf_fast(float x, int *slow) {
+  double e = rn_fast_bitsd(rn_fast_exp_bits(x < 104.0f ? -(double)x : -104.0));
+  double y = 1.0 / (1.0 + e);
+  *slow = !(x > -87.0f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 14);
+  return (float)y;
 }
 
 /* log x = e ln 2 + log(m), x = 2^e m with m in [sqrt(1/2), sqrt(2)) (m - 1 = f exact),
