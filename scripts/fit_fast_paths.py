@@ -30,12 +30,24 @@ def _expm1_2r_over_r(r):
     return 2 * mpmath.expm1(2 * r) / (2 * r) if r != 0 else mpmath.mpf(2)
 
 
+def _sin_tail(z):
+    """S(z) with sin r = r + r z S(z), z = r^2."""
+    return (mpmath.sin(mpmath.sqrt(z)) / mpmath.sqrt(z) - 1) / z if z != 0 else -mpmath.mpf(1) / 6
+
+
+def _cos_tail(z):
+    """C(z) with cos r = 1 + z C(z), z = r^2."""
+    return (mpmath.cos(mpmath.sqrt(z)) - 1) / z if z != 0 else -mpmath.mpf(1) / 2
+
+
 S_MAX = (mpmath.sqrt(2) - 1) / (mpmath.sqrt(2) + 1)
 # name: (function, interval, degree)
 FITS = {
     "exp: e^r, |r| <= ln(2)/2": (_exp, [-LN2 / 2 - SLACK, LN2 / 2 + SLACK], 8),
     "log: P(z), z <= (3 - 2 sqrt 2)^2": (_atanh_tail, [0, S_MAX ** 2 * (1 + mpmath.mpf("1e-9"))], 4),
     "tanh: Q(r), |r| <= ln(2)/4": (_expm1_2r_over_r, [-LN2 / 4 - SLACK, LN2 / 4 + SLACK], 8),
+    "sin: S(z), z = r^2 <= (pi/4)^2": (_sin_tail, [0, (mpmath.pi / 4) ** 2 * (1 + SLACK)], 4),
+    "cos: C(z), z = r^2 <= (pi/4)^2": (_cos_tail, [0, (mpmath.pi / 4) ** 2 * (1 + SLACK)], 4),
 }
 
 
