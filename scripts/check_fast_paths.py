@@ -6,7 +6,8 @@ rn_math_fast.h) against the library's functions, bit for bit, over every float32
 
 What runs is the eager op's own C unit (rune/backends/eager_mathlib.py: the fast path in
 blocks, the library's function where it flags an element) and the function's SIMD clones
-that the kernels call (rune/codegen/c_src/simd_clones.h: each ISA variant this CPU has),
+that the kernels call (rune/codegen/c_src/simd_clones.h: each ISA variant this CPU has)
+and the exported scalar function (a kernel's call outside a vector loop),
 compiled with rune's C flags beside the library's text. The library's functions are
 correctly rounded on every input (scripts/check_math_exhaustive.py), so no mismatch here
 means the eager ops and the kernels are too. Reports the mismatches and how many inputs
@@ -31,8 +32,8 @@ from rune.codegen.c import CDialect  # noqa: E402
 CHUNK = 1 << 22
 
 COMMON = r"""
-/* a mismatch (input, path, result, library's) of the eager unit (path 0) or a SIMD
-   clone (paths 1-4: b, c, d, e) */
+/* a mismatch (input, path, result, library's) of the eager unit (path 0), a SIMD clone
+   (paths 1-4: b, c, d, e) or the exported scalar function (5) */
 static void record(uint32_t *bad, int64_t *nbad, int64_t cap, uint32_t x, uint32_t path, float got, float want) {
   if (rn_fbits(got) == rn_fbits(want) || (got != got && want != want)) return;
   int64_t j;
@@ -67,6 +68,7 @@ void check_%(op)s(uint64_t start, uint64_t stop, uint32_t *bad, int64_t *nbad, i
     }
     rn_eager_%(op)s_call(x, y, n);
     for (int64_t i = 0; i < n; i++) record(bad, nbad, cap, (uint32_t)(c + i), 0, y[i], want[i]);
+    for (int64_t i = 0; i < n; i++) record(bad, nbad, cap, (uint32_t)(c + i), 5, %(fn)s(x[i]), want[i]);
 #if RN_X86_CLONES
     CLONE_CHECK(b, 1, 4, %(fn)s)
 #if defined(__AVX__)
@@ -87,7 +89,8 @@ void check_%(op)s(uint64_t start, uint64_t stop, uint32_t *bad, int64_t *nbad, i
   }
 }
 """
-PATHS = ("the eager unit", "clone b (SSE2)", "clone c (AVX)", "clone d (AVX2)", "clone e (AVX-512)")
+PATHS = ("the eager unit", "clone b (SSE2)", "clone c (AVX)", "clone d (AVX2)", "clone e (AVX-512)",
+         "the scalar function")
 
 
 def build(ops):
@@ -136,8 +139,8 @@ def main():
         t0 = time.time()
         count, shown, slow = run(lib, op, args.start, args.stop)
         total = args.stop - args.start
-        print(f"{op}: {total} inputs, {count} results of the eager unit and the SIMD clones differ from "
-              f"the library, {slow} took the slow path "
+        print(f"{op}: {total} inputs, {count} results of the eager unit, the SIMD clones and the scalar "
+              f"function differ from the library, {slow} took the slow path "
               f"({slow / total:.2e}), {time.time() - t0:.0f} s")
         for x, path, got, want in shown:
             print(f"  x=0x{x:08x}: {PATHS[path]} 0x{got:08x}, library 0x{want:08x}")

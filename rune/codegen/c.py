@@ -110,8 +110,11 @@ class CDialect(CStyle):
         name = f"rn_library_{fn}"
         body = f"float {fn}({params}) {{ return {fn}_impl({args}); }}\n"
         exported = f"__attribute__(({_MATH_ATTRIBUTES})) {body}"
-        if fn in mathlib.FAST:
-            exported = (f"#if RN_X86_CLONES\n__attribute__((const)) {body}RN_CLONES({fn}, {mathlib.FAST[fn]})\n"
+        if fn in mathlib.FAST:   # (a scalar call branches: the fast path, the full evaluation where it flags)
+            fast = mathlib.FAST[fn]
+            scalar = (f"float {fn}(float x) {{ int slow; float y = {fast}(x, &slow); "
+                      f"return slow ? {fn}_impl(x) : y; }}\n")
+            exported = (f"#if RN_X86_CLONES\n__attribute__((const)) {scalar}RN_CLONES({fn}, {fast})\n"
                         f"#else\n{exported}#endif\n")
         return name, exported + f"void {name}_run(void **b) {{ (void)b; }}\n"
 
