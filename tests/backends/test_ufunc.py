@@ -14,6 +14,7 @@ from rune.backends.cpu import ufunc
 from rune.backends.cpu.compiler import FLAGS
 
 pytestmark = pytest.mark.cc
+_LOADED = []
 
 LOOP = r"""
 #include <stdint.h>
@@ -34,9 +35,8 @@ def twice_plus(tmp_path_factory):
         f.write(LOOP)
     subprocess.run(["cc", *FLAGS, "-o", lib, src], check=True)
     loaded = ctypes.CDLL(lib)
-    made = ufunc.make("twice_plus", ctypes.cast(loaded.twice_plus, ctypes.c_void_p).value, 2)
-    made.library = loaded   # (the loop's library stays loaded while the ufunc lives)
-    return made
+    _LOADED.append(loaded)   # the loop's library stays loaded while the ufunc lives
+    return ufunc.make("twice_plus", ctypes.cast(loaded.twice_plus, ctypes.c_void_p).value, 2)
 
 
 def test_the_ufunc_runs_the_loop_with_numpys_call_machinery(twice_plus):

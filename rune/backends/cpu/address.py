@@ -29,9 +29,6 @@ def _data_offset():
 
 
 _OFFSET = _data_offset()
-# the offset for C code that reads an array object's data pointer itself (a C entry
-# handed id(array) skips `address`'s ctypes read: eager one-op calls on small arrays)
-DATA_OFFSET = _OFFSET
 
 if _OFFSET is None:
     def address(array):

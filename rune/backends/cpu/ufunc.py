@@ -31,10 +31,11 @@ def _from_func_and_data():
     """NumPy's PyUFunc_FromFuncAndData as a ctypes function, or None."""
     try:
         capsule = np._core._multiarray_umath._UFUNC_API
-        get_name = ctypes.pythonapi.PyCapsule_GetName
-        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        # prototypes of our own: setting restype on ctypes.pythonapi's functions would
+        # change them for every other library in the process
+        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+        get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
         table = get_pointer(capsule, get_name(capsule))
         address = ctypes.c_void_p.from_address(table + _FROM_FUNC_AND_DATA * ctypes.sizeof(ctypes.c_void_p)).value
     except (AttributeError, ValueError, TypeError):
@@ -61,6 +62,9 @@ def make(name, loop, nin):
     label = name.encode()
     doc = f"{name}: rune's compiled loop (float32)".encode()
     _KEPT.append((functions, data, types, label, doc))
-    ufunc = _MAKE(ctypes.addressof(functions), ctypes.addressof(data), ctypes.addressof(types), 1, nin, 1,
-                  _PY_UFUNC_NONE, label, doc, 0)
+    try:
+        ufunc = _MAKE(ctypes.addressof(functions), ctypes.addressof(data), ctypes.addressof(types), 1, nin, 1,
+                      _PY_UFUNC_NONE, label, doc, 0)
+    except Exception:   # NumPy refused (it set an error): the caller keeps its ctypes path
+        return None
     return ufunc if isinstance(ufunc, np.ufunc) else None

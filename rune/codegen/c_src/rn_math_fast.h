@@ -75,7 +75,7 @@ RN_FN float rn_logisticf_fast(float x, int *slow) {
    Covers positive normal x. */
 RN_FN float rn_logf_fast(float x, int *slow) {
   uint32_t u = rn_fast_fbits(x);
-  int e = (int32_t)(u - 0x3f3504f3u) >> 23;      /* the binade of x / sqrt(1/2) */
+  int e = (int)((u - 0x3f3504f3u + 0x80000000u) >> 23) - 256;   /* the binade of x / sqrt(1/2) */
   float m = rn_fast_bitsf(u - ((uint32_t)e << 23));
   double f = (double)m - 1.0, s = f / (2.0 + f), z = s * s, z2 = z * z;
   double P = fma(fma(0x1.8c8c11e5b9853p-4, z2, fma(0x1.c67ada0177669p-4, z, 0x1.249323e4d807bp-3)), z2,
