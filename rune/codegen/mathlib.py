@@ -60,13 +60,17 @@ def branching_source():
     """The library for a dialect whose functions may branch per element (CUDA, where a
     warp runs the library's full evaluation only when one of its lanes needs it): each
     function with a fast path tries it first and calls the full evaluation, renamed
-    `<name>_full`, on what it flags. The same bits as `source()` (both are the correctly
+    `<name>_full` and called out of line, on what it flags. The same bits as `source()` (both are the correctly
     rounded value: scripts/check_fast_paths.py), at about half the double-precision work."""
     full = "".join(f"#define {fn} {fn}_full\n" for fn in FAST)
     public = "".join(f"#undef {fn}\n" for fn in FAST)
+    # the full evaluation out of line (RN_RARE_FN): kernels stay small, and so does the
+    # fast path's register use
+    rare = "#ifndef RN_RARE_FN\n#define RN_RARE_FN RN_FN\n#endif\n" + "".join(
+        f"RN_RARE_FN float {fn}_rare(float x) {{ return {fn}_full(x); }}\n" for fn in FAST)
     tried = "".join(f"RN_MATH_FN float {fn}(float x) {{ int slow; float y = {fast}(x, &slow); "
-                    f"return slow ? {fn}_full(x) : y; }}\n" for fn, fast in FAST.items())
-    return full + source() + public + fast_source() + tried
+                    f"return slow ? {fn}_rare(x) : y; }}\n" for fn, fast in FAST.items())
+    return full + source() + public + fast_source() + rare + tried
 
 
 def function(op):

@@ -22,6 +22,13 @@ typedef unsigned long long uint64_t;
 #endif
 #define RN_FN static __device__ __forceinline__
 #define RN_MATH_FN RN_FN
+/* a function called on rare paths (the math library's full evaluations behind its fast
+   paths): one out-of-line copy per unit, not one inlined at every call site */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define RN_RARE_FN static __device__ __noinline__
+#else
+#define RN_RARE_FN static __device__ __attribute__((noinline))
+#endif
 #define RN_FULL_MASK 0xffffffffu
 /* the index of an arg reduction's partial that has seen no element (loses every tie) */
 #define RN_NO_INDEX ((int64_t)0x7fffffffffffffffLL)
