@@ -18,6 +18,14 @@
    library (IEEE basic operations, explicit fma, bit manipulation), so the text is valid
    in both dialects. */
 
+/* inlined wherever called: a fast path left as a call keeps its caller's loop scalar (gcc's
+   heuristics may decline a long one) */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define RN_FAST_FN RN_FN __attribute__((always_inline))
+#else
+#define RN_FAST_FN RN_FN
+#endif
+
 RN_FN uint64_t rn_fast_dbits(double x) { uint64_t u; memcpy(&u, &x, 8); return u; }
 RN_FN double rn_fast_bitsd(uint64_t u) { double x; memcpy(&x, &u, 8); return x; }
 RN_FN uint32_t rn_fast_fbits(float x) { uint32_t u; memcpy(&u, &x, 4); return u; }
@@ -36,7 +44,7 @@ RN_FN int rn_fast_near_midpoint(uint64_t b, uint64_t gate) {
 /* The bits of e^x = 2^k e^r for -104 <= x <= 88.7 (a normal double): r = x - k ln 2 (one
    fma: |k| <= 150 and ln 2's double is within 2^-54 of it, so r is within 2^-46 of
    exact), e^r by a degree-8 fit on |r| <= ln(2)/2 (error 2^-40.2, relative 2^-39.7). */
-RN_FN uint64_t rn_fast_exp_bits(double x) {
+RN_FAST_FN uint64_t rn_fast_exp_bits(double x) {
   double t = x * RN_FAST_INVLN2 + 0x1.8p52;   /* k in t's low bits */
   double k = t - 0x1.8p52;
   double r = fma(k, -RN_FAST_LN2, x);
@@ -52,7 +60,7 @@ RN_FN uint64_t rn_fast_exp_bits(double x) {
 /* e^x: gate 2^14 ulps (2^-39 relative). Covers -87 < x < 88.7, where e^x is a normal
    float, and x < -104 (-inf included), where it rounds to +0: a softmax's masked scores
    take no slow path. */
-RN_FN float rn_expf_fast(float x, int *slow) {
+RN_FAST_FN float rn_expf_fast(float x, int *slow) {
   uint64_t y = rn_fast_exp_bits(x);
   int zero = x < -104.0f;
   *slow = !zero & (!(x > -87.0f && x < 88.7f) | rn_fast_near_midpoint(y, 1ull << 14));
@@ -62,7 +70,7 @@ RN_FN float rn_expf_fast(float x, int *slow) {
 /* logistic x = 1 / (1 + e^-x), e^-x as exp's (relative error 2^-39.7; y's is at most
    that, E / (1 + E) times it, plus the division's); gate 2^14 ulps. Covers x > -87
    (+inf included): past 104, e^-x is taken as e^-104 and y rounds to 1 either way. */
-RN_FN float rn_logisticf_fast(float x, int *slow) {
+RN_FAST_FN float rn_logisticf_fast(float x, int *slow) {
   double e = rn_fast_bitsd(rn_fast_exp_bits(x < 104.0f ? -(double)x : -104.0));
   double y = 1.0 / (1.0 + e);
   *slow = !(x > -87.0f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 14);
@@ -73,7 +81,7 @@ RN_FN float rn_logisticf_fast(float x, int *slow) {
    log(m) = 2 atanh(s) = 2s + 2s z P(z), s = f / (2 + f), z = s^2 <= 0.0295, P a
    degree-4 fit (error 2^-38.0 on P, 2^-43.1 relative on log m); gate 2^12 ulps.
    Covers positive normal x. */
-RN_FN float rn_logf_fast(float x, int *slow) {
+RN_FAST_FN float rn_logf_fast(float x, int *slow) {
   uint32_t u = rn_fast_fbits(x);
   int e = (int)((u - 0x3f3504f3u + 0x80000000u) >> 23) - 256;   /* the binade of x / sqrt(1/2) */
   float m = rn_fast_bitsf(u - ((uint32_t)e << 23));
@@ -91,7 +99,7 @@ RN_FN float rn_logf_fast(float x, int *slow) {
    (relative error 2^-43.5; em's is at most 3.4 times that, at k = 1, r = -ln(2)/4);
    gate 2^13 ulps. The sign is x's. Covers |x| >= 2^-60, infinities included: past 9.01
    the result rounds to 1, and |x| is taken as at most 88 (2^k stays a double). */
-RN_FN float rn_tanhf_fast(float x, int *slow) {
+RN_FAST_FN float rn_tanhf_fast(float x, int *slow) {
   uint32_t bits = rn_fast_fbits(x) & 0x7fffffffu;
   float a = rn_fast_bitsf(bits);
   /* |x| at most 88 as an unsigned minimum of the bits (one instruction: a float select
@@ -116,7 +124,7 @@ RN_FN float rn_tanhf_fast(float x, int *slow) {
 /* x = q pi/2 + r for |x| < 2^17: q = rint(x 2/pi) (|q| < 2^17), r by two fmas with pi/2
    as hi + lo doubles (each rounding once, relative to what is left; the dropped third
    piece times q is below 2^-92). Returns r, sets q mod 4. */
-RN_FN double rn_fast_reduce_pio2(float x, int *q) {
+RN_FAST_FN double rn_fast_reduce_pio2(float x, int *q) {
   double xd = x;
   double t = xd * 0x1.45f306dc9c883p-1 + 0x1.8p52;   /* q in t's low bits */
   double k = t - 0x1.8p52;
@@ -127,14 +135,14 @@ RN_FN double rn_fast_reduce_pio2(float x, int *q) {
 
 /* sin r = r + r z S(z) and cos r = 1 + z C(z) for z = r^2, |r| <= pi/4, S and C degree-4
    fits (relative error 2^-45.6 and 2^-41.5) */
-RN_FN double rn_fast_sin_poly(double r) {
+RN_FAST_FN double rn_fast_sin_poly(double r) {
   double z = r * r, z2 = z * z;
   double S = fma(fma(-0x1.aa285741f6e65p-26, z2, fma(0x1.71d9a9f383b18p-19, z, -0x1.a019fd9b35248p-13)), z2,
                  fma(0x1.1111110fd3d3ep-7, z, -0x1.555555555516bp-3));
   return fma(r * z, S, r);
 }
 
-RN_FN double rn_fast_cos_poly(double r) {
+RN_FAST_FN double rn_fast_cos_poly(double r) {
   double z = r * r, z2 = z * z;
   double C = fma(fma(-0x1.2474e17020a56p-22, z2, fma(0x1.a01298d76e8f2p-16, z, -0x1.6c16bae5ee25cp-10)), z2,
                  fma(0x1.555555514f763p-5, z, -0x1.fffffffffe697p-2));
@@ -143,7 +151,7 @@ RN_FN double rn_fast_cos_poly(double r) {
 
 /* sin x: sin r or cos r by the quadrant, gate 2^13 ulps. Covers 2^-126 <= |x| < 2^17
    (past it, and at 0 and NaN, the library's exact reduction). */
-RN_FN float rn_sinf_fast(float x, int *slow) {
+RN_FAST_FN float rn_sinf_fast(float x, int *slow) {
   int q;
   double r = rn_fast_reduce_pio2(x, &q);
   double s = rn_fast_sin_poly(r), c = rn_fast_cos_poly(r);
@@ -155,7 +163,7 @@ RN_FN float rn_sinf_fast(float x, int *slow) {
 }
 
 /* cos x as sin x a quadrant on. Covers |x| < 2^17. */
-RN_FN float rn_cosf_fast(float x, int *slow) {
+RN_FAST_FN float rn_cosf_fast(float x, int *slow) {
   int q;
   double r = rn_fast_reduce_pio2(x, &q);
   double s = rn_fast_sin_poly(r), c = rn_fast_cos_poly(r);
@@ -165,3 +173,4 @@ RN_FN float rn_cosf_fast(float x, int *slow) {
   *slow = !(a < 0x1p17f) | rn_fast_near_midpoint(rn_fast_dbits(y), 1ull << 13);
   return (float)y;
 }
+
