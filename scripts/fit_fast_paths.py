@@ -11,6 +11,7 @@ import mpmath
 mpmath.mp.prec = 200
 LN2 = mpmath.log(2)
 SLACK = mpmath.mpf("1e-6")   # the reduced argument can pass its bound by a few ulps
+TINY = 1e-9
 
 
 def _exp(r):
@@ -40,6 +41,16 @@ def _cos_tail(z):
     return (mpmath.cos(mpmath.sqrt(z)) - 1) / z if z != 0 else -mpmath.mpf(1) / 2
 
 
+def _erf_over_x(z):
+    """P(z) with erf x = x P(z), z = x^2."""
+    return mpmath.erf(mpmath.sqrt(z)) / mpmath.sqrt(z) if z != 0 else 2 / mpmath.sqrt(mpmath.pi)
+
+
+def _erfc_scaled(center):
+    """R(center + u) with erfc a = e^(-a^2) R(a)."""
+    return lambda u: mpmath.erfc(center + u) * mpmath.exp((center + u) ** 2)
+
+
 S_MAX = (mpmath.sqrt(2) - 1) / (mpmath.sqrt(2) + 1)
 # name: (function, interval, degree)
 FITS = {
@@ -48,6 +59,9 @@ FITS = {
     "tanh: Q(r), |r| <= ln(2)/4": (_expm1_2r_over_r, [-LN2 / 4 - SLACK, LN2 / 4 + SLACK], 8),
     "sin: S(z), z = r^2 <= (pi/4)^2": (_sin_tail, [0, (mpmath.pi / 4) ** 2 * (1 + SLACK)], 4),
     "cos: C(z), z = r^2 <= (pi/4)^2": (_cos_tail, [0, (mpmath.pi / 4) ** 2 * (1 + SLACK)], 4),
+    "erf: P(z), z = x^2 <= 1": (_erf_over_x, [0, 1 + TINY], 9),
+    "erf: R(1.5 + u), |u| <= 1/2": (_erfc_scaled(mpmath.mpf(1.5)), [-0.5 - TINY, 0.5 + TINY], 12),
+    "erf: R(3 + u), |u| <= 1": (_erfc_scaled(mpmath.mpf(3)), [-1 - TINY, 1 + TINY], 14),
 }
 
 

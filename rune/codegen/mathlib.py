@@ -35,7 +35,8 @@ BINARY = {"atan2": "rn_atan2f", "hypot": "rn_hypotf", "pow": "rn_powf", "logadde
 # library function -> its fast path (c_src/rn_math_fast.h: `float f(float x, int *slow)`,
 # the library's bits wherever it leaves *slow at 0)
 FAST = {"rn_expf": "rn_expf_fast", "rn_logf": "rn_logf_fast", "rn_tanhf": "rn_tanhf_fast",
-        "rn_logisticf": "rn_logisticf_fast", "rn_sinf": "rn_sinf_fast", "rn_cosf": "rn_cosf_fast"}
+        "rn_logisticf": "rn_logisticf_fast", "rn_sinf": "rn_sinf_fast", "rn_cosf": "rn_cosf_fast",
+        "rn_erff": "rn_erff_fast"}
 assert all(fn in UNARY.values() for fn in FAST), "fast paths are of one-argument functions (their callers assume it)"
 
 
