@@ -192,37 +192,20 @@ RN_FAST_FN float rn_erff_fast(float x, int *slow) {
   double p4 = fma(-0x1.c1a515db3238bp-24, z, 0x1.9ae0986ebb4ebp-20);
   double small = ad * fma(p4, z8, fma(fma(p3, z2, p2), z4, fma(p1, z2, p0)));
   /* R(a) = erfc(a) e^(a^2) in u = a - 1.5 on [1, 2) (degree 12, relative error 2^-43.4) and
-     in u = a - 3 on [2, 4) (degree 14, 2^-43.2), by Horner's rule */
+     in u = a - 3 on [2, 4) (degree 14, 2^-43.2), both in Estrin's form */
   double u1 = ad - 1.5, u2 = ad - 3.0;
-  double r1 = 0x1.2862dd687c50fp-19;
-  r1 = fma(r1, u1, -0x1.f5dff75375868p-18);
-  r1 = fma(r1, u1, 0x1.7ed994422cec6p-16);
-  r1 = fma(r1, u1, -0x1.3015d839839a3p-14);
-  r1 = fma(r1, u1, 0x1.d4543b5b90043p-13);
-  r1 = fma(r1, u1, -0x1.5b0df9f3852e0p-11);
-  r1 = fma(r1, u1, 0x1.ee7055fb6812ap-10);
-  r1 = fma(r1, u1, -0x1.513ecfd26cce1p-8);
-  r1 = fma(r1, u1, 0x1.b65944fbcb033p-7);
-  r1 = fma(r1, u1, -0x1.0dc51d30d2d7dp-5);
-  r1 = fma(r1, u1, 0x1.37ea271bc2df0p-4);
-  r1 = fma(r1, u1, -0x1.4f198844485bdp-3);
-  r1 = fma(r1, u1, 0x1.494daffa2ad68p-2);
-  double r2 = 0x1.d5282b7ff504ep-31;
-  r2 = fma(r2, u2, -0x1.0f75e4876755fp-28);
-  r2 = fma(r2, u2, 0x1.fb881c26d8557p-27);
-  r2 = fma(r2, u2, -0x1.193beefd123f3p-24);
-  r2 = fma(r2, u2, 0x1.36c50a4872b78p-22);
-  r2 = fma(r2, u2, -0x1.4b48fd6a95b63p-20);
-  r2 = fma(r2, u2, 0x1.595df8d17e28bp-18);
-  r2 = fma(r2, u2, -0x1.6023b4f28be06p-16);
-  r2 = fma(r2, u2, 0x1.5e7396d9902bbp-14);
-  r2 = fma(r2, u2, -0x1.53dece6556cc1p-12);
-  r2 = fma(r2, u2, 0x1.409cc2e78e88bp-10);
-  r2 = fma(r2, u2, -0x1.259061b3b6fd9p-8);
-  r2 = fma(r2, u2, 0x1.043fe1a98e7e2p-6);
-  r2 = fma(r2, u2, -0x1.bd6ae4d150ee3p-5);
-  r2 = fma(r2, u2, 0x1.6e9827d229d2dp-3);
-
+  double w2 = u1 * u1, w4 = w2 * w2, w8 = w4 * w4, v2 = u2 * u2, v4 = v2 * v2, v8 = v4 * v4;
+  double d0 = fma(-0x1.4f198844485bdp-3, u1, 0x1.494daffa2ad68p-2), e0 = fma(-0x1.bd6ae4d150ee3p-5, u2, 0x1.6e9827d229d2dp-3);
+  double d1 = fma(-0x1.0dc51d30d2d7dp-5, u1, 0x1.37ea271bc2df0p-4), e1 = fma(-0x1.259061b3b6fd9p-8, u2, 0x1.043fe1a98e7e2p-6);
+  double d2 = fma(-0x1.513ecfd26cce1p-8, u1, 0x1.b65944fbcb033p-7), e2 = fma(-0x1.53dece6556cc1p-12, u2, 0x1.409cc2e78e88bp-10);
+  double d3 = fma(-0x1.5b0df9f3852e0p-11, u1, 0x1.ee7055fb6812ap-10), e3 = fma(-0x1.6023b4f28be06p-16, u2, 0x1.5e7396d9902bbp-14);
+  double d4 = fma(-0x1.3015d839839a3p-14, u1, 0x1.d4543b5b90043p-13), e4 = fma(-0x1.4b48fd6a95b63p-20, u2, 0x1.595df8d17e28bp-18);
+  double d5 = fma(-0x1.f5dff75375868p-18, u1, 0x1.7ed994422cec6p-16), e5 = fma(-0x1.193beefd123f3p-24, u2, 0x1.36c50a4872b78p-22);
+  double e6 = fma(-0x1.0f75e4876755fp-28, u2, 0x1.fb881c26d8557p-27);
+  double r1 = fma(fma(0x1.2862dd687c50fp-19, w4, fma(d5, w2, d4)), w8,
+                  fma(fma(d3, w2, d2), w4, fma(d1, w2, d0)));
+  double r2 = fma(fma(fma(0x1.d5282b7ff504ep-31, v2, e6), v4, fma(e5, v2, e4)), v8,
+                  fma(fma(e3, v2, e2), v4, fma(e1, v2, e0)));
   /* the pieces blended by 0/1 factors, not selected: selects here had gcc branch and leave
      the loop scalar; a blend's one rounding (2^-53 of the pieces' difference) is far
      inside the gate, and at 0 and 1 the factor gives a piece exactly */
