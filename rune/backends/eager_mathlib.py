@@ -40,7 +40,6 @@ UNARY, BINARY = dict(mathlib.UNARY), dict(mathlib.BINARY)
 
 _LOCK = threading.Lock()
 _BUILT = {}   # op -> compiled entry (or None: no compiler)
-_UFUNCS = {}  # op -> its entry's ufunc, where it has one (small calls)
 
 
 def _unit(op, fn, arity):
@@ -88,15 +87,10 @@ def _unit(op, fn, arity):
 
 def _blocks(name, fn, fast):
     """The block function of an op with a fast path (mathlib.FAST): the fast path over a
-    block of elements as one vector loop, which also marks the elements it cannot round,
-    then the library's function on those (about one in 2^15). Flags are ints: a char
-    array made gcc vectorize over 64 lanes and spill."""
+    block of elements, then the library's function on those it flags (about one in 2^15;
+    RN_FAST_THEN_FULL, rn_math_fast.h)."""
     return (f"static void {name}_block(const float *x, float *y, int64_t n) {{\n"
-            f"  int slow[{BLOCK}], any = 0;\n"
-            f"  #pragma omp simd reduction(|:any)\n"
-            f"  for (int64_t i = 0; i < n; i++) {{ int s; y[i] = {fast}(x[i], &s); slow[i] = s; any |= s; }}\n"
-            f"  if (any)\n"
-            f"    for (int64_t i = 0; i < n; i++) if (slow[i]) y[i] = {fn}(x[i]);\n}}\n")
+            f"  RN_FAST_THEN_FULL({fast}, {fn}, x, y, n, {BLOCK});\n}}\n")
 
 
 class _Entry:
@@ -143,8 +137,6 @@ def _entry(op):
             program, = pipeline.build(path, CDialect().prelude() + mathlib.fast_source(), [unit]) if path else [None]
             ok = program is not None and not isinstance(program, CompileError)
             _BUILT[op] = _Entry(program, unit[0], arity) if ok else None
-            if ok and _BUILT[op].ufunc is not None:
-                _UFUNCS[op] = _BUILT[op].ufunc
         return _BUILT[op]
 
 
@@ -154,7 +146,8 @@ def _replacement(op, before):
         # the common call first: small float32 arrays through the unit's ufunc, which
         # costs about what NumPy's own call does (a 0-d result stays an array below)
         a = args[0]
-        small = _UFUNCS.get(op)
+        entry = _BUILT.get(op)
+        small = entry.ufunc if entry else None
         if small is not None and type(a) is np.ndarray and a.dtype is F32 and a.ndim and a.size < PARALLEL:
             if len(args) == 1:
                 return small(a)

@@ -38,6 +38,25 @@ RN_FN int rn_fast_near_midpoint(uint64_t b, uint64_t gate) {
   return ((b & 0x1fffffffull) - (0x10000000ull - gate)) < 2 * gate;
 }
 
+/* y[i] = full(x[i]) for i < n (n at most N, a constant) through the fast path `fast`:
+   one vector loop computes every element and flags, then `full` redoes the flagged ones
+   (the eager units' blocks, rune/backends/eager_mathlib.py, and the C dialect's SIMD
+   clones, simd_clones.h). The flags are ints: a char array made gcc vectorize 64 lanes
+   wide and spill. */
+#define RN_FAST_THEN_FULL(fast, full, x, y, n, N)                                         \
+  do {                                                                                     \
+    int rn_slow_[N], rn_any_ = 0;                                                          \
+    _Pragma("omp simd reduction(|:rn_any_)")                                               \
+    for (int64_t i_ = 0; i_ < (n); i_++) {                                                 \
+      int s_;                                                                              \
+      (y)[i_] = fast((x)[i_], &s_);                                                        \
+      rn_slow_[i_] = s_;                                                                   \
+      rn_any_ |= s_;                                                                       \
+    }                                                                                      \
+    if (rn_any_)                                                                           \
+      for (int64_t i_ = 0; i_ < (n); i_++) if (rn_slow_[i_]) (y)[i_] = full((x)[i_]);      \
+  } while (0)
+
 #define RN_FAST_INVLN2 0x1.71547652b82fep+0
 #define RN_FAST_LN2 0x1.62e42fefa39efp-1
 

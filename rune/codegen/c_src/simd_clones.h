@@ -22,11 +22,8 @@
   typedef float fn##_##isa##_vector __attribute__((vector_size(4 * lanes)));              \
   __attribute__((const)) fn##_##isa##_vector _ZGV##isa##N##lanes##v_##fn(fn##_##isa##_vector x) { \
     float xs[lanes], ys[lanes];                                                           \
-    int slow[lanes], any = 0;                                                             \
     memcpy(xs, &x, sizeof xs);                                                            \
-    for (int i = 0; i < lanes; i++) { int s; ys[i] = fast(xs[i], &s); slow[i] = s; any |= s; } \
-    if (any)                                                                              \
-      for (int i = 0; i < lanes; i++) if (slow[i]) ys[i] = fn##_impl(xs[i]);             \
+    RN_FAST_THEN_FULL(fast, fn##_impl, xs, ys, lanes, lanes);                             \
     fn##_##isa##_vector y;                                                                \
     memcpy(&y, ys, sizeof ys);                                                            \
     return y;                                                                             \
