@@ -23,7 +23,7 @@ import math
 from ..base.tuning import COLUMN_TILE
 from . import complexc, mathlib
 from .cstyle import CStyle, RenderedUnit, columns_form, unit_name
-from .expressions import COSTLY_OPS
+from .expressions import op_cost
 from .helpers import c_helpers, index_helpers, read
 from .index_math import flat_index, nest, offset
 from .kernel import Const, Load, rendered
@@ -32,7 +32,7 @@ from .reductions import REDUCE_BLOCK, REDUCE_LANES, Fold, fold_plan, tree_depth,
 
 def _cost(nodes):
     """What a point of these nodes costs, in adds: a libm call is tens."""
-    return sum(16 if n.op in COSTLY_OPS else 1 for n in nodes)
+    return sum(op_cost(n.op) for n in nodes)
 
 
 def _rows(row):
@@ -84,6 +84,14 @@ class CDialect(CStyle):
         # vectorises no loop that loads a _Bool beside a wider type (a relu's mask
         # selecting floats), and a scalar select on a random mask mispredicts.
         return "unsigned char" if dtype.name == "bool" else self.ctype(dtype)
+
+    def select(self, cond, on_true, on_false, dtype):
+        # floats as a blend of bits (c_prelude.h): a branch would keep a loop that
+        # also calls a math function from vectorizing
+        kind = {"float": "f32", "double": "f64"}.get(self.compute_type(dtype))
+        if kind is None:
+            return super().select(cond, on_true, on_false, dtype)
+        return f"rn_select_{kind}({cond}, {on_true}, {on_false})"
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]

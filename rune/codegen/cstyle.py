@@ -117,6 +117,10 @@ class CStyle:
         half = self.HALVES.get(dtype.name)
         return value if half is None else half.stored.format(value)
 
+    def select(self, cond, on_true, on_false, dtype):
+        """`cond ? on_true : on_false`, values of `dtype`'s compute type."""
+        return f"(({cond}) ? {on_true} : {on_false})"
+
     def rounded(self, dtype, expr):
         """Round a float32 result to its 16-bit float dtype (kept in float32)."""
         half = self.HALVES.get(dtype.name)

@@ -252,7 +252,7 @@ def _identity(r, node, a, dts):
 
 
 def _select(r, node, a, dts):
-    return f"(({a[0]}) ? {a[1]} : {a[2]})"
+    return r.select(a[0], a[1], a[2], node.dtype)
 
 
 def _convert(r, node, a, dts):
@@ -368,3 +368,9 @@ EXACT_OPS = frozenset({"neg", "abs", "max", "min", "select", "stop_gradient", "f
 # and a loop of few points but many of them pays for threads (rune/codegen/c.py).
 COSTLY_OPS = frozenset({op.name for op in CORE_OPS if op.costly} |
                        {"log2", "log10", "logaddexp", "asinh", "acosh", "atanh", "hypot", "random_bits"})
+COSTLY_OP_COST = 16   # what a costly op costs a point, in adds
+
+
+def op_cost(op):
+    """What a node of `op` costs a point, in adds: a libm call is tens."""
+    return COSTLY_OP_COST if op in COSTLY_OPS else 1

@@ -51,7 +51,7 @@ from ..core.program import Literal
 from ..codegen.kernel import Buffer, Const, Kernel, Load, Node, contiguous_strides
 from ..codegen.c import CDialect
 from ..codegen.cstyle import CStyle
-from ..codegen.expressions import COSTLY_OPS, kind as _kind
+from ..codegen.expressions import COSTLY_OP_COST, COSTLY_OPS, kind as _kind, op_cost
 
 _COMBINE = {"add": "add", "mul": "mul", "min": "min", "max": "max"}  # scatter mode -> elementwise op
 
@@ -525,17 +525,18 @@ class _Fuser:
 # ---------------------------------------------------------------- costly trees
 
 
-def _costly(node, limit=_RECOMPUTE_LIMIT):
-    """Whether `node`'s elementwise tree calls a costly op (within `limit` nodes)."""
-    stack, seen = [node], 0
-    while stack and seen < limit:
+def _costly(node):
+    """Whether `node`'s elementwise tree costs a point as much as a libm call: it calls
+    one, or it is a long chain of cheap ops (a GELU's derivative), which a reader
+    loads where it is stored anyway rather than computing it again."""
+    stack, seen, cost = [node], set(), 0
+    while stack and cost < COSTLY_OP_COST:
         n = stack.pop()
-        seen += 1
-        if type(n) is Node:
-            if n.op in COSTLY_OPS:
-                return True
+        if type(n) is Node and id(n) not in seen:
+            seen.add(id(n))
+            cost += op_cost(n.op)
             stack.extend(n.args)
-    return False
+    return cost >= COSTLY_OP_COST
 
 
 # ---------------------------------------------------------------- ops through a masking select

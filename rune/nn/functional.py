@@ -3,7 +3,11 @@ and initialisers (JAX's `jax.nn` names and argument orders where they exist).
 
 Everything here is a composite of `rune.nx` functions on arrays: it works
 under jit, grad and vmap with no rules of its own. Randomness takes explicit
-keys (`nx.random.key`).
+keys (`nx.random.key`). The activations that take more than one step (gelu,
+silu, softplus, elu, log_sigmoid) compute float16 and bfloat16 inputs in
+float32 and round once at the end, as softmax and the reductions do: the
+result is nearer the exact one than a rounding after every step, and a fused
+kernel does no 16-bit rounding in between.
 """
 import math
 
@@ -11,6 +15,7 @@ import numpy as np
 
 from .. import nx
 from ..errors import ArgumentError, DTypeError, ShapeError
+from ..nx.conversion import in_float32
 from .losses import _pick, _reduce
 
 # The ones nx already has are the same functions, not copies.
@@ -28,6 +33,7 @@ def relu(x):
     return nx.where(nx.greater(x, 0), x, nx.zeros_like(x))
 
 
+@in_float32
 def gelu(x, approximate=True):
     """The Gaussian error linear unit: x * Phi(x). `approximate=True` (JAX's
     default) is the tanh form; False is the exact erf form."""
@@ -42,6 +48,7 @@ def gelu(x, approximate=True):
     return 0.5 * x * (1 + nx.erf(x * (1 / math.sqrt(2))))
 
 
+@in_float32
 def silu(x):
     """x * sigmoid(x) (also called swish)."""
     x = nx.asarray(x)
@@ -51,6 +58,7 @@ def silu(x):
 swish = silu
 
 
+@in_float32
 def softplus(x):
     """log(1 + exp(x)), without overflow for large |x|."""
     x = nx.asarray(x)
@@ -63,6 +71,7 @@ def leaky_relu(x, negative_slope=0.01):
     return nx.where(nx.greater_equal(x, 0), x, negative_slope * x)
 
 
+@in_float32
 def elu(x, alpha=1.0):
     """x where x > 0, alpha * (exp(x) - 1) elsewhere (expm1 of the clipped input,
     so the unused branch never overflows)."""
@@ -70,6 +79,7 @@ def elu(x, alpha=1.0):
     return nx.where(nx.greater(x, 0), x, alpha * nx.expm1(nx.minimum(x, 0)))
 
 
+@in_float32
 def log_sigmoid(x):
     """log(sigmoid(x)) = -softplus(-x), finite for large |x|."""
     return -softplus(-nx.asarray(x))

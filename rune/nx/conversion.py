@@ -3,6 +3,7 @@ NumPy and DLPack arrays), astype, and the operand rules every nx function
 starts with: placement (`committed_device`) and dtype promotion (`promote`,
 NEP 50: Python scalars are weak literals)."""
 import builtins
+import functools
 
 import numpy as np
 
@@ -309,6 +310,22 @@ def astype(x, dtype):
 
 
 cast = astype
+
+
+def in_float32(fn):
+    """`fn` computed in float32 for float16/bfloat16 operands, rounded once to
+    their dtype at the end (as torch's kernels for these dtypes and XLA's
+    reductions do). A sum or a divisor never passes through the low-precision
+    dtype (float16's counts overflow at 65504), and a chain of elementwise steps
+    (an activation's) rounds once instead of after every step; the derivatives
+    follow the same path, through the two conversions."""
+    @functools.wraps(fn)
+    def run(x, *args, **kwargs):
+        x = asarray(x)
+        if x.dtype not in (dt.float16, dt.bfloat16):
+            return fn(x, *args, **kwargs)
+        return astype(fn(astype(x, dt.float32), *args, **kwargs), x.dtype)
+    return run
 
 
 def constant_like(value, like, dtype=None):

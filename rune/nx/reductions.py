@@ -3,7 +3,6 @@ var, std, count_nonzero, and the stable logsumexp/softmax/log_softmax; with
 NumPy's keywords (dtype=, initial=, where=, out=None) that np.sum(a) and the
 array methods pass."""
 import builtins
-import functools
 import math
 
 import numpy as np
@@ -12,7 +11,7 @@ from ..core.prims import P, broadcast_shapes
 from ..core.trace import bind
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..core import dtypes as dt
-from .conversion import asarray, astype, constant_like
+from .conversion import asarray, astype, constant_like, in_float32
 from .elementwise import _parts
 from .elementwise import (add, divide, equal, exp, isfinite, log, logical_not, maximum, minimum, multiply,
                           not_equal, sqrt, stop_gradient, subtract, where)
@@ -101,22 +100,7 @@ def _arg_reduction(prim_name):
 argmax, argmin = _arg_reduction("argmax"), _arg_reduction("argmin")
 
 
-def _in_float32(fn):
-    """`fn` computed in float32 for float16/bfloat16 operands, rounded once to
-    their dtype at the end, as XLA does. Their sums lose precision quickly and
-    their element counts overflow (float16 ends at 65504), so neither a partial
-    result nor a divisor ever passes through the low-precision dtype; the
-    derivatives follow the same path (through the two conversions)."""
-    @functools.wraps(fn)
-    def run(x, *args, **kwargs):
-        x = asarray(x)
-        if x.dtype not in (dt.float16, dt.bfloat16):
-            return fn(x, *args, **kwargs)
-        return astype(fn(astype(x, dt.float32), *args, **kwargs), x.dtype)
-    return run
-
-
-@_in_float32
+@in_float32
 def mean(x, axis=None, keepdims=False):
     """The arithmetic mean over `axis`.
 
@@ -133,7 +117,7 @@ def mean(x, axis=None, keepdims=False):
     return divide(sum(x, axes, keepdims), n)
 
 
-@_in_float32
+@in_float32
 def var(x, axis=None, keepdims=False, ddof=0):
     """The variance over `axis`: mean(|x - mean(x)|**2) * n / (n - ddof).
 
@@ -157,7 +141,7 @@ def _abs_squared(x):
     return multiply(x, x)
 
 
-@_in_float32
+@in_float32
 def std(x, axis=None, keepdims=False, ddof=0):
     """The standard deviation over `axis`: sqrt(var(x, axis, keepdims, ddof)).
 
@@ -311,7 +295,7 @@ def _floating(x):
     return x if dt.is_float(x.dtype) else astype(x, dt.to_inexact(x.dtype))
 
 
-@_in_float32
+@in_float32
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))) over `axis`, computed stably (the maximum is subtracted first).
 
@@ -336,7 +320,7 @@ def _softmax_input(name, x, axis):
     return x, x.size == 0
 
 
-@_in_float32
+@in_float32
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, computed stably (the maximum is subtracted first).
 
@@ -349,7 +333,7 @@ def softmax(x, axis=-1):
     return divide(unnormalized, sum(unnormalized, axis, keepdims=True))
 
 
-@_in_float32
+@in_float32
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along `axis`, computed stably.
 

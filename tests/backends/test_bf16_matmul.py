@@ -51,6 +51,7 @@ CASES = {
     "a 16-column panel": ((2, 3, 64, 64), (2, 3, 64, 16), None),
     "long K": ((8, 1001), (1001, 3), None),
     "transposed operands": ((65, 100), (50, 65), lambda a, b: (a.T, b.T)),
+    "a weight's gradient (a transposed, a long odd K)": ((301, 40), (301, 24), lambda a, b: (a.T, b)),
     "attention heads (a non-collapsible stack)": ((4, 64, 3, 16), (4, 3, 16, 64),
                                                  lambda a, b: (a.transpose(0, 2, 1, 3), b)),
 }

@@ -9,7 +9,12 @@
   column form, their accuracy that of the row form;
 - a stack of rows times a matrix is one product (no weight broadcast to a batch,
   no per-batch weight gradients summed afterwards);
-- a cheap value a later compiled run reads is recomputed there, not stored;
+- a cheap value a later compiled run reads is recomputed there, not stored; a long
+  chain of cheap ops (a GELU's derivative) that is stored anyway is loaded by the
+  reduction that reads it, not computed a second time;
+- a select of floats in a loop that calls a math function is a blend of bits
+  (a branch kept gcc from vectorizing such a loop): NumPy's bits, NaN payloads
+  and signed zeros included;
 - a compiled stretch hands out last call's output arrays again only where
   nothing holds them.
 """
@@ -236,6 +241,45 @@ def test_a_cheap_value_read_after_a_matmul_is_recomputed_there_not_stored(monkey
     stored = rune.jit(lambda x, w: f(x, w))
     assert len([s for s in stored.plan(x, w).steps if isinstance(s, CompiledStretch)][0].outputs) == 2
     np.testing.assert_array_equal(got, np.asarray(stored(x, w)))   # the same ops: the same bits
+
+
+def _chain(x):
+    """Twenty cheap ops and no math function: as costly a point as a libm call."""
+    for k in range(10):
+        x = x * 1.0625 + (k - 4.5)
+    return x
+
+
+def test_a_long_chain_that_is_stored_is_loaded_by_its_reduction_not_computed_again():
+    x = nx.asarray(np.random.default_rng(9).standard_normal((96, 40)).astype(np.float32))
+    f = lambda x: (lambda y: (y, nx.sum(y, axis=0)))(_chain(x))   # noqa: E731  (a bias's gradient)
+    sources = _sources(rune.jit(f).plan(x))
+    assert sum(src.count("0x1.1000000000000p+0") for src in sources) == 10, sources   # the chain once
+    got, want = rune.jit(f)(x), f(x)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_a_select_beside_a_math_function_is_a_blend_with_numpys_bits(dtype):
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(4099).astype(np.float32)
+    other = np.where(rng.random(4099) < 0.1, -0.0, rng.standard_normal(4099)).astype(np.float32)
+    other[::7] = np.float32(np.nan)
+    other = other.astype(np.float64) if dtype == "float64" else other
+    bits = other.view(np.uint64 if dtype == "float64" else np.uint32)
+    bits[::7] |= 0x5                              # NaNs with payloads: a select copies them bit for bit
+    mask = rng.random(4099) < 0.5
+    args = [nx.asarray(x).astype(dtype), nx.asarray(other).astype(dtype), nx.asarray(mask)]
+    f = lambda x, o, m: nx.where(m, nx.exp(x), o)   # noqa: E731  (a masked softmax's loop)
+    if dtype == "float64":   # (float64's exp is glibc's under jit, NumPy's own eagerly: a sqrt instead)
+        f = lambda x, o, m: nx.where(m, nx.sqrt(nx.abs(x)), o)   # noqa: E731
+    jf = rune.jit(f)
+    assert any("rn_select_f" in src for src in _sources(jf.plan(*args)))
+    got, want = np.asarray(jf(*args)), np.asarray(f(*args))
+    assert got.tobytes() == want.tobytes()
+    o = np.asarray(args[1])
+    assert got[~mask].tobytes() == o[~mask].tobytes()   # the other arm's own bits: -0.0, payloads
 
 
 def test_a_stack_times_a_vector_drops_the_vector_axis_as_numpy():

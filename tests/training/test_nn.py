@@ -38,6 +38,32 @@ def test_activations_match_their_formulas_and_derivatives(name):
     np.testing.assert_allclose(np.asarray(g), fd_grad(lambda x: np.sum(ref(x)), smooth), rtol=1e-6, atol=1e-8)
 
 
+ROUNDED_ONCE = ("gelu_tanh", "gelu_exact", "silu", "softplus", "elu", "log_sigmoid")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", ROUNDED_ONCE)
+def test_16_bit_activations_are_their_float32_values_rounded_once(name, dtype):
+    fn, ref = ACTIVATIONS[name]
+    x = np.random.default_rng(3).uniform(-6, 6, 2000).astype(np.float32).astype(dtype)
+    wide = np.asarray(fn(nx.asarray(x.astype(np.float32))))   # float32's function, NumPy's rounding
+    eager = np.asarray(fn(nx.asarray(x)))
+    assert eager.dtype == x.dtype and eager.tobytes() == wide.astype(dtype).tobytes()
+    assert np.asarray(rune.jit(fn)(nx.asarray(x))).tobytes() == eager.tobytes()
+    # one rounding: within half an ulp of the exact value, and float32's error (where 1 + tanh
+    # or 1 + erf cancels, |x| float32 ulps); a rounding after every step is off by several ulps
+    exact, x64 = ref(x.astype(np.float64)), x.astype(np.float64)
+    ulp = np.spacing(np.abs(exact).astype(dtype)).astype(np.float64)
+    f32_error = 4 * np.finfo(np.float32).eps * (np.abs(exact) + np.abs(x64))
+    assert (np.abs(eager.astype(np.float64) - exact) <= 0.5 * ulp + f32_error + 1e-30).all()
+    # the derivative takes the same path: float32's, rounded once
+    grad = rune.grad(lambda v: nx.sum(fn(v).astype(np.float32)))
+    g = np.asarray(grad(nx.asarray(x)))
+    assert g.dtype == x.dtype
+    assert g.tobytes() == np.asarray(grad(nx.asarray(x.astype(np.float32)))).astype(dtype).tobytes()
+    assert np.asarray(rune.jit(grad)(nx.asarray(x))).tobytes() == g.tobytes()
+
+
 def test_relu_derivative_at_zero_is_zero_as_jax():
     assert float(rune.grad(nn.relu)(nx.asarray(0.0))) == 0.0
 

@@ -25,6 +25,7 @@ product. Here:
   the thread count or the tiling (as rune/backends/cpu/batched_matmul.py).
 """
 import ctypes
+import functools
 import math
 import threading
 
@@ -77,7 +78,23 @@ static void rune_pack_b(const uint16_t *b, int64_t sk, int64_t sn, int64_t k, in
    holds row r's pair (2p, 2p + 1), zero past m or k */
 static void rune_pack_a(const uint16_t *a, int64_t sm, int64_t sk, int64_t rows, int64_t k, uint32_t *out) {
   const int64_t kp = (k + 1) / 2, whole = k / 2;
-  for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+  int64_t r0 = 0;
+  if (sm == 1) {   /* a transposed (a weight's gradient): a^T's rows 2p and 2p + 1 read whole, each
+                      block's MR words of pair p from MR elements of each */
+    const int64_t blocks = rows / MR;
+    for (int64_t p = 0; p < kp; p++) {
+      const uint16_t *lo = a + 2 * p * sk, *hi = lo + sk;
+      if (p < whole)
+        for (int64_t q = 0; q < blocks; q++)
+          for (int64_t r = 0; r < MR; r++)
+            out[(q * kp + p) * MR + r] = (uint32_t)lo[q * MR + r] | (uint32_t)hi[q * MR + r] << 16;
+      else
+        for (int64_t q = 0; q < blocks; q++)
+          for (int64_t r = 0; r < MR; r++) out[(q * kp + p) * MR + r] = lo[q * MR + r];
+    }
+    r0 = blocks * MR;
+  }
+  for (; r0 < rows; r0 += MR) {
     uint32_t *o = out + (r0 / MR) * kp * MR;
     for (int64_t r = 0; r < MR; r++) {
       const uint16_t *row = a + (r0 + r) * sm;
@@ -276,7 +293,7 @@ def matmul(a, b, compiler):
     if k == 0:
         out[...] = 0
         return out
-    offsets = _offsets((a, b, out), batch, count)
+    offsets = _offsets(batch, tuple(x.strides[:len(batch)] for x in (a, b, out)))
     kp, panels = (k + 1) // 2, -(-n // NP)
     bpack = np.empty(count * panels * kp * NP, np.uint32)
     n_threads = threads.stack_threads(m * k * n * count)
@@ -289,13 +306,13 @@ def matmul(a, b, compiler):
     return out
 
 
-def _offsets(stacks, batch, count):
-    """(count, 3): the byte offset of each product's matrix in each of `stacks` (a, b, c)."""
-    offsets = np.empty((count, 3), np.int64)
-    for i, x in enumerate(stacks):
-        flat = x.reshape((count,) + x.shape[-2:]) if batch else x[None]
-        if np.shares_memory(flat, x) or not batch:   # one stride over the stack (the common case): a range
-            offsets[:, i] = np.arange(count, dtype=np.int64) * (flat.strides[0] if count > 1 else 0)
-        else:   # any batch strides: each index of the batch times its strides
-            offsets[:, i] = np.indices(batch).reshape(len(batch), count).T @ np.asarray(x.strides[:len(batch)])
+@functools.lru_cache(maxsize=256)
+def _offsets(batch, strides):
+    """(count, 3): the byte offset of each product's matrix in a, b and c, from their
+    batch `strides`: each index of the batch times its strides (a reshape to one batch
+    axis would copy a stack whose batch axes are not one stride: attention's heads).
+    A training step asks for the same few every time: they are kept (read-only)."""
+    index = np.indices(batch, np.int64).reshape(len(batch), math.prod(batch)).T
+    offsets = np.stack([index @ np.asarray(s, np.int64) for s in strides], axis=1)
+    offsets.flags.writeable = False
     return offsets
