@@ -40,6 +40,28 @@ def _rows(row):
     return None if row is None else ("r" if row == 1 else f"r * {row}", "r + 1" if row == 1 else f"r * {row} + {row}")
 
 
+def _rows_apart(kernel, loads, at, per_row):
+    """Whether a serial (scatter) kernel's innermost loop can run as vectors: each
+    store writes one row per outer point, chosen by values computed before the loop
+    (`per_row`), a different element at each inner index; and every load of a buffer
+    the kernel writes reads the element its store writes at the same inner index (the
+    same strides and indices; a dropped write's row is read clamped, never written)."""
+    fixed = {id(x) for x in per_row}
+    stores = {}
+    for s in kernel.stores:
+        if (len(at[id(s)]) < 2 or at[id(s)][-1] == 0 or s.buffer.index in stores
+                or any(type(v) is not Const and id(v) not in fixed for v, *_ in s.dynamic)):
+            return False
+        stores[s.buffer.index] = s
+    for ld in loads:
+        s = stores.get(ld.buffer.index)
+        if s is not None and (at[id(ld)] != at[id(s)] or ld.offset != s.offset or
+                              [(id(v), st, n) for v, st, n, _ in ld.dynamic] !=
+                              [(id(v), st, n) for v, st, n, _ in s.dynamic]):
+            return False
+    return True
+
+
 def _row_invariant(loads, nodes, invariant):
     """(loads, nodes) split into those the same at every index of the inner loop
     (`invariant(load or index node)`; a node whose arguments all are) and the rest,
@@ -143,12 +165,20 @@ class CDialect(CStyle):
         def statements(loads, nodes):
             return self.walk_statements(kernel, loads, nodes, names, ivars, at, amap)
         per_row = statements(row_loads, row_nodes)
+        if len(shape) > 1:   # a row chosen by such values (a gather's, a scatter's): its address too
+            per_row += self.hoist_terms(loads + kernel.stores, {id(x) for x in row_loads + row_nodes}, names)
         body = statements(loads, nodes)
         body += self.stores(kernel, names, lambda s: offset(ivars, at[id(s)], s.offset))
         par = row is None and (kernel.size >= self.parallel_threshold
                                or kernel.size * _cost(nodes + row_nodes) >= self.parallel_work)
         pragmas = [None] * len(shape)
-        if shape and not kernel.serial:   # a serial kernel's points run in order (repeated scatter indices)
+        if shape and kernel.serial:
+            # a serial kernel's points run in order on one thread (repeated scatter indices);
+            # its innermost loop still runs as vectors where its points cannot meet (an
+            # embedding's gradient: a row per token)
+            if _rows_apart(kernel, loads, at, row_loads + row_nodes):
+                pragmas[-1] = "#pragma omp simd"
+        elif shape:
             pragmas[-1] = "#pragma omp simd"
             if par and len(shape) == 1:
                 pragmas[0] = self.parallel_for(" simd")

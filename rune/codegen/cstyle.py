@@ -45,6 +45,11 @@ class Half(NamedTuple):
     rounded: str   # a float32 result -> rounded to the format, still float32
 
 
+def _term_key(v, stride, n, hi):
+    """The key of a runtime index term in a kernel's `names` (beside the ids of its values)."""
+    return ("term", id(v), stride, n, hi)
+
+
 def _indent(lines, by="  "):
     return [by + x for x in lines]
 
@@ -157,7 +162,7 @@ class CStyle:
 
         for ld in sorted(loads, key=lambda ld: bool(ld.dynamic)):  # index loads first
             names[id(ld)] = f"l{kernel.loads.index(ld)}"
-            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}{self.dynamic(ld.dynamic, arg)}]")
+            value = self.load(ld.dtype, f"p{ld.buffer.index}[{index(ld)}{self.dynamic(ld.dynamic, arg, names)}]")
             if ld.guard:  # padding: the buffer is only read inside the guard
                 value = f"({guard(ld)}) ? {value} : {self.const(ld.fill, ld.dtype)}"
             lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
@@ -174,10 +179,43 @@ class CStyle:
             lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
         return lines
 
-    def dynamic(self, terms, arg):
-        """The runtime part of an address: each index clamped as the eager backend clamps it."""
-        return "".join(f" + (int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})"
+    def dynamic(self, terms, arg, names=None):
+        """The runtime part of an address: each index clamped as the eager backend clamps it
+        (a term computed before the loop, `hoist_terms`, by its name)."""
+        names = names or {}
+        return "".join(" + " + names.get(_term_key(v, st, n, hi),
+                                         f"(int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})")
                        for v, st, n, hi in terms if hi is not None)
+
+    def from_end(self, v, n, arg, names=None):
+        """A scatter's runtime index counted from the end when negative (by its name where
+        computed before the loop, `hoist_terms`)."""
+        return (names or {}).get(_term_key(v, None, n, None), f"rn_from_end((int64_t)({arg(v)}), {n})")
+
+    def hoist_terms(self, walkers, fixed, names):
+        """Lines computing, once per row, the runtime index terms of `walkers` (loads and
+        stores) whose index values are the same along the innermost loop (ids in `fixed`),
+        each named in `names`: an address whose row is chosen by such a value (an
+        embedding's row) then has a base the loop does not change, which gcc needs to
+        vectorize the loop."""
+        lines = []
+
+        def arg(a):
+            return self.operand(a, names)
+
+        for w in walkers:
+            for v, st, n, hi in w.dynamic:
+                if type(v) is not Const and id(v) not in fixed:
+                    continue
+                keys = [(_term_key(v, st, n, hi), f"(int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})")]
+                if hi is None:   # a scatter's write: its index from the end, and its term from that
+                    at = _term_key(v, None, n, None)
+                    keys = [(at, f"rn_from_end((int64_t)({arg(v)}), {n})")]
+                for key, expr in keys:
+                    if key not in names:
+                        names[key] = f"d{len(names)}"
+                        lines.append(f"const int64_t {names[key]} = {expr};")
+        return lines
 
     def stores(self, kernel, names, index):
         """`index(store)`: the static part of a store's position (a string: the same
@@ -192,10 +230,10 @@ class CStyle:
         for s in kernel.stores:
             v = s.value
             val = names[id(v)] if type(v) is not Const else self.const(v, s.buffer.dtype)
-            line = f"p{s.buffer.index}[{index(s)}{self.dynamic(s.dynamic, arg)}"
+            line = f"p{s.buffer.index}[{index(s)}{self.dynamic(s.dynamic, arg, names)}"
             drops = [(v, st, n) for v, st, n, hi in s.dynamic if hi is None]
             if drops:  # scatter: an index outside [0, n) (negative ones count from the end) drops the write
-                pos = [f"rn_from_end((int64_t)({arg(v)}), {n})" for v, st, n in drops]
+                pos = [self.from_end(v, n, arg, names) for v, st, n in drops]
                 line += "".join(f" + (int64_t){st} * {p}" for (v, st, n), p in zip(drops, pos))
                 cond = " && ".join(f"(uint64_t){p} < {n}u" for (v, st, n), p in zip(drops, pos))
                 lines.append(f"if ({cond}) {line}] = {self.stored(s.buffer.dtype, val)};")

@@ -12,6 +12,9 @@
 - a cheap value a later compiled run reads is recomputed there, not stored; a long
   chain of cheap ops (a GELU's derivative) that is stored anyway is loaded by the
   reduction that reads it, not computed a second time;
+- an embedding's gradient (a scatter-add of rows, repeated tokens among them) keeps
+  its points in order on one thread but runs each row as vectors: the bits of a
+  NumPy loop over the tokens;
 - a select of floats in a loop that calls a math function is a blend of bits
   (a branch kept gcc from vectorizing such a loop): NumPy's bits, NaN payloads
   and signed zeros included;
@@ -30,6 +33,7 @@ from rune.backends.stretch import CompiledStretch
 from rune.compiler import fuse, lower
 
 from compiled import precompiled
+from pinned_threads import at_threads, parallel_everywhere
 
 
 
@@ -258,6 +262,28 @@ def test_a_long_chain_that_is_stored_is_loaded_by_its_reduction_not_computed_aga
     got, want = rune.jit(f)(x), f(x)
     np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
     np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_an_embedding_gradient_runs_its_rows_as_vectors_in_token_order(dtype):
+    rng = np.random.default_rng(11)
+    vocab, d = 50, 64
+    tokens = rng.integers(-vocab, vocab, 3000).astype(np.int32)   # repeats, and from the end
+    table = rng.standard_normal((vocab, d)).astype(np.float32).astype(dtype)
+    upd = rng.standard_normal((tokens.size, d)).astype(np.float32).astype(dtype)
+    # the gradient of an embedding lookup: the cotangent's rows added into the table's
+    f = lambda t, i, u: rune.vjp(lambda t: nx.take(t, i, axis=0), t)[1](u)[0]   # noqa: E731
+    args = [nx.asarray(table), nx.asarray(tokens), nx.asarray(upd)]
+    want = np.zeros_like(table)
+    for i, row in zip(tokens, upd):   # NumPy's rows in token order
+        want[i] += row
+    with parallel_everywhere(blas=False):
+        jf = rune.jit(f)
+        serial = [src for src in _sources(jf.plan(*args)) if "rn_from_end" in src]
+        assert serial and all("omp simd" in src and "omp parallel" not in src for src in serial), serial
+        for k in (1, 3):
+            assert at_threads(k, jf, *args)[0].tobytes() == want.tobytes()
+    assert np.asarray(f(*args)).tobytes() == want.tobytes()   # eager
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
