@@ -97,7 +97,10 @@ def test_bf16_product_bits_do_not_depend_on_the_thread_count(monkeypatch):
     rng = np.random.default_rng(2)
     a, b = nx.asarray(_bf16(rng, (300, 129))), nx.asarray(_bf16(rng, (129, 200)))
     stack_a, stack_b = nx.asarray(_bf16(rng, (6, 70, 48))), nx.asarray(_bf16(rng, (6, 48, 16)))
-    runs = [at_threads(k, lambda: (a @ b, stack_a @ stack_b)) for k in (1, 2, 3)]
+    # a weight's gradient: one tile of the largest size, cut smaller for 2 and 3 threads
+    xt, dy = nx.asarray(_bf16(rng, (1001, 40)).T), nx.asarray(_bf16(rng, (1001, 50)))
+    assert bf16_gemm._tile(40, 50, 1, 1) == (48, 64) and bf16_gemm._tile(40, 50, 1, 3) == (16, 32)
+    runs = [at_threads(k, lambda: (a @ b, stack_a @ stack_b, xt @ dy)) for k in (1, 2, 3)]
     for run in runs[1:]:
         for x, y in zip(runs[0], run):
             assert np.array_equal(x.view(np.uint16), y.view(np.uint16))

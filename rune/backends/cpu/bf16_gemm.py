@@ -20,7 +20,9 @@ product. Here:
   it, plain C float32 multiply-adds ran about as fast as the float32 route on large
   products and 5x slower on narrow ones (n = 16, AVX2), so products there take the
   float32 route (OpenBLAS's sgemm, one rounding) as before.
-- Threads take tiles of the output (MB rows by NB columns); every element's sum
+- Threads take tiles of the output (MB rows by NB columns, halved while there are
+  fewer than two a thread: a weight's gradient, 64 x 64 over a long K, is one
+  tile of the largest size); every element's sum
   runs over the whole K in one order fixed by K alone, so its bits do not depend on
   the thread count or the tiling (as rune/backends/cpu/batched_matmul.py).
 """
@@ -199,8 +201,11 @@ int rune_bf16_gemm(int64_t count, const int64_t *offsets, const char *a, const c
   #pragma omp parallel num_threads(threads)
   {
     #pragma omp for schedule(static)
-    for (int64_t i = 0; i < count; i++)
-      rune_pack_b((const uint16_t *)(b + offsets[3 * i + 1]), b_sk, b_sn, k, n, bpack + i * packed);
+    for (int64_t t = 0; t < count * panels; t++) {   /* a panel of NP columns each */
+      const int64_t i = t / panels, q = t % panels, cols = n - q * NP < NP ? n - q * NP : NP;
+      rune_pack_b((const uint16_t *)(b + offsets[3 * i + 1]) + q * NP * b_sn, b_sk, b_sn, k, cols,
+                  bpack + i * packed + q * kp * NP);
+    }
     uint32_t *apack = (uint32_t *)malloc((size_t)(((mb + MR - 1) / MR) * MR * kp) * sizeof(uint32_t));
     if (apack == NULL) {
       #pragma omp atomic write
@@ -297,13 +302,29 @@ def matmul(a, b, compiler):
     kp, panels = (k + 1) // 2, -(-n // NP)
     bpack = np.empty(count * panels * kp * NP, np.uint32)
     n_threads = threads.stack_threads(m * k * n * count)
+    mb, nb = _tile(m, n, count, n_threads)
     failed = fn(count, address(offsets), address(a), address(b), address(out), m, n, k, a.strides[-2] // 2,
-                a.strides[-1] // 2, b.strides[-2] // 2, b.strides[-1] // 2, n, MB, NB, address(bpack), n_threads)
+                a.strides[-1] // 2, b.strides[-2] // 2, b.strides[-1] // 2, n, mb, nb, address(bpack), n_threads)
     if n_threads > 1:
         threads.pool_ran(n_threads)
     if failed:
         raise MemoryError("bfloat16 matmul: no memory for a thread's packed rows")
     return out
+
+
+def _tile(m, n, count, n_threads):
+    """(rows, columns) of the tiles the threads take: MB x NB (within the product),
+    the rows halved, then the columns (down to 2 MR rows, 2 NP columns: the
+    micro-kernel's blocks) while `count` products have fewer than two tiles a thread. A tile's
+    size changes no sum (each runs over the whole K), so no bit."""
+    rows, cols = min(MB, -(-m // (2 * MR)) * 2 * MR), min(NB, -(-n // (2 * NP)) * 2 * NP)
+    while (n_threads > 1 and count * -(-m // rows) * -(-n // cols) < 2 * n_threads
+           and (rows > 2 * MR or cols > 2 * NP)):
+        if rows > 2 * MR:   # rows first: a tile packs its rows of a, a column's tiles each again
+            rows = -(-rows // (4 * MR)) * 2 * MR
+        else:
+            cols = -(-cols // (4 * NP)) * 2 * NP
+    return rows, cols
 
 
 @functools.lru_cache(maxsize=256)
