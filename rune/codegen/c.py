@@ -107,13 +107,12 @@ class CDialect(CStyle):
         # selecting floats), and a scalar select on a random mask mispredicts.
         return "unsigned char" if dtype.name == "bool" else self.ctype(dtype)
 
-    def select(self, cond, on_true, on_false, dtype):
-        # floats as a blend of bits (c_prelude.h): a branch would keep a loop that
-        # also calls a math function from vectorizing
+    def blended_select(self, cond, on_true, on_false, dtype):
+        # floats as a blend of bits (c_prelude.h): a branch keeps a loop that also calls a
+        # math function from vectorizing (gcc cannot if-convert beside the call). Only
+        # there: elsewhere the branch vectorizes, and blends cost gcc time on long kernels
         kind = {"float": "f32", "double": "f64"}.get(self.compute_type(dtype))
-        if kind is None:
-            return super().select(cond, on_true, on_false, dtype)
-        return f"rn_select_{kind}({cond}, {on_true}, {on_false})"
+        return None if kind is None else f"rn_select_{kind}({cond}, {on_true}, {on_false})"
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]

@@ -252,7 +252,7 @@ def _identity(r, node, a, dts):
 
 
 def _select(r, node, a, dts):
-    return r.select(a[0], a[1], a[2], node.dtype)
+    return f"(({a[0]}) ? {a[1]} : {a[2]})"
 
 
 def _convert(r, node, a, dts):
