@@ -75,8 +75,6 @@ def _row_invariant(loads, nodes, invariant):
             [ld for ld in loads if id(ld) not in fixed], [n for n in nodes if id(n) not in fixed])
 
 
-
-
 class CDialect(CStyle):
     """C for the CPU: OpenMP loops, libm's vector functions, `restrict` pointers."""
 
@@ -97,8 +95,9 @@ class CDialect(CStyle):
     # libmvec's vector variants (glibc >= 2.35), declared `omp declare simd` so
     # `#pragma omp simd` loops call them, only for the float32 functions NumPy
     # computes with its own SIMD routines (so eager's bits are not libm's either).
-    # Every other function stays scalar libm: the very function NumPy calls, so
-    # float64 transcendentals (and float32 tan, erf, ...) match eager bit for bit.
+    # Every other function stays scalar libm: the very function NumPy calls where NumPy
+    # has no SIMD routine of its own (on AVX-512 builds it has float64 ones, and eager
+    # float64 differs there: docs/numerics.md, "Not yet").
     _SIMD_MATH = ("sinf", "cosf", "expf", "logf", "tanhf")
 
     def pointer_type(self, dtype):
