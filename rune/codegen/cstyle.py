@@ -50,6 +50,16 @@ def _term_key(v, stride, n, hi):
     return ("term", id(v), stride, n, hi)
 
 
+def _clamped(v, stride, n, hi, arg):
+    """A read's runtime index term: the index clamped as the eager backend clamps it."""
+    return f"(int64_t){stride} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})"
+
+
+def _counted_from_end(v, n, arg):
+    """A scatter's runtime index, counted from the end when negative."""
+    return f"rn_from_end((int64_t)({arg(v)}), {n})"
+
+
 def _indent(lines, by="  "):
     return [by + x for x in lines]
 
@@ -193,14 +203,13 @@ class CStyle:
         """The runtime part of an address: each index clamped as the eager backend clamps it
         (a term computed before the loop, `hoist_terms`, by its name)."""
         names = names or {}
-        return "".join(" + " + names.get(_term_key(v, st, n, hi),
-                                         f"(int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})")
+        return "".join(" + " + names.get(_term_key(v, st, n, hi), _clamped(v, st, n, hi, arg))
                        for v, st, n, hi in terms if hi is not None)
 
     def from_end(self, v, n, arg, names=None):
         """A scatter's runtime index counted from the end when negative (by its name where
         computed before the loop, `hoist_terms`)."""
-        return (names or {}).get(_term_key(v, None, n, None), f"rn_from_end((int64_t)({arg(v)}), {n})")
+        return (names or {}).get(_term_key(v, None, n, None), _counted_from_end(v, n, arg))
 
     def hoist_terms(self, walkers, fixed, names):
         """Lines computing, once per row, the runtime index terms of `walkers` (loads and
@@ -217,14 +226,12 @@ class CStyle:
             for v, st, n, hi in w.dynamic:
                 if type(v) is not Const and id(v) not in fixed:
                     continue
-                keys = [(_term_key(v, st, n, hi), f"(int64_t){st} * rn_clamp_index((int64_t)({arg(v)}), {n}, {hi})")]
-                if hi is None:   # a scatter's write: its index from the end, and its term from that
-                    at = _term_key(v, None, n, None)
-                    keys = [(at, f"rn_from_end((int64_t)({arg(v)}), {n})")]
-                for key, expr in keys:
-                    if key not in names:
-                        names[key] = f"d{len(names)}"
-                        lines.append(f"const int64_t {names[key]} = {expr};")
+                # a read's whole term; a scatter's write, its index (its condition reads it too)
+                key, expr = ((_term_key(v, st, n, hi), _clamped(v, st, n, hi, arg)) if hi is not None
+                             else (_term_key(v, None, n, None), _counted_from_end(v, n, arg)))
+                if key not in names:
+                    names[key] = f"d{len(names)}"
+                    lines.append(f"const int64_t {names[key]} = {expr};")
         return lines
 
     def stores(self, kernel, names, index):
