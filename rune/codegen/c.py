@@ -106,12 +106,8 @@ class CDialect(CStyle):
         # selecting floats), and a scalar select on a random mask mispredicts.
         return "unsigned char" if dtype.name == "bool" else self.ctype(dtype)
 
-    def blended_select(self, cond, on_true, on_false, dtype):
-        # floats as a blend of bits (c_prelude.h): a branch keeps a loop that also calls a
-        # math function from vectorizing (gcc cannot if-convert beside the call). Only
-        # there: elsewhere the branch vectorizes, and blends cost gcc time on long kernels
-        kind = {"float": "f32", "double": "f64"}.get(self.compute_type(dtype))
-        return None if kind is None else f"rn_select_{kind}({cond}, {on_true}, {on_false})"
+    def beside_calls(self):
+        return _BESIDE_CALLS
 
     def prelude(self):
         decls = [f"#pragma omp declare simd notinbranch\nfloat {f}(float);" for f in self._SIMD_MATH]
@@ -397,3 +393,18 @@ _SIMD_CLONES = read("simd_clones.h")   # the math library's clones of functions 
 # suite's kernels (40 sampled batches: 27.6 -> 23.1 CPU-s).
 _MATH_ATTRIBUTES = 'simd("notinbranch"), const'
 
+
+class _BesideCalls(CDialect):
+    """The C dialect in a kernel that calls float32 math functions (`CStyle.beside_calls`):
+    float selects are blends of bits (c_prelude.h), since a branch beside the call keeps
+    gcc from vectorizing the loop (it cannot if-convert it there). Only there: elsewhere
+    the branch vectorizes, and blends cost gcc time on long kernels."""
+
+    def select(self, cond, on_true, on_false, dtype):
+        kind = {"float": "f32", "double": "f64"}.get(self.compute_type(dtype))
+        if kind is None:
+            return super().select(cond, on_true, on_false, dtype)
+        return f"rn_select_{kind}({cond}, {on_true}, {on_false})"
+
+
+_BESIDE_CALLS = _BesideCalls()

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import complexc, rows
-from .expressions import ARITY, COSTLY_OPS, EXACT_OPS, RULES, SELECT_OP, is_float, kind
+from .expressions import ARITY, COSTLY_OPS, EXACT_OPS, RULES, is_float, kind
 from .helpers import float_literal
 from .index_math import collapse, condition, flat_index, guarded_axes, offset
 from .kernel import Const, Node, contiguous_strides
@@ -132,10 +132,14 @@ class CStyle:
         half = self.HALVES.get(dtype.name)
         return value if half is None else half.stored.format(value)
 
-    def blended_select(self, cond, on_true, on_false, dtype):
-        """A select in a kernel that calls math functions, where the dialect spells it
-        otherwise (None: as `select`)."""
-        return None
+    def select(self, cond, on_true, on_false, dtype):
+        """`cond ? on_true : on_false`, values of `dtype`'s compute type."""
+        return f"(({cond}) ? {on_true} : {on_false})"
+
+    def beside_calls(self):
+        """The dialect that spells the nodes of a kernel calling float32 math functions
+        (this one; the C dialect's spells selects otherwise there)."""
+        return self
 
     def rounded(self, dtype, expr):
         """Round a float32 result to its 16-bit float dtype (kept in float32)."""
@@ -146,15 +150,9 @@ class CStyle:
         """A float64 rounded once to float16, kept in float32."""
         return self.F64_TO_F16.format(expr)
 
-    def expression(self, node, args, beside_calls=False):
-        """`node` as a C expression of `args` (its operands' spellings); `beside_calls`:
-        the kernel calls math functions (`statements`)."""
+    def expression(self, node, args):
         dts = [a.dtype for a in node.args]
-        expr = None
-        if beside_calls and node.op == SELECT_OP and kind(node.dtype) in "hf":
-            expr = self.blended_select(*args, node.dtype)
-        if expr is None:
-            expr = RULES[node.op](self, node, args, dts)
+        expr = RULES[node.op](self, node, args, dts)
         if kind(node.dtype) == "h" and node.op not in EXACT_OPS and not (
                 node.op == "convert" and dts[0] == node.dtype):
             expr = self.rounded(node.dtype, expr)
@@ -185,7 +183,8 @@ class CStyle:
             lines.append(f"const {self.compute_type(ld.dtype)} {names[id(ld)]} = {value};")
         # a float32 (or 16-bit) math function is a call to its SIMD clone (float64's are
         # scalar calls: their loops never vectorize)
-        beside_calls = any(n.op in COSTLY_OPS and self.compute_type(n.dtype) == "float" for n in kernel.nodes)
+        spell = (self.beside_calls() if any(n.op in COSTLY_OPS and self.compute_type(n.dtype) == "float"
+                                            for n in kernel.nodes) else self)
         for n in nodes:
             names[id(n)] = f"v{len(names)}"
             if n.op == "index":
@@ -195,7 +194,7 @@ class CStyle:
                 args = [index_of(n)]
             else:
                 args = [arg(a) for a in n.args]
-            expr = self.expression(n, args, beside_calls)
+            expr = spell.expression(n, args)
             lines.append(f"const {self.compute_type(n.dtype)} {names[id(n)]} = {expr};")
         return lines
 

@@ -181,11 +181,11 @@ class CudaDialect(CStyle):
                               rounded="__half2float(__float2half_rn({}))")}
     F64_TO_F16 = "__half2float(__double2half({}))"
 
-    def expression(self, node, args, beside_calls=False):
+    def expression(self, node, args):
         if node.op not in RULES:
             raise NotImplementedError(f"the CUDA dialect cannot render a {node.op!r} node "
                                       f"({node.dtype.name}); no expression rule for it")
-        return super().expression(node, args, beside_calls)
+        return super().expression(node, args)
 
     def prelude(self):
         return _PRELUDE + c_helpers() + complexc.helpers() + index_helpers() + mathlib.branching_source()

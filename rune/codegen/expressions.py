@@ -252,7 +252,7 @@ def _identity(r, node, a, dts):
 
 
 def _select(r, node, a, dts):
-    return f"(({a[0]}) ? {a[1]} : {a[2]})"
+    return r.select(a[0], a[1], a[2], node.dtype)
 
 
 def _convert(r, node, a, dts):

@@ -1,4 +1,5 @@
-"""The address of a NumPy array's data, as a C function reading it needs it.
+"""The address of a NumPy array's data, as a C function reading it needs it, and the
+byte offsets of the matrices of stacks (`stack_offsets`) that batched products read.
 
 `ndarray.ctypes.data` builds a ctypes helper object on every read: about a
 microsecond, and a training step hands a hundred arrays to its kernels. The
@@ -10,6 +11,8 @@ interpreter with another object header, a NumPy that moved it), every read
 goes through `ctypes.data`.
 """
 import ctypes
+import functools
+import math
 
 import numpy as np
 
@@ -38,3 +41,17 @@ else:
     def address(array, _offset=_OFFSET, _read=_word):
         """The address of `array`'s first element (an ndarray)."""
         return _read(id(array) + _offset).value
+
+
+@functools.lru_cache(maxsize=256)
+def stack_offsets(batch, strides):
+    """(count, k): the byte offset of each matrix of k stacks over `batch` from their
+    first elements, given each stack's batch `strides` (k tuples): each index of the
+    batch times its strides (a reshape to one batch axis would copy a stack whose batch
+    axes are not one stride: attention's heads). A training step asks for the same few
+    every time: they are kept, read-only. An empty batch gives one row of zeros."""
+    index = np.indices(batch, np.int64).reshape(len(batch), math.prod(batch)).T
+    offsets = np.stack([index @ np.asarray(s, np.int64) for s in strides], axis=1)
+    offsets.flags.writeable = False
+    return offsets
+

@@ -41,7 +41,7 @@ from ...base.tuning import MATMUL_K_BLOCK_BYTES, MATMUL_MIN_SIDE, MATMUL_MIN_TIL
 from . import bf16_gemm, threads
 from ...errors import CompileError
 from .. import pipeline
-from .address import address
+from .address import address, stack_offsets
 
 NAME = "rune_batched_gemm"
 TILE, MIN_TILES, MIN_SIDE = MATMUL_TILE, MATMUL_MIN_TILES, MATMUL_MIN_SIDE   # rune/base/tuning.py says why
@@ -274,26 +274,8 @@ def _run(a, b, entry, la, lb, k, tile, n_threads):
     m, n = a.shape[-2], b.shape[-1]
     batch = a.shape[:-2]
     out = np.empty(batch + (m, n), a.dtype)
-    if batch:
-        offsets = np.empty(batch + (3,), np.int64)
-        for i, x in enumerate((a, b, out)):
-            offsets[..., i] = _starts(x, batch)
-    else:
-        offsets = _NO_OFFSETS
+    offsets = stack_offsets(batch, tuple(x.strides[:len(batch)] for x in (a, b, out)))
     fn(gemm, gemv, math.prod(batch), address(offsets), address(a), address(b), address(out), la[0], lb[0], m, n, k,
        la[1], lb[1], n, a.strides[-2], b.strides[-1], tile[0], tile[1], n_threads)
     threads.pool_ran(n_threads)
     return out
-
-
-_NO_OFFSETS = np.zeros(3, np.int64)   # the one product of two matrices
-
-
-def _starts(x, batch):
-    """The byte offset of each matrix of stack `x` from its first element, over `batch`."""
-    total = np.zeros(batch, np.int64)
-    for axis, (extent, stride) in enumerate(zip(batch, x.strides)):
-        shape = [1] * len(batch)
-        shape[axis] = extent
-        total = total + (np.arange(extent, dtype=np.int64) * stride).reshape(shape)
-    return total

@@ -27,7 +27,6 @@ product. Here:
   the thread count or the tiling (as rune/backends/cpu/batched_matmul.py).
 """
 import ctypes
-import functools
 import math
 import threading
 
@@ -38,7 +37,7 @@ from . import threads
 from ...base.tuning import BFLOAT_TILE_COLS, BFLOAT_TILE_ROWS
 from ...errors import CompileError
 from .. import pipeline
-from .address import address
+from .address import address, stack_offsets
 
 NAME = "rune_bf16_gemm"
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -298,7 +297,7 @@ def matmul(a, b, compiler):
     if k == 0:
         out[...] = 0
         return out
-    offsets = _offsets(batch, tuple(x.strides[:len(batch)] for x in (a, b, out)))
+    offsets = stack_offsets(batch, tuple(x.strides[:len(batch)] for x in (a, b, out)))
     kp, panels = (k + 1) // 2, -(-n // NP)
     bpack = np.empty(count * panels * kp * NP, np.uint32)
     n_threads = threads.stack_threads(m * k * n * count)
@@ -325,15 +324,3 @@ def _tile(m, n, count, n_threads):
         else:
             cols = -(-cols // (4 * NP)) * 2 * NP
     return rows, cols
-
-
-@functools.lru_cache(maxsize=256)
-def _offsets(batch, strides):
-    """(count, 3): the byte offset of each product's matrix in a, b and c, from their
-    batch `strides`: each index of the batch times its strides (a reshape to one batch
-    axis would copy a stack whose batch axes are not one stride: attention's heads).
-    A training step asks for the same few every time: they are kept (read-only)."""
-    index = np.indices(batch, np.int64).reshape(len(batch), math.prod(batch)).T
-    offsets = np.stack([index @ np.asarray(s, np.int64) for s in strides], axis=1)
-    offsets.flags.writeable = False
-    return offsets
